@@ -1,0 +1,172 @@
+// Python bindings of the C++ core (torch_neuronx._C). Bindings only: behaviour lives in runtime/
+// and aten/.
+
+#include "aten/native/Metadata.h"
+#include "runtime/NeuronAllocator.h"
+#include "runtime/NeuronCallSignature.h"
+#include "runtime/NeuronDevice.h"
+#include "runtime/NeuronGenerator.h"
+#include "runtime/NeuronGuard.h"
+#include "runtime/NeuronPython.h"
+
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Stream.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace py = pybind11;
+using namespace c10::neuron;
+
+namespace {
+
+c10::ScalarType scalar_type_of(int code) {
+  TORCH_CHECK_VALUE(code >= 0 && code < static_cast<int>(c10::ScalarType::NumOptions), "neuron: invalid dtype code ",
+                    code);
+  return static_cast<c10::ScalarType>(code);
+}
+
+Allocation* allocation_of_tensor(const at::Tensor& tensor) {
+  TORCH_CHECK(tensor.device().type() == kNeuronDeviceType, "expected a neuron tensor, got one on ", tensor.device());
+  return allocation_of(tensor.storage().data_ptr());
+}
+
+// Layout of the fast path's functional outputs: contiguous tensors of fixed sizes and dtypes.
+class OutputLayout {
+ public:
+  explicit OutputLayout(const std::vector<std::pair<std::vector<int64_t>, int>>& outputs) {
+    for (const auto& [sizes, dtype] : outputs) {
+      sizes_.push_back(sizes);
+      dtypes_.push_back(scalar_type_of(dtype));
+    }
+  }
+
+  // New tensors on `device`, each holding the matching flat array as its storage buffer.
+  py::list wrap(const py::sequence& arrays, int device) const {
+    TORCH_CHECK(py::len(arrays) >= sizes_.size(), "neuron: executable returned ", py::len(arrays), " arrays for ",
+                sizes_.size(), " outputs");
+    py::list tensors;
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      at::Tensor tensor = at::neuron::empty_contiguous(sizes_[i], dtypes_[i], static_cast<c10::DeviceIndex>(device));
+      if (Allocation* allocation = allocation_of(tensor.storage().data_ptr())) {
+        assign_buffer(allocation->buffer, arrays[i], dtypes_[i]);
+      }
+      tensors.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
+    }
+    return tensors;
+  }
+
+ private:
+  std::vector<std::vector<int64_t>> sizes_;
+  std::vector<c10::ScalarType> dtypes_;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "C++ core of the neuron PyTorch backend";
+
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) {
+        std::rethrow_exception(error);
+      }
+    } catch (python_error& e) {
+      e.restore();
+    }
+  });
+
+  // Cores.
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_core_config_error", [] { return core_config_error(); });
+  m.def("_physical_core_ids", [] { return physical_core_ids(); });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int index) { set_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_exchange_device", [](int index) { return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(index))); });
+  m.def("_check_device_index", [](int index) { check_device_index(static_cast<c10::DeviceIndex>(index)); });
+
+  // Memory.
+  m.def("_memory_capacity", [](int device) { return allocator().capacity(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_set_memory_capacity",
+        [](int device, size_t bytes) { allocator().set_capacity(static_cast<c10::DeviceIndex>(device), bytes); });
+  m.def("_num_tensor_frees", [](int device) { return allocator().num_tensor_frees(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_empty_cache", [](int device) { allocator().empty_cache_on(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_parse_byte_size", [](const std::string& text, const std::string& what) { return parse_byte_size(text, what.c_str()); });
+
+  // Random numbers.
+  m.def("_default_generator", [](int device) { return default_generator(static_cast<c10::DeviceIndex>(device)); });
+  m.def(
+      "_philox_inputs",
+      [](py::object generator, int device, uint64_t increment) {
+        at::Generator gen = generator.is_none() ? default_generator(static_cast<c10::DeviceIndex>(device))
+                                                : generator.cast<at::Generator>();
+        auto* impl = gen.get<NeuronGenerator>();
+        TORCH_CHECK_VALUE(impl != nullptr, "a random op on neuron:", device, " was given a generator for ",
+                          gen.device(), "; create it with torch.Generator(device='neuron')");
+        return impl->philox_inputs(increment);
+      },
+      py::arg("generator"), py::arg("device"), py::arg("increment"));
+
+  // Storage buffers (decision 4).
+  m.def("_storage_buffer", [](const at::Tensor& tensor) -> py::tuple {
+    Allocation* allocation = allocation_of_tensor(tensor);
+    if (allocation == nullptr || allocation->buffer.array == nullptr) {
+      return py::make_tuple(py::none(), -1);
+    }
+    return py::make_tuple(py::handle(allocation->buffer.array), static_cast<int>(allocation->buffer.dtype));
+  });
+  m.def("_bind_buffer", [](const at::Tensor& tensor, py::object array, int dtype) {
+    if (Allocation* allocation = allocation_of_tensor(tensor)) {
+      assign_buffer(allocation->buffer, array, scalar_type_of(dtype));
+    }
+  });
+  m.def("_rebind", [](const py::list& tensors, const py::sequence& arrays, const std::vector<int>& dtypes) {
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      const at::Tensor& tensor = THPVariable_Unpack(tensors[i].ptr());
+      if (Allocation* allocation = allocation_of(tensor.storage().data_ptr())) {
+        assign_buffer(allocation->buffer, arrays[i], scalar_type_of(dtypes[i]));
+      }
+    }
+  });
+  m.def("_storage_address", [](const at::Tensor& tensor) {
+    return reinterpret_cast<uint64_t>(tensor.storage().data_ptr().get());
+  });
+  py::class_<OutputLayout>(m, "OutputLayout")
+      .def(py::init<const std::vector<std::pair<std::vector<int64_t>, int>>&>())
+      .def("wrap", &OutputLayout::wrap);
+  m.def("_empty_contiguous", [](const std::vector<int64_t>& sizes, int dtype, int device) {
+    return at::neuron::empty_contiguous(sizes, scalar_type_of(dtype), static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_dtype_codes", [] {
+    // torch.dtype -> c10::ScalarType code, the dtype numbering the C++ core and the key use.
+    py::dict codes;
+    for (int code = 0; code < static_cast<int>(c10::ScalarType::NumOptions); ++code) {
+      auto type = static_cast<c10::ScalarType>(code);
+      if (type == c10::ScalarType::Undefined) {
+        continue;
+      }
+      codes[py::handle(reinterpret_cast<PyObject*>(torch::getTHPDtype(type)))] = code;
+    }
+    return codes;
+  });
+  m.def("_check_dtype_supported", [](int dtype, const std::string& op) {
+    at::neuron::check_dtype_supported(scalar_type_of(dtype), op.c_str());
+  });
+
+  // Streams.
+  m.def("_stream", [](int device, int64_t stream_id) {
+    c10::Stream stream(c10::Stream::UNSAFE, c10::Device(kNeuronDeviceType, static_cast<c10::DeviceIndex>(device)),
+                       stream_id);
+    return py::reinterpret_steal<py::object>(THPStream_Wrap(stream));
+  });
+  m.def("_stream_priority", [](int device, int64_t stream_id) {
+    return stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(kNeuronDeviceType, static_cast<c10::DeviceIndex>(device)), stream_id));
+  });
+
+  // The Python runtime that C++ calls back into.
+  m.def("_set_python_runtime", &set_python_runtime);
+  m.def("_disable_python_runtime", &disable_python_runtime);
+
+  bind_call_signature(m);
+}

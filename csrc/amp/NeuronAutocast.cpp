@@ -1,0 +1,39 @@
+// torch.autocast("neuron"): the same op lists and cast policies as CUDA, from ATen's own lists
+// (ATen/autocast_mode.h), so mixed precision on neuron matches what users know from CUDA.
+// Ops outside the lists fall through to the next dispatch key unchanged; PyTorch registers that
+// fallthrough only for its in-tree backends, so a PrivateUse1 backend must do it itself.
+
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace at::neuron {
+namespace {
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+#define NEURON_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define NEURON_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define NEURON_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+#define NEURON_DIFFERENT_SIGNATURE(REDISPATCH_FUNC, REGISTER_NAME, REGISTER_SIGNATURE, REDISPATCH_SIGNATURE, POLICY) \
+  KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(REDISPATCH_FUNC, REGISTER_NAME, REGISTER_SIGNATURE,            \
+                                                      REDISPATCH_SIGNATURE, POLICY)
+
+  AT_FORALL_LOWER_PRECISION_FP(NEURON_LOWER_PRECISION)
+  AT_FORALL_FP32(NEURON_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(NEURON_DIFFERENT_SIGNATURE)
+  AT_FORALL_PROMOTE(NEURON_PROMOTE)
+
+#undef NEURON_LOWER_PRECISION
+#undef NEURON_FP32
+#undef NEURON_FP32_SET_OPT_DTYPE
+#undef NEURON_PROMOTE
+#undef NEURON_DIFFERENT_SIGNATURE
+}
+
+} // namespace
+} // namespace at::neuron

@@ -1,0 +1,69 @@
+#pragma once
+
+// Device memory: virtual HBM addresses (decision 3 in DESIGN.md).
+//
+// The allocator hands out addresses, not bytes: each NeuronCore owns a 16 TiB range that is
+// non-canonical on x86-64, so a stray host dereference faults at once. Every storage therefore has
+// a real, unique, non-overlapping data pointer, which is what lets views, `_base`, `.data =`,
+// serialization, overlap checks and DDP buckets behave as on CUDA. The bytes themselves live in a
+// PJRT buffer held by the allocation (NeuronPython.h).
+//
+// It behaves like CUDA's caching allocator, so that torch.cuda-style memory statistics mean the
+// same thing here: requests are rounded up to 512 bytes; a request that no cached block can serve
+// reserves a new segment of exactly that size; freed blocks stay cached (reserved) and are split
+// and coalesced; empty_cache() releases the segments that are entirely free. The capacity (24 GiB
+// per core by default, Trainium2 at LNC=2) bounds reserved bytes; past it, cached segments are
+// released and the request retried once, then torch.OutOfMemoryError is raised.
+
+#include "runtime/NeuronDevice.h"
+#include "runtime/NeuronPython.h"
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <cstdint>
+
+namespace c10::neuron {
+
+// The DataPtr context of every neuron storage.
+struct Allocation {
+  c10::DeviceIndex device;
+  uint64_t address;
+  size_t size; // rounded, what the allocator accounts
+  size_t requested; // what the caller asked for
+  StorageBuffer buffer;
+};
+
+class NeuronAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override;
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Frees of storages (one per released allocation), not reported by DeviceStats.
+  int64_t num_tensor_frees(c10::DeviceIndex device);
+  size_t capacity(c10::DeviceIndex device);
+  void set_capacity(c10::DeviceIndex device, size_t bytes);
+  void empty_cache_on(c10::DeviceIndex device);
+};
+
+NeuronAllocator& allocator();
+
+// The allocation behind a neuron DataPtr, or nullptr for an empty (0-byte) or foreign DataPtr.
+Allocation* allocation_of(const c10::DataPtr& data_ptr);
+
+// Device index encoded in a virtual address, or -1 when it is not a neuron address.
+int device_of_address(uint64_t address) noexcept;
+
+// Parses "24GiB", "512MiB", "1000000" (bytes). Raises ValueError naming `what` on bad input.
+size_t parse_byte_size(const std::string& text, const char* what);
+
+} // namespace c10::neuron

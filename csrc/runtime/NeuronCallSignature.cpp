@@ -1,0 +1,416 @@
+#include "runtime/NeuronCallSignature.h"
+
+#include "runtime/NeuronAllocator.h"
+#include "runtime/NeuronDevice.h"
+
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/Layout.h>
+#include <torch/csrc/MemoryFormat.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+
+namespace py = pybind11;
+
+namespace c10::neuron {
+namespace {
+
+// Python type of a runtime scalar, part of the key (the executable is traced for that type).
+char number_tag(PyObject* obj) {
+  if (PyBool_Check(obj)) {
+    return 'b';
+  }
+  if (PyLong_Check(obj)) {
+    return 'i';
+  }
+  if (PyFloat_Check(obj)) {
+    return 'f';
+  }
+  if (PyComplex_Check(obj)) {
+    return 'c';
+  }
+  return 0;
+}
+
+const char* number_type_name(char tag) {
+  switch (tag) {
+    case 'b':
+      return "bool";
+    case 'i':
+      return "int";
+    case 'f':
+      return "float";
+    default:
+      return "complex";
+  }
+}
+
+py::object scalar_to_python(const at::Scalar& value) {
+  if (value.isBoolean()) {
+    return py::bool_(value.toBool());
+  }
+  if (value.isIntegral(/*includeBool=*/false)) {
+    return py::int_(value.toLong());
+  }
+  if (value.isComplex()) {
+    auto z = value.toComplexDouble();
+    return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(z.real(), z.imag()));
+  }
+  return py::float_(value.toDouble());
+}
+
+class Walker {
+ public:
+  Walker(const std::string& op_name, bool describe) : op_name_(op_name), describe_(describe) {
+    key_.reserve(128);
+  }
+
+  template <typename T>
+  void put(T value) {
+    key_.append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+
+  void put_tag(char tag) {
+    key_.push_back(tag);
+  }
+
+  // One tensor argument (or list element); returns its description when describing.
+  py::object tensor(PyObject* obj, const ArgSpec& spec) {
+    if (obj == Py_None) {
+      put_tag('n');
+      return py::none();
+    }
+    if (!THPVariable_Check(obj)) {
+      char tag = number_tag(obj);
+      TORCH_CHECK_TYPE(tag != 0, op_name_, " on neuron: argument '", spec.name, "' expected a Tensor, got ",
+                       Py_TYPE(obj)->tp_name);
+      return runtime_scalar(obj, 'N', tag);
+    }
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    c10::Device where = t.device();
+    if (where.type() != kNeuronDeviceType) {
+      if (where.is_cpu() && t.dim() == 0) {
+        // 0-dim CPU tensors mix with device tensors, as on CUDA; the value is a runtime input.
+        put_tag('C');
+        put(static_cast<int8_t>(t.scalar_type()));
+        put(static_cast<int8_t>(t.unsafeGetTensorImpl()->is_wrapped_number()));
+        size_t index = scalars_.size();
+        scalars_.append(scalar_to_python(t.item()));
+        if (!describe_) {
+          return py::none();
+        }
+        return py::make_tuple("C", index, static_cast<int>(t.scalar_type()));
+      }
+      if (where.is_cpu() && spec.allow_cpu) {
+        needs_transfer_ = true;
+        return py::none();
+      }
+      raise_device_mismatch(spec.name, where);
+    }
+    note_device(where.index(), spec.name);
+    c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    int slot = -1;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i] == storage) {
+        slot = static_cast<int>(i);
+        break;
+      }
+    }
+    if (slot < 0) {
+      slot = static_cast<int>(slots_.size());
+      slots_.push_back(storage);
+      slot_tensors_.append(py::handle(obj));
+      Allocation* allocation = allocation_of(storage->data_ptr());
+      bool has_buffer = allocation && allocation->buffer.array;
+      int8_t buffer_dtype = has_buffer ? static_cast<int8_t>(allocation->buffer.dtype) : -1;
+      put_tag('S');
+      put(buffer_dtype);
+      put(static_cast<int64_t>(storage->nbytes()));
+      if (has_buffer) {
+        buffers_.append(py::handle(allocation->buffer.array));
+      }
+      if (describe_) {
+        slot_descriptions_.append(py::make_tuple(has_buffer, static_cast<int>(buffer_dtype), storage->nbytes()));
+      }
+    }
+    put_tag('T');
+    put(static_cast<int16_t>(slot));
+    put(static_cast<int8_t>(t.scalar_type()));
+    auto sizes = t.sizes();
+    auto strides = t.strides();
+    put(static_cast<int8_t>(sizes.size()));
+    key_.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
+    key_.append(reinterpret_cast<const char*>(strides.data()), strides.size() * sizeof(int64_t));
+    put(static_cast<int64_t>(t.storage_offset()));
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple("T", slot, static_cast<int>(t.scalar_type()), py::tuple(py::cast(sizes.vec())),
+                          py::tuple(py::cast(strides.vec())), t.storage_offset());
+  }
+
+  py::object tensor_list(PyObject* obj, const ArgSpec& spec) {
+    if (obj == Py_None) {
+      put_tag('n');
+      return py::none();
+    }
+    TORCH_CHECK_TYPE(PyList_Check(obj) || PyTuple_Check(obj), op_name_, " on neuron: argument '", spec.name,
+                     "' expected a list of tensors, got ", Py_TYPE(obj)->tp_name);
+    py::sequence items = py::reinterpret_borrow<py::sequence>(obj);
+    put_tag('L');
+    put(static_cast<int32_t>(items.size()));
+    py::list descriptions;
+    for (auto item : items) {
+      py::object description = tensor(item.ptr(), spec);
+      if (describe_) {
+        descriptions.append(description);
+      }
+    }
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple("L", descriptions);
+  }
+
+  py::object scalar(PyObject* obj, const ArgSpec& spec) {
+    if (THPVariable_Check(obj)) {
+      return tensor(obj, spec); // a Tensor passed where the schema says Scalar (e.g. 0-dim CPU)
+    }
+    char tag = number_tag(obj);
+    if (tag == 0) {
+      return static_value(obj, spec);
+    }
+    return runtime_scalar(obj, 'D', tag);
+  }
+
+  py::object static_value(PyObject* obj, const ArgSpec& spec) {
+    encode_static(obj, spec);
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple("S", py::handle(obj));
+  }
+
+  py::object generator(PyObject* obj, const ArgSpec& spec) {
+    put_tag('G');
+    if (obj != Py_None) {
+      TORCH_CHECK_TYPE(THPGenerator_Check(obj), op_name_, " on neuron: argument '", spec.name,
+                       "' expected a torch.Generator, got ", Py_TYPE(obj)->tp_name);
+      generator_ = py::reinterpret_borrow<py::object>(obj);
+    }
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple("G");
+  }
+
+  void finish_device(const pybind11::list& values) {
+    if (device_ >= 0) {
+      return;
+    }
+    // No device tensor among the arguments (factories): a `device=` argument, else the current core.
+    for (auto value : values) {
+      if (THPDevice_Check(value.ptr())) {
+        const auto& d = reinterpret_cast<THPDevice*>(value.ptr())->device;
+        if (d.type() == kNeuronDeviceType) {
+          device_ = d.has_index() ? d.index() : current_device();
+          return;
+        }
+      }
+    }
+    device_ = current_device();
+  }
+
+  py::tuple result(py::list values) {
+    finish_device(values);
+    put_tag('@');
+    put(static_cast<int16_t>(device_));
+    size_t buffer_count = py::len(buffers_);
+    py::list inputs = buffers_;
+    for (auto scalar : scalars_) {
+      inputs.append(scalar);
+    }
+    py::object description = describe_
+        ? py::object(py::make_tuple(argument_descriptions, slot_descriptions_, buffer_count, py::len(scalars_)))
+        : py::object(py::none());
+    return py::make_tuple(py::bytes(key_), inputs, device_, slot_tensors_, generator_, values, description,
+                          needs_transfer_);
+  }
+
+  py::list argument_descriptions;
+
+ private:
+  py::object runtime_scalar(PyObject* obj, char kind, char tag) {
+    put_tag(kind);
+    put_tag(tag);
+    size_t index = scalars_.size();
+    scalars_.append(py::handle(obj));
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple(std::string(1, kind), index, number_type_name(tag));
+  }
+
+  void note_device(c10::DeviceIndex index, const std::string& name) {
+    if (device_ < 0) {
+      device_ = index;
+      first_tensor_ = name;
+    } else if (device_ != index) {
+      raise_device_mismatch(name, c10::Device(kNeuronDeviceType, index));
+    }
+  }
+
+  [[noreturn]] void raise_device_mismatch(const std::string& name, c10::Device where) {
+    std::string others = device_ >= 0 ? "neuron:" + std::to_string(device_) : std::string("neuron");
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ", name, " is on ", where,
+                ", different from other tensors on ", others, " (when checking argument ", name, " in method ",
+                op_name_, "). Move it first, e.g. ", name, ".to('", others, "').");
+  }
+
+  void encode_static(PyObject* obj, const ArgSpec& spec) {
+    if (obj == Py_None) {
+      put_tag('n');
+    } else if (PyBool_Check(obj)) {
+      put_tag('b');
+      put(static_cast<int8_t>(obj == Py_True));
+    } else if (PyLong_Check(obj)) {
+      int overflow = 0;
+      long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      TORCH_CHECK_VALUE(!overflow, op_name_, " on neuron: argument '", spec.name, "' does not fit in int64");
+      put_tag('i');
+      put(static_cast<int64_t>(value));
+    } else if (PyFloat_Check(obj)) {
+      put_tag('f');
+      put(PyFloat_AS_DOUBLE(obj));
+    } else if (PyComplex_Check(obj)) {
+      put_tag('c');
+      put(PyComplex_RealAsDouble(obj));
+      put(PyComplex_ImagAsDouble(obj));
+    } else if (PyUnicode_Check(obj)) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(obj, &size);
+      put_tag('s');
+      put(static_cast<int32_t>(size));
+      key_.append(text, static_cast<size_t>(size));
+    } else if (PyList_Check(obj) || PyTuple_Check(obj)) {
+      py::sequence items = py::reinterpret_borrow<py::sequence>(obj);
+      put_tag('l');
+      put(static_cast<int32_t>(items.size()));
+      for (auto item : items) {
+        encode_static(item.ptr(), spec);
+      }
+    } else if (THPDtype_Check(obj)) {
+      put_tag('d');
+      put(static_cast<int8_t>(reinterpret_cast<THPDtype*>(obj)->scalar_type));
+    } else if (THPDevice_Check(obj)) {
+      const auto& d = reinterpret_cast<THPDevice*>(obj)->device;
+      put_tag('v');
+      put(static_cast<int8_t>(d.type()));
+      put(static_cast<int8_t>(d.index()));
+    } else if (THPLayout_Check(obj)) {
+      put_tag('y');
+      put(static_cast<int8_t>(reinterpret_cast<THPLayout*>(obj)->layout));
+    } else if (THPMemoryFormat_Check(obj)) {
+      put_tag('m');
+      put(static_cast<int8_t>(reinterpret_cast<THPMemoryFormat*>(obj)->memory_format));
+    } else {
+      TORCH_CHECK_TYPE(false, op_name_, " on neuron: argument '", spec.name, "' has unsupported type ",
+                       Py_TYPE(obj)->tp_name);
+    }
+  }
+
+  const std::string& op_name_;
+  bool describe_;
+  std::string key_;
+  py::list buffers_;
+  py::list scalars_;
+  py::list slot_tensors_;
+  py::list slot_descriptions_;
+  std::vector<c10::StorageImpl*> slots_;
+  py::object generator_ = py::none();
+  int device_ = -1;
+  std::string first_tensor_;
+  bool needs_transfer_ = false;
+};
+
+} // namespace
+
+CallSignature::CallSignature(std::string op_name, std::vector<ArgSpec> args)
+    : op_name_(std::move(op_name)), args_(std::move(args)) {}
+
+py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, bool describe) const {
+  TORCH_CHECK_TYPE(args.size() <= args_.size(), op_name_, " on neuron: expected at most ", args_.size(),
+                   " arguments, got ", args.size());
+  Walker walker(op_name_, describe);
+  py::list values;
+  size_t kwargs_used = 0;
+  for (size_t i = 0; i < args_.size(); ++i) {
+    const ArgSpec& spec = args_[i];
+    PyObject* value = nullptr;
+    if (i < args.size()) {
+      value = PyTuple_GET_ITEM(args.ptr(), i);
+    } else {
+      value = kwargs.size() ? PyDict_GetItemString(kwargs.ptr(), spec.name.c_str()) : nullptr;
+      if (value != nullptr) {
+        ++kwargs_used;
+      } else {
+        TORCH_CHECK_TYPE(spec.has_default, op_name_, " on neuron: missing argument '", spec.name, "'");
+        value = spec.default_value.ptr();
+      }
+    }
+    values.append(py::handle(value));
+    py::object description;
+    switch (spec.kind) {
+      case ArgKind::kTensor:
+        description = walker.tensor(value, spec);
+        break;
+      case ArgKind::kTensorList:
+        description = walker.tensor_list(value, spec);
+        break;
+      case ArgKind::kScalar:
+        description = walker.scalar(value, spec);
+        break;
+      case ArgKind::kStatic:
+        description = walker.static_value(value, spec);
+        break;
+      case ArgKind::kGenerator:
+        description = walker.generator(value, spec);
+        break;
+    }
+    if (describe) {
+      walker.argument_descriptions.append(description);
+    }
+  }
+  TORCH_CHECK_TYPE(kwargs_used == kwargs.size(), op_name_, " on neuron: unexpected keyword argument among ",
+                   py::str(kwargs.attr("keys")()).cast<std::string>());
+  return walker.result(std::move(values));
+}
+
+void bind_call_signature(py::module_& m) {
+  py::enum_<ArgKind>(m, "ArgKind")
+      .value("TENSOR", ArgKind::kTensor)
+      .value("TENSOR_LIST", ArgKind::kTensorList)
+      .value("SCALAR", ArgKind::kScalar)
+      .value("STATIC", ArgKind::kStatic)
+      .value("GENERATOR", ArgKind::kGenerator);
+
+  py::class_<ArgSpec>(m, "ArgSpec")
+      .def(py::init([](std::string name, ArgKind kind, bool kwarg_only, bool has_default, py::object default_value,
+                       bool allow_cpu) {
+             return ArgSpec{std::move(name), kind, kwarg_only, has_default, std::move(default_value), allow_cpu};
+           }),
+           py::arg("name"), py::arg("kind"), py::arg("kwarg_only"), py::arg("has_default"),
+           py::arg("default_value"), py::arg("allow_cpu") = false)
+      .def_readonly("name", &ArgSpec::name)
+      .def_readonly("kind", &ArgSpec::kind)
+      .def_readonly("kwarg_only", &ArgSpec::kwarg_only);
+
+  py::class_<CallSignature>(m, "CallSignature")
+      .def(py::init<std::string, std::vector<ArgSpec>>())
+      .def_property_readonly("op_name", &CallSignature::op_name)
+      .def("prepare", &CallSignature::prepare, py::arg("args"), py::arg("kwargs"), py::arg("describe") = false);
+}
+
+} // namespace c10::neuron

@@ -1,0 +1,39 @@
+#pragma once
+
+// The one door between the C++ core and the Python runtime (torch_neuronx.runtime).
+//
+// The device's memory contents live in PJRT buffers, which are Python objects (jax.Array). A
+// storage holds a strong reference to its buffer in its DataPtr context (decision 4); releasing
+// that reference, and the few runtime services C++ needs from Python (synchronize, storage resize),
+// go through here with the GIL held and any pending Python exception preserved.
+
+#include <torch/csrc/utils/pybind.h>
+
+#include <c10/core/ScalarType.h>
+
+namespace c10::neuron {
+
+// A storage's contents: a flat 1-D jax.Array whose dtype is `dtype` (the dtype that last wrote the
+// whole storage), or no array at all for a storage that was never written (reads as zeros).
+struct StorageBuffer {
+  PyObject* array = nullptr; // strong reference, or nullptr
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// Drops the reference from any thread. Safe while a Python exception is propagating and during
+// interpreter shutdown (the reference is then leaked on purpose: the interpreter is gone).
+void release_buffer(StorageBuffer& buffer) noexcept;
+
+// Replaces the buffer; `array` may be None. Caller holds the GIL.
+void assign_buffer(StorageBuffer& buffer, pybind11::handle array, c10::ScalarType dtype);
+
+// Registers the Python runtime object whose methods C++ calls (see call_runtime).
+void set_python_runtime(pybind11::object runtime);
+bool python_runtime_ready() noexcept;
+void disable_python_runtime() noexcept;
+
+// Calls runtime.<method>(*args) with the GIL. A Python exception propagates to the caller as
+// torch's python_error, so that it reaches the user unchanged (type, message, traceback).
+pybind11::object call_runtime(const char* method, const pybind11::tuple& args);
+
+} // namespace c10::neuron

@@ -1,0 +1,31 @@
+"""TorchNeuron: AWS Trainium NeuronCores as the PyTorch device ``neuron``.
+
+``import torch`` is enough to use the device (the package is autoloaded through the
+``torch.backends`` entry point): ``model.to("neuron")``, ``torch.neuron.*`` and
+``torch.accelerator.*`` work as they do for CUDA. ``import torch_neuronx`` adds the backend's own
+APIs, listed in ``__all__``.
+"""
+
+from __future__ import annotations
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group: registers the device (idempotent, cheap)."""
+    from torch_neuronx import _registration
+
+    _registration.register()
+
+
+# Defined before torch is imported: `import torch_neuronx` imports torch, whose autoload calls
+# _autoload on this partially imported module.
+import torch  # noqa: E402
+
+_autoload()
+
+from torch_neuronx.eager.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
+
+__all__ = ["clear_op_tracking", "get_executed_ops", "get_fallback_ops"]
+
+__version__ = "0.1.0"
+
+del torch

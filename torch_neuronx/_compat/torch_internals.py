@@ -1,0 +1,66 @@
+"""Private PyTorch APIs the backend relies on, each with the reason it is needed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+
+# Elementwise type promotion exactly as PyTorch's references compute it.
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+# Graph capture of a decomposition (decision 5: ops without a lowering are traced into the same
+# executable through PyTorch's decompositions).
+from torch.fx.experimental.proxy_tensor import make_fx
+
+__all__ = [
+    "ELEMENTWISE_TYPE_PROMOTION_KIND",
+    "decomposition_table",
+    "elementwise_dtypes",
+    "format_values_on_host",
+    "has_kernel",
+    "make_fx",
+    "register_device_module",
+]
+
+
+def has_kernel(op: OpOverload, dispatch_key: str) -> bool:
+    """Whether ``op`` has a kernel registered for ``dispatch_key`` (e.g. "CompositeImplicitAutograd")."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dispatch_key)
+
+
+def decomposition_table() -> dict[OpOverload, Callable[..., Any]]:
+    """PyTorch's registered decompositions (``torch._decomp.decomposition_table``)."""
+    from torch._decomp import decomposition_table as table
+
+    return dict(table)
+
+
+def register_device_module(name: str, module: object) -> None:
+    """Makes ``module`` available as ``torch.<name>`` (what torch.cuda is to CUDA)."""
+    torch._register_device_module(name, module)
+
+
+def format_values_on_host() -> None:
+    """Formats the values of printed neuron tensors from a host copy.
+
+    ``torch/_tensor_str.py`` formats a device tensor's values on the device after converting them
+    to float64 (``tensor_totype``), and sends only XLA-like devices to the CPU first. Neuron has no
+    FP64 (decision 8), so its values are formatted from a CPU copy, as XLA's are; the rest of the
+    repr (``device='neuron:0'``, dtype, grad_fn) still comes from the neuron tensor.
+    """
+    import torch._tensor_str as tensor_str
+
+    if getattr(tensor_str._tensor_str, "_neuron_host_copy", False):
+        return
+    format_values = tensor_str._tensor_str
+
+    def format_neuron_values_on_host(self: torch.Tensor, indent: int) -> str:
+        if self.device.type == "neuron":
+            self = self.cpu()
+        return format_values(self, indent)
+
+    format_neuron_values_on_host._neuron_host_copy = True  # type: ignore[attr-defined]
+    tensor_str._tensor_str = format_neuron_values_on_host

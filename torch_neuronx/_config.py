@@ -1,0 +1,42 @@
+"""Every environment variable and option of torch_neuronx, read in one place.
+
+Variables read by the C++ core (before the first use of the device):
+
+- ``NEURON_RT_VISIBLE_CORES``: cores this process sees, an index (``3``), a range (``0-3``) or a
+  comma-separated mix; each visible core is one ``neuron:i`` device.
+- ``NEURON_RT_NUM_CORES``: number of cores when ``NEURON_RT_VISIBLE_CORES`` is unset (default 2).
+- ``TORCH_NEURONX_HBM_CAPACITY``: HBM capacity per core, bytes or e.g. ``24GiB`` (the default).
+
+Variables read by the Python runtime:
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean; use 1 or 0")
+
+
+def fallback_enabled() -> bool:
+    """``NEURON_FALLBACK_ENABLED`` (default 1): ops with no lowering and no decomposition run on
+    the CPU with a warning; 0 turns that into a NotImplementedError naming the op. Read at every
+    fallback, so a test or a script can change it at any time."""
+    return _flag("NEURON_FALLBACK_ENABLED", True)
+
+
+#: ``NEURON_LAUNCH_BLOCKING`` (default 0): every op waits for its execution to finish, so a device
+#: fault is raised by the op that caused it, as ``CUDA_LAUNCH_BLOCKING`` does.
+launch_blocking: bool = _flag("NEURON_LAUNCH_BLOCKING", False)
+
+#: ``TORCH_NEURONX_ENABLE_STACK_TRACE`` (default 0): record the Python stack of every op that can
+#: raise a device fault, and print it with the fault.
+record_stack_traces: bool = _flag("TORCH_NEURONX_ENABLE_STACK_TRACE", False)

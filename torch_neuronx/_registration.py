@@ -1,0 +1,39 @@
+"""Makes ``neuron`` a PyTorch device. Runs once, when ``import torch`` autoloads the package.
+
+Cheap by design (decision 1): it loads the C++ core (allocator, guard, hooks, generator and metadata
+kernels register themselves as it loads), renames PrivateUse1, installs ``torch.neuron``, generates
+the ``Tensor.neuron()``-style methods and registers the PrivateUse1 fallback. JAX is imported later,
+by the fallback, when the first op reaches the device.
+"""
+
+from __future__ import annotations
+
+import atexit
+
+import torch
+
+_library: list[torch.library.Library] = []
+
+
+def register() -> None:
+    """Registers the neuron device with PyTorch (idempotent)."""
+    if _library:
+        return
+    from torch_neuronx import _C
+    from torch_neuronx._compat.torch_internals import format_values_on_host, register_device_module
+    from torch_neuronx.eager.fallback import boxed_fallback
+    from torch_neuronx.runtime.callbacks import RuntimeCallbacks
+
+    torch.utils.rename_privateuse1_backend("neuron")
+    import torch_neuronx.device as device_module
+
+    register_device_module("neuron", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    format_values_on_host()
+    _C._set_python_runtime(RuntimeCallbacks())
+    atexit.register(_C._disable_python_runtime)
+    library = torch.library.Library("_", "IMPL")
+    library.fallback(boxed_fallback, "PrivateUse1")
+    _library.append(library)

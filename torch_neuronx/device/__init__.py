@@ -1,0 +1,126 @@
+"""``torch.neuron``: the device module of the neuron backend, what ``torch.cuda`` is to CUDA.
+
+Registered as ``torch.neuron`` when torch is imported (decision 1). Everything here is cheap: the
+device runtime (JAX) starts at the first op on a neuron tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torch_neuronx.device.core import (
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from torch_neuronx.device.memory import (
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from torch_neuronx.device.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+
+__all__ = [
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_per_process_memory_fraction",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_per_process_memory_fraction",
+    "set_rng_state",
+    "set_rng_state_all",
+    "synchronize",
+]
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Dtypes ``torch.autocast("neuron", dtype=...)`` accepts: bfloat16 (Trainium's native 16-bit
+    matmul type, the default) and float16."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def current_stream(device: torch.device | int | str | None = None) -> torch.Stream:
+    """This thread's current stream on a core."""
+    return torch.accelerator.current_stream(torch.device("neuron", core_index(device)))
+
+
+def default_stream(device: torch.device | int | str | None = None) -> torch.Stream:
+    """The default stream of a core (stream id 0)."""
+    from torch_neuronx import _C
+
+    return _C._stream(core_index(device), 0)
+
+
+def core_index(device: torch.device | int | str | None) -> int:
+    from torch_neuronx.device.core import _index
+
+    return _index(device)
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def __getattr__(name: str) -> object:
+    if name == "default_generators":
+        from torch_neuronx import _C
+
+        return tuple(_C._default_generator(i) for i in range(_C._device_count()))
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")

@@ -1,0 +1,132 @@
+"""NeuronCores as PyTorch devices: count, current core, ``torch.neuron.device``, synchronize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_neuronx import _C
+
+__all__ = [
+    "current_device",
+    "device",
+    "device_count",
+    "device_of",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "is_available",
+    "is_initialized",
+    "set_device",
+    "synchronize",
+]
+
+
+def _index(device: torch.device | int | str | None) -> int:
+    """A core index from an int, "neuron:i", torch.device or None (the current core)."""
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"expected a neuron device, got {device}")
+        index = device.index if device.index is not None else _C._current_device()
+    else:
+        index = int(device)
+    _C._check_device_index(index)
+    return index
+
+
+def is_available() -> bool:
+    """True when at least one NeuronCore is visible (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES)."""
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    """Number of visible NeuronCores; each is one ``neuron:i`` device.
+
+    Raises:
+        ValueError: NEURON_RT_VISIBLE_CORES or NEURON_RT_NUM_CORES is malformed.
+    """
+    error = _C._core_config_error()
+    if error:
+        raise ValueError(f"neuron: {error}")
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    """Whether the device runtime has started (it starts at the first op on a neuron tensor)."""
+    from torch_neuronx import runtime
+
+    return runtime.started()
+
+
+def current_device() -> int:
+    """Index of this thread's current core (0 unless :func:`set_device` changed it)."""
+    return _C._current_device()
+
+
+def set_device(device: torch.device | int | str) -> None:
+    """Sets this thread's current core.
+
+    Raises:
+        IndexError: the index is not a visible core.
+    """
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that makes ``device`` the current core, like ``torch.cuda.device``."""
+
+    def __init__(self, device: torch.device | int | str | None) -> None:
+        self.index = -1 if device is None else _index(device)
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        self.previous = _C._current_device()
+        if self.index >= 0:
+            _C._set_device(self.index)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.index >= 0:
+            _C._set_device(self.previous)
+
+
+class device_of(device):
+    """Context manager that makes the core of ``tensor`` current (no-op for a CPU tensor)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__(tensor.device.index if tensor.device.type == "neuron" else None)
+
+
+def synchronize(device: torch.device | int | str | None = None) -> None:
+    """Waits for all work on a core, then raises the earliest pending device fault, if any."""
+    torch.accelerator.synchronize(torch.device("neuron", _index(device)))
+
+
+def get_device_name(device: torch.device | int | str | None = None) -> str:
+    return f"NeuronCore {_C._physical_core_ids()[_index(device)]} (emulated on XLA:CPU)"
+
+
+def get_device_capability(device: torch.device | int | str | None = None) -> tuple[int, int]:
+    """(2, 0): a NeuronCore-v3 as on Trainium2, for code that branches on capabilities."""
+    _index(device)
+    return (2, 0)
+
+
+class _DeviceProperties:
+    def __init__(self, index: int) -> None:
+        self.name = get_device_name(index)
+        self.index = index
+        self.total_memory = _C._memory_capacity(index)
+        self.major, self.minor = get_device_capability(index)
+
+    def __repr__(self) -> str:
+        return f"_NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory // 2**20}MB)"
+
+
+def get_device_properties(device: torch.device | int | str | None = None) -> Any:
+    """Name, ``total_memory`` (the HBM capacity in bytes) and capability of a core."""
+    return _DeviceProperties(_index(device))

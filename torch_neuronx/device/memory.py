@@ -1,0 +1,99 @@
+"""Memory statistics of the neuron device, with ``torch.cuda``'s names and meaning.
+
+Requests are rounded up to 512 bytes, as CUDA's caching allocator rounds them; freed blocks stay
+reserved (cached) until :func:`empty_cache`. See csrc/runtime/NeuronAllocator.h.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from torch_neuronx import _C
+from torch_neuronx.device.core import _index
+
+__all__ = [
+    "empty_cache",
+    "get_per_process_memory_fraction",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+]
+
+_DEFAULT_CAPACITY: dict[int, int] = {}
+
+
+def memory_stats(device: torch.device | int | str | None = None) -> OrderedDict[str, Any]:
+    """The allocator's statistics for a core: ``torch.cuda.memory_stats()``'s keys
+    (``allocated_bytes.all.current``, ``reserved_bytes.all.peak``, ``num_ooms``, ...) plus
+    ``num_tensor_frees``, the number of storages freed."""
+    index = _index(device)
+    stats = OrderedDict(torch.accelerator.memory_stats(index))
+    stats["num_tensor_frees"] = _C._num_tensor_frees(index)
+    return OrderedDict(sorted(stats.items()))
+
+
+def memory_allocated(device: torch.device | int | str | None = None) -> int:
+    """Bytes held by live tensors on a core (each allocation rounded up to 512 bytes)."""
+    return torch.accelerator.memory_allocated(_index(device))
+
+
+def max_memory_allocated(device: torch.device | int | str | None = None) -> int:
+    """Peak of :func:`memory_allocated` since the start or :func:`reset_peak_memory_stats`."""
+    return torch.accelerator.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device: torch.device | int | str | None = None) -> int:
+    """Bytes reserved by the allocator on a core: allocated plus cached free blocks."""
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device: torch.device | int | str | None = None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def reset_peak_memory_stats(device: torch.device | int | str | None = None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: torch.device | int | str | None = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Releases the cached free blocks of every core (``memory_reserved`` drops to what is allocated
+    in segments still in use)."""
+    for index in range(_C._device_count()):
+        _C._empty_cache(index)
+
+
+def mem_get_info(device: torch.device | int | str | None = None) -> tuple[int, int]:
+    """(free, total) bytes of a core's HBM capacity."""
+    return torch.accelerator.get_memory_info(_index(device))
+
+
+def set_per_process_memory_fraction(fraction: float, device: torch.device | int | str | None = None) -> None:
+    """Limits this process to ``fraction`` of a core's HBM capacity, like the CUDA function.
+
+    Raises:
+        ValueError: ``fraction`` is not in (0, 1].
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"set_per_process_memory_fraction: fraction must be in (0, 1], got {fraction}")
+    index = _index(device)
+    total = _DEFAULT_CAPACITY.setdefault(index, _C._memory_capacity(index))
+    _C._set_memory_capacity(index, int(total * fraction))
+
+
+def get_per_process_memory_fraction(device: torch.device | int | str | None = None) -> float:
+    index = _index(device)
+    total = _DEFAULT_CAPACITY.get(index, _C._memory_capacity(index))
+    return _C._memory_capacity(index) / total

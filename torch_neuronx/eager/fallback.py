@@ -1,0 +1,106 @@
+"""The PrivateUse1 fallback: starts the runtime, then runs unsupported ops on the CPU, visibly.
+
+Registered for every op at import (cheap: no JAX). The first op that reaches it starts the runtime,
+which registers the eager kernels, and is dispatched again. After that, an op that still reaches it
+has no lowering and no decomposition: it runs on the CPU with its inputs copied to the host and its
+results copied back, warns once, and is counted in ``torch_neuronx.get_fallback_ops()`` (decision 7).
+``NEURON_FALLBACK_ENABLED=0`` makes it a NotImplementedError that names the op instead.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+from torch.utils import _pytree as pytree
+
+from torch_neuronx import _config
+from torch_neuronx.eager import tracking
+
+_warned: set[str] = set()
+
+
+def boxed_fallback(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """The function registered with ``Library("_", "IMPL").fallback(..., "PrivateUse1")``."""
+    from torch_neuronx import runtime
+
+    if not runtime.started():
+        runtime.ensure_started()
+        return op(*args, **kwargs)
+    return run_on_cpu(op, args, kwargs)
+
+
+def _name(op: OpOverload) -> str:
+    return f"{op._schema.name}.{op._overloadname}"
+
+
+def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Runs ``op`` on the CPU for neuron arguments and moves the results back.
+
+    Raises:
+        NotImplementedError: NEURON_FALLBACK_ENABLED=0.
+    """
+    name = _name(op)
+    if not _config.fallback_enabled():
+        raise NotImplementedError(
+            f"{name} has no neuron lowering or decomposition, and the CPU fallback is disabled "
+            "(NEURON_FALLBACK_ENABLED=0). Unset NEURON_FALLBACK_ENABLED to run it on the CPU with a warning."
+        )
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"{name} is not supported natively on neuron: it runs on the CPU, with its inputs copied to "
+            "the host and its results copied back. torch_neuronx.get_fallback_ops() lists every op "
+            "that fell back; NEURON_FALLBACK_ENABLED=0 makes this an error.",
+            stacklevel=3,
+        )
+    tracking.fallback[name] += 1
+    device = next(
+        (
+            t.device
+            for t in pytree.tree_leaves((args, kwargs))
+            if isinstance(t, torch.Tensor) and t.device.type == "neuron"
+        ),
+        None,
+    )
+
+    def to_cpu(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.device.type == "neuron":
+            return value.cpu()
+        if isinstance(value, torch.device) and value.type == "neuron":
+            return torch.device("cpu")  # a factory's device= argument
+        return value
+
+    cpu_args, cpu_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
+    result = op(*cpu_args, **cpu_kwargs)
+
+    schema = op._schema
+    originals = list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
+    copies = list(cpu_args) + [cpu_kwargs.get(a.name) for a in schema.arguments[len(args) :]]
+    aliases: dict[Any, Any] = {}
+    for argument, original, copy in zip(schema.arguments, originals, copies, strict=False):
+        if argument.alias_info is None:
+            continue
+        aliases[argument.alias_info.before_set and frozenset(argument.alias_info.before_set)] = original
+        if argument.alias_info.is_write:
+            for target, value in zip(pytree.tree_leaves(original), pytree.tree_leaves(copy), strict=True):
+                if isinstance(target, torch.Tensor) and target.device.type == "neuron":
+                    if target.shape != value.shape:
+                        target.resize_(value.shape)
+                    target.copy_(value)
+
+    def to_device(value: Any) -> Any:
+        return value.to(device) if isinstance(value, torch.Tensor) and device is not None else value
+
+    if not schema.returns:
+        return None
+    results = result if len(schema.returns) > 1 else (result,)
+    mapped = []
+    for returned, value in zip(schema.returns, results, strict=True):
+        if returned.alias_info is not None and frozenset(returned.alias_info.before_set) in aliases:
+            mapped.append(aliases[frozenset(returned.alias_info.before_set)])
+        else:
+            mapped.append(pytree.tree_map(to_device, value))
+    return mapped[0] if len(schema.returns) == 1 else tuple(mapped)

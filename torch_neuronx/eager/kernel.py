@@ -1,0 +1,348 @@
+"""Eager kernels: every op call runs one cached executable (decision 6).
+
+The fast path of a call is: the C++ core turns the arguments into a cache key and the executable's
+inputs (``CallSignature.prepare``), the executable runs, and its outputs are bound to new tensors or
+rebound to the storages the op writes. No FX work, no meta kernel, no Python loop over arguments.
+
+On a cache miss the kernel runs PyTorch's meta kernel for the call (so shape, dtype and argument
+errors are PyTorch's own), traces the computation (the op's lowering, or its decomposition's graph)
+into a JAX function over the storages' flat buffers, and keeps the jitted function. In-place and
+``out=`` overloads compute their functional counterpart and write the results into the storages
+they mutate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import torch
+from torch._ops import OpOverload
+
+from torch_neuronx import _C
+from torch_neuronx.eager import fallback, tracking
+from torch_neuronx.lowering import engine, registry
+from torch_neuronx.runtime import cores, faults, layout, queue
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, jax_dtype
+
+
+def op_name(op: OpOverload) -> str:
+    """``aten::add.Tensor`` for ``aten.add.Tensor``."""
+    return f"{op._schema.name}.{op._overloadname}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How an overload is computed.
+
+    ``functional`` computes the values; ``writes`` lists the schema positions of the arguments the
+    overload mutates (in-place ``self``, ``out=`` tensors), whose tensors receive the functional
+    results in order. ``decomposed`` marks a functional op computed through its decomposition.
+    """
+
+    op: OpOverload
+    functional: OpOverload
+    writes: tuple[int, ...]
+    decomposed: bool
+
+
+def _argument_kind(argument: torch._C.Argument, static: frozenset[str]) -> _C.ArgKind:
+    text = str(argument.type)
+    if text in ("Tensor", "Optional[Tensor]"):
+        return _C.ArgKind.TENSOR
+    if text in ("List[Tensor]", "List[Optional[Tensor]]"):
+        return _C.ArgKind.TENSOR_LIST
+    if text in ("number", "Optional[number]", "float", "Optional[float]") and argument.name not in static:
+        return _C.ArgKind.SCALAR
+    if "Generator" in text:
+        return _C.ArgKind.GENERATOR
+    return _C.ArgKind.STATIC
+
+
+def call_signature(
+    op: OpOverload, static_scalars: bool, static: frozenset[str] = frozenset(), allow_cpu: frozenset[str] = frozenset()
+) -> _C.CallSignature:
+    """The C++ signature builder for ``op``. With ``static_scalars``, numbers are part of the key
+    (decompositions capture them as constants)."""
+    specs = []
+    for argument in op._schema.arguments:
+        kind = _argument_kind(argument, static)
+        if static_scalars and kind == _C.ArgKind.SCALAR:
+            kind = _C.ArgKind.STATIC
+        has_default = argument.has_default_value()
+        default = argument.default_value if has_default else None
+        specs.append(
+            _C.ArgSpec(argument.name, kind, argument.kwarg_only, has_default, default, argument.name in allow_cpu)
+        )
+    return _C.CallSignature(op_name(op), specs)
+
+
+def _meta_values(values: list[Any], descriptions: list[Any]) -> list[Any]:
+    """The call's arguments as PyTorch's meta kernel sees them."""
+
+    def meta(value: Any, description: Any) -> Any:
+        if description is None:
+            return value
+        kind = description[0]
+        if kind == "T":
+            _, _, code, sizes, strides, offset = description
+            base = torch.empty(0, dtype=DTYPE_OF[code], device="meta")
+            return (
+                base.as_strided(sizes, strides, offset)
+                if math.prod(sizes)
+                else torch.empty_strided(sizes, strides, dtype=DTYPE_OF[code], device="meta")
+            )
+        if kind == "L":
+            return [meta(v, d) for v, d in zip(value, description[1], strict=True)]
+        if kind == "G":
+            return None
+        if isinstance(value, torch.device) and value.type == "neuron":
+            return torch.device("meta")  # factories: the meta kernel must not come back here
+        return value  # CPU scalar tensors, numbers, static values: as they are
+
+    return [meta(v, d) for v, d in zip(values, descriptions, strict=True)]
+
+
+def _tensor_descriptions(description: Any) -> list[Any]:
+    """The tensor descriptions ("T", ...) of an argument: itself, or a list's elements."""
+    return list(description[1]) if description[0] == "L" else [description]
+
+
+def _flat_tensors(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flat_tensors(item)]
+    return [value]
+
+
+@dataclasses.dataclass
+class Entry:
+    """A compiled call signature: the jitted executable and how to bind its outputs."""
+
+    executable: Callable[..., Any]
+    random_elements: int
+    checks: list[tuple[str, type[Exception]]]
+    written_slots: list[int]
+    written_codes: list[int]
+    outputs: Any  # _C.OutputLayout for functional ops
+    returns: Callable[[list[Any], list[Any]], Any]
+
+    def run(
+        self, name: str, inputs: list[Any], device: int, slot_tensors: list[Any], generator: Any, values: list[Any]
+    ) -> Any:
+        if self.random_elements:
+            inputs = [*inputs, *_C._philox_inputs(generator, device, self.random_elements)]
+        outputs = self.executable(*inputs)
+        if self.checks:
+            faults.record(device, name, outputs[-2 * len(self.checks) :], self.checks)
+        queue.note_launch(device, outputs[0])
+        if self.written_slots:
+            _C._rebind([slot_tensors[s] for s in self.written_slots], outputs, self.written_codes)
+            return self.returns(values, [])
+        return self.returns(values, self.outputs.wrap(outputs, device))
+
+
+@dataclasses.dataclass
+class ResizeEntry:
+    """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
+    ``resize_output`` does (warning when a non-empty tensor changes shape), then call again."""
+
+    shapes: list[tuple[int, list[int]]]  # (argument position, new shape)
+
+    def run(self, kernel: EagerKernel, values: list[Any]) -> Any:
+        for position, shape in self.shapes:
+            for tensor in _flat_tensors(values[position]):
+                if list(tensor.shape) != shape:
+                    if tensor.numel() != 0:
+                        warnings.warn(
+                            f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
+                            f"which does not match the required output shape {shape}. This behavior is deprecated, "
+                            "and in a future PyTorch release outputs will not be resized unless they have zero "
+                            "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                            "elements with t.resize_(0).",
+                            stacklevel=4,
+                        )
+                    tensor.resize_(shape)
+        return _call(kernel.op, values)
+
+
+class EagerKernel:
+    """The PrivateUse1 kernel of one ATen overload (registered with torch.library)."""
+
+    def __init__(self, plan: Plan, allow_cpu: frozenset[str] = frozenset()) -> None:
+        self.plan = plan
+        self.op = plan.op
+        self.name = op_name(plan.op)
+        lowering = registry.LOWERINGS.get(plan.functional)
+        static = lowering.static if lowering is not None else frozenset()
+        self.allow_cpu = allow_cpu
+        self.signature = call_signature(plan.op, static_scalars=plan.decomposed, static=static, allow_cpu=allow_cpu)
+        self.cache: dict[bytes, Entry | ResizeEntry | None] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key, inputs, device, slot_tensors, generator, values, _, needs_transfer = self.signature.prepare(args, kwargs)
+        if needs_transfer:
+            return self._with_cpu_tensors_moved(device, values)
+        entry = self.cache.get(key, False)
+        if entry is False:
+            entry = self.cache[key] = self._build(args, kwargs)
+        if entry is None:
+            return fallback.run_on_cpu(self.op, args, kwargs)
+        if type(entry) is ResizeEntry:
+            return entry.run(self, values)
+        tracking.executed[self.name] += 1
+        return entry.run(self.name, inputs, device, slot_tensors, generator, values)
+
+    def _with_cpu_tensors_moved(self, device: int, values: list[Any]) -> Any:
+        """CPU tensors where PyTorch accepts them (indices, as on CUDA) move to the op's core first."""
+        target = torch.device("neuron", device)
+
+        def move(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0:
+                return value.to(target)
+            if isinstance(value, (list, tuple)):
+                return type(value)(move(v) for v in value)
+            return value
+
+        moved = [
+            move(v) if a.name in self.allow_cpu else v for a, v in zip(self.op._schema.arguments, values, strict=True)
+        ]
+        return _call(self.op, moved)
+
+    def _build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry | None:
+        """Compiles the call; None when it must run through the CPU fallback."""
+        _, _, device, _, _, values, description, _ = self.signature.prepare(args, kwargs, describe=True)
+        arguments, slots, buffer_count, scalar_count = description
+        plan = self.plan
+        metas = _meta_values(values, arguments)
+        try:
+            result_meta = _call(plan.op, metas)
+            functional_metas = _functional_args(plan, metas)
+            functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
+        except NotImplementedError:
+            return None  # no meta kernel: PyTorch cannot describe the result without running it
+        resized = [
+            (i, list(meta.shape))
+            for i in plan.writes
+            for meta, description in zip(_flat_tensors(metas[i]), _tensor_descriptions(arguments[i]), strict=True)
+            if plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
+        ]
+        if resized:
+            return ResizeEntry(resized)
+        if plan.decomposed:
+            try:
+                graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
+                random_elements = engine.random_elements(graph)
+            except engine.Unsupported:
+                return None
+        else:
+            graph, positions = None, []
+            random_elements = _random_elements(registry.LOWERINGS[plan.functional], functional_result)
+        write_descriptions = [d for i in plan.writes for d in _tensor_descriptions(arguments[i])]
+        written_slots = list(dict.fromkeys(d[1] for d in write_descriptions))
+        checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
+
+        def compute(*flat_inputs: Any) -> tuple[Any, ...]:
+            feed = iter(flat_inputs[:buffer_count])
+            slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
+            scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
+            seed, offset = flat_inputs[buffer_count + scalar_count :] if random_elements else (None, None)
+            jax_args = [_materialize(v, d, slot_arrays, scalars) for v, d in zip(values, arguments, strict=True)]
+            functional_args = _functional_args(plan, jax_args)
+            context = registry.TraceContext(seed, offset)
+            with registry.tracing(context):
+                if graph is not None:
+                    leaves = jax.tree_util.tree_leaves(functional_args, is_leaf=lambda v: v is None)
+                    results = engine.run_graph(graph, [leaves[i] for i in positions])
+                else:
+                    result = engine.lower_op(plan.functional, functional_args, functional_metas, functional_result)
+                    results = _flat_tensors(result)
+            checks[:] = [(message, error) for _, _, message, error in context.checks]
+            check_outputs = [x for failed, detail, _, _ in context.checks for x in (failed, detail)]
+            if not plan.writes:
+                return (*[r.reshape(-1) for r in results], *check_outputs)
+            for value, (_, slot, code, sizes, strides, start) in zip(results, write_descriptions, strict=True):
+                view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), start)
+                slot_arrays[slot] = layout.write(slot_arrays[slot], slots[slot][2], value, view)
+            return (*[slot_arrays[s] for s in written_slots], *check_outputs)
+
+        executable = jax.jit(compute, out_shardings=jax.sharding.SingleDeviceSharding(cores.core(device)))
+        if plan.writes:
+            # A slot's buffer takes the dtype of the last view written into it.
+            last_code = {d[1]: d[2] for d in write_descriptions}
+            return Entry(
+                executable,
+                random_elements,
+                checks,
+                written_slots,
+                [last_code[s] for s in written_slots],
+                None,
+                _returns(plan),
+            )
+        result_tensors = _flat_tensors(functional_result)
+        outputs = _C.OutputLayout([(list(t.shape), CODE_OF[t.dtype]) for t in result_tensors])
+        return Entry(executable, random_elements, checks, [], [], outputs, _returns(plan))
+
+
+def _random_elements(lowering: registry.Lowering, result: Any) -> int:
+    """Random draws of one op: one per element of its results (at least one), as the generator counts."""
+    if not lowering.random:
+        return 0
+    return max(sum(t.numel() for t in _flat_tensors(result) if isinstance(t, torch.Tensor)), 1)
+
+
+def _call(op: OpOverload, values: list[Any]) -> Any:
+    schema = op._schema
+    positional = [v for a, v in zip(schema.arguments, values, strict=True) if not a.kwarg_only]
+    keywords = {a.name: v for a, v in zip(schema.arguments, values, strict=True) if a.kwarg_only}
+    return op(*positional, **keywords)
+
+
+def _functional_args(plan: Plan, values: list[Any]) -> list[Any]:
+    """The functional overload's arguments: the op's, minus the ``out=`` tensors."""
+    if plan.functional is plan.op:
+        return list(values)
+    by_name = {a.name: v for a, v in zip(plan.op._schema.arguments, values, strict=True)}
+    # A factory's out= form has no dtype/device/... arguments: the functional defaults apply.
+    return [by_name.get(a.name, a.default_value) for a in plan.functional._schema.arguments]
+
+
+def _materialize(value: Any, description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
+    """An argument inside the executable: views read from their slot, runtime scalars from the inputs."""
+    if description is None:
+        return value
+    kind = description[0]
+    if kind == "T":
+        _, slot, code, sizes, strides, offset = description
+        view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), offset)
+        return layout.read(slot_arrays[slot], view)
+    if kind == "L":
+        return [_materialize(v, d, slot_arrays, scalars) for v, d in zip(value, description[1], strict=True)]
+    if kind == "C":
+        return jax.numpy.asarray(scalars[description[1]], jax_dtype(DTYPE_OF[description[2]]))
+    if kind in ("N", "D"):
+        return scalars[description[1]]
+    if kind == "G":
+        return None
+    return value
+
+
+def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
+    """How to build the op's return value from its arguments and new output tensors."""
+    returns = plan.op._schema.returns
+    if not returns:
+        return lambda values, outputs: None
+    if plan.writes:
+        written = [plan.writes[0]] if len(returns) == 1 else list(plan.writes)
+        if len(returns) == 1:
+            position = written[0]
+            return lambda values, outputs: values[position]
+        return lambda values, outputs: tuple(values[i] for i in written)
+    if len(returns) == 1:
+        if str(returns[0].type).startswith("List"):
+            return lambda values, outputs: list(outputs)
+        return lambda values, outputs: outputs[0]
+    return lambda values, outputs: tuple(outputs)

@@ -1,0 +1,146 @@
+"""Registers the eager kernels with the dispatcher when the runtime starts.
+
+An overload gets a kernel when its values can be computed on the device: it has a lowering, or it
+has a PyTorch decomposition, or it is the in-place or ``out=`` form of such an op (computed from the
+functional form, then written into the mutated arguments). View ops keep PyTorch's own
+implementations (they only touch metadata, through the C++ kernels), as do
+CompositeImplicitAutograd ops (the dispatcher decomposes them before they reach a backend).
+Everything else reaches the fallback (fallback.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+
+from torch_neuronx._compat.torch_internals import has_kernel
+from torch_neuronx.eager import copy, host_ops
+from torch_neuronx.eager.kernel import EagerKernel, Plan, op_name
+from torch_neuronx.lowering import engine, load_lowerings, registry
+
+aten = torch.ops.aten
+
+#: Arguments that may be CPU tensors, moved to the device by the kernel (as CUDA accepts CPU indices).
+ALLOW_CPU: dict[OpOverload, frozenset[str]] = {
+    aten.index.Tensor: frozenset({"indices"}),
+    aten.index_put.default: frozenset({"indices"}),
+    aten.index_put_.default: frozenset({"indices"}),
+    aten._index_put_impl_.default: frozenset({"indices"}),
+}
+
+#: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.
+KEEP_COMPOSITE: frozenset[OpOverload] = frozenset(
+    {
+        aten.copy.default,
+        aten.copy_.default,
+        aten._to_copy.default,
+        aten.lift_fresh_copy.default,
+        aten.clone.default,
+        aten.empty_like.default,
+        aten.new_empty.default,
+        aten.new_empty_strided.default,
+        aten.empty_strided.default,
+        aten.empty.memory_format,
+        aten._local_scalar_dense.default,
+        aten.resize_.default,
+        aten.set_.source_Storage,
+        aten.set_.source_Storage_storage_offset,
+        aten.set_.source_Tensor,
+    }
+)
+
+_registered: list[torch.library.Library] = []
+
+
+def _is_view(op: OpOverload) -> bool:
+    """Returns alias an input without writing it: a view (its C++/composite kernel only touches metadata)."""
+    schema = op._schema
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _written(op: OpOverload) -> tuple[int, ...]:
+    return tuple(i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+
+
+#: Arguments of a factory's functional form that its ``out=`` form takes from ``out`` instead.
+_FACTORY_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
+
+
+def _signature(op: OpOverload, skip: tuple[int, ...] = ()) -> list[tuple[str, str]]:
+    return [(a.name, str(a.type)) for i, a in enumerate(op._schema.arguments) if i not in skip]
+
+
+def _out_signature(op: OpOverload) -> list[tuple[str, str]]:
+    """A functional overload's arguments as its ``out=`` form has them (no factory options)."""
+    return [(a.name, str(a.type)) for a in op._schema.arguments if not (a.kwarg_only and a.name in _FACTORY_OPTIONS)]
+
+
+def _variants(functional: OpOverload) -> list[OpOverload]:
+    """The in-place overload and the ``out=`` overloads computed by ``functional``."""
+    name = functional._schema.name.split("::")[1]
+    found = []
+    inplace_packet = getattr(aten, name + "_", None)
+    if isinstance(inplace_packet, OpOverloadPacket):
+        inplace = getattr(inplace_packet, functional._overloadname, None)
+        if inplace is not None and _signature(inplace) == _signature(functional):
+            found.append(inplace)
+    packet = getattr(aten, name)
+    expected = _out_signature(functional)
+    for overload_name in packet.overloads():
+        candidate = getattr(packet, overload_name)
+        written = _written(candidate)
+        if candidate is functional or not written:
+            continue
+        if (
+            all(candidate._schema.arguments[i].kwarg_only for i in written)
+            and _signature(candidate, written) == expected
+        ):
+            found.append(candidate)
+    return found
+
+
+def plans() -> list[Plan]:
+    """Every overload that gets an eager kernel, with how it is computed."""
+    candidates: list[tuple[OpOverload, bool]] = [(op, False) for op in registry.LOWERINGS]
+    candidates += [(op, True) for op in engine.decompositions()]
+    result: dict[OpOverload, Plan] = {}
+    for functional, decomposed in candidates:
+        if not isinstance(functional, OpOverload) or functional.namespace != "aten":
+            continue
+        if functional in KEEP_COMPOSITE or _is_view(functional) or has_kernel(functional, "CompositeImplicitAutograd"):
+            continue
+        if decomposed and has_kernel(functional, "CompositeExplicitAutograd"):
+            continue  # PyTorch's composite kernel already breaks it into ops the device runs
+        written = _written(functional)
+        if written:
+            if not decomposed:  # an in-place lowering with no functional form: it returns the new values
+                result.setdefault(functional, Plan(functional, functional, written, False))
+            continue
+        result.setdefault(functional, Plan(functional, functional, (), decomposed))
+        for variant in _variants(functional):
+            if variant in KEEP_COMPOSITE or has_kernel(variant, "CompositeImplicitAutograd"):
+                continue
+            if variant not in registry.LOWERINGS:
+                result.setdefault(variant, Plan(variant, functional, _written(variant), decomposed))
+    return list(result.values())
+
+
+def register_kernels() -> None:
+    """Registers every eager kernel for PrivateUse1 (once, when the runtime starts)."""
+    if _registered:
+        return
+    load_lowerings()
+    library = torch.library.Library("aten", "IMPL", "PrivateUse1")
+    custom = {**copy.KERNELS, **host_ops.KERNELS}
+    for op, kernel in custom.items():
+        library.impl(op, kernel)
+    for plan in plans():
+        if plan.op in custom or has_kernel(plan.op, "PrivateUse1"):
+            continue
+        library.impl(plan.op, EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset())))
+    _registered.append(library)
+
+
+def registered_ops() -> list[str]:
+    """Names of the overloads with an eager kernel (for the docs and the conformance runner)."""
+    return sorted(op_name(plan.op) for plan in plans())

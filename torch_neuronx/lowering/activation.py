@@ -1,0 +1,3 @@
+"""activation lowerings."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""amp lowerings."""
+
+from __future__ import annotations

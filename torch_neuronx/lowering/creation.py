@@ -1,0 +1,109 @@
+"""Tensors created or filled on the device: fill, zero, full, arange/iota, linspace, eye, scalar_tensor.
+
+Factory arguments (device, layout, pin_memory) are placement, decided by the kernel; the registry
+casts every result to the dtype PyTorch's meta kernel reports.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import jax_dtype
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+@lowering(aten.fill.Scalar, aten.fill.Tensor)
+def fill(self, value):
+    """Tensor.fill_: every element set to ``value`` (a Scalar, or a 0-dim tensor)."""
+    return jnp.broadcast_to(jnp.asarray(value), self.shape)
+
+
+@lowering(aten.zero.default)
+def zero(self):
+    return jnp.zeros(self.shape, self.dtype)
+
+
+@lowering(aten.full.default)
+def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.broadcast_to(jnp.asarray(fill_value), tuple(size))
+
+
+@lowering(aten.full_like.default)
+def full_like(self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.broadcast_to(jnp.asarray(fill_value), self.shape)
+
+
+@lowering(aten.scalar_tensor.default)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.asarray(s)
+
+
+# Uninitialised memory inside a graph reads as zeros: any value is allowed, zeros are deterministic.
+
+
+@lowering(aten.empty.memory_format)
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.zeros(tuple(size))
+
+
+@lowering(aten.empty_strided.default)
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(tuple(size))
+
+
+@lowering(aten.empty_permuted.default)
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(tuple(size))
+
+
+@lowering(aten.new_empty.default)
+def new_empty(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(tuple(size))
+
+
+@lowering(aten.new_empty_strided.default)
+def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(tuple(size))
+
+
+@lowering(aten.empty_like.default)
+def empty_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.zeros(self.shape)
+
+
+@lowering(aten.arange.start_step, static=("start", "end", "step"))
+def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step)."""
+    count = max(int(np.ceil((end - start) / step)), 0)
+    return start + step * jnp.arange(count, dtype=jnp.float64 if _is_float(start, end, step) else jnp.int64)
+
+
+def _is_float(*values) -> bool:
+    return any(isinstance(v, float) for v in values)
+
+
+@lowering(prims.iota.default, static=("length", "start", "step"))
+def iota(length, *, start, step, dtype, device, requires_grad):
+    return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
+
+
+@lowering(aten.linspace.default, static=("start", "end", "steps"))
+def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.linspace, computed as PyTorch's kernel does: from the start for the first half and from
+    the end for the second, so both endpoints are exact."""
+    if steps == 1:
+        return jnp.asarray([start], jnp.float64)
+    step = (end - start) / (steps - 1)
+    index = jnp.arange(steps, dtype=jnp.float64)
+    half = steps // 2
+    return jnp.where(index < half, start + step * index, end - step * (steps - 1 - index))
+
+
+@lowering(aten.eye.default, aten.eye.m, static=("n", "m"))
+def eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.eye(n, n if m is None else m)

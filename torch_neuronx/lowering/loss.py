@@ -1,0 +1,3 @@
+"""loss lowerings."""
+
+from __future__ import annotations

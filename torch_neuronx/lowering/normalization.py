@@ -1,0 +1,3 @@
+"""normalization lowerings."""
+
+from __future__ import annotations

@@ -1,0 +1,321 @@
+"""Elementwise ops: unary, binary and ternary math, comparisons, logical and bitwise ops.
+
+Promotion, scalar wrapping and the in-place/``out=`` forms come from the registry; bodies only do the
+math, on arguments already in the computation dtype (float32 for 16-bit floats, as CPU kernels
+compute them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+
+aten = torch.ops.aten
+
+
+def _register_all(table: dict, promotion: Promotion) -> None:
+    for op, fn in table.items():
+        lowering(op, promotion=promotion)(fn)
+
+
+# --- unary ------------------------------------------------------------------------------------
+
+_FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the default float dtype
+    aten.exp.default: jnp.exp,
+    aten.exp2.default: jnp.exp2,
+    aten.expm1.default: jnp.expm1,
+    aten.log.default: jnp.log,
+    aten.log2.default: jnp.log2,
+    aten.log10.default: jnp.log10,
+    aten.log1p.default: jnp.log1p,
+    aten.sqrt.default: jnp.sqrt,
+    aten.rsqrt.default: jax.lax.rsqrt,
+    aten.sin.default: jnp.sin,
+    aten.cos.default: jnp.cos,
+    aten.tan.default: jnp.tan,
+    aten.asin.default: jnp.arcsin,
+    aten.acos.default: jnp.arccos,
+    aten.atan.default: jnp.arctan,
+    aten.sinh.default: jnp.sinh,
+    aten.cosh.default: jnp.cosh,
+    aten.tanh.default: jnp.tanh,
+    aten.asinh.default: jnp.arcsinh,
+    aten.acosh.default: jnp.arccosh,
+    aten.atanh.default: jnp.arctanh,
+    aten.sigmoid.default: jax.nn.sigmoid,
+    aten.erf.default: jsp.erf,
+    aten.erfc.default: jsp.erfc,
+    aten.erfinv.default: jsp.erfinv,
+    aten.lgamma.default: jsp.gammaln,
+    aten.digamma.default: jsp.digamma,
+    aten.reciprocal.default: jnp.reciprocal,
+    aten.sinc.default: jnp.sinc,
+    aten.i0.default: jnp.i0,
+}
+_register_all(_FLOAT_UNARY, Promotion.INT_TO_FLOAT)
+
+_SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
+    aten.neg.default: jnp.negative,
+    aten.floor.default: jnp.floor,
+    aten.ceil.default: jnp.ceil,
+    aten.trunc.default: jnp.trunc,
+    aten.frac.default: lambda self: self - jnp.trunc(self),
+    aten.bitwise_not.default: lambda self: jnp.logical_not(self) if self.dtype == jnp.bool_ else jnp.invert(self),
+    aten.sgn.default: jnp.sign,
+}
+_register_all(_SAME_DTYPE_UNARY, Promotion.DEFAULT)
+
+
+@lowering(aten.abs.default, promotion=Promotion.COMPLEX_TO_FLOAT)
+def abs(self):
+    """torch.abs; complex inputs give their magnitude (float)."""
+    return jnp.abs(self)
+
+
+@lowering(aten.sign.default, promotion=Promotion.DEFAULT)
+def sign(self):
+    """torch.sign: -1, 0 or 1 (bool stays bool); NaN stays NaN."""
+    if self.dtype == jnp.bool_:
+        return self
+    return jnp.sign(self)
+
+
+@lowering(aten.round.default, promotion=Promotion.DEFAULT)
+def round_(self):
+    """torch.round: half to even; integers unchanged."""
+    return jnp.round(self)
+
+
+@lowering(aten.round.decimals, promotion=Promotion.DEFAULT, static=("decimals",))
+def round_decimals(self, *, decimals):
+    """torch.round(decimals=d): scales by 10**d, rounds half to even, scales back, as PyTorch does."""
+    scale = 10.0**decimals
+    if decimals >= 0:
+        return jnp.round(self * scale) / scale
+    return jnp.round(self / (10.0**-decimals)) * (10.0**-decimals)
+
+
+_PREDICATES: dict = {
+    aten.isnan.default: jnp.isnan,
+    aten.isinf.default: jnp.isinf,
+    aten.isposinf.default: jnp.isposinf,
+    aten.isneginf.default: jnp.isneginf,
+    aten.signbit.default: jnp.signbit,
+    aten.logical_not.default: jnp.logical_not,
+}
+for _op, _fn in _PREDICATES.items():
+    lowering(_op)(_fn)
+
+
+@lowering(aten.nan_to_num.default, promotion=Promotion.DEFAULT, static=("nan", "posinf", "neginf"))
+def nan_to_num(self, nan=None, posinf=None, neginf=None):
+    """torch.nan_to_num: NaN -> nan (0 by default), +-inf -> posinf/neginf (the dtype's extremes)."""
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return self
+    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+
+
+# --- binary -----------------------------------------------------------------------------------
+
+
+@lowering(aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def add(self, other, alpha=1):
+    """torch.add: self + alpha * other (bool: logical or)."""
+    if self.dtype == jnp.bool_:
+        return jnp.logical_or(self, jnp.logical_and(other, alpha))
+    return self + alpha * other
+
+
+@lowering(aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def sub(self, other, alpha=1):
+    """torch.sub: self - alpha * other (PyTorch rejects bool before this runs)."""
+    return self - alpha * other
+
+
+@lowering(aten.rsub.Tensor, aten.rsub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def rsub(self, other, alpha=1):
+    """torch.rsub: other - alpha * self."""
+    return other - alpha * self
+
+
+@lowering(aten.mul.Tensor, aten.mul.Scalar, promotion=Promotion.DEFAULT)
+def mul(self, other):
+    """torch.mul (bool: logical and)."""
+    if self.dtype == jnp.bool_:
+        return jnp.logical_and(self, other)
+    return self * other
+
+
+@lowering(aten.div.Tensor, aten.div.Scalar, promotion=Promotion.INT_TO_FLOAT)
+def div(self, other):
+    """torch.div: true division; integers divide as floats."""
+    return self / other
+
+
+def _integer_division_check(other) -> None:
+    device_check(jnp.any(other == 0), jnp.int64(0), "ZeroDivisionError", RuntimeError)
+
+
+@lowering(aten.div.Tensor_mode, aten.div.Scalar_mode, promotion=Promotion.DEFAULT, static=("rounding_mode",))
+def div_mode(self, other, *, rounding_mode):
+    """torch.div with rounding_mode None (true division), "trunc" or "floor".
+
+    Integer division by zero is a device fault raising ``RuntimeError: ZeroDivisionError``, the
+    error PyTorch's CPU kernels raise.
+    """
+    if rounding_mode is None:
+        return jnp.true_divide(self, other)
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        _integer_division_check(other)
+        safe = jnp.where(other == 0, 1, other)
+        if rounding_mode == "floor":
+            return jnp.floor_divide(self, safe)
+        quotient = jnp.abs(self) // jnp.abs(safe)
+        return jnp.where((self < 0) != (safe < 0), -quotient, quotient)
+    quotient = self / other
+    return jnp.floor(quotient) if rounding_mode == "floor" else jnp.trunc(quotient)
+
+
+@lowering(aten.floor_divide.default, aten.floor_divide.Scalar, promotion=Promotion.DEFAULT)
+def floor_divide(self, other):
+    """torch.floor_divide: rounds the quotient down (Python semantics)."""
+    return div_mode(self, other, rounding_mode="floor")
+
+
+@lowering(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, promotion=Promotion.DEFAULT)
+def remainder(self, other):
+    """torch.remainder: Python modulus, the result takes the sign of the divisor."""
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        _integer_division_check(other)
+        return jnp.remainder(self, jnp.where(other == 0, 1, other))
+    return jnp.remainder(self, other)
+
+
+@lowering(aten.fmod.Tensor, aten.fmod.Scalar, promotion=Promotion.DEFAULT)
+def fmod(self, other):
+    """torch.fmod: C fmod, the result takes the sign of the dividend."""
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        _integer_division_check(other)
+        return jnp.fmod(self, jnp.where(other == 0, 1, other))
+    return jnp.fmod(self, other)
+
+
+@lowering(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
+def pow(self, exponent):
+    """torch.pow (bool promotes to int64, as PyTorch does)."""
+    return jnp.power(self, exponent)
+
+
+_BINARY_SAME: dict = {
+    aten.maximum.default: jnp.maximum,  # NaN propagates
+    aten.minimum.default: jnp.minimum,
+    aten.fmax.default: jnp.fmax,  # NaN ignored
+    aten.fmin.default: jnp.fmin,
+    aten.logaddexp.default: jnp.logaddexp,
+    aten.logaddexp2.default: jnp.logaddexp2,
+    aten.nextafter.default: jnp.nextafter,
+    aten.heaviside.default: jnp.heaviside,
+}
+_register_all(_BINARY_SAME, Promotion.DEFAULT)
+
+_BINARY_FLOAT: dict = {
+    aten.atan2.default: jnp.arctan2,
+    aten.hypot.default: jnp.hypot,
+    aten.copysign.Tensor: jnp.copysign,
+    aten.copysign.Scalar: jnp.copysign,
+    aten.xlogy.Tensor: jsp.xlogy,
+    aten.xlogy.Scalar_Self: jsp.xlogy,
+    aten.xlogy.Scalar_Other: jsp.xlogy,
+}
+_register_all(_BINARY_FLOAT, Promotion.INT_TO_FLOAT)
+
+
+def _bitwise(fn: Callable, logical: Callable) -> Callable:
+    return lambda self, other: logical(self, other) if self.dtype == jnp.bool_ else fn(self, other)
+
+
+_BITWISE: dict = {
+    aten.bitwise_and.Tensor: _bitwise(jnp.bitwise_and, jnp.logical_and),
+    aten.bitwise_and.Scalar: _bitwise(jnp.bitwise_and, jnp.logical_and),
+    aten.bitwise_or.Tensor: _bitwise(jnp.bitwise_or, jnp.logical_or),
+    aten.bitwise_or.Scalar: _bitwise(jnp.bitwise_or, jnp.logical_or),
+    aten.bitwise_xor.Tensor: _bitwise(jnp.bitwise_xor, jnp.logical_xor),
+    aten.bitwise_xor.Scalar: _bitwise(jnp.bitwise_xor, jnp.logical_xor),
+    aten.bitwise_left_shift.Tensor: jnp.left_shift,
+    aten.bitwise_right_shift.Tensor: jnp.right_shift,
+}
+_register_all(_BITWISE, Promotion.DEFAULT)
+
+_COMPARISONS: dict = {
+    aten.eq.Tensor: jnp.equal,
+    aten.eq.Scalar: jnp.equal,
+    aten.ne.Tensor: jnp.not_equal,
+    aten.ne.Scalar: jnp.not_equal,
+    aten.lt.Tensor: jnp.less,
+    aten.lt.Scalar: jnp.less,
+    aten.le.Tensor: jnp.less_equal,
+    aten.le.Scalar: jnp.less_equal,
+    aten.gt.Tensor: jnp.greater,
+    aten.gt.Scalar: jnp.greater,
+    aten.ge.Tensor: jnp.greater_equal,
+    aten.ge.Scalar: jnp.greater_equal,
+    aten.logical_and.default: jnp.logical_and,
+    aten.logical_or.default: jnp.logical_or,
+    aten.logical_xor.default: jnp.logical_xor,
+}
+_register_all(_COMPARISONS, Promotion.ALWAYS_BOOL)
+
+
+# --- ternary ----------------------------------------------------------------------------------
+
+
+@lowering(aten.where.self, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def where(condition, self, other):
+    """torch.where(condition, self, other); broadcasts all three."""
+    return jnp.where(condition, self, other)
+
+
+@lowering(aten.clamp.default, aten.clamp.Tensor, promotion=Promotion.DEFAULT)
+def clamp(self, min=None, max=None):
+    """torch.clamp: min(max(self, min), max); NaN propagates; min > max gives max everywhere."""
+    if min is not None:
+        self = jnp.maximum(self, min)
+    if max is not None:
+        self = jnp.minimum(self, max)
+    return self
+
+
+@lowering(aten.clamp_min.default, aten.clamp_min.Tensor, promotion=Promotion.DEFAULT)
+def clamp_min(self, min):
+    return jnp.maximum(self, min)
+
+
+@lowering(aten.clamp_max.default, aten.clamp_max.Tensor, promotion=Promotion.DEFAULT)
+def clamp_max(self, max):
+    return jnp.minimum(self, max)
+
+
+@lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT)
+def lerp(self, end, weight):
+    """torch.lerp: self + weight * (end - self), computed as PyTorch's kernels do for accuracy
+    (from ``end`` when weight >= 0.5)."""
+    difference = end - self
+    return jnp.where(jnp.abs(weight) < 0.5, self + weight * difference, end - difference * (1 - weight))
+
+
+@lowering(aten.addcmul.default, promotion=Promotion.DEFAULT)
+def addcmul(self, tensor1, tensor2, *, value=1):
+    """torch.addcmul: self + value * tensor1 * tensor2."""
+    return self + value * tensor1 * tensor2
+
+
+@lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT)
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here)."""
+    return self + value * (tensor1 / tensor2)

@@ -1,0 +1,3 @@
+"""pooling lowerings."""
+
+from __future__ import annotations

@@ -1,0 +1,233 @@
+"""The lowering registry: ATen overload -> pure JAX function with PyTorch semantics (decision 5).
+
+A lowering is defined and registered in one place, keyed by its exact overload::
+
+    @lowering(aten.atan2.default, promotion=Promotion.INT_TO_FLOAT)
+    def atan2(self, other):
+        return jnp.arctan2(self, other)
+
+Shared semantics are applied here, once, and declared per op (STYLE.md, principle 3):
+
+- *Promotion*: with a ``promotion`` kind, the participating arguments (every Tensor and Scalar
+  argument, or those named in ``promote``) are cast to the computation dtype PyTorch's
+  ``elementwise_dtypes`` gives for them (float32 "opmath" for 16-bit floats, as CPU kernels do), and
+  so are all other runtime scalars. Without one, arguments arrive as they are.
+- *Result dtype*: every result is cast to the dtype PyTorch's meta kernel reports, and its shape must
+  equal the meta kernel's (a mismatch is a lowering bug and raises).
+- *Scalars*: a Python number in a Scalar/float position arrives as a 0-d traced array (it is a
+  runtime input of the executable) unless the lowering lists it in ``static``.
+- *Random ops* (``random=True``) receive ``key=``, a JAX PRNG key derived from the generator's
+  (seed, offset) for this op.
+- ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
+  that must accumulate in it (integer sums accumulate in int64).
+
+The in-place and ``out=`` forms are derived from the functional lowering by the eager layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+from torch._ops import OpOverload
+
+from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+from torch_neuronx.runtime.dtypes import jax_dtype
+
+
+class Promotion(enum.Enum):
+    """PyTorch's elementwise type-promotion kinds (``torch._prims_common``)."""
+
+    DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+    NO_OPMATH = ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH
+    INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
+    ALWAYS_BOOL = ELEMENTWISE_TYPE_PROMOTION_KIND.ALWAYS_BOOL
+    COMPLEX_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.COMPLEX_TO_FLOAT
+    BOOL_TO_LONG = ELEMENTWISE_TYPE_PROMOTION_KIND.BOOL_TO_LONG
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """One registered lowering; see the module docstring for the meaning of each field."""
+
+    op: OpOverload
+    fn: Callable[..., Any]
+    promotion: Promotion | None
+    promote: tuple[str, ...] | None
+    static: frozenset[str]
+    random: bool
+    result_dtype: bool
+
+
+LOWERINGS: dict[OpOverload, Lowering] = {}
+
+
+def lowering(
+    *ops: OpOverload,
+    promotion: Promotion | None = None,
+    promote: Sequence[str] | None = None,
+    static: Sequence[str] = (),
+    random: bool = False,
+    result_dtype: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers the decorated function as the lowering of each overload in ``ops``.
+
+    Raises:
+        RuntimeError: an overload already has a lowering (registering twice is a bug).
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for op in ops:
+            if not isinstance(op, OpOverload):
+                raise TypeError(f"lowering() takes OpOverloads such as aten.add.Tensor, got {op!r}")
+            if op in LOWERINGS:
+                raise RuntimeError(f"{op} already has a lowering ({LOWERINGS[op].fn.__qualname__})")
+            LOWERINGS[op] = Lowering(
+                op, fn, promotion, tuple(promote) if promote else None, frozenset(static), random, result_dtype
+            )
+        return fn
+
+    return register
+
+
+class TraceContext:
+    """State of one executable being traced: the random key source and the device checks.
+
+    A random op draws its key with :meth:`next_key`; the eager kernel or graph passes the generator's
+    (seed, offset) as runtime inputs, and each random op in the trace folds in its own index, so one
+    executable holding several random ops gives each a distinct stream.
+    """
+
+    def __init__(self, seed: jax.Array | None = None, offset: jax.Array | None = None) -> None:
+        self._seed = seed
+        self._offset = offset
+        self.random_elements = 0
+        self.checks: list[tuple[jax.Array, jax.Array, str, type[Exception]]] = []
+
+    def next_key(self, elements: int) -> jax.Array:
+        if self._seed is None:
+            raise RuntimeError("neuron: a random op was traced without generator inputs")
+        base = jax.random.key(jnp.asarray(self._seed, jnp.uint64).astype(jnp.uint32))
+        base = jax.random.fold_in(base, (jnp.asarray(self._seed, jnp.uint64) >> 32).astype(jnp.uint32))
+        offset = jnp.asarray(self._offset, jnp.uint64) + self.random_elements
+        key = jax.random.fold_in(base, (offset & 0xFFFFFFFF).astype(jnp.uint32))
+        key = jax.random.fold_in(key, (offset >> 32).astype(jnp.uint32))
+        self.random_elements += max(int(elements), 1)
+        return key
+
+    def check(self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception]) -> None:
+        """Records a device-side assertion: when ``failed`` (bool scalar) is true, ``error(message)``
+        is raised at the next synchronisation point; ``detail`` (an int64 scalar, e.g. the offending
+        index) is formatted into the message as ``{detail}``."""
+        self.checks.append((failed, detail, message, error))
+
+
+_active: list[TraceContext] = []
+
+
+def active_context() -> TraceContext:
+    if not _active:
+        raise RuntimeError("neuron: lowerings run only while an executable is traced")
+    return _active[-1]
+
+
+class tracing:
+    """``with tracing(ctx):`` makes ``ctx`` the context lowerings report to."""
+
+    def __init__(self, context: TraceContext) -> None:
+        self.context = context
+
+    def __enter__(self) -> TraceContext:
+        _active.append(self.context)
+        return self.context
+
+    def __exit__(self, *exc_info: object) -> None:
+        _active.pop()
+
+
+def device_check(failed: jax.Array, detail: jax.Array, message: str, error: type[Exception] = RuntimeError) -> None:
+    """For lowerings: report a device-side fault (see :meth:`TraceContext.check`)."""
+    active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, torch.Tensor)
+
+
+def apply(
+    entry: Lowering,
+    args: list[Any],
+    metas: list[Any],
+    result_meta: Any,
+) -> Any:
+    """Runs ``entry`` at trace time.
+
+    Args:
+        args: the op's arguments in schema order; tensors as JAX arrays, runtime scalars as 0-d
+            arrays, everything else as Python values.
+        metas: the same arguments as PyTorch sees them: meta tensors (or 0-dim CPU tensors),
+            Python numbers, Python values.
+        result_meta: PyTorch's meta result (a tensor or a tuple/list of them).
+
+    Returns:
+        The result(s), cast to ``result_meta``'s dtypes; a tuple/list when the op returns several.
+    """
+    schema = entry.op._schema
+    names = [argument.name for argument in schema.arguments]
+    args = list(args)
+    if entry.promotion is not None:
+        if entry.promote is not None:
+            chosen = [i for i, name in enumerate(names) if name in entry.promote]
+        else:
+            chosen = [
+                i
+                for i, meta in enumerate(metas)
+                if isinstance(meta, torch.Tensor) or (_is_number(meta) and names[i] not in entry.static)
+            ]
+        participants = [metas[i] for i in chosen if metas[i] is not None]
+        computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
+        target = jax_dtype(computation)
+        for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
+            if arg is None or names[i] in entry.static:
+                continue
+            if i in chosen or (_is_number(meta) and isinstance(arg, jax.Array)):
+                args[i] = jnp.asarray(arg).astype(target)
+    kwargs = {}
+    positional = []
+    for argument, arg in zip(schema.arguments, args, strict=True):
+        if argument.kwarg_only:
+            kwargs[argument.name] = arg
+        else:
+            positional.append(arg)
+    results = result_meta if isinstance(result_meta, (tuple, list)) else (result_meta,)
+    if entry.random:
+        context = active_context()
+        kwargs["key"] = context.next_key(sum(r.numel() for r in results if isinstance(r, torch.Tensor)))
+    if entry.result_dtype:
+        kwargs["result_dtype"] = jax_dtype(results[0].dtype)
+    value = entry.fn(*positional, **kwargs)
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    if len(values) != len(results):
+        raise RuntimeError(
+            f"lowering of {entry.op} returned {len(values)} results, PyTorch's meta kernel {len(results)}"
+        )
+    cast = []
+    for produced, expected in zip(values, results, strict=True):
+        if expected is None or not isinstance(expected, torch.Tensor):
+            cast.append(produced)
+            continue
+        produced = jnp.asarray(produced)
+        if tuple(produced.shape) != tuple(expected.shape):
+            raise RuntimeError(
+                f"lowering of {entry.op} returned shape {tuple(produced.shape)}, PyTorch's meta kernel "
+                f"says {tuple(expected.shape)}"
+            )
+        cast.append(produced.astype(jax_dtype(expected.dtype)))
+    if isinstance(result_meta, (tuple, list)):
+        return type(result_meta)(cast)
+    return cast[0]

@@ -1,0 +1,210 @@
+"""Shape and layout ops: views (inside graphs), concatenation, splitting, padding, flips, repeats.
+
+In eager, view ops never reach a lowering: PyTorch's own view kernels only change metadata and the
+executable of the next op reads the view (runtime/layout.py). Inside a traced graph (a
+decomposition, a torch.compile graph) they are ordinary functions of their input, lowered here.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime import layout
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def _dim(dim: int, rank: int) -> int:
+    return dim % rank if rank else 0
+
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default)
+def view(self, size):
+    """Tensor.view / reshape: a new shape with the same elements in row-major order (-1 inferred)."""
+    return jnp.reshape(self, tuple(size))
+
+
+@lowering(aten.expand.default, aten.expand_copy.default)
+def expand(self, size, *, implicit=False):
+    """Tensor.expand: broadcast to ``size``; -1 keeps a dimension, new dimensions are prepended."""
+    lead = len(size) - self.ndim
+    shape = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(size))
+    return jnp.broadcast_to(self, shape)
+
+
+@lowering(aten.permute.default, aten.permute_copy.default)
+def permute(self, dims):
+    return jnp.transpose(self, tuple(_dim(d, self.ndim) for d in dims))
+
+
+@lowering(aten.transpose.int, aten.transpose_copy.int)
+def transpose(self, dim0, dim1):
+    return jnp.swapaxes(self, _dim(dim0, self.ndim), _dim(dim1, self.ndim))
+
+
+@lowering(aten.t.default, aten.t_copy.default)
+def t(self):
+    return self.T if self.ndim == 2 else self
+
+
+@lowering(aten.unsqueeze.default, aten.unsqueeze_copy.default)
+def unsqueeze(self, dim):
+    return jnp.expand_dims(self, dim % (self.ndim + 1))
+
+
+@lowering(aten.squeeze.default, aten.squeeze_copy.default)
+def squeeze(self):
+    return jnp.squeeze(self)
+
+
+@lowering(aten.squeeze.dim, aten.squeeze_copy.dim)
+def squeeze_dim(self, dim):
+    dim = _dim(dim, self.ndim)
+    return jnp.squeeze(self, dim) if self.ndim and self.shape[dim] == 1 else self
+
+
+@lowering(aten.squeeze.dims, aten.squeeze_copy.dims)
+def squeeze_dims(self, dim):
+    axes = tuple(d for d in {_dim(d, self.ndim) for d in dim} if self.ndim and self.shape[d] == 1)
+    return jnp.squeeze(self, axes) if axes else self
+
+
+@lowering(aten.slice.Tensor, aten.slice_copy.Tensor)
+def slice_(self, dim=0, start=None, end=None, step=1):
+    """Tensor slicing along one dimension, with PyTorch's clamping of start and end."""
+    dim = _dim(dim, self.ndim)
+    size = self.shape[dim]
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = min(max(start + size if start < 0 else start, 0), size)
+    end = min(max(end + size if end < 0 else end, start), size)
+    return jax.lax.slice_in_dim(self, start, end, step, axis=dim)
+
+
+@lowering(aten.select.int, aten.select_copy.int)
+def select(self, dim, index):
+    dim = _dim(dim, self.ndim)
+    return jax.lax.index_in_dim(self, index % self.shape[dim], axis=dim, keepdims=False)
+
+
+@lowering(
+    aten.alias.default, aten.alias_copy.default, aten.clone.default, aten.lift_fresh_copy.default, aten.detach.default
+)
+def alias(self, *, memory_format=None):
+    return self
+
+
+@lowering(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    return jnp.diagonal(self, offset, _dim(dim1, self.ndim), _dim(dim2, self.ndim))
+
+
+@lowering(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(self, size, stride, storage_offset=None):
+    """Tensor.as_strided over the input's elements in row-major order (a graph input is contiguous)."""
+    view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), storage_offset or 0)
+    return layout.read(self.reshape(-1), view)
+
+
+@lowering(aten.cat.default)
+def cat(tensors, dim=0):
+    """torch.cat; 1-D empty tensors are skipped, as PyTorch's legacy rule allows."""
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if not kept:
+        return tensors[0]
+    dtype = jnp.result_type(*kept)
+    return jnp.concatenate([t.astype(dtype) for t in kept], axis=_dim(dim, kept[0].ndim))
+
+
+@lowering(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
+def split_with_sizes(self, split_sizes, dim=0):
+    dim = _dim(dim, self.ndim)
+    offsets = np.cumsum([0, *split_sizes])
+    return [jax.lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in zip(offsets, offsets[1:], strict=False)]
+
+
+@lowering(aten.split.Tensor, aten.split_copy.Tensor)
+def split(self, split_size, dim=0):
+    dim = _dim(dim, self.ndim)
+    size = self.shape[dim]
+    sizes = [min(split_size, size - start) for start in range(0, size, split_size)] or [0]
+    return split_with_sizes(self, sizes, dim)
+
+
+@lowering(aten.unbind.int, aten.unbind_copy.int)
+def unbind(self, dim=0):
+    dim = _dim(dim, self.ndim)
+    return [jax.lax.index_in_dim(self, i, axis=dim, keepdims=False) for i in range(self.shape[dim])]
+
+
+@lowering(aten.flip.default)
+def flip(self, dims):
+    return jnp.flip(self, tuple(_dim(d, self.ndim) for d in dims)) if self.ndim else self
+
+
+@lowering(aten.roll.default)
+def roll(self, shifts, dims=()):
+    if not dims:
+        return jnp.roll(self.reshape(-1), shifts[0]).reshape(self.shape)
+    return jnp.roll(self, tuple(shifts), tuple(_dim(d, self.ndim) for d in dims))
+
+
+@lowering(aten.repeat.default)
+def repeat(self, repeats):
+    """Tensor.repeat: tiles the tensor; extra leading repeats add dimensions."""
+    lead = len(repeats) - self.ndim
+    return jnp.tile(self.reshape((1,) * lead + self.shape), tuple(repeats))
+
+
+@lowering(aten.constant_pad_nd.default)
+def constant_pad_nd(self, pad, value=0):
+    """F.pad(mode="constant"): ``pad`` lists (before, after) pairs from the last dimension; negative
+    padding crops."""
+    config = [(0, 0, 0)] * self.ndim
+    for i in range(len(pad) // 2):
+        config[self.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1], 0)
+    return jax.lax.pad(self, jnp.asarray(value, self.dtype), config)
+
+
+@lowering(aten.stack.default)
+def stack(tensors, dim=0):
+    dtype = jnp.result_type(*tensors)
+    return jnp.stack([t.astype(dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
+
+
+@lowering(prims.convert_element_type.default)
+def convert_element_type(a, dtype):
+    """Dtype conversion inside a graph; the registry casts to the result dtype."""
+    return a
+
+
+@lowering(aten._to_copy.default)
+def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    """Tensor.to(dtype) inside a graph; the registry casts to the result dtype."""
+    return self
+
+
+@lowering(aten.copy.default)
+def copy(self, src, non_blocking=False):
+    """Functional copy_: ``src`` broadcast to ``self``'s shape (and cast to its dtype by the registry)."""
+    return jnp.broadcast_to(src, self.shape)
+
+
+@lowering(aten.tril.default)
+def tril(self, diagonal=0):
+    return jnp.tril(self, diagonal)
+
+
+@lowering(aten.triu.default)
+def triu(self, diagonal=0):
+    return jnp.triu(self, diagonal)
+
+
+@lowering(prims.broadcast_in_dim.default)
+def broadcast_in_dim(a, shape, broadcast_dimensions):
+    return jax.lax.broadcast_in_dim(a, tuple(shape), tuple(broadcast_dimensions))

@@ -1,0 +1,112 @@
+"""Storage buffers: binding them to tensors, moving them between host and cores, view programs.
+
+The C++ core keeps each storage's buffer in its DataPtr context (decision 4); this module is the
+Python side of that binding and of the transfers that are not ATen ops: host to device, device to
+host, core to core, and the small cached executables that read or write one view of a storage.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx import _C
+from torch_neuronx.runtime import cores, layout, queue
+from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
+
+
+def view_of(tensor: torch.Tensor) -> layout.View:
+    return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset())
+
+
+def buffer_of(tensor: torch.Tensor) -> jax.Array | None:
+    """The flat buffer of ``tensor``'s storage, or None for a storage never written."""
+    array, _ = _C._storage_buffer(tensor)
+    return array
+
+
+@functools.cache
+def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
+    del nbytes  # part of the cache key only: the buffer length is fixed by it
+    sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
+    if buffer_dtype is None:
+        return jax.jit(lambda: layout.read(None, view), out_shardings=sharding)
+    return jax.jit(lambda flat: layout.read(flat, view), out_shardings=sharding)
+
+
+@functools.cache
+def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
+    sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
+    if buffer_dtype is None:
+        return jax.jit(lambda value: layout.write(None, nbytes, value, view), out_shardings=sharding)
+    return jax.jit(lambda flat, value: layout.write(flat, nbytes, value, view), out_shardings=sharding)
+
+
+def read(tensor: torch.Tensor) -> jax.Array:
+    """The value of a neuron tensor as a JAX array of its shape (asynchronous)."""
+    array, code = _C._storage_buffer(tensor)
+    nbytes = tensor.untyped_storage().nbytes()
+    view = view_of(tensor)
+    device = tensor.device.index
+    if array is None:
+        return _read_program(None, nbytes, view, device)()
+    if code == CODE_OF[tensor.dtype] and layout.covers_storage(view, array.shape[0]):
+        return array.reshape(view.sizes)
+    return _read_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)(array)
+
+
+def write(tensor: torch.Tensor, value: jax.Array) -> None:
+    """``tensor[...] = value`` for a JAX value on ``tensor``'s core, cast and broadcast as needed."""
+    array, code = _C._storage_buffer(tensor)
+    nbytes = tensor.untyped_storage().nbytes()
+    if nbytes == 0:
+        return
+    view = view_of(tensor)
+    device = tensor.device.index
+    count = nbytes // view.dtype.itemsize
+    if layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes:
+        flat = value.reshape(-1)
+    elif array is None:
+        flat = _write_program(None, nbytes, view, device)(value)
+    else:
+        flat = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)(array, value)
+    _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
+    queue.note_launch(device, flat)
+
+
+def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
+    """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory)."""
+    return jax.device_put(torch_to_numpy(source), cores.core(device))
+
+
+def device_to_host(tensor: torch.Tensor) -> np.ndarray:
+    """The value of a neuron tensor on the host. A synchronisation point: waits for the tensor's
+    core and raises any pending device fault first."""
+    value = read(tensor)
+    queue.synchronize(tensor.device.index)
+    return np.asarray(value)
+
+
+def transfer(array: jax.Array, device: int) -> jax.Array:
+    """``array`` on ``neuron:device`` (the same array when it is there already)."""
+    target = cores.core(device)
+    if array.devices() == {target}:
+        return array
+    return jax.device_put(array, target)
+
+
+def resize(array: jax.Array, dtype_code: int, nbytes: int) -> jax.Array:
+    """The buffer of a storage resized to ``nbytes``: truncated, or zero-extended."""
+    itemsize = JAX_DTYPE_OF_CODE[dtype_code].itemsize
+    count, remainder = divmod(nbytes, itemsize)
+    if remainder:
+        raise RuntimeError(
+            f"neuron: cannot resize a storage holding {JAX_DTYPE_OF_CODE[dtype_code]} elements to {nbytes} bytes"
+        )
+    if count <= array.shape[0]:
+        return array[:count]
+    return jnp.concatenate([array, jnp.zeros((count - array.shape[0],), array.dtype)])

@@ -1,0 +1,82 @@
+"""torch dtypes, their c10 ScalarType codes (what the C++ core and the cache keys use) and JAX dtypes."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import torch
+
+from torch_neuronx import _C
+
+#: torch.dtype -> c10::ScalarType code
+CODE_OF: dict[torch.dtype, int] = _C._dtype_codes()
+#: c10::ScalarType code -> torch.dtype
+DTYPE_OF: dict[int, torch.dtype] = {code: dtype for dtype, code in CODE_OF.items()}
+
+#: torch.dtype -> numpy/JAX dtype, for every dtype a neuron tensor can hold (decision 8).
+JAX_DTYPE: dict[torch.dtype, np.dtype] = {
+    torch.float32: np.dtype(jnp.float32),
+    torch.bfloat16: np.dtype(jnp.bfloat16),
+    torch.float16: np.dtype(jnp.float16),
+    torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    torch.int8: np.dtype(jnp.int8),
+    torch.int16: np.dtype(jnp.int16),
+    torch.int32: np.dtype(jnp.int32),
+    torch.int64: np.dtype(jnp.int64),
+    torch.uint8: np.dtype(jnp.uint8),
+    torch.uint16: np.dtype(jnp.uint16),
+    torch.uint32: np.dtype(jnp.uint32),
+    torch.uint64: np.dtype(jnp.uint64),
+    torch.bool: np.dtype(jnp.bool_),
+    torch.complex64: np.dtype(jnp.complex64),
+    # Not on the device; host-side conversions and CPU fallback results only.
+    torch.float64: np.dtype(jnp.float64),
+    torch.complex128: np.dtype(jnp.complex128),
+}
+
+TORCH_DTYPE: dict[np.dtype, torch.dtype] = {value: key for key, value in JAX_DTYPE.items()}
+
+#: c10 code -> JAX dtype
+JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {CODE_OF[dtype]: jax_dtype for dtype, jax_dtype in JAX_DTYPE.items()}
+
+
+def jax_dtype(dtype: torch.dtype) -> np.dtype:
+    """The JAX dtype of ``dtype``; TypeError for dtypes neuron cannot hold."""
+    try:
+        return JAX_DTYPE[dtype]
+    except KeyError:
+        raise TypeError(f"neuron does not support {dtype}") from None
+
+
+def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy copy of a CPU tensor, any dtype JAX knows (bfloat16 and float8 included).
+
+    Always a copy: JAX's CPU client may alias a host buffer it is given, and a neuron tensor must
+    never share memory with a user's CPU tensor (REPORT.md, hazard 1).
+    """
+    tensor = tensor.detach().contiguous()
+    target = JAX_DTYPE[tensor.dtype]
+    if tensor.dtype in (
+        torch.bfloat16,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    ):
+        # numpy has no such torch dtype: move the bits through a same-width integer view.
+        width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
+        return tensor.view(width).numpy().copy().view(target)
+    return np.array(tensor.numpy(), copy=True)
+
+
+def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor that owns a copy of ``array`` (any dtype in JAX_DTYPE)."""
+    dtype = TORCH_DTYPE[np.dtype(array.dtype)]
+    array = np.ascontiguousarray(array)
+    if dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64):
+        width = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[array.dtype.itemsize]
+        return torch.from_numpy(array.view(width).copy()).view(dtype)
+    return torch.from_numpy(array.copy())

@@ -1,0 +1,69 @@
+"""Device faults, raised at the next synchronisation point (decision 9).
+
+An op that can fault on the device (an index out of range, say) computes a flag and a detail value
+inside its executable instead of clamping. The flags are recorded here with the op that launched
+them; a synchronisation point (a host read, ``synchronize()``, an event wait) reads the flags of its
+core in launch order and raises the earliest fault, with the op and, when
+``TORCH_NEURONX_ENABLE_STACK_TRACE=1``, the Python stack of its launch. The runtime stays usable:
+the fault is consumed by raising it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import traceback
+
+import jax
+import numpy as np
+
+from torch_neuronx import _config
+
+
+@dataclasses.dataclass
+class PendingCheck:
+    sequence: int
+    op: str
+    failed: jax.Array
+    detail: jax.Array
+    message: str
+    error: type[Exception]
+    stack: str | None
+
+
+_sequence = itertools.count()
+_pending: dict[int, list[PendingCheck]] = {}
+
+
+def record(device: int, op: str, outputs: list[jax.Array], checks: list[tuple[str, type[Exception]]]) -> None:
+    """Records the checks of one launch: ``outputs`` holds (failed, detail) per check."""
+    stack = "".join(traceback.format_stack()[:-3]) if _config.record_stack_traces else None
+    sequence = next(_sequence)
+    queue = _pending.setdefault(device, [])
+    for (message, error), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
+        queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack))
+
+
+def raise_pending(device: int) -> None:
+    """Raises the earliest fault recorded on ``device``; the checks before it are consumed."""
+    queue = _pending.get(device)
+    while queue:
+        check = queue.pop(0)
+        if bool(np.asarray(check.failed)):
+            raise check.error(_describe(device, check))
+
+
+def _describe(device: int, check: PendingCheck) -> str:
+    detail = int(np.asarray(check.detail))
+    text = f"{check.op} on neuron:{device}: {check.message.format(detail=detail)}"
+    if _config.launch_blocking:
+        return text
+    text += (
+        "\nThis device fault was raised at a synchronization point after the op ran asynchronously; "
+        "set NEURON_LAUNCH_BLOCKING=1 to raise it at the op itself."
+    )
+    if check.stack is not None:
+        text += "\nThe op was launched at:\n" + check.stack
+    else:
+        text += " Set TORCH_NEURONX_ENABLE_STACK_TRACE=1 to record where it was launched."
+    return text

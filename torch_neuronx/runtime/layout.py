@@ -1,0 +1,155 @@
+"""Tensors over flat storage buffers, inside an executable (decision 4).
+
+Every storage's bytes are one flat 1-D array (its *buffer*), typed as the dtype that last wrote the
+whole storage. A tensor is a view of it: (dtype, sizes, strides, storage offset). An executable
+reads its inputs with :func:`read` and writes in-place results back with :func:`write`; both run at
+trace time, so a view costs nothing beyond the reshapes and slices XLA fuses into the kernel.
+
+A view whose strides nest (each stride a multiple of the next, dimensions not overlapping; slices,
+steps, transposes, permutes, narrow, select, diagonal) becomes a reshape of a contiguous region into
+a grid, a slice of the grid and a transpose. Any other view becomes a gather with a constant index.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class View(NamedTuple):
+    """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset."""
+
+    dtype: np.dtype
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+def bitcast(flat: jax.Array, dtype: np.dtype) -> jax.Array:
+    """Reinterprets the bytes of a 1-D array as ``dtype`` (1-D; the length scales by item size)."""
+    dtype = np.dtype(dtype)
+    source = np.dtype(flat.dtype)
+    if source == dtype:
+        return flat
+    if source == np.bool_:
+        flat, source = flat.astype(jnp.uint8), np.dtype(jnp.uint8)
+        if dtype == source:
+            return flat
+    if dtype == np.bool_:
+        return bitcast(flat, np.dtype(jnp.uint8)) != 0
+    if source.kind == "c":
+        parts = jnp.stack([jnp.real(flat), jnp.imag(flat)], axis=-1).reshape(-1)
+        return bitcast(parts, np.dtype(jnp.float32))
+    if dtype.kind == "c":
+        parts = bitcast(flat, np.dtype(jnp.float32)).reshape(-1, 2)
+        return jax.lax.complex(parts[:, 0], parts[:, 1])
+    if source.itemsize == dtype.itemsize:
+        return jax.lax.bitcast_convert_type(flat, dtype)
+    if source.itemsize > dtype.itemsize:
+        return jax.lax.bitcast_convert_type(flat, dtype).reshape(-1)
+    ratio = dtype.itemsize // source.itemsize
+    return jax.lax.bitcast_convert_type(flat.reshape(-1, ratio), dtype)
+
+
+def _grid(view: View) -> tuple[list[int], list[int], list[int]] | None:
+    """For a nesting view: (grid shape, view dims in grid order, their sizes); None otherwise.
+
+    Dimensions of size 1 and stride-0 (expanded) dimensions are left out: they are restored by a
+    reshape and a broadcast.
+    """
+    dims = [d for d, (size, stride) in enumerate(zip(view.sizes, view.strides, strict=True)) if size > 1 and stride > 0]
+    dims.sort(key=lambda d: -view.strides[d])
+    if not dims:
+        return [1], [], []
+    grid = [view.sizes[dims[0]]]
+    for outer, inner in zip(dims, dims[1:], strict=False):
+        outer_stride, inner_stride = view.strides[outer], view.strides[inner]
+        if outer_stride % inner_stride or outer_stride < inner_stride * view.sizes[inner]:
+            return None
+        grid.append(outer_stride // inner_stride)
+    grid.append(view.strides[dims[-1]])
+    return grid, dims, [view.sizes[d] for d in dims]
+
+
+def _region(elements: jax.Array, offset: int, length: int) -> jax.Array:
+    """``elements[offset : offset + length]``, zero-padded past the end (a grid may overhang)."""
+    available = elements.shape[0] - offset
+    if length <= available:
+        return jax.lax.slice(elements, (offset,), (offset + length,))
+    return jnp.pad(jax.lax.slice(elements, (offset,), (elements.shape[0],)), (0, length - available))
+
+
+def _gather_index(view: View) -> np.ndarray:
+    index = np.full((), view.offset, dtype=np.int64)
+    for size, stride in zip(view.sizes, view.strides, strict=True):
+        index = index[..., None] + np.arange(size, dtype=np.int64) * stride
+    return index
+
+
+def read(flat: jax.Array | None, view: View) -> jax.Array:
+    """The value of ``view`` over the buffer ``flat`` (None: a never-written storage, zeros)."""
+    shape = tuple(view.sizes)
+    if flat is None or math.prod(shape) == 0:
+        return jnp.zeros(shape, view.dtype)
+    elements = bitcast(flat, view.dtype)
+    layout = _grid(view)
+    if layout is None:
+        return elements[_gather_index(view)]
+    grid, dims, sizes = layout
+    block = _region(elements, view.offset, math.prod(grid)).reshape(grid)
+    block = block[tuple(slice(0, size) for size in sizes) + (0,)]
+    # grid order -> the view's dimension order, with size-1 and expanded dimensions restored
+    block = jnp.transpose(block, np.argsort(dims)) if dims else block.reshape(())
+    kept = sorted(dims)
+    restored = [view.sizes[d] if d in kept else 1 for d in range(len(shape))]
+    return jnp.broadcast_to(block.reshape(restored), shape)
+
+
+def covers_storage(view: View, storage_elements: int) -> bool:
+    """True when ``view`` is the whole storage, contiguous from offset 0."""
+    if view.offset != 0 or math.prod(view.sizes) != storage_elements:
+        return False
+    expected = 1
+    for size, stride in reversed(list(zip(view.sizes, view.strides, strict=True))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> jax.Array:
+    """The new buffer after ``view[...] = value`` (value cast and broadcast to the view).
+
+    The result is typed ``view.dtype``; the caller records that as the buffer's new dtype.
+    """
+    shape = tuple(view.sizes)
+    value = jnp.broadcast_to(jnp.asarray(value).astype(view.dtype), shape)
+    count, remainder = divmod(nbytes, view.dtype.itemsize)
+    if remainder:
+        raise RuntimeError(f"neuron: a storage of {nbytes} bytes cannot be written as {view.dtype}")
+    if math.prod(shape) == 0:
+        return bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
+    if any(size > 1 and stride == 0 for size, stride in zip(view.sizes, view.strides, strict=True)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a single "
+            "memory location. Please clone() the tensor before performing the operation."
+        )
+    if covers_storage(view, count):
+        return value.reshape(-1)
+    elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
+    layout = _grid(view)
+    if layout is None:
+        return elements.at[_gather_index(view)].set(value)
+    grid, dims, sizes = layout
+    length = math.prod(grid)
+    kept_length = min(length, count - view.offset)
+    block = _region(elements, view.offset, length).reshape(grid)
+    placed = jnp.transpose(value.reshape([view.sizes[d] for d in sorted(dims)]), np.argsort(np.argsort(dims)))
+    placed = placed.reshape(sizes) if dims else placed.reshape(())
+    block = block.at[tuple(slice(0, size) for size in sizes) + (0,)].set(placed)
+    region = jax.lax.slice(block.reshape(-1), (0,), (kept_length,))
+    return jax.lax.dynamic_update_slice(elements, region, (view.offset,))
