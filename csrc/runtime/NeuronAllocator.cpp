@@ -360,8 +360,8 @@ void NeuronAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   }
   pybind11::gil_scoped_acquire gil;
   // Buffers are immutable, so a same-core copy shares the array; another core gets a transfer.
-  pybind11::object moved = call_runtime(
-      "transfer_buffer", pybind11::make_tuple(pybind11::handle(from->buffer.array), dest_device));
+  auto moved =
+      call_runtime<pybind11::object>("transfer_buffer", pybind11::handle(from->buffer.array), dest_device);
   assign_buffer(to->buffer, moved, from->buffer.dtype);
 }
 

@@ -370,7 +370,9 @@ py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, 
         description = walker.tensor_list(value, spec);
         break;
       case ArgKind::kScalar:
-        description = walker.scalar(value, spec);
+        // A Scalar left at its default (alpha=1, the common case) is a constant of the executable:
+        // one runtime input fewer on every call.
+        description = value == spec.default_value.ptr() ? walker.static_value(value, spec) : walker.scalar(value, spec);
         break;
       case ArgKind::kStatic:
         description = walker.static_value(value, spec);

@@ -6,8 +6,9 @@
 // An executable reads storages, not tensors: each distinct storage among the arguments is one
 // "slot", passed as its flat PJRT buffer (or absent, for a storage never written, which reads as
 // zeros), and each tensor is (slot, dtype, sizes, strides, storage offset), materialised inside the
-// executable. Python numbers in Scalar/float positions and 0-dim CPU tensors are runtime inputs, so
-// a new learning rate does not compile a new executable; every other argument is part of the key.
+// executable. Python numbers in Scalar/float positions (unless left at their default) and 0-dim CPU
+// tensors are runtime inputs, so a new learning rate does not compile a new executable; every other
+// argument is part of the key.
 
 #include <torch/csrc/utils/pybind.h>
 

@@ -7,8 +7,6 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace py = pybind11;
-
 namespace c10::neuron {
 namespace {
 
@@ -116,15 +114,15 @@ c10::Stream NeuronGuardImpl::exchangeStream(c10::Stream stream) const noexcept {
 }
 
 bool NeuronGuardImpl::queryStream(const c10::Stream& stream) const {
-  return call_runtime("stream_query", py::make_tuple(stream.device_index(), stream.id())).cast<bool>();
+  return call_runtime<bool>("stream_query", static_cast<int>(stream.device_index()), stream.id());
 }
 
 void NeuronGuardImpl::synchronizeStream(const c10::Stream& stream) const {
-  call_runtime("stream_synchronize", py::make_tuple(stream.device_index(), stream.id()));
+  call_runtime("stream_synchronize", static_cast<int>(stream.device_index()), stream.id());
 }
 
 void NeuronGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
-  call_runtime("device_synchronize", py::make_tuple(device_index < 0 ? current_device() : device_index));
+  call_runtime("device_synchronize", static_cast<int>(device_index < 0 ? current_device() : device_index));
 }
 
 void NeuronGuardImpl::recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const {
@@ -147,8 +145,8 @@ void NeuronGuardImpl::record(void** event, const c10::Stream& stream, c10::Devic
               static_cast<int>(stream.device_index()), ".");
   neuron_event->device = stream.device_index();
   neuron_event->recorded = true;
-  call_runtime("event_record",
-               py::make_tuple(neuron_event->id, stream.device_index(), stream.id(), neuron_event->timing));
+  call_runtime("event_record", neuron_event->id, static_cast<int>(stream.device_index()), stream.id(),
+               neuron_event->timing);
 }
 
 void NeuronGuardImpl::block(void* event, const c10::Stream& stream) const {
@@ -156,21 +154,21 @@ void NeuronGuardImpl::block(void* event, const c10::Stream& stream) const {
     return; // an event never recorded is complete, as on CUDA
   }
   auto* neuron_event = static_cast<NeuronEvent*>(event);
-  call_runtime("event_block", py::make_tuple(neuron_event->id, stream.device_index(), stream.id()));
+  call_runtime("event_block", neuron_event->id, static_cast<int>(stream.device_index()), stream.id());
 }
 
 bool NeuronGuardImpl::queryEvent(void* event) const {
   if (event == nullptr) {
     return true;
   }
-  return call_runtime("event_query", py::make_tuple(static_cast<NeuronEvent*>(event)->id)).cast<bool>();
+  return call_runtime<bool>("event_query", static_cast<NeuronEvent*>(event)->id);
 }
 
 void NeuronGuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr) {
     return;
   }
-  call_runtime("event_synchronize", py::make_tuple(static_cast<NeuronEvent*>(event)->id));
+  call_runtime("event_synchronize", static_cast<NeuronEvent*>(event)->id);
 }
 
 double NeuronGuardImpl::elapsedTime(void* start_event, void* end_event, c10::DeviceIndex /*device_index*/) const {
@@ -180,7 +178,7 @@ double NeuronGuardImpl::elapsedTime(void* start_event, void* end_event, c10::Dev
   auto* end = static_cast<NeuronEvent*>(end_event);
   TORCH_CHECK(start->timing && end->timing,
               "Both events must be created with argument 'enable_timing=True'.");
-  return call_runtime("event_elapsed_ms", py::make_tuple(start->id, end->id)).cast<double>();
+  return call_runtime<double>("event_elapsed_ms", start->id, end->id);
 }
 
 void NeuronGuardImpl::destroyEvent(void* event, c10::DeviceIndex /*device_index*/) const noexcept {
@@ -190,7 +188,7 @@ void NeuronGuardImpl::destroyEvent(void* event, c10::DeviceIndex /*device_index*
   auto* neuron_event = static_cast<NeuronEvent*>(event);
   if (neuron_event->recorded && python_runtime_ready()) {
     try {
-      call_runtime("event_destroy", py::make_tuple(neuron_event->id));
+      call_runtime("event_destroy", neuron_event->id);
     } catch (...) {
       // Destruction cannot report; the runtime only drops its record of the event.
     }

@@ -79,9 +79,8 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   Allocation* new_allocation = allocation_of(fresh);
   if (old_allocation && new_allocation && old_allocation->buffer.array) {
     py::gil_scoped_acquire gil;
-    py::object resized = call_runtime(
-        "resize_buffer", py::make_tuple(py::handle(old_allocation->buffer.array),
-                                        static_cast<int>(old_allocation->buffer.dtype), nbytes));
+    auto resized = call_runtime<py::object>("resize_buffer", py::handle(old_allocation->buffer.array),
+                                            static_cast<int>(old_allocation->buffer.dtype), nbytes);
     assign_buffer(new_allocation->buffer, resized, old_allocation->buffer.dtype);
   }
   storage->set_data_ptr_noswap(std::move(fresh));

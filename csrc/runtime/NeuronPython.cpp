@@ -64,18 +64,18 @@ void disable_python_runtime() noexcept {
   g_runtime_enabled.store(false, std::memory_order_release);
 }
 
-py::object call_runtime(const char* method, const py::tuple& args) {
-  TORCH_CHECK(python_runtime_ready(), "neuron: the Python runtime is not initialised (", method,
-              " was called before torch_neuronx finished loading, or after interpreter shutdown)");
-  py::gil_scoped_acquire gil;
-  try {
-    return py::handle(g_runtime).attr(method)(*args);
-  } catch (py::error_already_set& err) {
-    err.restore();
-    python_error error;
-    error.persist();
-    throw error;
-  }
+py::handle python_runtime() {
+  TORCH_CHECK(python_runtime_ready(),
+              "neuron: the Python runtime is not available (torch_neuronx is not loaded, or the interpreter is "
+              "shutting down)");
+  return py::handle(g_runtime);
+}
+
+void rethrow_python_error(py::error_already_set& error) {
+  error.restore();
+  python_error pending;
+  pending.persist();
+  throw pending;
 }
 
 } // namespace c10::neuron

@@ -32,8 +32,28 @@ void set_python_runtime(pybind11::object runtime);
 bool python_runtime_ready() noexcept;
 void disable_python_runtime() noexcept;
 
-// Calls runtime.<method>(*args) with the GIL. A Python exception propagates to the caller as
-// torch's python_error, so that it reaches the user unchanged (type, message, traceback).
-pybind11::object call_runtime(const char* method, const pybind11::tuple& args);
+// The runtime object (borrowed); raises if it is not registered or the interpreter is gone.
+pybind11::handle python_runtime();
+
+// Turns the pending Python exception into torch's python_error, so that it reaches the user
+// unchanged (type, message, traceback) through torch's and pybind's error handling.
+[[noreturn]] void rethrow_python_error(pybind11::error_already_set& error);
+
+// Calls runtime.<method>(args...) with the GIL held for the whole call, arguments and result
+// included. Result is void, a C++ type to cast to, or pybind11::object (then the caller must hold
+// the GIL while it uses and drops it).
+template <typename Result = void, typename... Args>
+Result call_runtime(const char* method, Args&&... args) {
+  pybind11::handle runtime = python_runtime();
+  pybind11::gil_scoped_acquire gil;
+  try {
+    pybind11::object result = runtime.attr(method)(std::forward<Args>(args)...);
+    if constexpr (!std::is_void_v<Result>) {
+      return result.template cast<Result>();
+    }
+  } catch (pybind11::error_already_set& error) {
+    rethrow_python_error(error);
+  }
+}
 
 } // namespace c10::neuron

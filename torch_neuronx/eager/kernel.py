@@ -118,42 +118,58 @@ def _flat_tensors(value: Any) -> list[Any]:
     return [value]
 
 
-@dataclasses.dataclass
-class Entry:
-    """A compiled call signature: the jitted executable and how to bind its outputs."""
-
-    executable: Callable[..., Any]
-    random_elements: int
-    checks: list[tuple[str, type[Exception]]]
-    written_slots: list[int]
-    written_codes: list[int]
-    outputs: Any  # _C.OutputLayout for functional ops
-    returns: Callable[[list[Any], list[Any]], Any]
-
-    def run(
-        self, name: str, inputs: list[Any], device: int, slot_tensors: list[Any], generator: Any, values: list[Any]
-    ) -> Any:
-        if self.random_elements:
-            inputs = [*inputs, *_C._philox_inputs(generator, device, self.random_elements)]
-        outputs = self.executable(*inputs)
-        if self.checks:
-            faults.record(device, name, outputs[-2 * len(self.checks) :], self.checks)
-        queue.note_launch(device, outputs[0])
-        if self.written_slots:
-            _C._rebind([slot_tensors[s] for s in self.written_slots], outputs, self.written_codes)
-            return self.returns(values, [])
-        return self.returns(values, self.outputs.wrap(outputs, device))
+#: A compiled call: runner(inputs, device, slot_tensors, generator, values) -> the op's result.
+Runner = Callable[[list[Any], int, list[Any], Any, list[Any]], Any]
 
 
-@dataclasses.dataclass
-class ResizeEntry:
+def _executable_runner(
+    name: str,
+    executable: Callable[..., Any],
+    random_elements: int,
+    checks: list[tuple[str, type[Exception]]],
+    written_slots: list[int],
+    written_codes: list[int],
+    outputs: Any,
+    returns: Callable[[list[Any], list[Any]], Any],
+) -> Runner:
+    """The fast path of one call signature, specialised to what the executable needs."""
+    executed = tracking.executed
+    note_launch = queue.note_launch
+    if not random_elements and not written_slots and outputs is not None and returns is _single_output:
+        wrap = outputs.wrap
+
+        def run_functional(inputs, device, slot_tensors, generator, values):
+            executed[name] += 1
+            results = executable(*inputs)
+            if checks:
+                faults.record(device, name, results[-2 * len(checks) :], checks)
+            note_launch(device, results[0])
+            return wrap(results, device)[0]
+
+        return run_functional
+
+    def run(inputs, device, slot_tensors, generator, values):
+        executed[name] += 1
+        if random_elements:
+            inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
+        results = executable(*inputs)
+        if checks:
+            faults.record(device, name, results[-2 * len(checks) :], checks)
+        note_launch(device, results[0])
+        if written_slots:
+            _C._rebind([slot_tensors[s] for s in written_slots], results, written_codes)
+            return returns(values, [])
+        return returns(values, outputs.wrap(results, device))
+
+    return run
+
+
+def _resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]]) -> Runner:
     """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
     ``resize_output`` does (warning when a non-empty tensor changes shape), then call again."""
 
-    shapes: list[tuple[int, list[int]]]  # (argument position, new shape)
-
-    def run(self, kernel: EagerKernel, values: list[Any]) -> Any:
-        for position, shape in self.shapes:
+    def run(inputs, device, slot_tensors, generator, values):
+        for position, shape in shapes:
             for tensor in _flat_tensors(values[position]):
                 if list(tensor.shape) != shape:
                     if tensor.numel() != 0:
@@ -166,7 +182,19 @@ class ResizeEntry:
                             stacklevel=4,
                         )
                     tensor.resize_(shape)
-        return _call(kernel.op, values)
+        return _call(op, values)
+
+    return run
+
+
+def _fallback_runner(op: OpOverload) -> Runner:
+    """A call the device cannot compute (no meta kernel, or a decomposition with an unlowered op)."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        positional, keywords = _split(op, values)
+        return fallback.run_on_cpu(op, tuple(positional), keywords)
+
+    return run
 
 
 class EagerKernel:
@@ -180,21 +208,16 @@ class EagerKernel:
         static = lowering.static if lowering is not None else frozenset()
         self.allow_cpu = allow_cpu
         self.signature = call_signature(plan.op, static_scalars=plan.decomposed, static=static, allow_cpu=allow_cpu)
-        self.cache: dict[bytes, Entry | ResizeEntry | None] = {}
+        self.cache: dict[bytes, Runner] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, inputs, device, slot_tensors, generator, values, _, needs_transfer = self.signature.prepare(args, kwargs)
-        if needs_transfer:
-            return self._with_cpu_tensors_moved(device, values)
-        entry = self.cache.get(key, False)
-        if entry is False:
-            entry = self.cache[key] = self._build(args, kwargs)
-        if entry is None:
-            return fallback.run_on_cpu(self.op, args, kwargs)
-        if type(entry) is ResizeEntry:
-            return entry.run(self, values)
-        tracking.executed[self.name] += 1
-        return entry.run(self.name, inputs, device, slot_tensors, generator, values)
+        run = self.cache.get(key)
+        if run is None:
+            if needs_transfer:
+                return self._with_cpu_tensors_moved(device, values)
+            run = self.cache[key] = self._build(args, kwargs)
+        return run(inputs, device, slot_tensors, generator, values)
 
     def _with_cpu_tensors_moved(self, device: int, values: list[Any]) -> Any:
         """CPU tensors where PyTorch accepts them (indices, as on CUDA) move to the op's core first."""
@@ -212,8 +235,8 @@ class EagerKernel:
         ]
         return _call(self.op, moved)
 
-    def _build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry | None:
-        """Compiles the call; None when it must run through the CPU fallback."""
+    def _build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Runner:
+        """Compiles the call (or decides that it resizes ``out=`` tensors, or falls back)."""
         _, _, device, _, _, values, description, _ = self.signature.prepare(args, kwargs, describe=True)
         arguments, slots, buffer_count, scalar_count = description
         plan = self.plan
@@ -223,7 +246,7 @@ class EagerKernel:
             functional_metas = _functional_args(plan, metas)
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
-            return None  # no meta kernel: PyTorch cannot describe the result without running it
+            return _fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
         resized = [
             (i, list(meta.shape))
             for i in plan.writes
@@ -231,13 +254,13 @@ class EagerKernel:
             if plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
         ]
         if resized:
-            return ResizeEntry(resized)
+            return _resize_runner(plan.op, resized)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
                 random_elements = engine.random_elements(graph)
             except engine.Unsupported:
-                return None
+                return _fallback_runner(plan.op)
         else:
             graph, positions = None, []
             random_elements = _random_elements(registry.LOWERINGS[plan.functional], functional_result)
@@ -273,18 +296,13 @@ class EagerKernel:
         if plan.writes:
             # A slot's buffer takes the dtype of the last view written into it.
             last_code = {d[1]: d[2] for d in write_descriptions}
-            return Entry(
-                executable,
-                random_elements,
-                checks,
-                written_slots,
-                [last_code[s] for s in written_slots],
-                None,
-                _returns(plan),
+            codes = [last_code[s] for s in written_slots]
+            return _executable_runner(
+                self.name, executable, random_elements, checks, written_slots, codes, None, _returns(plan)
             )
         result_tensors = _flat_tensors(functional_result)
         outputs = _C.OutputLayout([(list(t.shape), CODE_OF[t.dtype]) for t in result_tensors])
-        return Entry(executable, random_elements, checks, [], [], outputs, _returns(plan))
+        return _executable_runner(self.name, executable, random_elements, checks, [], [], outputs, _returns(plan))
 
 
 def _random_elements(lowering: registry.Lowering, result: Any) -> int:
@@ -294,10 +312,16 @@ def _random_elements(lowering: registry.Lowering, result: Any) -> int:
     return max(sum(t.numel() for t in _flat_tensors(result) if isinstance(t, torch.Tensor)), 1)
 
 
+def _split(op: OpOverload, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Schema-ordered values as positional and keyword arguments."""
+    arguments = op._schema.arguments
+    positional = [v for a, v in zip(arguments, values, strict=True) if not a.kwarg_only]
+    keywords = {a.name: v for a, v in zip(arguments, values, strict=True) if a.kwarg_only}
+    return positional, keywords
+
+
 def _call(op: OpOverload, values: list[Any]) -> Any:
-    schema = op._schema
-    positional = [v for a, v in zip(schema.arguments, values, strict=True) if not a.kwarg_only]
-    keywords = {a.name: v for a, v in zip(schema.arguments, values, strict=True) if a.kwarg_only}
+    positional, keywords = _split(op, values)
     return op(*positional, **keywords)
 
 
@@ -344,5 +368,9 @@ def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
     if len(returns) == 1:
         if str(returns[0].type).startswith("List"):
             return lambda values, outputs: list(outputs)
-        return lambda values, outputs: outputs[0]
+        return _single_output
     return lambda values, outputs: tuple(outputs)
+
+
+def _single_output(values: list[Any], outputs: list[Any]) -> Any:
+    return outputs[0]

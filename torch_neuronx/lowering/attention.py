@@ -1,0 +1,3 @@
+"""attention lowerings."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""sampling lowerings."""
+
+from __future__ import annotations

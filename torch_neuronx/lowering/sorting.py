@@ -1,0 +1,3 @@
+"""sorting lowerings."""
+
+from __future__ import annotations
