@@ -28,7 +28,12 @@ def to_cpu(value: Any) -> Any:
 
 
 def assert_matches_cpu(
-    fn: Callable[..., Any], *args: Any, atol: float | None = None, rtol: float | None = None, native: bool = True, **kwargs: Any
+    fn: Callable[..., Any],
+    *args: Any,
+    atol: float | None = None,
+    rtol: float | None = None,
+    native: bool = True,
+    **kwargs: Any,
 ) -> Any:
     """Runs ``fn`` on CPU tensors and on their neuron copies and asserts the results match.
 

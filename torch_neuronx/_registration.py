@@ -20,7 +20,11 @@ def register() -> None:
     if _library:
         return
     from torch_neuronx import _C
-    from torch_neuronx._compat.torch_internals import format_values_on_host, register_device_module
+    from torch_neuronx._compat.torch_internals import (
+        format_values_on_host,
+        grad_scaler_without_fp64,
+        register_device_module,
+    )
     from torch_neuronx.eager.fallback import boxed_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
@@ -32,6 +36,9 @@ def register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     format_values_on_host()
+    grad_scaler_without_fp64()
+    # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
+    torch.set_autocast_dtype("neuron", torch.bfloat16)
     _C._set_python_runtime(RuntimeCallbacks())
     atexit.register(_C._disable_python_runtime)
     library = torch.library.Library("_", "IMPL")

@@ -20,6 +20,7 @@ __all__ = [
     "decomposition_table",
     "elementwise_dtypes",
     "format_values_on_host",
+    "grad_scaler_without_fp64",
     "has_kernel",
     "make_fx",
     "register_device_module",
@@ -64,3 +65,31 @@ def format_values_on_host() -> None:
 
     format_neuron_values_on_host._neuron_host_copy = True  # type: ignore[attr-defined]
     tensor_str._tensor_str = format_neuron_values_on_host
+
+
+def grad_scaler_without_fp64() -> None:
+    """Lets ``torch.amp.GradScaler("neuron")`` unscale without FP64 on the device.
+
+    ``GradScaler.unscale_`` computes the inverse scale as ``scale.double().reciprocal().float()`` on
+    the scale's device, except on MPS, which has no FP64 either. For neuron the same float64
+    computation runs on a host copy of the scale (the exact value PyTorch intends); everything else
+    in ``unscale_`` is unchanged and runs on the device.
+    """
+    from torch.amp import grad_scaler
+
+    unscale = grad_scaler.GradScaler.unscale_
+    if getattr(unscale, "_neuron_host_fp64", False):
+        return
+
+    def unscale_(self: grad_scaler.GradScaler, optimizer: torch.optim.Optimizer) -> None:
+        if self._scale is None or self._scale.device.type != "neuron":
+            return unscale(self, optimizer)
+        scale = self._scale
+        self._scale = scale.cpu()
+        try:
+            return unscale(self, optimizer)
+        finally:
+            self._scale = scale
+
+    unscale_._neuron_host_fp64 = True  # type: ignore[attr-defined]
+    grad_scaler.GradScaler.unscale_ = unscale_

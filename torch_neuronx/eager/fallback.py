@@ -83,7 +83,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     for argument, original, copy in zip(schema.arguments, originals, copies, strict=False):
         if argument.alias_info is None:
             continue
-        aliases[argument.alias_info.before_set and frozenset(argument.alias_info.before_set)] = original
+        aliases[frozenset(argument.alias_info.before_set)] = original
         if argument.alias_info.is_write:
             for target, value in zip(pytree.tree_leaves(original), pytree.tree_leaves(copy), strict=True):
                 if isinstance(target, torch.Tensor) and target.device.type == "neuron":

@@ -273,7 +273,7 @@ class EagerKernel:
             slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
             scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
             seed, offset = flat_inputs[buffer_count + scalar_count :] if random_elements else (None, None)
-            jax_args = [_materialize(v, d, slot_arrays, scalars) for v, d in zip(values, arguments, strict=True)]
+            jax_args = [_materialize(d, slot_arrays, scalars) for d in arguments]
             functional_args = _functional_args(plan, jax_args)
             context = registry.TraceContext(seed, offset)
             with registry.tracing(context):
@@ -334,24 +334,26 @@ def _functional_args(plan: Plan, values: list[Any]) -> list[Any]:
     return [by_name.get(a.name, a.default_value) for a in plan.functional._schema.arguments]
 
 
-def _materialize(value: Any, description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
-    """An argument inside the executable: views read from their slot, runtime scalars from the inputs."""
+def _materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
+    """An argument inside the executable, from its description alone (an executable must not hold
+    the tensors of the call that built it): views read from their slot, runtime scalars from the
+    inputs, static values as they are."""
     if description is None:
-        return value
+        return None
     kind = description[0]
     if kind == "T":
         _, slot, code, sizes, strides, offset = description
         view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), offset)
         return layout.read(slot_arrays[slot], view)
     if kind == "L":
-        return [_materialize(v, d, slot_arrays, scalars) for v, d in zip(value, description[1], strict=True)]
+        return [_materialize(d, slot_arrays, scalars) for d in description[1]]
     if kind == "C":
         return jax.numpy.asarray(scalars[description[1]], jax_dtype(DTYPE_OF[description[2]]))
     if kind in ("N", "D"):
         return scalars[description[1]]
     if kind == "G":
         return None
-    return value
+    return description[1]  # "S": a static value
 
 
 def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:

@@ -1,3 +1,272 @@
-"""activation lowerings."""
+"""Activations, softmax and their backward ops.
+
+Promotion is PyTorch's DEFAULT kind: 16-bit floats compute in float32 (as the CPU kernels do) and
+round once to the result dtype; runtime scalars (slopes, thresholds, alpha) arrive in that dtype.
+Formulas follow PyTorch's CPU kernels (``aten/src/ATen/native/cpu/Activation.cpp``,
+``SoftMaxKernel.cpp``) and ``torch/_decomp/decompositions.py``.
+"""
 
 from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, lowering
+
+aten = torch.ops.aten
+
+_SQRT1_2 = 1 / math.sqrt(2)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_TANH_BETA = math.sqrt(2 / math.pi)
+_TANH_KAPPA = 0.044715
+
+
+def _axis(dim: int, rank: int) -> int | None:
+    """PyTorch's ``dim`` as a JAX axis; a 0-d tensor (where PyTorch accepts dim 0 or -1) has none."""
+    return dim % rank if rank else None
+
+
+# --- forward ----------------------------------------------------------------------------------
+
+
+@lowering(aten.relu.default, promotion=Promotion.DEFAULT)
+def relu(self):
+    """torch.relu: max(self, 0); NaN propagates; integers stay integers."""
+    return jnp.maximum(self, 0)
+
+
+@lowering(aten.leaky_relu.default, promotion=Promotion.DEFAULT)
+def leaky_relu(self, negative_slope=0.01):
+    """F.leaky_relu: self if self > 0 else self * negative_slope."""
+    return jnp.where(self > 0, self, self * negative_slope)
+
+
+@lowering(aten.gelu.default, promotion=Promotion.DEFAULT, static=("approximate",))
+def gelu(self, *, approximate="none"):
+    """F.gelu: x * Phi(x) with the exact normal CDF (``approximate="none"``) or PyTorch's tanh
+    approximation 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))."""
+    if approximate == "tanh":
+        inner = _TANH_BETA * (self + _TANH_KAPPA * self * self * self)
+        return 0.5 * self * (1 + jnp.tanh(inner))
+    if approximate != "none":
+        raise ValueError(f"aten::gelu on neuron: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return self * 0.5 * (1 + jsp.erf(self * _SQRT1_2))
+
+
+@lowering(aten.silu.default, promotion=Promotion.DEFAULT)
+def silu(self):
+    """F.silu: x * sigmoid(x)."""
+    return self * jax.nn.sigmoid(self)
+
+
+@lowering(aten.mish.default, promotion=Promotion.DEFAULT)
+def mish(self):
+    """F.mish: x * tanh(softplus(x)), with a softplus that does not overflow."""
+    return self * jnp.tanh(jax.nn.softplus(self))
+
+
+@lowering(aten.elu.default, promotion=Promotion.DEFAULT)
+def elu(self, alpha=1, scale=1, input_scale=1):
+    """F.elu (and selu/celu, which call it): scale * x for x > 0, else
+    scale * alpha * expm1(x * input_scale)."""
+    return jnp.where(self > 0, self * scale, jnp.expm1(self * input_scale) * alpha * scale)
+
+
+@lowering(aten.hardtanh.default, promotion=Promotion.DEFAULT, promote=("self",))
+def hardtanh(self, min_val=-1, max_val=1):
+    """F.hardtanh (and relu6): clamp(self, min_val, max_val); the bounds take self's dtype, as the
+    CPU kernel converts them; NaN propagates."""
+    return jnp.minimum(jnp.maximum(self, min_val), max_val)
+
+
+@lowering(aten.hardswish.default, promotion=Promotion.DEFAULT)
+def hardswish(self):
+    """F.hardswish: x * relu6(x + 3) / 6."""
+    return self * jnp.clip(self + 3, 0, 6) / 6
+
+
+@lowering(aten.hardsigmoid.default, promotion=Promotion.DEFAULT)
+def hardsigmoid(self):
+    """F.hardsigmoid: relu6(x + 3) / 6."""
+    return jnp.clip(self + 3, 0, 6) / 6
+
+
+@lowering(aten.softplus.default, promotion=Promotion.DEFAULT)
+def softplus(self, beta=1, threshold=20):
+    """F.softplus: log1p(exp(beta * x)) / beta, reverting to x where beta * x > threshold."""
+    scaled = self * beta
+    safe = jnp.where(scaled > threshold, 0, scaled)
+    return jnp.where(scaled > threshold, self, jnp.log1p(jnp.exp(safe)) / beta)
+
+
+@lowering(aten.threshold.default, promotion=Promotion.DEFAULT, promote=("self",))
+def threshold(self, threshold, value):
+    """F.threshold: value where self <= threshold, else self (NaN stays); the scalars take self's
+    dtype, as the CPU kernel converts them."""
+    return jnp.where(self <= threshold, value, self)
+
+
+@lowering(aten.glu.default, promotion=Promotion.DEFAULT)
+def glu(self, dim=-1):
+    """F.glu: a * sigmoid(b), where a and b are the halves of ``dim`` (PyTorch checks the size is even)."""
+    a, b = jnp.split(self, 2, axis=_axis(dim, self.ndim))
+    return a * jax.nn.sigmoid(b)
+
+
+@lowering(aten.log_sigmoid_forward.default, promotion=Promotion.DEFAULT)
+def log_sigmoid_forward(self):
+    """F.logsigmoid: (min(x, 0) - log1p(exp(-|x|)), buffer); the buffer holds exp(-|x|), as on CPU
+    (PyTorch's meta kernel gives it the input's shape)."""
+    z = jnp.exp(-jnp.abs(self))
+    return jnp.minimum(self, 0) - jnp.log1p(z), z
+
+
+def _softmax_input(self, dim: int):
+    """Softmax over ``dim`` of a tensor of any rank (a 0-d tensor is a single element)."""
+    return (self.reshape(1), 0) if self.ndim == 0 else (self, dim % self.ndim)
+
+
+@lowering(aten._softmax.default, promotion=Promotion.DEFAULT, static=("dim", "half_to_float"))
+def softmax(self, dim, half_to_float):
+    """torch.softmax: exp(x - max) / sum(exp(x - max)) along ``dim``, computed in float32 for
+    16-bit floats; ``half_to_float`` returns float32 (the registry casts to the meta dtype)."""
+    x, axis = _softmax_input(self, dim)
+    shifted = x - jnp.max(x, axis=axis, keepdims=True)
+    exp = jnp.exp(shifted)
+    return (exp / jnp.sum(exp, axis=axis, keepdims=True)).reshape(self.shape)
+
+
+@lowering(aten._log_softmax.default, promotion=Promotion.DEFAULT, static=("dim", "half_to_float"))
+def log_softmax(self, dim, half_to_float):
+    """torch.log_softmax: (x - max) - log(sum(exp(x - max))) along ``dim``, in float32 for 16-bit floats."""
+    x, axis = _softmax_input(self, dim)
+    shifted = x - jnp.max(x, axis=axis, keepdims=True)
+    return (shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))).reshape(self.shape)
+
+
+# --- backward ---------------------------------------------------------------------------------
+
+
+@lowering(aten.threshold_backward.default, promotion=Promotion.DEFAULT)
+def threshold_backward(grad_output, self, threshold):
+    """Gradient of threshold/relu: 0 where self <= threshold, else grad_output."""
+    return jnp.where(self <= threshold, 0, grad_output)
+
+
+@lowering(aten.gelu_backward.default, promotion=Promotion.DEFAULT, static=("approximate",))
+def gelu_backward(grad_output, self, *, approximate="none"):
+    """Gradient of F.gelu: grad * (Phi(x) + x * phi(x)), or the derivative of the tanh form, as
+    PyTorch's GeluBackwardKernel computes it."""
+    if approximate == "tanh":
+        x_sq = self * self
+        tanh_inner = jnp.tanh(_TANH_BETA * (self + _TANH_KAPPA * x_sq * self))
+        left_derivative = 0.5 * (1 + tanh_inner)
+        right_derivative = 0.5 * self * (1 - tanh_inner * tanh_inner) * _TANH_BETA * (1 + 3 * _TANH_KAPPA * x_sq)
+        return grad_output * (left_derivative + right_derivative)
+    if approximate != "none":
+        raise ValueError(f"aten::gelu_backward on neuron: approximate must be 'none' or 'tanh', got {approximate!r}")
+    cdf = 0.5 * (1 + jsp.erf(self * _SQRT1_2))
+    pdf = _INV_SQRT_2PI * jnp.exp(-0.5 * self * self)
+    return grad_output * (cdf + self * pdf)
+
+
+@lowering(aten.silu_backward.default, promotion=Promotion.DEFAULT)
+def silu_backward(grad_output, self):
+    """Gradient of F.silu: grad * s * (1 + x * (1 - s)), s = sigmoid(x)."""
+    s = jax.nn.sigmoid(self)
+    return grad_output * s * (1 + self * (1 - s))
+
+
+@lowering(aten.mish_backward.default, promotion=Promotion.DEFAULT)
+def mish_backward(grad_output, self):
+    """Gradient of F.mish: grad * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x))."""
+    t = jnp.tanh(jax.nn.softplus(self))
+    return grad_output * (t + self * jax.nn.sigmoid(self) * (1 - t * t))
+
+
+@lowering(aten.elu_backward.default, promotion=Promotion.DEFAULT, static=("is_result",))
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    """Gradient of F.elu from its input, or from its result when ``is_result`` (in-place elu_)."""
+    if is_result:
+        negative = grad_output * input_scale * (self_or_result + alpha * scale)
+    else:
+        negative = grad_output * input_scale * alpha * scale * jnp.exp(self_or_result * input_scale)
+    return jnp.where(self_or_result <= 0, negative, grad_output * scale)
+
+
+@lowering(aten.leaky_relu_backward.default, promotion=Promotion.DEFAULT, static=("self_is_result",))
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    """Gradient of F.leaky_relu: grad where self > 0, else grad * negative_slope."""
+    return jnp.where(self > 0, grad_output, grad_output * negative_slope)
+
+
+@lowering(aten.hardtanh_backward.default, promotion=Promotion.DEFAULT)
+def hardtanh_backward(grad_output, self, min_val, max_val):
+    """Gradient of F.hardtanh: 0 where self <= min_val or self >= max_val, else grad."""
+    return jnp.where((self <= min_val) | (self >= max_val), 0, grad_output)
+
+
+@lowering(aten.hardswish_backward.default, promotion=Promotion.DEFAULT)
+def hardswish_backward(grad_output, self):
+    """Gradient of F.hardswish: 0 for x <= -3, grad * (x / 3 + 0.5) for -3 < x < 3, grad for x >= 3."""
+    return jnp.where(self <= -3, 0, jnp.where(self < 3, grad_output * (self / 3 + 0.5), grad_output))
+
+
+@lowering(aten.hardsigmoid_backward.default, promotion=Promotion.DEFAULT)
+def hardsigmoid_backward(grad_output, self):
+    """Gradient of F.hardsigmoid: grad / 6 for -3 < x < 3, else 0."""
+    return jnp.where((self > -3) & (self < 3), grad_output / 6, 0)
+
+
+@lowering(aten.softplus_backward.default, promotion=Promotion.DEFAULT)
+def softplus_backward(grad_output, self, beta, threshold):
+    """Gradient of F.softplus: grad * sigmoid(beta * x), or grad where beta * x > threshold."""
+    scaled = self * beta
+    return jnp.where(scaled > threshold, grad_output, grad_output * jax.nn.sigmoid(scaled))
+
+
+@lowering(aten.glu_backward.default, promotion=Promotion.DEFAULT)
+def glu_backward(grad_output, self, dim):
+    """Gradient of F.glu: (grad * s, grad * a * s * (1 - s)) for the halves (a, b), s = sigmoid(b)."""
+    axis = _axis(dim, self.ndim)
+    a, b = jnp.split(self, 2, axis=axis)
+    s = jax.nn.sigmoid(b)
+    return jnp.concatenate([grad_output * s, grad_output * a * s * (1 - s)], axis=axis)
+
+
+@lowering(aten.log_sigmoid_backward.default, promotion=Promotion.DEFAULT)
+def log_sigmoid_backward(grad_output, self, buffer):
+    """Gradient of F.logsigmoid: grad * sigmoid(-x), computed from x (the buffer is not needed)."""
+    return grad_output * jax.nn.sigmoid(-self)
+
+
+@lowering(aten._softmax_backward_data.default, promotion=Promotion.DEFAULT, static=("dim", "input_dtype"))
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    """Gradient of softmax from its output y: y * (grad - sum(grad * y)); the result takes
+    ``input_dtype`` (the registry casts to PyTorch's meta dtype)."""
+    axis = _axis(dim, output.ndim)
+    product = grad_output * output
+    return product - output * jnp.sum(product, axis=axis, keepdims=True)
+
+
+@lowering(aten._log_softmax_backward_data.default, promotion=Promotion.DEFAULT, static=("dim", "input_dtype"))
+def log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    """Gradient of log_softmax from its output y: grad - exp(y) * sum(grad)."""
+    axis = _axis(dim, output.ndim)
+    return grad_output - jnp.exp(output) * jnp.sum(grad_output, axis=axis, keepdims=True)
+
+
+@lowering(aten.tanh_backward.default, promotion=Promotion.DEFAULT)
+def tanh_backward(grad_output, output):
+    """Gradient of tanh from its output y: grad * (1 - y^2) (conjugated for complex, as PyTorch does)."""
+    return grad_output * jnp.conj(1 - output * output)
+
+
+@lowering(aten.sigmoid_backward.default, promotion=Promotion.DEFAULT)
+def sigmoid_backward(grad_output, output):
+    """Gradient of sigmoid from its output y: grad * y * (1 - y) (conjugated for complex)."""
+    return grad_output * jnp.conj((1 - output) * output)

@@ -1,3 +1,170 @@
-"""convolution lowerings."""
+"""Convolutions: aten.convolution (1d/2d/3d, strided, padded, dilated, grouped, transposed) and its
+backward.
+
+Inputs arrive batched and channels-first (``N, C, *spatial``), weights as ``(C_out, C_in / groups,
+*kernel)``, or ``(C_in, C_out / groups, *kernel)`` when transposed, as ``torch.nn.functional`` passes
+them. 16-bit inputs multiply exactly and accumulate in float32 (``preferred_element_type``), as
+PyTorch's CPU (oneDNN) and CUDA (cuDNN) kernels do, and the registry rounds the result once.
+float32 convolutions run at full float32 precision (``Precision.HIGHEST``).
+
+The backward is the vector-Jacobian product of the forward (``jax.vjp``), so grad_input and
+grad_weight are the transposed convolutions PyTorch's ``convolution_backward`` computes, for
+transposed convolutions too; grad_bias is grad_output summed over every dimension but channels.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.registry import lowering
+
+aten = torch.ops.aten
+
+
+def _accumulation(dtype) -> dict:
+    if dtype in (jnp.bfloat16, jnp.float16):
+        return {"preferred_element_type": jnp.float32}
+    return {"precision": jax.lax.Precision.HIGHEST}
+
+
+def _dimension_numbers(spatial: int) -> jax.lax.ConvDimensionNumbers:
+    """Channels-first layouts for input/output (N, C, ...) and weight (O, I, ...)."""
+    layout = tuple(range(spatial + 2))
+    return jax.lax.ConvDimensionNumbers(layout, layout, layout)
+
+
+def _conv(input, weight, stride, padding, dilation, groups):
+    """PyTorch's (cross-correlation) convolution: ``out[n, o] = sum_i input[n, g(o)*I + i] (*) weight[o, i]``
+    with symmetric zero padding."""
+    spatial = input.ndim - 2
+    return jax.lax.conv_general_dilated(
+        input,
+        weight,
+        window_strides=tuple(stride),
+        padding=[(p, p) for p in padding],
+        rhs_dilation=tuple(dilation),
+        dimension_numbers=_dimension_numbers(spatial),
+        feature_group_count=groups,
+        **_accumulation(input.dtype),
+    )
+
+
+def _conv_transpose(input, weight, stride, padding, dilation, output_padding, groups):
+    """PyTorch's ConvTranspose: the gradient of ``_conv`` with respect to its input, whose size along
+    each spatial dimension is ``(i - 1) * s - 2 * p + d * (k - 1) + output_padding + 1``.
+
+    Computed directly as a convolution of the input dilated by ``stride`` with the spatially flipped
+    kernel, regrouped from ``(C_in, C_out / g, k...)`` to ``(C_out, C_in / g, k...)``, and padded by
+    ``d * (k - 1) - p`` before and that plus ``output_padding`` after (negative padding crops)."""
+    spatial = input.ndim - 2
+    c_in, c_out_group, *kernel = weight.shape
+    regrouped = weight.reshape(groups, c_in // groups, c_out_group, *kernel)
+    regrouped = jnp.swapaxes(regrouped, 1, 2).reshape(groups * c_out_group, c_in // groups, *kernel)
+    flipped = jnp.flip(regrouped, axis=tuple(range(2, spatial + 2)))
+    pads = [
+        (d * (k - 1) - p, d * (k - 1) - p + op)
+        for k, p, d, op in zip(kernel, padding, dilation, output_padding, strict=True)
+    ]
+    return jax.lax.conv_general_dilated(
+        input,
+        flipped,
+        window_strides=(1,) * spatial,
+        padding=pads,
+        lhs_dilation=tuple(stride),
+        rhs_dilation=tuple(dilation),
+        dimension_numbers=_dimension_numbers(spatial),
+        feature_group_count=groups,
+        **_accumulation(input.dtype),
+    )
+
+
+def _expand(values: Sequence[int], spatial: int) -> tuple[int, ...]:
+    """A per-dimension argument; a single value applies to every spatial dimension."""
+    values = tuple(values)
+    return values * spatial if len(values) == 1 else values
+
+
+def _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups):
+    spatial = input.ndim - 2
+    if spatial not in (1, 2, 3):
+        raise NotImplementedError(
+            f"aten::convolution on neuron: {spatial} spatial dimensions; 1, 2 and 3 (conv1d/2d/3d) are supported"
+        )
+    stride, padding, dilation = (_expand(v, spatial) for v in (stride, padding, dilation))
+    if transposed:
+        return _conv_transpose(input, weight, stride, padding, dilation, _expand(output_padding, spatial), groups)
+    return _conv(input, weight, stride, padding, dilation, groups)
+
+
+@lowering(aten.convolution.default)
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """torch.nn.functional.conv{1,2,3}d / conv_transpose{1,2,3}d: ``aten::convolution``; bias (if any)
+    is added per output channel before the single rounding."""
+    out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
+    if bias is not None:
+        out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * (out.ndim - 2))
+    return out
+
+
+@lowering(aten._convolution.default)
+def _convolution(
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    benchmark,
+    deterministic,
+    cudnn_enabled,
+    allow_tf32,
+):
+    """``aten::_convolution``: aten::convolution with backend hints (benchmark, cuDNN, TF32) that do
+    not apply to neuron."""
+    return convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@lowering(aten.convolution_backward.default)
+def convolution_backward(
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
+    """``aten::convolution_backward``: (grad_input, grad_weight, grad_bias), each computed only where
+    ``output_mask`` asks for it (None otherwise, as PyTorch returns undefined tensors)."""
+
+    def forward(x, w):
+        return _forward(x, w, stride, padding, dilation, transposed, output_padding, groups)
+
+    want_input, want_weight, want_bias = output_mask
+    grad_input = grad_weight = grad_bias = None
+    if want_input or want_weight:
+        out, pullback = jax.vjp(forward, input, weight)
+        grad_input, grad_weight = pullback(grad_output.astype(out.dtype))
+    if want_bias:
+        reduce = (0, *range(2, grad_output.ndim))
+        grad_bias = jnp.sum(grad_output.astype(_sum_dtype(grad_output.dtype)), axis=reduce)
+    return (
+        grad_input if want_input else None,
+        grad_weight if want_weight else None,
+        grad_bias,
+    )
+
+
+def _sum_dtype(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype

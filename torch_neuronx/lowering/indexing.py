@@ -1,3 +1,425 @@
-"""indexing lowerings."""
+"""Indexing ops: index_select, gather/scatter, advanced indexing (index, index_put), index_add/copy/fill,
+masked_fill/masked_scatter, embedding, take.
+
+Index tensors are never promoted with the values. An index out of range is a device fault
+(:func:`registry.device_check`), raised at the next synchronisation point with the message PyTorch's
+CPU kernel gives; the executable clamps the index only so that it keeps reading inside the tensor.
+Each op accepts negative indices exactly where PyTorch's CPU kernel does (index, index_put,
+index_fill, take wrap them; index_select, gather, scatter, index_add, index_copy, embedding reject
+them). Where PyTorch leaves duplicate indices of a non-accumulating write unspecified, the last
+update in row-major order wins, deterministically.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+
+aten = torch.ops.aten
+
+_OUT_OF_BOUNDS = "index {{detail}} is out of bounds for dimension {dim} with size {size}"
+_OUT_OF_RANGE = "index out of range in self: index {{detail}} is out of bounds for dimension {dim} with size {size}"
+
+
+def _checked(
+    index: jax.Array, size: int, message: str, error: type[Exception], *, negative: bool, dim: int = 0
+) -> jax.Array:
+    """``index`` validated against ``size``: negative indices wrap when ``negative`` (else they are out
+    of range); an index out of range records a device fault whose detail is the first bad index."""
+    low = -size if negative else 0
+    bad = (index < low) | (index >= size)
+    if index.size:
+        first_bad = index.reshape(-1)[jnp.argmax(bad.reshape(-1))]
+        device_check(jnp.any(bad), first_bad, message.format(dim=dim, size=size), error)
+    if negative:
+        index = jnp.where(index < 0, index + size, index)
+    return jnp.clip(index, 0, max(size - 1, 0))
+
+
+def _is_mask(index: jax.Array) -> bool:
+    return index.dtype in (jnp.bool_, jnp.uint8)
+
+
+def _at_least_1d(x: jax.Array) -> jax.Array:
+    return x.reshape(1) if x.ndim == 0 else x
+
+
+def _set_last(target: jax.Array, key: tuple, updates: jax.Array, may_repeat: bool) -> jax.Array:
+    """``target.at[key].set(updates)`` where, among updates to the same element, the last one in
+    row-major order wins (XLA leaves the order of duplicate scatter updates unspecified)."""
+    if not may_repeat:
+        return target.at[key].set(updates, mode="promise_in_bounds")
+    order_dtype = jnp.int32 if updates.size < 2**31 else jnp.int64
+    order = jnp.arange(updates.size, dtype=order_dtype).reshape(updates.shape)
+    winner = jnp.full(target.shape, -1, order_dtype).at[key].max(order, mode="promise_in_bounds")
+    taken = updates.reshape(-1)[jnp.maximum(winner, 0)]
+    return jnp.where(winner >= 0, taken, target)
+
+
+# --- index_select, gather, scatter -----------------------------------------------------------------
+
+
+@lowering(aten.index_select.default)
+def index_select(self, dim, index):
+    """torch.index_select: the slices ``self[..., index[i], ...]`` along ``dim``; indices must lie in
+    [0, size) (IndexError otherwise, as on CPU); a 0-dim ``self`` acts as size 1."""
+    x = _at_least_1d(self)
+    dim = dim % x.ndim
+    index = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    result = jnp.take(x, index, axis=dim, mode="promise_in_bounds")
+    return result.reshape(()) if self.ndim == 0 else result
+
+
+@lowering(aten.gather.default)
+def gather(self, dim, index, *, sparse_grad=False):
+    """torch.gather: ``out[i][j] = self[index[i][j]][j]`` (for dim 0); ``index`` may be smaller than
+    ``self`` in the other dimensions; indices must lie in [0, size) (RuntimeError otherwise, as on CPU)."""
+    x, idx = _at_least_1d(self), _at_least_1d(index)
+    dim = dim % x.ndim
+    x = jax.lax.slice(x, (0,) * x.ndim, tuple(x.shape[d] if d == dim else idx.shape[d] for d in range(x.ndim)))
+    idx = _checked(idx, x.shape[dim], _OUT_OF_BOUNDS, RuntimeError, negative=False, dim=dim)
+    return jnp.take_along_axis(x, idx, axis=dim, mode="promise_in_bounds").reshape(index.shape)
+
+
+def _scatter_key(index: jax.Array, dim: int, size: int) -> tuple:
+    """The coordinates ``scatter`` writes: ``index`` along ``dim``, the position of each index
+    element along the other dimensions."""
+    idx = _checked(index, size, _OUT_OF_BOUNDS, RuntimeError, negative=False, dim=dim)
+    coords = [jax.lax.broadcasted_iota(idx.dtype, idx.shape, d) for d in range(idx.ndim)]
+    coords[dim] = idx
+    return tuple(coords)
+
+
+def _scatter_operands(self, dim, index, src) -> tuple[jax.Array, int, tuple, jax.Array]:
+    """``self`` (at least 1-d), the wrapped ``dim``, the write coordinates and the updates (``src``
+    cut to ``index``'s shape, or a scalar broadcast to it)."""
+    x, idx = _at_least_1d(self), _at_least_1d(index)
+    dim = dim % x.ndim
+    key = _scatter_key(idx, dim, x.shape[dim])
+    if src.ndim == 0:
+        updates = jnp.broadcast_to(src, idx.shape)
+    else:
+        updates = jax.lax.slice(_at_least_1d(src), (0,) * idx.ndim, idx.shape)
+    return x, dim, key, updates
+
+
+_SCATTER_REDUCE = {"add": "add", "multiply": "multiply", "sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
+
+
+@lowering(
+    aten.scatter.src,
+    aten.scatter.value,
+    aten.scatter.reduce,
+    aten.scatter.value_reduce,
+    promotion=Promotion.NO_OPMATH,
+    promote=("self",),
+    static=("reduce",),
+)
+def scatter(self, dim, index, src=None, *, reduce=None, value=None):
+    """torch.scatter: ``self[index[i][j]][j] = src[i][j]`` (for dim 0; ``src`` may be a scalar);
+    ``reduce="add"/"multiply"`` accumulates instead. Duplicate indices without ``reduce``: the last
+    write wins."""
+    x, dim, key, updates = _scatter_operands(self, dim, index, src if value is None else value)
+    if reduce is None:
+        result = _set_last(x, key, updates, may_repeat=index.ndim > 0 and index.shape[dim] > 1)
+    else:
+        result = getattr(x.at[key], _SCATTER_REDUCE[reduce])(updates, mode="promise_in_bounds")
+    return result.reshape(self.shape)
+
+
+@lowering(aten.scatter_add.default, promotion=Promotion.DEFAULT, promote=("self", "src"))
+def scatter_add(self, dim, index, src):
+    """torch.scatter_add: ``self[index[i][j]][j] += src[i][j]`` (for dim 0); 16-bit floats accumulate
+    in float32."""
+    x, dim, key, updates = _scatter_operands(self, dim, index, src)
+    return x.at[key].add(updates, mode="promise_in_bounds").reshape(self.shape)
+
+
+def _identity(reduce: str, dtype: np.dtype) -> jax.Array:
+    """The value a reduction starts from when ``include_self=False``."""
+    if reduce in ("sum", "mean"):
+        return jnp.zeros((), dtype)
+    if reduce == "prod":
+        return jnp.ones((), dtype)
+    if dtype == jnp.bool_:
+        return jnp.asarray(reduce == "amin")
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-jnp.inf if reduce == "amax" else jnp.inf, dtype)
+    info = jnp.iinfo(dtype)
+    return jnp.asarray(info.min if reduce == "amax" else info.max, dtype)
+
+
+@lowering(
+    aten.scatter_reduce.two,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "src"),
+    static=("reduce", "include_self"),
+)
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    """torch.scatter_reduce: reduces ``src`` into ``self`` at ``index`` along ``dim`` with sum, prod,
+    mean, amax or amin; ``include_self=False`` leaves the written elements' old values out. NaN
+    propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
+    x, dim, key, updates = _scatter_operands(self, dim, index, src)
+    base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
+    result = getattr(base.at[key], _SCATTER_REDUCE.get(reduce, "add"))(updates, mode="promise_in_bounds")
+    if reduce == "mean":
+        start = jnp.ones if include_self else jnp.zeros
+        count = start(x.shape, x.dtype).at[key].add(jnp.ones((), x.dtype), mode="promise_in_bounds")
+        count = jnp.where(count == 0, jnp.ones((), x.dtype), count)
+        result = result / count if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide(result, count)
+    return result.reshape(self.shape)
+
+
+# --- advanced indexing -----------------------------------------------------------------------------
+
+
+def _index_key(self, indices: Sequence[jax.Array | None], op: str) -> tuple:
+    """The JAX index of PyTorch advanced indexing with integer index tensors (None = a full slice);
+    numpy and PyTorch agree on where the broadcast index dimensions go."""
+    key = []
+    for dim, index in enumerate(indices):
+        if index is None:
+            key.append(slice(None))
+        elif _is_mask(index):
+            raise NotImplementedError(
+                f"{op} on neuron: a boolean mask index reached the device lowering mixed with other index "
+                "tensors, and its result shape depends on the data; index with mask.nonzero() instead"
+            )
+        else:
+            key.append(_checked(index, self.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim))
+    return tuple(key)
+
+
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = ", ".join(str(list(s)) for s in shapes)
+        raise IndexError(
+            f"shape mismatch: indexing tensors could not be broadcast together with shapes {listed}"
+        ) from None
+
+
+def _indexed_shape(shape: tuple[int, ...], key: tuple) -> tuple[int, ...]:
+    """The shape of ``x[key]`` for a key of full slices and index arrays (numpy's placement rule)."""
+    positions = [i for i, k in enumerate(key) if not isinstance(k, slice)]
+    broadcast = _broadcast_shape([key[i].shape for i in positions])
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return shape[: positions[0]] + broadcast + shape[positions[-1] + 1 :]
+    return broadcast + tuple(s for i, s in enumerate(shape) if i not in positions)
+
+
+def _broadcast_values(values: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    fits = values.ndim <= len(shape) and all(v in (1, s) for v, s in zip(values.shape[::-1], shape[::-1], strict=False))
+    if not fits:
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
+            f"of shape {list(shape)}"
+        )
+    return jnp.broadcast_to(values, shape)
+
+
+@lowering(aten.index.Tensor)
+def index(self, indices):
+    """Tensor.__getitem__ with index tensors (aten.index): integer index tensors broadcast together;
+    their dimensions replace the indexed ones in place when adjacent, else go first (numpy's rule);
+    negative indices wrap; an index out of range raises IndexError."""
+    key = _index_key(self, indices, "aten::index.Tensor")
+    if all(isinstance(k, slice) for k in key):
+        return self
+    return self.at[key].get(mode="promise_in_bounds")
+
+
+def _mask_put(self, leading: int, mask: jax.Array, values: jax.Array, accumulate: bool) -> jax.Array:
+    """``self[(slice,) * leading + (mask,)] = values`` (or ``+=``): the k-th true element of the mask,
+    in row-major order, takes the k-th value along the masked dimension."""
+    before, after = self.shape[:leading], self.shape[leading + mask.ndim :]
+    flat = self.reshape(before + (mask.size,) + after)
+    selected = mask.reshape(-1).astype(jnp.bool_)
+    rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
+    count = rank[-1] + 1 if mask.size else jnp.int64(0)
+    target = before + (1,) + after
+    if values.ndim > len(target) or not all(
+        v in (1, s) or i == len(target) - 1 - leading
+        for i, (v, s) in enumerate(zip(values.shape[::-1], target[::-1], strict=False))
+    ):
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
+            f"of shape {list(before + ('count',) + after)}"
+        )
+    values = values.reshape((1,) * (len(target) - values.ndim) + values.shape)
+    given = values.shape[leading]
+    if given != 1:
+        device_check(
+            count != given,
+            count,
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
+            f"with {{detail}} elements along the masked dimension",
+            RuntimeError,
+        )
+    values = jnp.broadcast_to(values, before + (given,) + after)
+    spread = jnp.take(values, jnp.clip(rank, 0, given - 1), axis=leading, mode="promise_in_bounds")
+    where = selected.reshape((1,) * len(before) + (mask.size,) + (1,) * len(after))
+    result = flat + jnp.where(where, spread, 0).astype(flat.dtype) if accumulate else jnp.where(where, spread, flat)
+    return result.reshape(self.shape)
+
+
+@lowering(aten.index_put.default, aten._index_put_impl.default)
+def index_put(self, indices, values, accumulate=False, unsafe=False):
+    """Tensor.index_put / ``self[indices] = values``: ``values`` broadcast to the indexed shape;
+    ``accumulate`` sums duplicate indices, otherwise the last duplicate wins. A boolean (or uint8)
+    mask, alone among the index tensors, selects its true elements in row-major order."""
+    masks = [i for i, index in enumerate(indices) if index is not None and _is_mask(index)]
+    if masks and all(index is None for i, index in enumerate(indices) if i != masks[0]):
+        return _mask_put(self, masks[0], indices[masks[0]], values, accumulate)
+    key = _index_key(self, indices, "aten::index_put")
+    if all(isinstance(k, slice) for k in key):
+        updates = _broadcast_values(values, self.shape)
+        return self + updates if accumulate else updates
+    shape = _indexed_shape(self.shape, key)
+    updates = _broadcast_values(values, shape)
+    if accumulate:
+        return self.at[key].add(updates, mode="promise_in_bounds")
+    count = math.prod(_broadcast_shape([k.shape for k in key if not isinstance(k, slice)]))
+    return _set_last(self, key, updates, may_repeat=count > 1)
+
+
+# --- index_add, index_copy, index_fill -------------------------------------------------------------
+
+
+def _along(x: jax.Array, dim: int, index: jax.Array) -> tuple:
+    return (slice(None),) * dim + (index,)
+
+
+@lowering(aten.index_add.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
+def index_add(self, dim, index, source, *, alpha=1):
+    """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
+    duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU)."""
+    x = _at_least_1d(self)
+    dim = dim % x.ndim
+    idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    updates = _at_least_1d(source) * alpha
+    return x.at[_along(x, dim, idx)].add(updates, mode="promise_in_bounds").reshape(self.shape)
+
+
+@lowering(aten.index_copy.default)
+def index_copy(self, dim, index, source):
+    """torch.index_copy: ``self[..., index[i], ...] = source[..., i, ...]`` along ``dim``; indices
+    must be int64 in [0, size); the last of duplicate indices wins."""
+    if index.dtype != jnp.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {_torch_name(index.dtype)}")
+    x = _at_least_1d(self)
+    dim = dim % x.ndim
+    message = "index_copy_(): " + _OUT_OF_BOUNDS
+    idx = _checked(index.reshape(-1), x.shape[dim], message, IndexError, negative=False, dim=dim)
+    updates = jnp.broadcast_to(_at_least_1d(source), _indexed_shape(x.shape, _along(x, dim, idx)))
+    return _set_last(x, _along(x, dim, idx), updates, may_repeat=idx.size > 1).reshape(self.shape)
+
+
+def _torch_name(dtype: np.dtype) -> str:
+    return {jnp.int32: "Int", jnp.int16: "Short", jnp.int8: "Char", jnp.uint8: "Byte"}.get(
+        np.dtype(dtype).type, str(dtype)
+    )
+
+
+def _index_fill(self, dim, index, value):
+    if index.dtype != jnp.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    x = _at_least_1d(self)
+    dim = dim % x.ndim
+    idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim)
+    return x.at[_along(x, dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
+
+
+@lowering(aten.index_fill.int_Scalar, promotion=Promotion.NO_OPMATH, promote=("self",))
+def index_fill_scalar(self, dim, index, value):
+    """torch.index_fill: the slices at ``index`` along ``dim`` set to ``value`` (in self's dtype);
+    negative indices wrap, as on CPU."""
+    return _index_fill(self, dim, index, value)
+
+
+@lowering(aten.index_fill.int_Tensor)
+def index_fill_tensor(self, dim, index, value):
+    """torch.index_fill with a 0-dim tensor ``value``, converted to self's dtype as PyTorch does."""
+    return _index_fill(self, dim, index, value.astype(self.dtype))
+
+
+# --- masks ------------------------------------------------------------------------------------------
+
+
+@lowering(aten.masked_fill.Scalar, promotion=Promotion.NO_OPMATH, promote=("self",))
+def masked_fill_scalar(self, mask, value):
+    """torch.masked_fill: ``value`` (in self's dtype) where the broadcast ``mask`` is true."""
+    return jnp.where(mask, value, self)
+
+
+@lowering(aten.masked_fill.Tensor)
+def masked_fill_tensor(self, mask, value):
+    """torch.masked_fill with a 0-dim tensor ``value``, converted to self's dtype as PyTorch does
+    (self's values never pass through value's dtype)."""
+    return jnp.where(mask, value.astype(self.dtype), self)
+
+
+@lowering(aten.masked_scatter.default)
+def masked_scatter(self, mask, source):
+    """torch.masked_scatter: the k-th true element of the broadcast ``mask`` (row-major) takes
+    ``source.flatten()[k]``; fewer source elements than true mask elements is a RuntimeError."""
+    selected = jnp.broadcast_to(mask, self.shape).reshape(-1)
+    rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
+    count = rank[-1] + 1 if selected.size else jnp.int64(0)
+    device_check(
+        count > source.size,
+        count,
+        f"masked_scatter: Number of elements of source < number of ones in mask ({source.size} < {{detail}})",
+        RuntimeError,
+    )
+    if source.size == 0:
+        return self
+    taken = jnp.take(source.reshape(-1), jnp.clip(rank, 0, source.size - 1), mode="promise_in_bounds")
+    return jnp.where(selected, taken, self.reshape(-1)).reshape(self.shape)
+
+
+# --- embedding, take --------------------------------------------------------------------------------
+
+
+@lowering(aten.embedding.default, static=("padding_idx", "scale_grad_by_freq", "sparse"))
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """F.embedding forward: rows of ``weight`` at ``indices`` (shape indices.shape + (dim,)); indices
+    must lie in [0, num_embeddings) (IndexError otherwise, as on CPU)."""
+    idx = _checked(indices, weight.shape[0], _OUT_OF_RANGE, IndexError, negative=False)
+    return jnp.take(weight, idx, axis=0, mode="promise_in_bounds")
+
+
+@lowering(
+    aten.embedding_dense_backward.default,
+    promotion=Promotion.DEFAULT,
+    promote=("grad_output",),
+    static=("num_weights", "padding_idx", "scale_grad_by_freq"),
+)
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """The gradient of F.embedding's weight: each row sums the gradients of its lookups (16-bit floats
+    accumulate in float32); the padding_idx row gets none; ``scale_grad_by_freq`` divides each
+    lookup's gradient by how often its index occurs."""
+    grad = grad_output.reshape(-1, grad_output.shape[-1])
+    idx = _checked(indices.reshape(-1), num_weights, _OUT_OF_RANGE, IndexError, negative=False)
+    if scale_grad_by_freq:
+        counts = jnp.zeros(num_weights, grad.dtype).at[idx].add(jnp.ones((), grad.dtype), mode="promise_in_bounds")
+        grad = grad / counts[idx][:, None]
+    grad = jnp.where((indices.reshape(-1) == padding_idx)[:, None], jnp.zeros((), grad.dtype), grad)
+    return jnp.zeros((num_weights, grad.shape[-1]), grad.dtype).at[idx].add(grad, mode="promise_in_bounds")
+
+
+@lowering(aten.take.default)
+def take(self, index):
+    """torch.take: ``self.flatten()[index]`` (shape of ``index``); negative indices wrap; an index out
+    of range raises IndexError."""
+    message = f"out of range: tried to access index {{detail}} on a tensor of {self.size} elements."
+    idx = _checked(index, self.size, message, IndexError, negative=True)
+    return jnp.take(self.reshape(-1), idx, mode="promise_in_bounds")

@@ -1,3 +1,359 @@
-"""pooling lowerings."""
+"""Pooling: max pooling with indices, average pooling, adaptive average and max pooling (2d and 3d),
+and their backward ops.
+
+The 1d forms (``F.max_pool1d``, ``avg_pool1d``, ``adaptive_*_pool1d``) are CompositeImplicitAutograd
+in PyTorch and reach these lowerings as their 2d counterparts.
+
+Windows follow PyTorch's CPU kernels (``aten/src/ATen/native/cpu/MaxPoolKernel.cpp``,
+``AvgPoolKernel.cpp``, ``AdaptiveAvgPoolKernel.cpp``, ``AdaptiveMaxPoolKernel.cpp``) and its output
+size rule (``pooling_output_shape`` in ``Pool.h``). Max pooling returns, for each output, the flat
+index of the chosen element within its input plane (``h * W + w``, or ``(d * H + h) * W + w``): the
+first maximum in row-major window order, or the last NaN when the window holds NaNs, as the CPU
+kernel's ``val > maxval || isnan(val)`` scan picks. 16-bit inputs average and accumulate gradients
+in float32 (PyTorch's opmath type).
+"""
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import lowering
+
+aten = torch.ops.aten
+
+
+def _opmath(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
+def _per_dim(values: Sequence[int] | int, nd: int, default: Sequence[int] | None = None) -> tuple[int, ...]:
+    """A pooling argument per spatial dimension: one value applies to all; empty takes ``default``."""
+    if isinstance(values, int):
+        return (values,) * nd
+    values = tuple(values)
+    if not values and default is not None:
+        return tuple(default)
+    return values * nd if len(values) == 1 else values
+
+
+def _output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
+    """PyTorch's ``pooling_output_shape``: with ceil_mode the last window must start inside the
+    input or its left padding."""
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _fill_low(dtype):
+    """A value no element exceeds: -inf for floats, the minimum for integers."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return -jnp.inf
+    if dtype == jnp.bool_:
+        return False
+    return jnp.iinfo(dtype).min
+
+
+def _windows(x, kernel, stride, padding, dilation, out_size, fill):
+    """The pooling windows of ``x``'s trailing ``len(kernel)`` dimensions.
+
+    Returns:
+        ``(values, valid, index)``: values of shape ``(..., K, *out_size)`` (K = prod(kernel), window
+        offsets in row-major order, out-of-input positions set to ``fill``); ``valid`` (K, *out_size)
+        marks positions inside the input; ``index`` (K, *out_size) is each position's flat index in
+        the input plane.
+    """
+    nd = len(kernel)
+    sizes = x.shape[-nd:]
+    config = [(0, 0)] * (x.ndim - nd)
+    for i, k, s, p, d, o in zip(sizes, kernel, stride, padding, dilation, out_size, strict=True):
+        config.append((p, max(0, (o - 1) * s + d * (k - 1) + 1 - (i + p))))
+    padded = jnp.pad(x, config, constant_values=fill)
+    slices = []
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        start = [0] * (x.ndim - nd) + [j * d for j, d in zip(offsets, dilation, strict=True)]
+        limit = list(x.shape[:-nd]) + [
+            j * d + (o - 1) * s + 1 for j, d, s, o in zip(offsets, dilation, stride, out_size, strict=True)
+        ]
+        steps = [1] * (x.ndim - nd) + list(stride)
+        slices.append(jax.lax.slice(padded, start, limit, steps))
+    values = jnp.stack(slices, axis=x.ndim - nd)
+    positions = [
+        np.arange(o)[None, :] * s - p + np.arange(k)[:, None] * d
+        for k, s, p, d, o in zip(kernel, stride, padding, dilation, out_size, strict=True)
+    ]
+    return values, *_position_tables(positions, sizes)
+
+
+def _position_tables(positions: list[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """From per-dimension input positions ``(window, out)``, the validity and flat input index of
+    every (window offset, output) pair, shaped ``(K, *out)`` with the offsets in row-major order."""
+    nd = len(positions)
+    valid = np.ones((), bool)
+    index = np.zeros((), np.int64)
+    for dim, (pos, size) in enumerate(zip(positions, sizes, strict=True)):
+        shape = [1] * (2 * nd)
+        shape[dim], shape[nd + dim] = pos.shape
+        pos = pos.reshape(shape)
+        valid = valid & (pos >= 0) & (pos < size)
+        index = index * size + pos
+    kernel = math.prod(p.shape[0] for p in positions)
+    out = tuple(p.shape[1] for p in positions)
+    return valid.reshape(kernel, *out), index.reshape(kernel, *out)
+
+
+def _select_max(values, valid, index, axis):
+    """Max over ``axis`` (the window) and the flat input index of the element chosen, with the CPU
+    kernel's rules: first maximum among valid positions, or the last NaN."""
+    maximum = jnp.max(values, axis=axis)
+    hit = (values == jnp.expand_dims(maximum, axis)) & valid
+    chosen = jnp.argmax(hit, axis=axis)
+    if jnp.issubdtype(values.dtype, jnp.floating):
+        nan = jnp.isnan(values)
+        last_nan = values.shape[axis] - 1 - jnp.argmax(jnp.flip(nan, axis), axis=axis)
+        chosen = jnp.where(jnp.any(nan, axis=axis), last_nan, chosen)
+    table = jnp.broadcast_to(jnp.asarray(index), values.shape)
+    indices = jnp.take_along_axis(table, jnp.expand_dims(chosen, axis), axis=axis)
+    return maximum, jnp.squeeze(indices, axis)
+
+
+def _max_pool(self, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    kernel = _per_dim(kernel_size, nd)
+    stride = _per_dim(stride, nd, default=kernel)
+    padding = _per_dim(padding, nd)
+    dilation = _per_dim(dilation, nd)
+    sizes = self.shape[-nd:]
+    out_size = tuple(
+        _output_size(i, k, s, p, d, ceil_mode)
+        for i, k, s, p, d in zip(sizes, kernel, stride, padding, dilation, strict=True)
+    )
+    values, valid, index = _windows(self, kernel, stride, padding, dilation, out_size, _fill_low(self.dtype))
+    return _select_max(values, valid, index, axis=self.ndim - nd)
+
+
+@lowering(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """torch.nn.functional.max_pool2d(return_indices=True) (and max_pool1d, through it): (values,
+    flat indices ``h * W + w`` into each input plane)."""
+    return _max_pool(self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@lowering(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """torch.nn.functional.max_pool3d(return_indices=True): indices are ``(d * H + h) * W + w``."""
+    return _max_pool(self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _scatter_to_planes(grad_output, indices, input_shape, nd):
+    """Adds each gradient into its input plane at its flat index (overlapping windows accumulate), in
+    float32 for 16-bit gradients."""
+    plane = math.prod(input_shape[-nd:])
+    lead = math.prod(input_shape[:-nd])
+    grad = grad_output.astype(_opmath(grad_output.dtype)).reshape(lead, -1)
+    flat = indices.reshape(lead, -1)
+    rows = jnp.arange(lead)[:, None]
+    result = jnp.zeros((lead, plane), grad.dtype).at[rows, flat].add(grad, mode="drop")
+    return result.reshape(input_shape)
+
+
+@lowering(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Backward of max_pool2d: each output's gradient goes to the input element its index names."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 2)
+
+
+@lowering(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Backward of max_pool3d (see max_pool2d_with_indices_backward)."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 3)
+
+
+@lowering(aten.adaptive_max_pool2d_backward.default)
+def adaptive_max_pool2d_backward(grad_output, self, indices):
+    """Backward of adaptive_max_pool2d: gradients scattered to the indexed input elements."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 2)
+
+
+@lowering(aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool3d_backward(grad_output, self, indices):
+    """Backward of adaptive_max_pool3d."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 3)
+
+
+def _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override) -> np.ndarray:
+    """The divisor of every output of avg_pool, as PyTorch's CPU kernel computes it: the window
+    clipped to the padded input (count_include_pad) or to the input, or ``divisor_override``."""
+    if divisor_override:
+        return np.full(out_size, float(divisor_override))
+    counts = []
+    for i, k, s, p, o in zip(sizes, kernel, stride, padding, out_size, strict=True):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, i + p)
+        if count_include_pad:
+            counts.append(end - start)
+        else:
+            counts.append(np.minimum(end, i) - np.maximum(start, 0))
+    divisor = np.ones((), np.float64)
+    for dim, count in enumerate(counts):
+        shape = [1] * len(counts)
+        shape[dim] = -1
+        divisor = divisor * count.reshape(shape)
+    return divisor
+
+
+def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    kernel = _per_dim(kernel_size, nd)
+    stride = _per_dim(stride, nd, default=kernel)
+    padding = _per_dim(padding, nd)
+    sizes = self.shape[-nd:]
+    out_size = tuple(
+        _output_size(i, k, s, p, 1, ceil_mode) for i, k, s, p in zip(sizes, kernel, stride, padding, strict=True)
+    )
+    x = self.astype(_opmath(self.dtype))
+    lead = x.ndim - nd
+    pads = [(0, 0)] * lead + [
+        (p, max(0, (o - 1) * s + k - (i + p))) for i, k, s, p, o in zip(sizes, kernel, stride, padding, out_size)
+    ]
+    total = jax.lax.reduce_window(
+        x, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + kernel, (1,) * lead + stride, pads
+    )
+    total = total[(Ellipsis, *(slice(0, o) for o in out_size))]
+    divisor = _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override)
+    # A window entirely in the padding (possible only with ceil_mode) averages to 0, as on CPU.
+    return total / jnp.asarray(np.maximum(divisor, 1), x.dtype)
+
+
+@lowering(aten.avg_pool2d.default)
+def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """torch.nn.functional.avg_pool2d (and avg_pool1d, through it): window sums in the opmath type
+    divided by PyTorch's divisor (see _avg_divisors)."""
+    return _avg_pool(self, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@lowering(aten.avg_pool3d.default)
+def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """torch.nn.functional.avg_pool3d (see avg_pool2d)."""
+    return _avg_pool(self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def _linear_backward(forward, grad_output, self):
+    """The backward of a linear pooling ``forward``: its transpose applied to grad_output."""
+    primal = jnp.zeros(self.shape, _opmath(self.dtype))
+    _, pullback = jax.vjp(forward, primal)
+    (grad,) = pullback(grad_output.astype(_opmath(grad_output.dtype)))
+    return grad
+
+
+@lowering(aten.avg_pool2d_backward.default)
+def avg_pool2d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    """Backward of avg_pool2d: each output's gradient divided by its divisor, spread over its window."""
+    return _linear_backward(
+        lambda x: _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override),
+        grad_output,
+        self,
+    )
+
+
+@lowering(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    """Backward of avg_pool3d (see avg_pool2d_backward)."""
+    return _linear_backward(
+        lambda x: _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override),
+        grad_output,
+        self,
+    )
+
+
+def _adaptive_bounds(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's adaptive windows: ``[floor(o * I / O), ceil((o + 1) * I / O))``."""
+    o = np.arange(out)
+    return (o * size) // out, -((-(o + 1) * size) // out)
+
+
+def _adaptive_avg_pool(self, output_size):
+    """Adaptive average over the trailing ``len(output_size)`` dimensions: per dimension, a 0/1 window
+    matrix sums each window; the sums are divided by the window volumes."""
+    nd = len(output_size)
+    x = self.astype(_opmath(self.dtype))
+    lead = x.ndim - nd
+    letters = "abcdefghij"[: x.ndim]
+    divisor = np.ones((), np.float64)
+    for dim, (size, out) in enumerate(zip(x.shape[lead:], output_size, strict=True)):
+        start, end = _adaptive_bounds(size, out)
+        positions = np.arange(size)
+        window = ((positions[None, :] >= start[:, None]) & (positions[None, :] < end[:, None])).astype(np.float32)
+        axis = letters[lead + dim]
+        spec = f"{letters},z{axis}->{letters.replace(axis, 'z')}"
+        x = jnp.einsum(spec, x, jnp.asarray(window, x.dtype), precision=jax.lax.Precision.HIGHEST)
+        shape = [1] * nd
+        shape[dim] = out
+        divisor = divisor * (end - start).reshape(shape)
+    return x / jnp.asarray(divisor, x.dtype)
+
+
+@lowering(aten._adaptive_avg_pool2d.default)
+def _adaptive_avg_pool2d(self, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d (and adaptive_avg_pool1d): the mean of each adaptive
+    window (see _adaptive_bounds)."""
+    return _adaptive_avg_pool(self, tuple(output_size))
+
+
+@lowering(aten._adaptive_avg_pool3d.default)
+def _adaptive_avg_pool3d(self, output_size):
+    """torch.nn.functional.adaptive_avg_pool3d."""
+    return _adaptive_avg_pool(self, tuple(output_size))
+
+
+@lowering(aten._adaptive_avg_pool2d_backward.default)
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    """Backward of adaptive_avg_pool2d: each output's gradient divided by its window size, spread
+    over its window."""
+    output_size = grad_output.shape[-2:]
+    return _linear_backward(lambda x: _adaptive_avg_pool(x, output_size), grad_output, self)
+
+
+@lowering(aten._adaptive_avg_pool3d_backward.default)
+def _adaptive_avg_pool3d_backward(grad_output, self):
+    """Backward of adaptive_avg_pool3d."""
+    output_size = grad_output.shape[-3:]
+    return _linear_backward(lambda x: _adaptive_avg_pool(x, output_size), grad_output, self)
+
+
+def _adaptive_max_pool(self, output_size):
+    """Adaptive max pooling: windows padded to the longest one by repeating their last element
+    (which changes neither the maximum nor the first index reaching it)."""
+    nd = len(output_size)
+    sizes = self.shape[-nd:]
+    positions = []
+    for size, out in zip(sizes, output_size, strict=True):
+        start, end = _adaptive_bounds(size, out)
+        longest = int((end - start).max())
+        positions.append(np.minimum(start[None, :] + np.arange(longest)[:, None], end[None, :] - 1))
+    valid, index = _position_tables(positions, sizes)
+    lead = self.ndim - nd
+    flat = self.reshape(*self.shape[:lead], -1)
+    values = jnp.take(flat, jnp.asarray(index.reshape(-1)), axis=lead).reshape(*self.shape[:lead], *index.shape)
+    return _select_max(values, valid, index, axis=lead)
+
+
+@lowering(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(self, output_size):
+    """torch.nn.functional.adaptive_max_pool2d(return_indices=True) (and adaptive_max_pool1d)."""
+    return _adaptive_max_pool(self, tuple(output_size))
+
+
+@lowering(aten.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(self, output_size):
+    """torch.nn.functional.adaptive_max_pool3d(return_indices=True)."""
+    return _adaptive_max_pool(self, tuple(output_size))

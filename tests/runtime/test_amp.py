@@ -1,0 +1,63 @@
+"""torch.autocast("neuron") and torch.amp.GradScaler("neuron")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def test_autocast_runs_matmuls_in_bfloat16_and_keeps_fp32_ops():
+    x = torch.randn(4, 8, device="neuron")
+    linear = torch.nn.Linear(8, 3).to("neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        assert torch.is_autocast_enabled("neuron")
+        y = linear(x)
+        z = torch.mm(x, x.t())
+        s = torch.softmax(z, dim=-1)
+        e = torch.exp(z)
+    assert y.dtype == torch.bfloat16 and z.dtype == torch.bfloat16
+    assert s.dtype == torch.float32 and e.dtype == torch.float32
+    expected = torch.nn.functional.linear(
+        x.cpu().bfloat16(), linear.weight.cpu().bfloat16(), linear.bias.cpu().bfloat16()
+    )
+    torch.testing.assert_close(y.cpu(), expected)
+
+
+def test_autocast_default_dtype_is_bfloat16():
+    with torch.autocast("neuron"):
+        assert torch.get_autocast_dtype("neuron") == torch.bfloat16
+
+
+def test_autocast_backward_gives_float32_gradients():
+    x = torch.randn(4, 8, device="neuron", requires_grad=True)
+    linear = torch.nn.Linear(8, 3).to("neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        loss = linear(x).float().sum()
+    loss.backward()
+    assert x.grad.dtype == torch.float32 and linear.weight.grad.dtype == torch.float32
+
+
+def test_unsupported_autocast_dtype_warns():
+    with pytest.warns(UserWarning, match="neuron"):
+        with torch.autocast("neuron", dtype=torch.float64):
+            pass
+
+
+def test_grad_scaler_matches_cpu_and_skips_non_finite_steps():
+    torch.manual_seed(0)
+    models = {d: torch.nn.Linear(4, 2).to(d) for d in ("cpu", "neuron")}
+    models["neuron"].load_state_dict(models["cpu"].state_dict())
+    results = {}
+    for device, model in models.items():
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0**8)
+        x = torch.ones(3, 4, device=device)
+        for poison in (False, True, False):
+            opt.zero_grad()
+            loss = model(x).sum() * (float("inf") if poison else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        results[device] = (model.weight.detach().cpu(), scaler.get_scale())
+    torch.testing.assert_close(results["neuron"][0], results["cpu"][0])
+    assert results["neuron"][1] == results["cpu"][1] == 2.0**7

@@ -1,0 +1,116 @@
+"""torch.neuron / torch.accelerator device management: cores, current device, guard, availability."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+def test_autoload_registers_the_device_without_importing_jax():
+    code = (
+        "import sys, torch; "
+        "assert torch.neuron.is_available(); "
+        "assert torch._C._get_privateuse1_backend_name() == 'neuron'; "
+        "x = torch.empty(3, device='neuron'); "
+        "assert 'jax' not in sys.modules, 'import torch must not import JAX'; "
+        "print('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_default_core_count_is_two():
+    assert torch.neuron.device_count() == int(os.environ.get("NEURON_RT_NUM_CORES", 2))
+    assert torch.accelerator.device_count() == torch.neuron.device_count()
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"NEURON_RT_NUM_CORES": "3"}, 3),
+        ({"NEURON_RT_VISIBLE_CORES": "4"}, 1),
+        ({"NEURON_RT_VISIBLE_CORES": "0-3"}, 4),
+        ({"NEURON_RT_VISIBLE_CORES": "0,2,5-6"}, 4),
+    ],
+)
+def test_core_count_from_environment(environment, expected):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_RT_")} | environment
+    code = "import torch; print(torch.neuron.device_count(), torch.ones(2, device=f'neuron:{torch.neuron.device_count() - 1}').sum().item())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(expected), "2.0"]
+
+
+def test_malformed_core_environment_raises_value_error():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_RT_")} | {"NEURON_RT_VISIBLE_CORES": "3-1"}
+    code = "import torch; torch.neuron.device_count()"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode != 0
+    assert "ValueError: neuron: NEURON_RT_VISIBLE_CORES='3-1'" in result.stderr
+
+
+def test_current_device_and_context_manager(two_cores):
+    assert torch.neuron.current_device() == 0
+    with torch.neuron.device(1):
+        assert torch.neuron.current_device() == 1
+        assert torch.empty(2, device="neuron").device == torch.device("neuron", 1)
+    assert torch.neuron.current_device() == 0
+    torch.neuron.set_device(1)
+    try:
+        assert torch.accelerator.current_device_index() == 1
+    finally:
+        torch.neuron.set_device(0)
+
+
+def test_current_device_is_per_thread(two_cores):
+    import threading
+
+    seen = []
+    torch.neuron.set_device(1)
+    try:
+        thread = threading.Thread(target=lambda: seen.append(torch.neuron.current_device()))
+        thread.start()
+        thread.join()
+    finally:
+        torch.neuron.set_device(0)
+    assert seen == [0]
+
+
+@pytest.mark.parametrize("index", [2, 17, -5])
+def test_invalid_core_index_raises(index):
+    with pytest.raises((IndexError, RuntimeError), match="neuron"):
+        torch.empty(2, device=torch.device("neuron", index) if index >= 0 else "neuron:-5")
+
+
+def test_set_device_rejects_invalid_index():
+    with pytest.raises(IndexError, match="Invalid neuron device index 9"):
+        torch.neuron.set_device(9)
+
+
+def test_accelerator_apis():
+    accelerator = torch.accelerator.current_accelerator()
+    assert accelerator == torch.device("neuron")
+    x = torch.arange(10.0, device=accelerator)
+    torch.accelerator.synchronize()
+    assert torch.accelerator.current_stream().device.type == "neuron"
+    torch.testing.assert_close(x.cpu(), torch.arange(10.0))
+
+
+def test_tensor_and_module_methods():
+    x = torch.ones(3)
+    y = x.neuron()
+    assert y.is_neuron and y.device == torch.device("neuron", 0)
+    module = torch.nn.Linear(2, 2)
+    assert module.neuron() is module
+    assert module.weight.is_neuron
+
+
+def test_device_properties():
+    properties = torch.neuron.get_device_properties(0)
+    assert properties.total_memory == 24 * 2**30
+    assert "NeuronCore" in torch.neuron.get_device_name()

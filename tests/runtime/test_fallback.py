@@ -1,0 +1,69 @@
+"""The visible CPU fallback (decision 7): warns once, counted, switchable to an error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+
+# An op with a CPU kernel only: the device has no lowering or decomposition for it.
+_library = torch.library.Library("neuron_fallback_test", "DEF")
+_library.define("scaled_cumsum(Tensor self, float scale) -> Tensor")
+_library.define("halve_(Tensor(a!) self) -> Tensor(a!)")
+_library.impl("scaled_cumsum", lambda self, scale: torch.cumsum(self, 0) * scale, "CPU")
+_library.impl("halve_", lambda self: self.mul_(0.5), "CPU")
+
+
+def test_fallback_runs_on_cpu_with_one_warning_and_is_counted():
+    x = torch.arange(5.0)
+    y = x.to("neuron")
+    with pytest.warns(UserWarning, match="neuron_fallback_test::scaled_cumsum.default is not supported natively"):
+        result = torch.ops.neuron_fallback_test.scaled_cumsum(y, 2.0)
+    assert result.device.type == "neuron"
+    torch.testing.assert_close(result.cpu(), torch.cumsum(x, 0) * 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.ops.neuron_fallback_test.scaled_cumsum(y, 2.0)
+    assert torch_neuronx.get_fallback_ops() == {"neuron_fallback_test::scaled_cumsum.default": 2}
+    assert "aten::_copy_from" in torch_neuronx.get_executed_ops()
+
+
+def test_fallback_writes_mutated_arguments_back():
+    y = torch.tensor([2.0, 4.0], device="neuron")
+    view = y[1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        returned = torch.ops.neuron_fallback_test.halve_(view)
+    assert returned is view
+    torch.testing.assert_close(y.cpu(), torch.tensor([2.0, 2.0]))
+
+
+def test_clear_op_tracking():
+    torch.ones(2, device="neuron").add_(1)
+    assert torch_neuronx.get_executed_ops()
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_executed_ops() == {} and torch_neuronx.get_fallback_ops() == {}
+
+
+def test_strict_mode_raises_not_implemented_error_naming_the_op():
+    code = (
+        "import torch, tests.runtime.test_fallback\n"
+        "try:\n"
+        "    torch.ops.neuron_fallback_test.scaled_cumsum(torch.ones(3, device='neuron'), 1.0)\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)\n"
+    )
+    env = dict(os.environ, NEURON_FALLBACK_ENABLED="0")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "neuron_fallback_test::scaled_cumsum.default has no neuron lowering" in result.stdout
+    assert "NEURON_FALLBACK_ENABLED=0" in result.stdout

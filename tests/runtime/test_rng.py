@@ -1,0 +1,71 @@
+"""The per-core generator: seeding, state, torch.Generator(device="neuron") (decision 11)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def test_manual_seed_makes_random_ops_reproducible():
+    torch.manual_seed(1234)
+    first = (torch.rand(5, device="neuron"), torch.randn(3, device="neuron"))
+    torch.manual_seed(1234)
+    second = (torch.rand(5, device="neuron"), torch.randn(3, device="neuron"))
+    for a, b in zip(first, second, strict=True):
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+
+
+def test_consecutive_draws_differ():
+    torch.manual_seed(0)
+    assert not torch.equal(torch.rand(8, device="neuron").cpu(), torch.rand(8, device="neuron").cpu())
+
+
+def test_generator_object():
+    generator = torch.Generator(device="neuron").manual_seed(7)
+    a = torch.rand(4, device="neuron", generator=generator)
+    generator.manual_seed(7)
+    b = torch.rand(4, device="neuron", generator=generator)
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+    assert generator.device == torch.device("neuron", 0)
+
+
+def test_rng_state_round_trip():
+    torch.neuron.manual_seed(3)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    a = torch.rand(6, device="neuron")
+    torch.neuron.set_rng_state(state)
+    b = torch.rand(6, device="neuron")
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+
+
+def test_initial_seed_and_offset_advances():
+    torch.neuron.manual_seed(42)
+    assert torch.neuron.initial_seed() == 42
+    generator = torch.neuron.default_generators[0]
+    offset = generator.get_offset()
+    torch.rand(10, device="neuron")
+    assert generator.get_offset() == offset + 12  # 10 draws, rounded up to whole Philox counters of 4
+
+
+def test_set_rng_state_rejects_bad_states():
+    with pytest.raises(TypeError, match="uint8"):
+        torch.neuron.set_rng_state(torch.zeros(16, dtype=torch.int32))
+    with pytest.raises(ValueError, match="16 bytes"):
+        torch.neuron.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+
+
+def test_cores_have_independent_generators(two_cores):
+    torch.neuron.manual_seed_all(5)
+    a = torch.rand(4, device="neuron:0")
+    b = torch.rand(4, device="neuron:1")
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)  # same seed, same stream position
+    torch.rand(4, device="neuron:1")
+    assert torch.neuron.default_generators[1].get_offset() != torch.neuron.default_generators[0].get_offset()
+
+
+def test_uniform_statistics():
+    torch.manual_seed(0)
+    x = torch.empty(20000, device="neuron").uniform_(-2, 3).cpu()
+    assert x.min() >= -2 and x.max() < 3
+    assert abs(x.mean().item() - 0.5) < 0.05

@@ -1,0 +1,157 @@
+"""Tensors on neuron: factories, copies across host and cores, views, in-place writes through views."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import make_tensor
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_round_trip_is_bit_exact(dtype):
+    x = make_tensor((3, 5), dtype=dtype, device="cpu")
+    torch.testing.assert_close(x.to("neuron").cpu(), x, rtol=0, atol=0)
+
+
+def test_host_to_device_copy_does_not_alias_host_memory():
+    x = torch.zeros(4)
+    y = x.to("neuron")
+    x.add_(1)
+    torch.testing.assert_close(y.cpu(), torch.zeros(4))
+
+
+@pytest.mark.parametrize(
+    ("factory", "args", "kwargs"),
+    [
+        (torch.zeros, ((2, 3),), {}),
+        (torch.ones, ((4,),), {"dtype": torch.int32}),
+        (torch.full, ((2, 2), 7.5), {}),
+        (torch.arange, (10,), {}),
+        (torch.arange, (1.0, 2.0, 0.25), {}),
+        (torch.linspace, (0.0, 1.0, 7), {}),
+        (torch.eye, (3,), {}),
+        (torch.eye, (2, 4), {"dtype": torch.int64}),
+        (torch.tensor, ([[1.5, 2.0], [3.0, 4.0]],), {}),
+    ],
+)
+def test_factories_match_cpu(factory, args, kwargs):
+    torch.testing.assert_close(factory(*args, device="neuron", **kwargs).cpu(), factory(*args, **kwargs))
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_copies_between_cores(two_cores, non_blocking):
+    x = torch.randn(5, 6)
+    on_zero = x.to("neuron:0")
+    on_one = on_zero.to("neuron:1", non_blocking=non_blocking)
+    assert on_one.device == torch.device("neuron", 1)
+    torch.testing.assert_close(on_one.cpu(), x)
+    back = on_one.t().to("neuron:0")
+    torch.testing.assert_close(back.cpu(), x.t())
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_pinned_memory_and_non_blocking_copies(non_blocking):
+    pinned = torch.randn(16).pin_memory()
+    assert pinned.is_pinned()
+    assert not torch.randn(4).is_pinned()
+    on_device = pinned.to("neuron", non_blocking=non_blocking)
+    host = on_device.to("cpu", non_blocking=non_blocking)
+    torch.neuron.synchronize()
+    torch.testing.assert_close(host, pinned)
+
+
+def test_copy_with_dtype_conversion_and_broadcast():
+    source = torch.arange(4, dtype=torch.int64)
+    target = torch.empty(3, 4, dtype=torch.float32, device="neuron")
+    target.copy_(source)
+    torch.testing.assert_close(target.cpu(), source.float().expand(3, 4))
+    torch.testing.assert_close(target.to(torch.bfloat16).cpu(), source.float().expand(3, 4).to(torch.bfloat16))
+
+
+def test_views_read_their_storage():
+    x = torch.arange(24.0).reshape(4, 6)
+    y = x.to("neuron")
+    for view in (
+        lambda t: t[1:3],
+        lambda t: t[:, ::2],
+        lambda t: t.t(),
+        lambda t: t.permute(1, 0)[2:],
+        lambda t: t.reshape(2, 12),
+        lambda t: t.unsqueeze(0).expand(3, 4, 6),
+        lambda t: t.diagonal(),
+        lambda t: t[2],
+        lambda t: t.narrow(1, 1, 3),
+        lambda t: t.unfold(1, 2, 2),
+    ):
+        torch.testing.assert_close(view(y).cpu(), view(x))
+        torch.testing.assert_close((view(y) * 2).cpu(), view(x) * 2)
+
+
+def test_in_place_writes_through_views_reach_the_base():
+    x = torch.arange(24.0).reshape(4, 6)
+    y = x.to("neuron")
+    for write in (
+        lambda t: t[1:3].add_(100),
+        lambda t: t[:, ::2].mul_(-1),
+        lambda t: t.t()[1].fill_(7),
+        lambda t: t.diagonal().zero_(),
+        lambda t: t.__setitem__((slice(None), 4), torch.tensor(5.0, device=t.device)),
+    ):
+        write(x)
+        write(y)
+        torch.testing.assert_close(y.cpu(), x)
+
+
+def test_view_dtype_reinterprets_bits():
+    x = torch.tensor([1.0, -2.0, 0.5])
+    y = x.to("neuron")
+    torch.testing.assert_close(y.view(torch.int32).cpu(), x.view(torch.int32))
+    y.view(torch.int32).add_(1)
+    x.view(torch.int32).add_(1)
+    torch.testing.assert_close(y.cpu(), x)
+    torch.testing.assert_close(y.view(torch.uint8).cpu(), x.view(torch.uint8))
+
+
+def test_base_and_storage_sharing():
+    y = torch.zeros(4, 4, device="neuron")
+    view = y[1]
+    assert view._base is y
+    assert view.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+    assert view.storage_offset() == 4
+
+
+def test_param_data_assignment_and_module_to_keep_parameters():
+    module = torch.nn.Linear(3, 2)
+    weight = module.weight
+    module.to("neuron")
+    assert module.weight is weight
+    assert weight.device.type == "neuron"
+    weight.data = torch.ones(2, 3, device="neuron")
+    torch.testing.assert_close(module.weight.cpu(), torch.ones(2, 3))
+    module.cpu()
+    assert module.weight is weight and weight.device.type == "cpu"
+
+
+def test_resize_keeps_contents():
+    x = torch.arange(4.0, device="neuron")
+    x.resize_(6)
+    torch.testing.assert_close(x[:4].cpu(), torch.arange(4.0))
+    x.resize_(2)
+    torch.testing.assert_close(x.cpu(), torch.arange(2.0))
+
+
+def test_printing():
+    text = repr(torch.tensor([1.5, 2.0], device="neuron"))
+    assert text == "tensor([1.5000, 2.0000], device='neuron:0')"
+    assert "dtype=torch.bfloat16" in repr(torch.ones(2, dtype=torch.bfloat16, device="neuron"))
+    assert "grad_fn" in repr(torch.ones(2, device="neuron", requires_grad=True) * 2)
+    assert str(torch.zeros(0, device="neuron")) == "tensor([], device='neuron:0')"
+
+
+def test_item_and_tolist():
+    x = torch.tensor([[1, 2], [3, 4]], device="neuron")
+    assert x[1, 0].item() == 3
+    assert x.tolist() == [[1, 2], [3, 4]]
+    assert bool(torch.tensor(True, device="neuron"))
