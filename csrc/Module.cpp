@@ -42,6 +42,10 @@ class OutputLayout {
   }
 
   // New tensors on `device`, each holding the matching flat array as its storage buffer.
+  size_t count() const {
+    return sizes_.size();
+  }
+
   py::list wrap(const py::sequence& arrays, int device) const {
     TORCH_CHECK(py::len(arrays) >= sizes_.size(), "neuron: executable returned ", py::len(arrays), " arrays for ",
                 sizes_.size(), " outputs");
@@ -133,7 +137,8 @@ PYBIND11_MODULE(_C, m) {
   });
   py::class_<OutputLayout>(m, "OutputLayout")
       .def(py::init<const std::vector<std::pair<std::vector<int64_t>, int>>&>())
-      .def("wrap", &OutputLayout::wrap);
+      .def("wrap", &OutputLayout::wrap)
+      .def("count", &OutputLayout::count);
   m.def("_empty_contiguous", [](const std::vector<int64_t>& sizes, int dtype, int device) {
     return at::neuron::empty_contiguous(sizes, scalar_type_of(dtype), static_cast<c10::DeviceIndex>(device));
   });

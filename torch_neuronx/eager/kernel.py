@@ -39,15 +39,17 @@ def op_name(op: OpOverload) -> str:
 class Plan:
     """How an overload is computed.
 
-    ``functional`` computes the values; ``writes`` lists the schema positions of the arguments the
-    overload mutates (in-place ``self``, ``out=`` tensors), whose tensors receive the functional
-    results in order. ``decomposed`` marks a functional op computed through its decomposition.
+    ``functional`` computes the values. The first ``fresh`` of its results are returned as new
+    tensors; the rest are written, in order, into the arguments at the schema positions ``writes``
+    (in-place ``self``, ``out=`` tensors, running statistics). A functional plan has no writes and
+    returns every result. ``decomposed`` marks a functional op computed through its decomposition.
     """
 
     op: OpOverload
     functional: OpOverload
     writes: tuple[int, ...]
     decomposed: bool
+    fresh: int = 0
 
 
 def _argument_kind(argument: torch._C.Argument, static: frozenset[str]) -> _C.ArgKind:
@@ -108,7 +110,9 @@ def _meta_values(values: list[Any], descriptions: list[Any]) -> list[Any]:
 
 
 def _tensor_descriptions(description: Any) -> list[Any]:
-    """The tensor descriptions ("T", ...) of an argument: itself, or a list's elements."""
+    """The tensor descriptions ("T", ...) of an argument: itself, or a list's elements (None for None)."""
+    if description is None:
+        return [None]
     return list(description[1]) if description[0] == "L" else [description]
 
 
@@ -127,12 +131,16 @@ def _executable_runner(
     executable: Callable[..., Any],
     random_elements: int,
     checks: list[tuple[str, type[Exception]]],
+    outputs: Any,
     written_slots: list[int],
     written_codes: list[int],
-    outputs: Any,
     returns: Callable[[list[Any], list[Any]], Any],
 ) -> Runner:
-    """The fast path of one call signature, specialised to what the executable needs."""
+    """The fast path of one call signature, specialised to what the executable needs.
+
+    The executable returns the new tensors' buffers (``outputs``, an OutputLayout or None), then the
+    new buffers of the written slots, then the (failed, detail) pair of each device check.
+    """
     executed = tracking.executed
     note_launch = queue.note_launch
     if not random_elements and not written_slots and outputs is not None and returns is _single_output:
@@ -148,6 +156,8 @@ def _executable_runner(
 
         return run_functional
 
+    fresh = outputs.count() if outputs is not None else 0
+
     def run(inputs, device, slot_tensors, generator, values):
         executed[name] += 1
         if random_elements:
@@ -157,9 +167,8 @@ def _executable_runner(
             faults.record(device, name, results[-2 * len(checks) :], checks)
         note_launch(device, results[0])
         if written_slots:
-            _C._rebind([slot_tensors[s] for s in written_slots], results, written_codes)
-            return returns(values, [])
-        return returns(values, outputs.wrap(results, device))
+            _C._rebind([slot_tensors[s] for s in written_slots], results[fresh:], written_codes)
+        return returns(values, outputs.wrap(results, device) if fresh else [])
 
     return run
 
@@ -251,7 +260,7 @@ class EagerKernel:
             (i, list(meta.shape))
             for i in plan.writes
             for meta, description in zip(_flat_tensors(metas[i]), _tensor_descriptions(arguments[i]), strict=True)
-            if plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
+            if description is not None and plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
         ]
         if resized:
             return _resize_runner(plan.op, resized)
@@ -264,8 +273,10 @@ class EagerKernel:
         else:
             graph, positions = None, []
             random_elements = _random_elements(registry.LOWERINGS[plan.functional], functional_result)
-        write_descriptions = [d for i in plan.writes for d in _tensor_descriptions(arguments[i])]
-        written_slots = list(dict.fromkeys(d[1] for d in write_descriptions))
+        # Results written into arguments: None where the argument is None (e.g. no running stats).
+        write_targets = [d for i in plan.writes for d in _tensor_descriptions(arguments[i])]
+        written_slots = list(dict.fromkeys(d[1] for d in write_targets if d is not None))
+        fresh = plan.fresh if plan.writes else len(_flat_tensors(functional_result))
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
@@ -285,24 +296,29 @@ class EagerKernel:
                     results = _flat_tensors(result)
             checks[:] = [(message, error) for _, _, message, error in context.checks]
             check_outputs = [x for failed, detail, _, _ in context.checks for x in (failed, detail)]
-            if not plan.writes:
-                return (*[r.reshape(-1) for r in results], *check_outputs)
-            for value, (_, slot, code, sizes, strides, start) in zip(results, write_descriptions, strict=True):
-                view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), start)
-                slot_arrays[slot] = layout.write(slot_arrays[slot], slots[slot][2], value, view)
-            return (*[slot_arrays[s] for s in written_slots], *check_outputs)
+            for value, target in zip(results[fresh:], write_targets, strict=True):
+                if target is not None:
+                    _, slot, code, sizes, strides, start = target
+                    view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), start)
+                    slot_arrays[slot] = layout.write(slot_arrays[slot], slots[slot][2], value, view)
+            # Optional results PyTorch leaves undefined (None, e.g. masked-out gradients) are not outputs.
+            new_tensors = [r.reshape(-1) for r in results[:fresh] if r is not None]
+            return (*new_tensors, *[slot_arrays[s] for s in written_slots], *check_outputs)
 
         executable = jax.jit(compute, out_shardings=jax.sharding.SingleDeviceSharding(cores.core(device)))
-        if plan.writes:
-            # A slot's buffer takes the dtype of the last view written into it.
-            last_code = {d[1]: d[2] for d in write_descriptions}
-            codes = [last_code[s] for s in written_slots]
-            return _executable_runner(
-                self.name, executable, random_elements, checks, written_slots, codes, None, _returns(plan)
-            )
-        result_tensors = _flat_tensors(functional_result)
-        outputs = _C.OutputLayout([(list(t.shape), CODE_OF[t.dtype]) for t in result_tensors])
-        return _executable_runner(self.name, executable, random_elements, checks, [], [], outputs, _returns(plan))
+        # A slot's buffer takes the dtype of the last view written into it.
+        last_code = {d[1]: d[2] for d in write_targets if d is not None}
+        codes = [last_code[s] for s in written_slots]
+        fresh_metas = _flat_tensors(functional_result)[:fresh]
+        outputs = None
+        returns = _returns(plan)
+        if fresh:
+            outputs = _C.OutputLayout([(list(t.shape), CODE_OF[t.dtype]) for t in fresh_metas if t is not None])
+            if any(t is None for t in fresh_metas):
+                returns = _with_undefined(returns, [t is not None for t in fresh_metas])
+        return _executable_runner(
+            self.name, executable, random_elements, checks, outputs, written_slots, codes, returns
+        )
 
 
 def _random_elements(lowering: registry.Lowering, result: Any) -> int:
@@ -361,7 +377,7 @@ def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
     returns = plan.op._schema.returns
     if not returns:
         return lambda values, outputs: None
-    if plan.writes:
+    if plan.writes and not plan.fresh:
         written = [plan.writes[0]] if len(returns) == 1 else list(plan.writes)
         if len(returns) == 1:
             position = written[0]
@@ -372,6 +388,18 @@ def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
             return lambda values, outputs: list(outputs)
         return _single_output
     return lambda values, outputs: tuple(outputs)
+
+
+def _with_undefined(
+    returns: Callable[[list[Any], list[Any]], Any], present: list[bool]
+) -> Callable[[list[Any], list[Any]], Any]:
+    """``returns`` for an op some of whose results are undefined (None) for this call."""
+
+    def assemble(values: list[Any], outputs: list[Any]) -> Any:
+        produced = iter(outputs)
+        return returns(values, [next(produced) if here else None for here in present])
+
+    return assemble
 
 
 def _single_output(values: list[Any], outputs: list[Any]) -> Any:

@@ -14,7 +14,7 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from torch_neuronx._compat.torch_internals import has_kernel
-from torch_neuronx.eager import copy, host_ops
+from torch_neuronx.eager import copy, host_ops, redirects
 from torch_neuronx.eager.kernel import EagerKernel, Plan, op_name
 from torch_neuronx.lowering import engine, load_lowerings, registry
 
@@ -26,6 +26,12 @@ ALLOW_CPU: dict[OpOverload, frozenset[str]] = {
     aten.index_put.default: frozenset({"indices"}),
     aten.index_put_.default: frozenset({"indices"}),
     aten._index_put_impl_.default: frozenset({"indices"}),
+}
+
+#: Mutating overloads whose functional form has another name: computed by the functional form,
+#: whose leading results are the op's own returns and whose trailing results are written back.
+FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
+    aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
 }
 
 #: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.
@@ -122,6 +128,10 @@ def plans() -> list[Plan]:
                 continue
             if variant not in registry.LOWERINGS:
                 result.setdefault(variant, Plan(variant, functional, _written(variant), decomposed))
+    for op, functional in FUNCTIONAL_FORM.items():
+        if functional in registry.LOWERINGS or functional in engine.decompositions():
+            fresh = sum(r.alias_info is None for r in op._schema.returns)
+            result[op] = Plan(op, functional, _written(op), functional not in registry.LOWERINGS, fresh)
     return list(result.values())
 
 
@@ -131,7 +141,7 @@ def register_kernels() -> None:
         return
     load_lowerings()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
-    custom = {**copy.KERNELS, **host_ops.KERNELS}
+    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS}
     for op, kernel in custom.items():
         library.impl(op, kernel)
     for plan in plans():

@@ -1,0 +1,29 @@
+"""Ops whose schema hides a mutation, routed to the overloads that declare it.
+
+``aten::native_batch_norm`` updates ``running_mean`` and ``running_var`` in training mode although
+its schema does not mark them as written (a legacy of the op). Its ``_native_batch_norm_legit``
+overloads declare the same computation properly, so eager (and the CPU fallback, which writes back
+exactly the declared mutations) stays correct by calling those.
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """``torch.native_batch_norm``: normalised output, saved mean, saved inverse std."""
+    if running_mean is None or running_var is None:
+        return aten._native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
+    if training:
+        return aten._native_batch_norm_legit.default(
+            input, weight, bias, running_mean, running_var, training, momentum, eps
+        )
+    return aten._native_batch_norm_legit_no_training.default(
+        input, weight, bias, running_mean, running_var, momentum, eps
+    )
+
+
+KERNELS = {aten.native_batch_norm.default: native_batch_norm}
