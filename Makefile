@@ -1,0 +1,35 @@
+# Set-up and entry points. `make main` and `make test` each work on a fresh machine by themselves.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
+
+.PHONY: main test lint bench install clean
+
+main: install  ## Train and run real models on `neuron`, checked against the CPU.
+	$(BIN)/python -m examples.main_job
+
+test: install  ## Lint, format check and the test suite.
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -n 2 --durations=15 tests
+
+bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
+	$(BIN)/python -m bench.eager_ops
+
+install: $(VENV)/.installed torch_neuronx/.built
+
+# torch 2.13 (CPU build) first: the C++ core is compiled against it, without build isolation.
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet 'torch==2.13.0' 'setuptools>=64' wheel ninja
+	MAX_JOBS=2 $(BIN)/pip install --quiet --no-build-isolation -e '.[test,examples]'
+	touch $@ torch_neuronx/.built
+
+# Incremental rebuild of the C++ core after a change in csrc/.
+torch_neuronx/.built: $(CSRC) $(VENV)/.installed
+	MAX_JOBS=2 $(BIN)/python setup.py --quiet build_ext --inplace
+	touch $@
+
+clean:
+	rm -rf build $(VENV) torch_neuronx/_C*.so torch_neuronx/.built *.egg-info
