@@ -93,15 +93,16 @@ class Walker {
     if (where.type() != kNeuronDeviceType) {
       if (where.is_cpu() && t.dim() == 0) {
         // 0-dim CPU tensors mix with device tensors, as on CUDA; the value is a runtime input.
+        bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
         put_tag('C');
         put(static_cast<int8_t>(t.scalar_type()));
-        put(static_cast<int8_t>(t.unsafeGetTensorImpl()->is_wrapped_number()));
+        put(static_cast<int8_t>(wrapped));
         size_t index = scalars_.size();
         scalars_.append(scalar_to_python(t.item()));
         if (!describe_) {
           return py::none();
         }
-        return py::make_tuple("C", index, static_cast<int>(t.scalar_type()));
+        return py::make_tuple("C", index, static_cast<int>(t.scalar_type()), wrapped);
       }
       if (where.is_cpu() && spec.allow_cpu) {
         needs_transfer_ = true;

@@ -6,6 +6,7 @@ fault), then continues with a shape that is known.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -51,6 +52,36 @@ def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
     if tensor.shape != other.shape:
         return False
     return bool(torch.eq(tensor, other).all().item())
+
+
+def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::index.Tensor`` that accepts boolean masks (``x[mask]``), for the eager ``kernel``.
+
+    A k-dimensional mask selects the positions where it is true, so the result's length depends on
+    the data: each mask becomes k int64 index tensors (its ``nonzero`` coordinates, a
+    synchronisation point) and the integer indexing runs on the device.
+    """
+
+    def index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> torch.Tensor:
+        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+            return kernel(self, indices)
+        converted: list[torch.Tensor | None] = []
+        for index_tensor in indices:
+            if index_tensor is None or index_tensor.dtype not in (torch.bool, torch.uint8):
+                converted.append(index_tensor)
+                continue
+            start = len(converted)
+            for offset, size in enumerate(index_tensor.shape):
+                if start + offset >= self.dim() or self.shape[start + offset] != size:
+                    raise IndexError(
+                        f"The shape of the mask {list(index_tensor.shape)} at index {offset} does not match the "
+                        f"shape of the indexed tensor {list(self.shape)} at index {start + offset}"
+                    )
+            mask = index_tensor.to(self.device)
+            converted.extend(_nonzero(mask).unbind(1) if mask.dim() else [mask.reshape(1).nonzero().reshape(-1)])
+        return kernel(self, converted)
+
+    return index
 
 
 KERNELS = {

@@ -92,7 +92,9 @@ def _meta_values(values: list[Any], descriptions: list[Any]) -> list[Any]:
         kind = description[0]
         if kind == "T":
             _, _, code, sizes, strides, offset = description
-            base = torch.empty(0, dtype=DTYPE_OF[code], device="meta")
+            # A base as large as the view needs: meta kernels that restride (sort's as_strided_) check it.
+            extent = offset + 1 + sum((size - 1) * stride for size, stride in zip(sizes, strides, strict=True))
+            base = torch.empty(extent if math.prod(sizes) else 0, dtype=DTYPE_OF[code], device="meta")
             return (
                 base.as_strided(sizes, strides, offset)
                 if math.prod(sizes)
@@ -100,11 +102,15 @@ def _meta_values(values: list[Any], descriptions: list[Any]) -> list[Any]:
             )
         if kind == "L":
             return [meta(v, d) for v, d in zip(value, description[1], strict=True)]
+        if kind == "C":
+            # A wrapped number (a Python scalar PyTorch wrapped) promotes as a Python number; any
+            # other 0-dim CPU tensor promotes as a 0-dim tensor of its dtype, on the meta device.
+            return value.item() if description[3] else torch.empty((), dtype=value.dtype, device="meta")
         if kind == "G":
             return None
         if isinstance(value, torch.device) and value.type == "neuron":
             return torch.device("meta")  # factories: the meta kernel must not come back here
-        return value  # CPU scalar tensors, numbers, static values: as they are
+        return value  # numbers, static values: as they are
 
     return [meta(v, d) for v, d in zip(values, descriptions, strict=True)]
 

@@ -147,7 +147,10 @@ def register_kernels() -> None:
     for plan in plans():
         if plan.op in custom or has_kernel(plan.op, "PrivateUse1"):
             continue
-        library.impl(plan.op, EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset())))
+        kernel = EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
+        if plan.op is aten.index.Tensor:
+            kernel = host_ops.index_with_masks(kernel)
+        library.impl(plan.op, kernel)
     _registered.append(library)
 
 

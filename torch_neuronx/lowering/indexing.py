@@ -73,7 +73,7 @@ def index_select(self, dim, index):
     x = _at_least_1d(self)
     dim = dim % x.ndim
     index = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
-    result = jnp.take(x, index, axis=dim, mode="promise_in_bounds")
+    result = jnp.take(x, index, axis=dim, mode="clip")
     return result.reshape(()) if self.ndim == 0 else result
 
 
@@ -120,13 +120,12 @@ _SCATTER_REDUCE = {"add": "add", "multiply": "multiply", "sum": "add", "prod": "
     aten.scatter.value_reduce,
     promotion=Promotion.NO_OPMATH,
     promote=("self",),
-    static=("reduce",),
 )
-def scatter(self, dim, index, src=None, *, reduce=None, value=None):
-    """torch.scatter: ``self[index[i][j]][j] = src[i][j]`` (for dim 0; ``src`` may be a scalar);
-    ``reduce="add"/"multiply"`` accumulates instead. Duplicate indices without ``reduce``: the last
-    write wins."""
-    x, dim, key, updates = _scatter_operands(self, dim, index, src if value is None else value)
+def scatter(self, dim, index, src, *, reduce=None):
+    """torch.scatter: ``self[index[i][j]][j] = src[i][j]`` (for dim 0; ``src`` may be a scalar
+    ``value``, cast to self's dtype); ``reduce="add"/"multiply"`` accumulates instead. Duplicate
+    indices without ``reduce``: the last write wins."""
+    x, dim, key, updates = _scatter_operands(self, dim, index, src)
     if reduce is None:
         result = _set_last(x, key, updates, may_repeat=index.ndim > 0 and index.shape[dim] > 1)
     else:
@@ -156,12 +155,7 @@ def _identity(reduce: str, dtype: np.dtype) -> jax.Array:
     return jnp.asarray(info.min if reduce == "amax" else info.max, dtype)
 
 
-@lowering(
-    aten.scatter_reduce.two,
-    promotion=Promotion.DEFAULT,
-    promote=("self", "src"),
-    static=("reduce", "include_self"),
-)
+@lowering(aten.scatter_reduce.two, promotion=Promotion.DEFAULT, promote=("self", "src"))
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     """torch.scatter_reduce: reduces ``src`` into ``self`` at ``index`` along ``dim`` with sum, prod,
     mean, amax or amin; ``include_self=False`` leaves the written elements' old values out. NaN
@@ -189,8 +183,9 @@ def _index_key(self, indices: Sequence[jax.Array | None], op: str) -> tuple:
             key.append(slice(None))
         elif _is_mask(index):
             raise NotImplementedError(
-                f"{op} on neuron: a boolean mask index reached the device lowering mixed with other index "
-                "tensors, and its result shape depends on the data; index with mask.nonzero() instead"
+                f"{op} on neuron: a boolean mask index is supported on the device only as the one index "
+                "tensor of index_put (x[mask] = v); other uses have a data-dependent shape: index with "
+                "mask.nonzero() instead"
             )
         else:
             key.append(_checked(index, self.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim))
@@ -239,36 +234,47 @@ def index(self, indices):
 
 def _mask_put(self, leading: int, mask: jax.Array, values: jax.Array, accumulate: bool) -> jax.Array:
     """``self[(slice,) * leading + (mask,)] = values`` (or ``+=``): the k-th true element of the mask,
-    in row-major order, takes the k-th value along the masked dimension."""
+    in row-major order, takes the k-th value along the masked dimension of ``values``, whose length
+    must equal the mask's count of true elements (a device fault otherwise) unless it is 1."""
+    covered = self.shape[leading : leading + mask.ndim]
+    if mask.shape != covered:
+        for offset, (m, s) in enumerate(zip(mask.shape, covered + (None,) * mask.ndim, strict=False)):
+            if m != s:
+                raise IndexError(
+                    f"The shape of the mask {list(mask.shape)} at index {offset} does not match the shape of the "
+                    f"indexed tensor {list(self.shape)} at index {leading + offset}"
+                )
     before, after = self.shape[:leading], self.shape[leading + mask.ndim :]
-    flat = self.reshape(before + (mask.size,) + after)
-    selected = mask.reshape(-1).astype(jnp.bool_)
-    rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
-    count = rank[-1] + 1 if mask.size else jnp.int64(0)
-    target = before + (1,) + after
-    if values.ndim > len(target) or not all(
-        v in (1, s) or i == len(target) - 1 - leading
-        for i, (v, s) in enumerate(zip(values.shape[::-1], target[::-1], strict=False))
+    rank_of_target = len(before) + 1 + len(after)
+    values = values.reshape((1,) * max(rank_of_target - values.ndim, 0) + values.shape)
+    given = values.shape[leading] if values.ndim == rank_of_target else 1
+    if values.ndim != rank_of_target or not all(
+        v in (1, s) for v, s in zip(values.shape, before + (given,) + after, strict=True)
     ):
         raise RuntimeError(
             f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
-            f"of shape {list(before + ('count',) + after)}"
+            f"of shape {[*before, 'number of true mask elements', *after]}"
         )
-    values = values.reshape((1,) * (len(target) - values.ndim) + values.shape)
-    given = values.shape[leading]
+    selected = mask.reshape(-1).astype(jnp.bool_)
+    rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
+    count = jnp.sum(selected, dtype=jnp.int64)
     if given != 1:
         device_check(
             count != given,
             count,
-            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
-            f"with {{detail}} elements along the masked dimension",
+            f"shape mismatch: value tensor with {given} elements along the masked dimension cannot be broadcast "
+            "to indexing result with {detail} elements there",
             RuntimeError,
         )
+    flat = self.reshape(before + (mask.size,) + after)
+    if given == 0:
+        return self
     values = jnp.broadcast_to(values, before + (given,) + after)
-    spread = jnp.take(values, jnp.clip(rank, 0, given - 1), axis=leading, mode="promise_in_bounds")
+    spread = jnp.take(values, jnp.clip(rank, 0, given - 1), axis=leading, mode="clip")
     where = selected.reshape((1,) * len(before) + (mask.size,) + (1,) * len(after))
-    result = flat + jnp.where(where, spread, 0).astype(flat.dtype) if accumulate else jnp.where(where, spread, flat)
-    return result.reshape(self.shape)
+    if accumulate:
+        return (flat + jnp.where(where, spread, jnp.zeros((), flat.dtype))).reshape(self.shape)
+    return jnp.where(where, spread, flat).reshape(self.shape)
 
 
 @lowering(aten.index_put.default, aten._index_put_impl.default)
@@ -294,7 +300,7 @@ def index_put(self, indices, values, accumulate=False, unsafe=False):
 # --- index_add, index_copy, index_fill -------------------------------------------------------------
 
 
-def _along(x: jax.Array, dim: int, index: jax.Array) -> tuple:
+def _along(dim: int, index: jax.Array) -> tuple:
     return (slice(None),) * dim + (index,)
 
 
@@ -306,7 +312,7 @@ def index_add(self, dim, index, source, *, alpha=1):
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
     updates = _at_least_1d(source) * alpha
-    return x.at[_along(x, dim, idx)].add(updates, mode="promise_in_bounds").reshape(self.shape)
+    return x.at[_along(dim, idx)].add(updates, mode="promise_in_bounds").reshape(self.shape)
 
 
 @lowering(aten.index_copy.default)
@@ -319,14 +325,13 @@ def index_copy(self, dim, index, source):
     dim = dim % x.ndim
     message = "index_copy_(): " + _OUT_OF_BOUNDS
     idx = _checked(index.reshape(-1), x.shape[dim], message, IndexError, negative=False, dim=dim)
-    updates = jnp.broadcast_to(_at_least_1d(source), _indexed_shape(x.shape, _along(x, dim, idx)))
-    return _set_last(x, _along(x, dim, idx), updates, may_repeat=idx.size > 1).reshape(self.shape)
+    updates = jnp.broadcast_to(_at_least_1d(source), _indexed_shape(x.shape, _along(dim, idx)))
+    return _set_last(x, _along(dim, idx), updates, may_repeat=idx.size > 1).reshape(self.shape)
 
 
 def _torch_name(dtype: np.dtype) -> str:
-    return {jnp.int32: "Int", jnp.int16: "Short", jnp.int8: "Char", jnp.uint8: "Byte"}.get(
-        np.dtype(dtype).type, str(dtype)
-    )
+    """PyTorch's C++ name of an integer dtype (as its error messages print it)."""
+    return {np.int32: "Int", np.int16: "Short", np.int8: "Char", np.uint8: "Byte"}.get(np.dtype(dtype).type, str(dtype))
 
 
 def _index_fill(self, dim, index, value):
@@ -335,7 +340,7 @@ def _index_fill(self, dim, index, value):
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim)
-    return x.at[_along(x, dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
+    return x.at[_along(dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
 
 
 @lowering(aten.index_fill.int_Scalar, promotion=Promotion.NO_OPMATH, promote=("self",))
@@ -371,7 +376,8 @@ def masked_fill_tensor(self, mask, value):
 def masked_scatter(self, mask, source):
     """torch.masked_scatter: the k-th true element of the broadcast ``mask`` (row-major) takes
     ``source.flatten()[k]``; fewer source elements than true mask elements is a RuntimeError."""
-    selected = jnp.broadcast_to(mask, self.shape).reshape(-1)
+    shape = jnp.broadcast_shapes(self.shape, mask.shape)
+    selected = jnp.broadcast_to(mask, shape).reshape(-1)
     rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
     count = rank[-1] + 1 if selected.size else jnp.int64(0)
     device_check(
@@ -380,29 +386,25 @@ def masked_scatter(self, mask, source):
         f"masked_scatter: Number of elements of source < number of ones in mask ({source.size} < {{detail}})",
         RuntimeError,
     )
+    base = jnp.broadcast_to(self, shape)
     if source.size == 0:
-        return self
-    taken = jnp.take(source.reshape(-1), jnp.clip(rank, 0, source.size - 1), mode="promise_in_bounds")
-    return jnp.where(selected, taken, self.reshape(-1)).reshape(self.shape)
+        return base
+    taken = jnp.take(source.reshape(-1), jnp.clip(rank, 0, source.size - 1), mode="clip")
+    return jnp.where(selected, taken, base.reshape(-1)).reshape(shape)
 
 
 # --- embedding, take --------------------------------------------------------------------------------
 
 
-@lowering(aten.embedding.default, static=("padding_idx", "scale_grad_by_freq", "sparse"))
+@lowering(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """F.embedding forward: rows of ``weight`` at ``indices`` (shape indices.shape + (dim,)); indices
     must lie in [0, num_embeddings) (IndexError otherwise, as on CPU)."""
     idx = _checked(indices, weight.shape[0], _OUT_OF_RANGE, IndexError, negative=False)
-    return jnp.take(weight, idx, axis=0, mode="promise_in_bounds")
+    return jnp.take(weight, idx, axis=0, mode="clip")
 
 
-@lowering(
-    aten.embedding_dense_backward.default,
-    promotion=Promotion.DEFAULT,
-    promote=("grad_output",),
-    static=("num_weights", "padding_idx", "scale_grad_by_freq"),
-)
+@lowering(aten.embedding_dense_backward.default, promotion=Promotion.DEFAULT, promote=("grad_output",))
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     """The gradient of F.embedding's weight: each row sums the gradients of its lookups (16-bit floats
     accumulate in float32); the padding_idx row gets none; ``scale_grad_by_freq`` divides each
@@ -420,6 +422,6 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
 def take(self, index):
     """torch.take: ``self.flatten()[index]`` (shape of ``index``); negative indices wrap; an index out
     of range raises IndexError."""
-    message = f"out of range: tried to access index {{detail}} on a tensor of {self.size} elements."
+    message = "out of range: tried to access index {{detail}} on a tensor of {size} elements."
     idx = _checked(index, self.size, message, IndexError, negative=True)
-    return jnp.take(self.reshape(-1), idx, mode="promise_in_bounds")
+    return jnp.take(self.reshape(-1), idx, mode="clip")

@@ -1,3 +1,172 @@
-"""sorting lowerings."""
+"""Sorting and selection: sort, argsort, msort, topk, kthvalue, searchsorted, cummax/cummin.
+
+Every sort is stable and orders as PyTorch's CPU kernels do: NaN sorts as the largest value (first
+when descending), -0.0 and 0.0 are equal, and equal elements keep their original order (a
+descending sort too). topk and kthvalue select from that order, so their values match CPU exactly;
+among equal values they return the lowest indices, where PyTorch's CPU kernels return whichever
+their selection algorithm leaves (PyTorch does not specify which tied index is returned).
+"""
 
 from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, lowering
+
+aten = torch.ops.aten
+
+
+def _sort_last(x: jax.Array, descending: bool) -> tuple[jax.Array, jax.Array]:
+    """Stable sort along the last axis: (values, int64 indices). Descending sorts the reversed input
+    ascending and reverses the result, which keeps equal elements in their original order and puts
+    NaN first."""
+    positions = jax.lax.broadcasted_iota(jnp.int64, x.shape, x.ndim - 1)
+    if descending:
+        x, positions = jnp.flip(x, -1), jnp.flip(positions, -1)
+    values, indices = jax.lax.sort((x, positions), dimension=x.ndim - 1, is_stable=True, num_keys=1)
+    if descending:
+        values, indices = jnp.flip(values, -1), jnp.flip(indices, -1)
+    return values, indices
+
+
+def _sort(x: jax.Array, dim: int, descending: bool) -> tuple[jax.Array, jax.Array]:
+    """:func:`_sort_last` along ``dim``; a 0-dim tensor is its own sort."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), jnp.int64)
+    dim = dim % x.ndim
+    values, indices = _sort_last(jnp.moveaxis(x, dim, -1), descending)
+    return jnp.moveaxis(values, -1, dim), jnp.moveaxis(indices, -1, dim)
+
+
+@lowering(aten.sort.default)
+def sort(self, dim=-1, descending=False):
+    """torch.sort: (values, indices) along ``dim``; NaN largest; always stable, as on CPU."""
+    return _sort(self, dim, descending)
+
+
+@lowering(aten.sort.stable)
+def sort_stable(self, *, stable=None, dim=-1, descending=False):
+    """torch.sort(stable=...): stable whatever ``stable`` says (a stable order is a valid unstable one)."""
+    return _sort(self, dim, descending)
+
+
+@lowering(aten.argsort.default)
+def argsort(self, dim=-1, descending=False):
+    """torch.argsort: the indices of :func:`sort`."""
+    return _sort(self, dim, descending)[1]
+
+
+@lowering(aten.argsort.stable)
+def argsort_stable(self, *, stable, dim=-1, descending=False):
+    """torch.argsort(stable=...): the indices of :func:`sort_stable`."""
+    return _sort(self, dim, descending)[1]
+
+
+@lowering(aten.msort.default)
+def msort(self):
+    """torch.msort: the values of a sort along dimension 0."""
+    return _sort(self, 0, False)[0]
+
+
+@lowering(aten.topk.default)
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    """torch.topk: the ``k`` largest (or smallest) elements along ``dim`` with their indices, in sorted
+    order (also for ``sorted=False``, whose order PyTorch leaves unspecified); NaN is the largest."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    values, indices = _sort(self, dim, descending=largest)
+    dim = dim % self.ndim
+    return jax.lax.slice_in_dim(values, 0, k, axis=dim), jax.lax.slice_in_dim(indices, 0, k, axis=dim)
+
+
+@lowering(aten.kthvalue.default)
+def kthvalue(self, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest element (1-based) along ``dim`` and its index; NaN is the
+    largest."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    values, indices = _sort(self, dim, descending=False)
+    dim = dim % self.ndim
+    pick = jax.lax.index_in_dim
+    return pick(values, k - 1, axis=dim, keepdims=keepdim), pick(indices, k - 1, axis=dim, keepdims=keepdim)
+
+
+def _search(sequence: jax.Array, values: jax.Array, right: bool) -> jax.Array:
+    """Batched binary search: for each of ``values`` (..., m), the insertion point in the sorted last
+    axis of ``sequence`` (..., n), with PyTorch's CPU comparisons (lower bound: first element not
+    ``< value`` by ``!(element >= value)``; upper bound: ``!(element > value)``), so NaN behaves as
+    there."""
+    n = sequence.shape[-1]
+    low = jnp.zeros(values.shape, jnp.int64)
+    high = jnp.full(values.shape, n, jnp.int64)
+
+    def step(_, bounds):
+        low, high = bounds
+        active = low < high
+        middle = low + (high - low) // 2
+        element = jnp.take_along_axis(sequence, jnp.clip(middle, 0, max(n - 1, 0)), axis=-1, mode="clip")
+        go_right = ~(element > values) if right else ~(element >= values)
+        low = jnp.where(active & go_right, middle + 1, low)
+        high = jnp.where(active & ~go_right, middle, high)
+        return low, high
+
+    return jax.lax.fori_loop(0, n.bit_length(), step, (low, high))[0]
+
+
+def _searchsorted(sorted_sequence, values, right, side, sorter):
+    right = right or side == "right"
+    if sorter is not None:
+        sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1, mode="clip")
+    if sorted_sequence.shape[-1] == 0:
+        return jnp.zeros(values.shape, jnp.int64)
+    if sorted_sequence.ndim == 1:
+        return _search(sorted_sequence[None], values.reshape(1, -1), right).reshape(values.shape)
+    return _search(sorted_sequence, values, right)
+
+
+@lowering(aten.searchsorted.Tensor, promotion=Promotion.NO_OPMATH, promote=("sorted_sequence", "self"))
+def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    """torch.searchsorted: insertion points of ``self`` in the sorted last dimension of
+    ``sorted_sequence`` (1-d, or with the same leading dimensions as ``self``); ``right``/``side``
+    choose the upper bound; ``sorter`` gives the sorting permutation; both inputs compare in their
+    promoted dtype."""
+    return _searchsorted(sorted_sequence, self, right, side, sorter)
+
+
+@lowering(aten.searchsorted.Scalar, promotion=Promotion.NO_OPMATH, promote=("sorted_sequence", "self"))
+def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    """torch.searchsorted with a scalar value (a 1-d ``sorted_sequence``): a 0-dim index."""
+    return _searchsorted(sorted_sequence, self, right, side, sorter)
+
+
+def _cumulative(self, dim, later_wins) -> tuple[jax.Array, jax.Array]:
+    """Running extreme along ``dim`` with its index, as PyTorch's CPU kernel: an element replaces the
+    running one when it is NaN or ``later_wins(element, running)`` (ties go to the later index), and
+    a NaN, once seen, is kept (with the index of the latest NaN)."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    dim = dim % self.ndim
+    positions = jax.lax.broadcasted_iota(jnp.int64, self.shape, dim)
+
+    def combine(first, second):
+        (value, index), (new_value, new_index) = first, second
+        replace = jnp.isnan(new_value) | (~jnp.isnan(value) & later_wins(new_value, value))
+        return jnp.where(replace, new_value, value), jnp.where(replace, new_index, index)
+
+    return jax.lax.associative_scan(combine, (self, positions), axis=dim)
+
+
+@lowering(aten.cummax.default)
+def cummax(self, dim):
+    """torch.cummax: running maximum along ``dim`` and the index where it was reached (the latest of
+    equal values); NaN propagates."""
+    return _cumulative(self, dim, jnp.greater_equal)
+
+
+@lowering(aten.cummin.default)
+def cummin(self, dim):
+    """torch.cummin: running minimum along ``dim`` and the index where it was reached (the latest of
+    equal values); NaN propagates."""
+    return _cumulative(self, dim, jnp.less_equal)

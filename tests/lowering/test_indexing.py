@@ -1,0 +1,404 @@
+"""Indexing lowerings (torch_neuronx/lowering/indexing.py) against CPU PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import make_tensor
+
+import torch_neuronx
+from tests.utils import assert_matches_cpu, to_neuron
+from torch_neuronx import _config
+
+DTYPES = [torch.float32, torch.bfloat16, torch.int64]
+INDEX_DTYPES = [torch.int64, torch.int32]
+
+
+def _values(shape, dtype):
+    return make_tensor(shape, dtype=dtype, device="cpu", low=-9, high=9)
+
+
+def _index(values, dtype=torch.int64):
+    return torch.tensor(values, dtype=dtype)
+
+
+# --- index_select, gather, scatter -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.bool])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_index_select(dtype, dim):
+    x = _values((4, 5), dtype)
+    assert_matches_cpu(lambda x, i: torch.index_select(x, dim, i), x, _index([3, 0, 3, 1]))
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_index_select_out_and_scalars(index_dtype):
+    x = _values((4, 5), torch.float32)
+    index = _index([2, 0], index_dtype)
+    assert_matches_cpu(lambda x, i: torch.index_select(x, 1, i, out=x.new_empty(0)), x, index)
+    assert_matches_cpu(lambda x, i: torch.index_select(x, 0, i), _values((), torch.float32), _index([0], index_dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather(dtype, dim):
+    x = _values((4, 5), dtype)
+    index = torch.randint(0, 4, (3, 4))
+    assert_matches_cpu(lambda x, i: torch.gather(x, dim, i), x, index)
+    assert_matches_cpu(lambda x, i: torch.gather(x, dim, i, out=x.new_empty(i.shape)), x, index)
+
+
+def test_gather_int32_index_and_scalars():
+    x = _values((4, 5), torch.float32)
+    assert_matches_cpu(lambda x, i: torch.gather(x, 1, i), x, torch.randint(0, 5, (4, 2), dtype=torch.int32))
+    assert_matches_cpu(lambda x, i: torch.gather(x, 0, i), _values((), torch.float32), _index(0))
+
+
+SCATTERS = {
+    "src": lambda x, i, s: x.scatter(1, i, s),
+    "value": lambda x, i, s: x.scatter(1, i, 2),
+    "reduce_add": lambda x, i, s: x.scatter(1, i, s, reduce="add"),
+    "reduce_multiply": lambda x, i, s: x.scatter(1, i, s, reduce="multiply"),
+    "value_reduce": lambda x, i, s: x.scatter(1, i, 3, reduce="add"),
+    "inplace_src": lambda x, i, s: x.clone().scatter_(1, i, s),
+    "inplace_value_reduce": lambda x, i, s: x.clone().scatter_(1, i, 2, reduce="multiply"),
+    "out": lambda x, i, s: torch.scatter(x, 1, i, s, out=x.new_empty(x.shape)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", SCATTERS)
+def test_scatter(dtype, form):
+    x, src = _values((3, 5), dtype), _values((3, 4), dtype)
+    # Row 0 writes column 1 twice: without reduce, the last write wins (CPU writes in order).
+    index = _index([[1, 1, 4], [0, 2, 3], [4, 3, 2]])
+    assert_matches_cpu(SCATTERS[form], x, index, src)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_add(dtype):
+    x, src, index = _values((4, 3), dtype), _values((5, 3), dtype), torch.randint(0, 4, (5, 3))
+    assert_matches_cpu(lambda x, i, s: x.scatter_add(0, i, s), x, index, src)
+    assert_matches_cpu(lambda x, i, s: x.clone().scatter_add_(0, i, s), x, index, src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(dtype, reduce, include_self):
+    x, src = _values((4, 3), dtype), _values((6, 3), dtype)
+    index = _index([[0, 1, 0], [0, 1, 2], [3, 1, 0], [0, 0, 0], [3, 2, 0], [1, 1, 1]])
+    assert_matches_cpu(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self), x, index, src)
+
+
+def test_scatter_reduce_bfloat16_inplace_and_nan():
+    x, src = _values((4, 3), torch.bfloat16), _values((6, 3), torch.bfloat16)
+    index = torch.randint(0, 4, (6, 3))
+    assert_matches_cpu(lambda x, i, s: x.clone().scatter_reduce_(0, i, s, "sum"), x, index, src)
+    src = torch.tensor([[float("nan"), 1.0], [2.0, 3.0]])
+    assert_matches_cpu(
+        lambda x, i, s: x.scatter_reduce(0, i, s, "amax"), torch.zeros(2, 2), _index([[0, 1], [0, 1]]), src
+    )
+
+
+# --- advanced indexing -------------------------------------------------------------------------------
+
+INDEXINGS = {
+    "one": lambda x, i, j: x[i],
+    "second_dim": lambda x, i, j: x[:, j],
+    "two_broadcast": lambda x, i, j: x[i[:, None], j],
+    "non_adjacent": lambda x, i, j: x[i, :, j % 2],
+    "slice_and_index": lambda x, i, j: x[1:, j, ::2],
+    "ellipsis_none": lambda x, i, j: x[..., None, i[:2] % 2],
+    "empty": lambda x, i, j: x[i[:0]],
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pattern", INDEXINGS)
+def test_index(dtype, pattern):
+    x = _values((3, 4, 2), dtype)
+    assert_matches_cpu(INDEXINGS[pattern], x, _index([2, -1, 0]), _index([3, 0, -4]))
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_index_int32_and_out(index_dtype):
+    x = _values((3, 4), torch.float32)
+    index = _index([2, 0, 2], index_dtype)
+    assert_matches_cpu(lambda x, i: x[i], x, index)
+    assert_matches_cpu(lambda x, i: torch.ops.aten.index.Tensor_out(x, [None, i], out=x.new_empty(0)), x, index)
+
+
+def test_index_with_cpu_index_tensors():
+    """As on CUDA, CPU index tensors index a device tensor (moved to the device, not a fallback)."""
+    x = _values((4, 3), torch.float32)
+    torch_neuronx.clear_op_tracking()
+    got = x.to("neuron")[_index([0, 2]), _index([1, -1])]
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), x[_index([0, 2]), _index([1, -1])])
+    y = x.to("neuron")
+    y[_index([3, 0])] = torch.ones(3, device="neuron")
+    expected = x.clone()
+    expected[_index([3, 0])] = 1.0
+    torch.testing.assert_close(y.cpu(), expected)
+
+
+PUTS = {
+    "functional": lambda x, i, v: x.index_put((i,), v),
+    "accumulate": lambda x, i, v: x.index_put((i,), v, accumulate=True),
+    "inplace": lambda x, i, v: x.clone().index_put_((i,), v),
+    "inplace_accumulate": lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True),
+    "setitem_columns": lambda x, i, v: _setitem(x.clone(), (slice(None), i[:3]), v[0, :3]),
+    "setitem_two": lambda x, i, v: _setitem(x.clone(), (i, i), v[:, 0]),
+}
+
+
+def _setitem(x, key, value):
+    x[key] = value
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", PUTS)
+def test_index_put(dtype, form):
+    x, values = _values((5, 4), dtype), _values((4, 4), dtype)
+    # Index 3 appears twice (and -2 wraps to it): accumulate sums them, otherwise the last wins.
+    assert_matches_cpu(PUTS[form], x, _index([3, 0, 3, -2]), values)
+
+
+def test_index_put_impl_accumulates_as_index_backward_does():
+    x, values = torch.zeros(5, 3), _values((4, 3), torch.float32)
+    index = _index([1, 4, 1, 1])
+    assert_matches_cpu(lambda x, i, v: torch.ops.aten._index_put_impl_(x.clone(), [i], v, True, True), x, index, values)
+
+
+MASK_PUTS = {
+    "scalar": lambda x, m, v: _setitem(x.clone(), m, 0),
+    "values": lambda x, m, v: _setitem(x.clone(), m, v),
+    "accumulate": lambda x, m, v: x.index_put((m,), v, accumulate=True),
+    "rows": lambda x, m, v: _setitem(x.clone(), m[:, 0], v[:1]),
+    "after_slice": lambda x, m, v: _setitem(x.clone(), (slice(None), m[0]), v[:2, None]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", MASK_PUTS)
+def test_index_put_boolean_mask(dtype, form):
+    """``x[mask] = v`` keeps its static shape, so it runs on the device: the k-th true element of the
+    mask takes the k-th value."""
+    mask = torch.tensor([[True, False, True], [False, True, False]])
+    assert_matches_cpu(MASK_PUTS[form], _values((2, 3), dtype), mask, _values((3,), dtype))
+
+
+USER_ERRORS = {
+    "values_shape": (lambda x, m: x.index_put((m.nonzero()[:, 0],), x[:, :1].T), RuntimeError, "shape mismatch"),
+    "mask_shape": (lambda x, m: torch.ops.aten.index_put(x, [None, m], x[0, 0]), IndexError, "shape of the mask"),
+    "mask_count": (lambda x, m: x.index_put((m,), x[0, :2]), RuntimeError, "shape mismatch"),
+    "mask_with_index": (lambda x, m: x.index_put((m, m.nonzero()[:2, 0]), x[0, 0]), NotImplementedError, "nonzero"),
+}
+
+
+@pytest.mark.parametrize("case", USER_ERRORS)
+def test_index_put_shape_errors(case):
+    """Shape errors raise PyTorch's exception type (a mask's count is checked on the device); a mask mixed
+    with other index tensors, which CPU supports, raises a clear NotImplementedError."""
+    fn, error, message = USER_ERRORS[case]
+    x, mask = torch.zeros(3, 4), torch.tensor([True, False, True])
+    if error is not NotImplementedError:
+        with pytest.raises(error, match=message):
+            fn(x, mask)
+    with pytest.raises(error, match=message):
+        fn(x.to("neuron"), mask.to("neuron")).cpu()
+
+
+def test_boolean_mask_getitem_matches_cpu():
+    x, mask = _values((3, 4), torch.float32), torch.tensor([True, False, True])
+    assert_matches_cpu(lambda x, m: x[m], x, mask, native=False)
+
+
+def test_boolean_mask_getitem_is_native():
+    x, mask = _values((3, 4), torch.float32), torch.tensor([True, False, True])
+    assert_matches_cpu(lambda x, m: x[m], x, mask)
+
+
+# --- index_add, index_copy, index_fill ---------------------------------------------------------------
+
+
+INDEX_ADDS = {
+    "functional": lambda x, i, s: torch.index_add(x, 0, i, s),
+    "inplace_alpha": lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2),
+    "transposed": lambda x, i, s: torch.index_add(x.T, 1, i, s.T),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", INDEX_ADDS)
+def test_index_add(dtype, form):
+    x, source = _values((5, 3), dtype), _values((4, 5), dtype)[:, :3]
+    assert_matches_cpu(INDEX_ADDS[form], x, _index([4, 0, 4, 2]), source)  # 4 twice: accumulates
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("inplace", [False, True])
+def test_index_copy(dtype, inplace):
+    x, source = _values((3, 5), dtype), _values((3, 3), dtype)
+    index = _index([4, 1, 4])  # 4 twice: the last copy wins, as on CPU
+    if inplace:
+        assert_matches_cpu(lambda x, i, s: x.clone().index_copy_(-1, i, s), x, index, source)
+    else:
+        assert_matches_cpu(lambda x, i, s: torch.index_copy(x, 1, i, s), x, index, source)
+
+
+def test_index_copy_rejects_int32_index_as_cpu_does():
+    x, source = torch.zeros(3, 2, device="neuron"), torch.ones(2, 2, device="neuron")
+    with pytest.raises(RuntimeError, match="Expected a long tensor for index"):
+        x.index_copy_(0, torch.tensor([0, 1], dtype=torch.int32, device="neuron"), source).cpu()
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.bool])
+@pytest.mark.parametrize("form", ["scalar", "tensor", "inplace"])
+def test_index_fill(dtype, form):
+    x = _values((3, 4), dtype)
+    index = _index([0, -1])  # index_fill wraps negative indices, as on CPU
+    if form == "scalar":
+        assert_matches_cpu(lambda x, i: x.index_fill(1, i, True if dtype == torch.bool else -2), x, index)
+    elif form == "tensor":
+        assert_matches_cpu(lambda x, i, v: x.index_fill(0, i, v), x, index[:1], _values((), dtype))
+    else:
+        assert_matches_cpu(lambda x, i, v: x.clone().index_fill_(1, i, v), x, index, _values((), dtype))
+
+
+# --- masks --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.bool])
+@pytest.mark.parametrize("form", ["scalar", "tensor", "inplace", "out"])
+def test_masked_fill(dtype, form):
+    x, mask = _values((3, 4), dtype), torch.tensor([True, False, False, True])
+    value = _values((), dtype)
+    forms = {
+        "scalar": lambda x, m, v: x.masked_fill(m, 1),
+        "tensor": lambda x, m, v: x.masked_fill(m[None], v),
+        "inplace": lambda x, m, v: x.clone().masked_fill_(m, v),
+        "out": lambda x, m, v: torch.ops.aten.masked_fill.Scalar_out(x, m, 0, out=x.new_empty(x.shape)),
+    }
+    assert_matches_cpu(forms[form], x, mask, value)
+
+
+def test_masked_fill_keeps_large_integers_exact():
+    """The value converts to self's dtype: int64 elements never pass through a float dtype."""
+    x = torch.tensor([2**40 + 1, 2**53 + 1, -(2**62) - 3])
+    mask = torch.tensor([False, False, True])
+    assert_matches_cpu(lambda x, m, v: x.masked_fill(m, v), x, mask, torch.tensor(2.5))
+    assert_matches_cpu(lambda x, m: x.masked_fill(m, 2.5), x, mask)
+
+
+def test_masked_fill_with_cpu_scalar_value():
+    x = torch.zeros(3)
+    got = x.to("neuron").masked_fill(torch.tensor([True, False, True], device="neuron"), torch.tensor(2.0))
+    torch.testing.assert_close(got.cpu(), torch.tensor([2.0, 0.0, 2.0]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("inplace", [False, True])
+def test_masked_scatter(dtype, inplace):
+    x, source = _values((3, 4), dtype), _values((2, 7), dtype)
+    mask = torch.tensor([[True, False, True, True], [False, False, False, False], [True, True, False, True]])
+    if inplace:
+        assert_matches_cpu(lambda x, m, s: x.clone().masked_scatter_(m, s), x, mask, source)
+    else:
+        assert_matches_cpu(lambda x, m, s: x.masked_scatter(m[0], s), x, mask, source)
+
+
+# --- embedding, take ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_embedding(dtype, index_dtype):
+    weight = _values((6, 3), dtype)
+    assert_matches_cpu(torch.nn.functional.embedding, _index([[5, 0, 5], [1, 2, 0]], index_dtype), weight)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("padding_idx", "scale_grad_by_freq"), [(-1, False), (0, False), (5, True)])
+def test_embedding_dense_backward(dtype, padding_idx, scale_grad_by_freq):
+    grad, indices = _values((2, 3, 4), dtype), _index([[5, 0, 5], [1, 5, 0]])
+    assert_matches_cpu(
+        lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 6, padding_idx, scale_grad_by_freq), grad, indices
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_take(dtype):
+    x = _values((3, 4), dtype)
+    assert_matches_cpu(lambda x, i: torch.take(x, i), x, _index([[0, 11], [-1, 5]]))
+    assert_matches_cpu(lambda x, i: torch.take(x, i, out=x.new_empty(0)), x, _index([3, -12]))
+
+
+# --- autograd -------------------------------------------------------------------------------------------
+
+GRADIENTS = {
+    "gather": lambda x, i: torch.gather(x, 1, i[:4].reshape(2, 2) % 3),
+    "index_select": lambda x, i: torch.index_select(x, 0, i),
+    "index": lambda x, i: x[i, 1:],
+    "index_two": lambda x, i: x[i, i % 3],
+    "embedding": lambda x, i: torch.nn.functional.embedding(i, x, padding_idx=3),
+    "mask": lambda x, i: x[:, torch.tensor([True, False, True], device=x.device)],
+}
+
+
+@pytest.mark.parametrize("op", GRADIENTS)
+def test_gradients_match_cpu(op):
+    x = torch.randn(4, 3, requires_grad=True)
+    index = _index([0, 3, 1, 3, 3])
+    grads = []
+    for device in ["cpu", "neuron"]:
+        leaf = x.detach().to(device).requires_grad_()
+        out = GRADIENTS[op](leaf, index.to(device))
+        weights = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape).to(device)
+        (out * weights).sum().backward()
+        grads.append(leaf.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+# --- device-side index checks -------------------------------------------------------------------------
+
+OUT_OF_RANGE = {
+    "index_select": (lambda x, i: torch.index_select(x, 0, i), IndexError, "index 7 is out of bounds for dimension 0"),
+    "index_select_negative": (lambda x, i: torch.index_select(x, 0, -i), IndexError, "index -7 is out of"),
+    "gather": (lambda x, i: torch.gather(x, 1, i[:, None]), RuntimeError, "index 7 is out of bounds for dimension 1"),
+    "scatter": (lambda x, i: x.scatter(0, i[:, None], 1.0), RuntimeError, "index 7 is out of bounds for dimension 0"),
+    "scatter_add": (lambda x, i: x.scatter_add(1, -i[:, None], x[:2, :1]), RuntimeError, "index -7 is out of"),
+    "index": (lambda x, i: x[:, i], IndexError, "index 7 is out of bounds for dimension 1 with size 5"),
+    "index_negative": (lambda x, i: x[-i], IndexError, "index -7 is out of bounds for dimension 0 with size 5"),
+    "index_put": (lambda x, i: x.index_put((i,), x[0, 0]), IndexError, "index 7 is out of bounds for dimension 0"),
+    "index_add": (lambda x, i: x.index_add(1, i, x[:, :2]), IndexError, "index 7 is out of bounds for dimension 1"),
+    "index_copy": (lambda x, i: x.index_copy(0, i, x[:2]), IndexError, "index_copy_\\(\\): index 7 is out of"),
+    "index_fill": (lambda x, i: x.index_fill(0, i, 0.0), IndexError, "index 7 is out of bounds for dimension 0"),
+    "embedding": (lambda x, i: torch.nn.functional.embedding(i, x), IndexError, "index out of range in self"),
+    "take": (lambda x, i: torch.take(x, i * 4), IndexError, "tried to access index 28 on a tensor of 25 elements"),
+    "masked_scatter": (lambda x, i: x.masked_scatter(x > -1, x[:2]), RuntimeError, "Number of elements of source"),
+}
+
+
+@pytest.mark.parametrize("case", OUT_OF_RANGE)
+def test_out_of_range_index_raises_at_synchronization(case):
+    fn, error, message = OUT_OF_RANGE[case]
+    x = torch.arange(25.0).reshape(5, 5).to("neuron")
+    with pytest.raises(error, match=message):
+        fn(x, torch.tensor([0, 7], device="neuron")).cpu()
+    torch.testing.assert_close((x + 1).cpu(), torch.arange(1.0, 26.0).reshape(5, 5))
+
+
+@pytest.mark.skipif(_config.launch_blocking, reason="NEURON_LAUNCH_BLOCKING=1 raises faults at the op")
+def test_out_of_range_fault_waits_for_synchronization():
+    """The fault is not raised when the op is launched (it runs asynchronously) but at the next host read."""
+    x = torch.arange(5.0, device="neuron")
+    result = torch.index_select(x, 0, torch.tensor([0, 7], device="neuron"))
+    later = to_neuron(torch.ones(2)) * 3
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        result.cpu()
+    torch.testing.assert_close(later.cpu(), torch.full((2,), 3.0))
