@@ -104,9 +104,9 @@ PYBIND11_MODULE(_C, m) {
       [](py::object generator, int device, uint64_t increment) {
         at::Generator gen = generator.is_none() ? default_generator(static_cast<c10::DeviceIndex>(device))
                                                 : generator.cast<at::Generator>();
+        TORCH_CHECK(gen.device().type() == kNeuronDeviceType, "Expected a 'neuron' device type for generator but found '",
+                    gen.device().type(), "'; create it with torch.Generator(device='neuron')");
         auto* impl = gen.get<NeuronGenerator>();
-        TORCH_CHECK_VALUE(impl != nullptr, "a random op on neuron:", device, " was given a generator for ",
-                          gen.device(), "; create it with torch.Generator(device='neuron')");
         return impl->philox_inputs(increment);
       },
       py::arg("generator"), py::arg("device"), py::arg("increment"));

@@ -186,6 +186,31 @@ class Walker {
     return runtime_scalar(obj, 'D', tag);
   }
 
+  py::object scalar_list(PyObject* obj, const ArgSpec& spec) {
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+      return static_value(obj, spec);
+    }
+    py::sequence items = py::reinterpret_borrow<py::sequence>(obj);
+    for (auto item : items) {
+      if (number_tag(item.ptr()) == 0) {
+        return static_value(obj, spec); // not all numbers: part of the key as it is
+      }
+    }
+    put_tag('R');
+    put(static_cast<int32_t>(items.size()));
+    py::list indices;
+    for (auto item : items) {
+      char tag = number_tag(item.ptr());
+      put_tag(tag);
+      indices.append(scalars_.size());
+      scalars_.append(item);
+    }
+    if (!describe_) {
+      return py::none();
+    }
+    return py::make_tuple("R", indices);
+  }
+
   py::object static_value(PyObject* obj, const ArgSpec& spec) {
     encode_static(obj, spec);
     if (!describe_) {
@@ -375,6 +400,9 @@ py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, 
         // one runtime input fewer on every call.
         description = value == spec.default_value.ptr() ? walker.static_value(value, spec) : walker.scalar(value, spec);
         break;
+      case ArgKind::kScalarList:
+        description = walker.scalar_list(value, spec);
+        break;
       case ArgKind::kStatic:
         description = walker.static_value(value, spec);
         break;
@@ -397,6 +425,7 @@ void bind_call_signature(py::module_& m) {
       .value("TENSOR_LIST", ArgKind::kTensorList)
       .value("SCALAR", ArgKind::kScalar)
       .value("STATIC", ArgKind::kStatic)
+      .value("SCALAR_LIST", ArgKind::kScalarList)
       .value("GENERATOR", ArgKind::kGenerator);
 
   py::class_<ArgSpec>(m, "ArgSpec")

@@ -21,6 +21,7 @@ enum class ArgKind : uint8_t {
   kTensor, // Tensor, Tensor?, Tensor(a!)
   kTensorList, // Tensor[], Tensor?[]
   kScalar, // Scalar, Scalar?, float, float?: a number becomes a runtime input
+  kScalarList, // Scalar[]: each number becomes a runtime input (optimizers' per-step lists)
   kStatic, // everything else: part of the key
   kGenerator, // Generator?
 };

@@ -60,6 +60,8 @@ def _argument_kind(argument: torch._C.Argument, static: frozenset[str]) -> _C.Ar
         return _C.ArgKind.TENSOR_LIST
     if text in ("number", "Optional[number]", "float", "Optional[float]") and argument.name not in static:
         return _C.ArgKind.SCALAR
+    if text == "List[number]" and argument.name not in static:
+        return _C.ArgKind.SCALAR_LIST
     if "Generator" in text:
         return _C.ArgKind.GENERATOR
     return _C.ArgKind.STATIC
@@ -73,7 +75,7 @@ def call_signature(
     specs = []
     for argument in op._schema.arguments:
         kind = _argument_kind(argument, static)
-        if static_scalars and kind == _C.ArgKind.SCALAR:
+        if static_scalars and kind in (_C.ArgKind.SCALAR, _C.ArgKind.SCALAR_LIST):
             kind = _C.ArgKind.STATIC
         has_default = argument.has_default_value()
         default = argument.default_value if has_default else None
@@ -373,6 +375,8 @@ def _materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
         return jax.numpy.asarray(scalars[description[1]], jax_dtype(DTYPE_OF[description[2]]))
     if kind in ("N", "D"):
         return scalars[description[1]]
+    if kind == "R":
+        return [scalars[i] for i in description[1]]
     if kind == "G":
         return None
     return description[1]  # "S": a static value

@@ -91,7 +91,8 @@ def _variants(functional: OpOverload) -> list[OpOverload]:
         if inplace is not None and _signature(inplace) == _signature(functional):
             found.append(inplace)
     packet = getattr(aten, name)
-    expected = _out_signature(functional)
+    # A factory's out= form drops its dtype/device/... arguments; any other keeps them (sum's dtype).
+    expected = (_signature(functional), _out_signature(functional))
     for overload_name in packet.overloads():
         candidate = getattr(packet, overload_name)
         written = _written(candidate)
@@ -99,7 +100,7 @@ def _variants(functional: OpOverload) -> list[OpOverload]:
             continue
         if (
             all(candidate._schema.arguments[i].kwarg_only for i in written)
-            and _signature(candidate, written) == expected
+            and _signature(candidate, written) in expected
         ):
             found.append(candidate)
     return found

@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm, baddbmm, dot, mv.
+"""Matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv, addr, dot, mv, _int_mm.
 
 16-bit inputs multiply with float32 accumulation (``preferred_element_type``), as PyTorch's CPU and
 CUDA kernels accumulate, then round once to the result dtype.
@@ -61,3 +61,31 @@ def dot(self, tensor):
 @lowering(aten.mv.default)
 def mv(self, vec):
     return _accumulate(self, vec, jnp.matmul)
+
+
+@lowering(aten.addmv.default)
+def addmv(self, mat, vec, *, beta=1, alpha=1):
+    """torch.addmv: beta * self + alpha * (mat @ vec); beta=0 ignores self (NaN included)."""
+    return _scaled_sum(self, _accumulate(mat, vec, jnp.matmul), beta, alpha)
+
+
+@lowering(aten.addbmm.default)
+def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """torch.addbmm: beta * self + alpha * sum_b(batch1[b] @ batch2[b]), reduced in the accumulation dtype."""
+    product = jnp.sum(_accumulate(batch1, batch2, jnp.matmul), axis=0)
+    return _scaled_sum(self, product, beta, alpha)
+
+
+@lowering(aten.addr.default)
+def addr(self, vec1, vec2, *, beta=1, alpha=1):
+    """torch.addr: beta * self + alpha * outer(vec1, vec2); bool inputs use logical and/or as PyTorch does."""
+    if vec1.dtype == jnp.bool_:
+        outer = jnp.logical_and(vec1[:, None], vec2[None, :])
+        return jnp.logical_or(jnp.logical_and(self, beta), jnp.logical_and(outer, alpha))
+    return _scaled_sum(self, jnp.outer(vec1, vec2), beta, alpha)
+
+
+@lowering(aten._int_mm.default)
+def int_mm(self, mat2):
+    """torch._int_mm: int8 (n, k) @ int8 (k, m) accumulated and returned in int32."""
+    return jnp.matmul(self, mat2, preferred_element_type=jnp.int32)

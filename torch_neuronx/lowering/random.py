@@ -2,32 +2,319 @@
 
 Values follow each op's distribution, drawn with JAX's counter-based PRNG keyed by the generator's
 state, so they are reproducible under ``torch.manual_seed`` but differ from the CPU's mt19937 stream
-(as CUDA's Philox stream differs).
+(as CUDA's Philox stream differs). Each lowering receives one key (``random=True``); the eager
+kernel advances the generator's offset by the number of elements the op produces.
+
+Floating-point samples are drawn in float32 (16-bit outputs round once at the end, as the CPU's
+kernels compute in float for them). Parameter checks PyTorch makes on the host raise the same
+errors: at trace time for static arguments, at the next synchronisation for runtime scalars and
+tensors (device checks).
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import device_check, lowering
+from torch_neuronx.runtime.dtypes import TORCH_DTYPE
 
 aten = torch.ops.aten
 
 
-def _sample_dtype(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+def _sample_dtype(dtype) -> jnp.dtype:
+    """The dtype samples are drawn in: float32 for 16-bit floats and integer outputs."""
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) or not jnp.issubdtype(dtype, jnp.inexact) else dtype
+
+
+def _uniform(key, shape, dtype=jnp.float32) -> jax.Array:
+    """U[0, 1) in ``dtype``."""
+    return jax.random.uniform(key, shape, _sample_dtype(dtype))
+
+
+def _scalar(value, dtype) -> jax.Array:
+    """A runtime scalar (0-d array, or Python number) in the sample dtype."""
+    return jnp.asarray(value).astype(dtype)
+
+
+def _require_floating(self, message: str, error: type[Exception], complex_ok: bool = False) -> None:
+    if not jnp.issubdtype(self.dtype, jnp.inexact if complex_ok else jnp.floating):
+        raise error(message.format(dtype=_torch_name(self.dtype)))
+
+
+def _torch_name(dtype) -> str:
+    """PyTorch's ScalarType name ("Long") of a JAX dtype, as its kernels name it in errors."""
+    return torch.empty(0, dtype=TORCH_DTYPE[jnp.dtype(dtype)]).type().removeprefix("torch.").removesuffix("Tensor")
+
+
+# --- continuous distributions ------------------------------------------------------------------
 
 
 @lowering(aten.uniform.default, random=True)
 def uniform(self, from_=0.0, to=1.0, *, generator=None, key):
-    """torch.Tensor.uniform_: U[from, to)."""
-    sample = jax.random.uniform(key, self.shape, _sample_dtype(self.dtype))
-    return from_ + sample * (to - from_)
+    """torch.Tensor.uniform_: from + U[0, 1) * (to - from), computed in float32 as the CPU kernel does;
+    from > to raises as on CPU; integer tensors are rejected as on CPU."""
+    _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
+    dtype = _sample_dtype(self.dtype)
+    low, high = _scalar(from_, dtype), _scalar(to, dtype)
+    device_check(low > high, 0, "uniform_ expects to return a [from, to) range, but found from > to")
+    return low + _uniform(key, self.shape) * (high - low)
+
+
+def _check_std(std) -> None:
+    device_check(std < 0, 0, "normal expects std >= 0.0, but found a negative std")
 
 
 @lowering(aten.normal_functional.default, aten.normal_.default, random=True)
 def normal(self, mean=0.0, std=1.0, *, generator=None, key):
-    """torch.Tensor.normal_: N(mean, std**2)."""
-    return mean + std * jax.random.normal(key, self.shape, _sample_dtype(self.dtype))
+    """torch.Tensor.normal_: N(mean, std**2) (complex: real and imaginary parts each of variance
+    std**2 / 2, as PyTorch draws them); std < 0 raises as on CPU."""
+    _require_floating(self, "\"normal_kernel_cpu\" not implemented for '{dtype}'", NotImplementedError, True)
+    dtype = _sample_dtype(self.dtype)
+    real = jnp.finfo(dtype).dtype
+    mean, std = _scalar(mean, dtype), _scalar(std, real)
+    _check_std(std)
+    return mean + std * jax.random.normal(key, self.shape, dtype)
+
+
+def _normal_tensors(mean, std, shape, key):
+    dtype = jnp.result_type(_sample_dtype(jnp.asarray(mean).dtype), _sample_dtype(jnp.asarray(std).dtype))
+    return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(key, shape, dtype)
+
+
+@lowering(aten.normal.Tensor_float, random=True)
+def normal_tensor_float(mean, std=1.0, *, generator=None, key):
+    """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
+    _check_std(std)
+    return _normal_tensors(mean, jnp.asarray(std), mean.shape, key)
+
+
+@lowering(aten.normal.float_Tensor, random=True)
+def normal_float_tensor(mean, std, *, generator=None, key):
+    """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
+    device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
+    return _normal_tensors(jnp.asarray(mean), std, std.shape, key)
+
+
+@lowering(aten.normal.Tensor_Tensor, random=True)
+def normal_tensor_tensor(mean, std, *, generator=None, key):
+    """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
+    device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
+    return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), key)
+
+
+@lowering(aten.exponential.default, random=True)
+def exponential(self, lambd=1.0, *, generator=None, key):
+    """torch.Tensor.exponential_: -log(1 - U) / lambd, in [0, inf); lambd <= 0 raises as on CPU."""
+    _require_floating(
+        self,
+        "Exponential distribution is a continuous probability distribution. "
+        "dtype must be a floating point but you specified {dtype}",
+        RuntimeError,
+    )
+    dtype = _sample_dtype(self.dtype)
+    rate = _scalar(lambd, dtype)
+    device_check(rate <= 0, 0, "exponential_ expects lambda > 0.0")
+    return -jnp.log1p(-_uniform(key, self.shape)) / rate
+
+
+@lowering(aten.log_normal.default, random=True)
+def log_normal(self, mean=1.0, std=2.0, *, generator=None, key):
+    """torch.Tensor.log_normal_: exp(N(mean, std**2)); std <= 0 raises as on CPU."""
+    _require_floating(self, "\"log_normal_cpu\" not implemented for '{dtype}'", NotImplementedError)
+    dtype = _sample_dtype(self.dtype)
+    mean, std = _scalar(mean, dtype), _scalar(std, dtype)
+    device_check(std <= 0, 0, "log_normal_ expects std > 0.0")
+    return jnp.exp(mean + std * jax.random.normal(key, self.shape, dtype))
+
+
+@lowering(aten.cauchy.default, random=True)
+def cauchy(self, median=0.0, sigma=1.0, *, generator=None, key):
+    """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
+    _require_floating(self, "\"cauchy_cpu\" not implemented for '{dtype}'", NotImplementedError)
+    dtype = _sample_dtype(self.dtype)
+    median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
+    device_check(sigma <= 0, 0, "cauchy_ expects sigma > 0.0")
+    return median + sigma * jnp.tan(jnp.pi * (_uniform(key, self.shape) - 0.5))
+
+
+# --- discrete distributions ----------------------------------------------------------------------
+
+
+def _bernoulli(key, shape, p) -> jax.Array:
+    """1 with probability ``p`` (broadcast to ``shape``), else 0, as bool."""
+    return _uniform(key, shape) < p.astype(jnp.float32)
+
+
+@lowering(aten.bernoulli.p, aten.bernoulli_.float, random=True)
+def bernoulli_p(self, p=0.5, *, generator=None, key):
+    """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
+    ``p``; p outside [0, 1] raises as on CPU."""
+    p = jnp.asarray(p)
+    device_check((p < 0) | (p > 1), 0, "bernoulli_ expects p to be in [0, 1]")
+    return _bernoulli(key, self.shape, p)
+
+
+@lowering(aten.bernoulli.Tensor, random=True)
+def bernoulli_tensor(self, p, *, generator=None, key):
+    """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype."""
+    device_check(jnp.any((p < 0) | (p > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    return _bernoulli(key, self.shape, jnp.broadcast_to(p, self.shape))
+
+
+@lowering(aten.bernoulli.default, random=True)
+def bernoulli(self, *, generator=None, key):
+    """torch.bernoulli(input): 1 with probability input[i], in ``input``'s dtype."""
+    device_check(jnp.any((self < 0) | (self > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    return _bernoulli(key, self.shape, self)
+
+
+@lowering(aten.geometric.default, random=True)
+def geometric(self, p, *, generator=None, key):
+    """torch.Tensor.geometric_: trials until the first success, ceil(log(1 - U) / log(1 - p)) >= 1;
+    p outside (0, 1) raises as on CPU."""
+    p = _scalar(p, jnp.float32)
+    device_check((p <= 0) | (p >= 1), 0, "geometric_ expects p to be in (0, 1)")
+    trials = jnp.ceil(jnp.log1p(-_uniform(key, self.shape)) / jnp.log1p(-p))
+    return jnp.maximum(trials, 1)
+
+
+def _digits(dtype) -> int | None:
+    """Mantissa digits of a floating dtype (std::numeric_limits<T>::digits), None for integers."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return None
+    return int(jnp.finfo(dtype).nmant) + 1
+
+
+def _integer_max(dtype) -> int:
+    digits = _digits(dtype)
+    if digits is not None:
+        return 1 << digits
+    if dtype == jnp.bool_:
+        return 1
+    return int(jnp.iinfo(dtype).max)
+
+
+def _check_in_range(value: int, name: str, dtype) -> None:
+    """PyTorch's check_from_to_in_range for one bound."""
+    torch_dtype = TORCH_DTYPE[jnp.dtype(dtype)]
+    digits = _digits(dtype)
+    if digits is not None:
+        info = jnp.finfo(dtype)
+        if not float(info.min) <= value <= float(info.max):
+            raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+        if not -(1 << digits) <= value <= (1 << digits):
+            warnings.warn(
+                f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {torch_dtype} can "
+                "support discrete uniform distribution only within this range.",
+                stacklevel=2,
+            )
+        return
+    low, high = (0, 1) if dtype == jnp.bool_ else (int(jnp.iinfo(dtype).min), int(jnp.iinfo(dtype).max))
+    if not low <= value <= high:
+        raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+
+
+def _integers(key, shape, low: int, count: int) -> jax.Array:
+    """Integers low, ..., low + count - 1 (count <= 2**64) as int64, uniform up to the modulo bias
+    PyTorch's kernels also have."""
+    bits = jax.random.bits(key, shape, jnp.uint64)
+    if count == 1 << 64:
+        return jax.lax.bitcast_convert_type(bits, jnp.int64)
+    return (bits % np.uint64(count)).astype(jnp.int64) + np.int64(low)
+
+
+@lowering(aten.random.default, random=True)
+def random(self, *, generator=None, key):
+    """torch.Tensor.random_(): integers in [0, 2**digits] for floating dtypes (every integer the
+    dtype represents exactly), [0, max] for integer dtypes, {0, 1} for bool."""
+    return _integers(key, self.shape, 0, _integer_max(self.dtype) + 1)
+
+
+@lowering(aten.random.to, random=True)
+def random_to(self, to, *, generator=None, key):
+    """torch.Tensor.random_(to): integers in [0, to)."""
+    return random_from(self, 0, to, key=key)
+
+
+@lowering(getattr(aten.random, "from"), random=True)
+def random_from(self, from_, to=None, *, generator=None, key):
+    """torch.Tensor.random_(from, to): integers in [from, to); ``to=None`` means up to the dtype's
+    largest (2**digits for floating dtypes); bounds are checked as PyTorch checks them."""
+    if to is not None:
+        if from_ >= to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+        last = to - 1
+    elif from_ == -(1 << 63) and self.dtype == jnp.int64:
+        return _integers(key, self.shape, from_, 1 << 64)
+    else:
+        last = _integer_max(self.dtype)
+        if from_ > last:
+            raise RuntimeError(
+                f"random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted to dtype, "
+                f"but got from={from_} > to_inc={last}"
+            )
+    _check_in_range(from_, "from", self.dtype)
+    _check_in_range(last, "to - 1", self.dtype)
+    return _integers(key, self.shape, from_, last - from_ + 1)
+
+
+@lowering(aten.native_dropout.default, static=("train",), random=True)
+def native_dropout(input, p, train, *, key):
+    """torch.nn.functional.dropout's kernel: (input * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p)
+    when training (p == 1 zeroes everything); (input, all True) otherwise."""
+    if train is False:
+        return input, jnp.ones(input.shape, jnp.bool_)
+    dtype = _sample_dtype(input.dtype)
+    keep = 1 - _scalar(p, dtype)
+    scale = jnp.where(keep == 0, jnp.zeros((), dtype), 1 / keep)
+    mask = _uniform(key, input.shape) < keep
+    return input.astype(dtype) * mask.astype(dtype) * scale, mask
+
+
+@lowering(aten.native_dropout_backward.default)
+def native_dropout_backward(grad_output, mask, scale):
+    """Gradient of native_dropout: grad_output * mask * scale."""
+    dtype = _sample_dtype(grad_output.dtype)
+    return grad_output.astype(dtype) * mask.astype(dtype) * _scalar(scale, dtype)
+
+
+# --- permutations and sampling -------------------------------------------------------------------
+
+
+@lowering(aten.randperm.generator, random=True)
+def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None, key):
+    """torch.randperm(n): a uniformly random permutation of 0..n-1."""
+    return jax.random.permutation(key, n)
+
+
+@lowering(aten.multinomial.default, random=True)
+def multinomial(self, num_samples, replacement=False, *, generator=None, key):
+    """torch.multinomial: category indices drawn with probability proportional to each row of ``self``
+    (1-D or 2-D). With replacement, independent categorical draws; without, the Gumbel top-k trick
+    (categories of probability 0 come last, as on CPU). Negative, infinite or NaN weights, rows
+    summing to 0 and more samples than categories without replacement raise as on CPU."""
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    weights = self.astype(jnp.float32)
+    invalid = jnp.any(~jnp.isfinite(weights) | (weights < 0))
+    device_check(invalid, 0, "probability tensor contains either `inf`, `nan` or element < 0")
+    device_check(
+        ~invalid & jnp.any(jnp.sum(weights, axis=-1) <= 0),
+        0,
+        "invalid multinomial distribution (sum of probabilities <= 0)",
+    )
+    logits = jnp.log(weights)
+    if replacement:
+        shape = (*self.shape[:-1], num_samples)
+        draws = jax.random.categorical(key, logits[..., None, :], axis=-1, shape=shape)
+        return draws
+    perturbed = logits + jax.random.gumbel(key, self.shape, jnp.float32)
+    if math.prod(self.shape) == 0:
+        return jnp.zeros((*self.shape[:-1], num_samples), jnp.int64)
+    return jax.lax.top_k(perturbed, num_samples)[1]

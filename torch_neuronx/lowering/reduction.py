@@ -266,6 +266,17 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     return jnp.sum(magnitude**order, axis=axes, keepdims=keepdim) ** (1 / order)
 
 
+@lowering(aten.renorm.default, static=("p",))
+def renorm(self, p, dim, maxnorm):
+    """torch.renorm: each slice along ``dim`` whose p-norm exceeds ``maxnorm`` is scaled to
+    maxnorm / (norm + 1e-7), as PyTorch computes it; the norm accumulates in float32 for 16-bit floats."""
+    others = tuple(d for d in range(self.ndim) if d != dim % max(self.ndim, 1))
+    norm = linalg_vector_norm(self, p, others, keepdim=True)
+    maxnorm = jnp.asarray(maxnorm, norm.dtype)
+    factor = jnp.where(norm > maxnorm, maxnorm / (norm + 1e-7), jnp.ones((), norm.dtype))
+    return self * factor.astype(self.dtype)
+
+
 @lowering(aten.logsumexp.default)
 def logsumexp(self, dim, keepdim=False):
     """torch.logsumexp: log(sum(exp(x))) computed stably around the maximum; integers compute in the
@@ -300,7 +311,7 @@ def cumprod(self, dim, *, dtype=None, result_dtype):
     return _scan(self, dim, jnp.cumprod, _accumulator(result_dtype))
 
 
-@lowering(aten._logcumsumexp.default)
+@lowering(aten.logcumsumexp.default)
 def logcumsumexp(self, dim):
     """torch.logcumsumexp (floating point only, as on CPU); 16-bit floats accumulate in float32."""
     if not jnp.issubdtype(self.dtype, jnp.inexact):

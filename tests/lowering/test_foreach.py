@@ -1,0 +1,280 @@
+"""Foreach ops on neuron against CPU: every overload, functional and in-place (into views), one
+executable per call, and the optimizers and gradient clipping that use them."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from torch.testing import make_tensor
+
+import torch_neuronx
+from tests.utils import assert_matches_cpu, to_neuron
+
+SHAPES = [(3, 4), (5,), ()]
+
+
+def _tensors(dtype=torch.float32, low=0.5, high=2.0):
+    return [make_tensor(shape, dtype=dtype, device="cpu", low=low, high=high) for shape in SHAPES]
+
+
+# name -> fn(a, b, c) for three lists of tensors; results are lists.
+BINARY = {
+    "add_list": lambda a, b, c: torch._foreach_add(a, b, alpha=-0.5),
+    "add_scalar": lambda a, b, c: torch._foreach_add(a, 1.5),
+    "add_int_scalar": lambda a, b, c: torch._foreach_add(a, 2),
+    "add_scalar_list": lambda a, b, c: torch._foreach_add(a, [1.0, -2.0, 3.5]),
+    "add_tensor": lambda a, b, c: torch._foreach_add(a, b[2], alpha=2.0),
+    "sub_list": lambda a, b, c: torch._foreach_sub(a, b, alpha=3),
+    "sub_scalar": lambda a, b, c: torch._foreach_sub(a, 0.25),
+    "sub_scalar_list": lambda a, b, c: torch._foreach_sub(a, [1, 2, 3]),
+    "mul_list": lambda a, b, c: torch._foreach_mul(a, b),
+    "mul_scalar": lambda a, b, c: torch._foreach_mul(a, -1.5),
+    "mul_scalar_list": lambda a, b, c: torch._foreach_mul(a, [0.5, 2.0, -1.0]),
+    "mul_tensor": lambda a, b, c: torch._foreach_mul(a, b[2]),
+    "div_list": lambda a, b, c: torch._foreach_div(a, b),
+    "div_scalar": lambda a, b, c: torch._foreach_div(a, 3.0),
+    "div_scalar_list": lambda a, b, c: torch._foreach_div(a, [0.5, 2.0, 7.0]),
+    "div_tensor": lambda a, b, c: torch._foreach_div(a, b[2]),
+    "maximum_list": lambda a, b, c: torch._foreach_maximum(a, b),
+    "maximum_scalar": lambda a, b, c: torch._foreach_maximum(a, 1.0),
+    "minimum_scalar_list": lambda a, b, c: torch._foreach_minimum(a, [1.0, 0.7, 1.5]),
+    "clamp_min_list": lambda a, b, c: torch._foreach_clamp_min(a, b),
+    "clamp_min_scalar": lambda a, b, c: torch._foreach_clamp_min(a, 1.2),
+    "clamp_max_scalar_list": lambda a, b, c: torch._foreach_clamp_max(a, [1.0, 0.7, 1.5]),
+    "pow_list": lambda a, b, c: torch._foreach_pow(a, b),
+    "pow_scalar": lambda a, b, c: torch._foreach_pow(a, 2.5),
+    "pow_scalar_list": lambda a, b, c: torch._foreach_pow(a, [2, 0.5, -1.0]),
+    "pow_scalar_and_tensor": lambda a, b, c: torch._foreach_pow(2.0, a),
+    "addcmul_scalar": lambda a, b, c: torch._foreach_addcmul(a, b, c, value=0.5),
+    "addcmul_scalar_list": lambda a, b, c: torch._foreach_addcmul(a, b, c, [1.0, -2.0, 0.5]),
+    "addcmul_tensor": lambda a, b, c: torch._foreach_addcmul(a, b, c, torch.tensor([1.0, -2.0, 0.5])),
+    "addcdiv_scalar": lambda a, b, c: torch._foreach_addcdiv(a, b, c, value=-0.1),
+    "addcdiv_scalar_list": lambda a, b, c: torch._foreach_addcdiv(a, b, c, [1.0, -2.0, 0.5]),
+    "addcdiv_tensor": lambda a, b, c: torch._foreach_addcdiv(a, b, c, torch.tensor([1.0, -2.0, 0.5])),
+    "lerp_list": lambda a, b, c: torch._foreach_lerp(a, b, [t.clamp(0, 1) for t in c]),
+    "lerp_scalar": lambda a, b, c: torch._foreach_lerp(a, b, 0.3),
+    "lerp_scalar_list": lambda a, b, c: torch._foreach_lerp(a, b, [0.1, 0.6, 0.9]),
+    "norm": lambda a, b, c: torch._foreach_norm(a),
+    "norm_1": lambda a, b, c: torch._foreach_norm(a, 1),
+    "norm_inf": lambda a, b, c: torch._foreach_norm(a, math.inf),
+    "norm_dtype": lambda a, b, c: torch._foreach_norm(a, 2, dtype=torch.float32),
+    "powsum": lambda a, b, c: torch._foreach_powsum(a, 3),
+    "max": lambda a, b, c: torch._foreach_max(a),
+    "clone": lambda a, b, c: torch._foreach_clone(a),
+    "mm": lambda a, b, c: torch._foreach_mm([a[0], b[0]], [b[0].t(), c[0].t()]),
+}
+
+UNARY = [
+    "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor", "frac",
+    "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt", "sigmoid", "sign",
+    "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+]  # fmt: skip
+
+
+def _tolerances(dtype):
+    return (2e-2, 2e-2) if dtype == torch.bfloat16 else (None, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", BINARY)
+def test_foreach_ops_match_cpu(name, dtype):
+    if name == "mm" and dtype == torch.bfloat16:
+        pytest.skip("CPU bf16 mm rounds differently; mm itself is tested in test_linalg")
+    atol, rtol = _tolerances(dtype)
+    assert_matches_cpu(BINARY[name], _tensors(dtype), _tensors(dtype), _tensors(dtype), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_foreach_unary_ops_match_cpu(name):
+    op = getattr(torch, f"_foreach_{name}")
+    assert_matches_cpu(op, _tensors(low=0.1, high=0.9))
+
+
+def test_mixed_dtype_lists_keep_each_dtype():
+    tensors = [
+        make_tensor((4,), dtype=torch.float32, device="cpu"),
+        make_tensor((3,), dtype=torch.bfloat16, device="cpu"),
+    ]
+    assert_matches_cpu(
+        lambda t: (torch._foreach_mul(t, 0.3), torch._foreach_norm(t), torch._foreach_add(t, t, alpha=0.7)),
+        tensors,
+        atol=1e-2,
+        rtol=1e-2,
+    )
+
+
+def test_integer_lists_promote_as_torch_does():
+    tensors = [make_tensor((4,), dtype=torch.int64, device="cpu", low=1, high=9) for _ in range(2)]
+    result = assert_matches_cpu(
+        lambda t: (
+            torch._foreach_add(t, 1.5),
+            torch._foreach_div(t, 2),
+            torch._foreach_mul(t, 3),
+            torch._foreach_sqrt(t),
+            torch._foreach_add(t, t),
+        ),
+        tensors,
+    )
+    assert [r[0].dtype for r in result] == [torch.float32, torch.float32, torch.int64, torch.float32, torch.int64]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, b, c: torch._foreach_add_(a, b, alpha=2),
+        lambda a, b, c: torch._foreach_add_(a, 1.5),
+        lambda a, b, c: torch._foreach_mul_(a, [0.5, 2.0, 3.0]),
+        lambda a, b, c: torch._foreach_mul_(a, b[2]),
+        lambda a, b, c: torch._foreach_div_(a, 3.0),
+        lambda a, b, c: torch._foreach_addcmul_(a, b, c, value=0.5),
+        lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [1.0, 2.0, 3.0]),
+        lambda a, b, c: torch._foreach_lerp_(a, b, 0.25),
+        lambda a, b, c: torch._foreach_sqrt_(a),
+        lambda a, b, c: torch._foreach_neg_(a),
+        lambda a, b, c: torch._foreach_maximum_(a, b),
+        lambda a, b, c: torch._foreach_clamp_max_(a, 1.0),
+        lambda a, b, c: torch._foreach_pow_(a, 2),
+        lambda a, b, c: torch._foreach_copy_(a, b),
+        lambda a, b, c: torch._foreach_zero_(a),
+    ],
+    ids=[
+        "add_list",
+        "add_scalar",
+        "mul_scalar_list",
+        "mul_tensor",
+        "div_scalar",
+        "addcmul",
+        "addcdiv_scalar_list",
+        "lerp",
+        "sqrt",
+        "neg",
+        "maximum",
+        "clamp_max",
+        "pow",
+        "copy",
+        "zero",
+    ],
+)
+def test_inplace_forms_write_each_view(call):
+    def run(base, b, c):
+        base = base.clone()
+        views = [base[0], base[1, :4].view(2, 2), base[2, 5]]  # views sharing one storage
+        call(views, b, c)
+        return base
+
+    base = make_tensor((3, 6), dtype=torch.float32, device="cpu", low=0.5, high=2)
+    b = [make_tensor(s, dtype=torch.float32, device="cpu", low=0.5, high=2) for s in [(6,), (2, 2), ()]]
+    c = [make_tensor(s, dtype=torch.float32, device="cpu", low=0.5, high=2) for s in [(6,), (2, 2), ()]]
+    assert_matches_cpu(run, base, b, c)
+
+
+def test_inplace_result_that_cannot_be_cast_raises():
+    ints = [torch.ones(3, dtype=torch.int64)]
+    with pytest.raises(RuntimeError):
+        torch._foreach_add_(ints, 1.5)
+    with pytest.raises(RuntimeError):
+        torch._foreach_add_(to_neuron(ints), 1.5)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda t: torch._foreach_add_(t, t, alpha=0.5), "aten::_foreach_add_.List"),
+        (lambda t: torch._foreach_addcdiv_(t, t, t, [0.1] * len(t)), "aten::_foreach_addcdiv_.ScalarList"),
+        (lambda t: torch._foreach_norm(t), "aten::_foreach_norm.Scalar"),
+    ],
+    ids=["add_", "addcdiv_", "norm"],
+)
+def test_one_executable_per_call(call, name):
+    tensors = to_neuron([torch.rand(i + 1, 3) for i in range(6)])
+    torch_neuronx.clear_op_tracking()
+    call(tensors)
+    assert torch_neuronx.get_executed_ops() == {name: 1}
+
+
+# --- optimizers and clipping -------------------------------------------------------------------------
+
+OPTIMIZERS = {
+    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=0.1, foreach=foreach),
+    "sgd_momentum_wd": lambda params, foreach: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, foreach=foreach
+    ),
+    "sgd_nesterov": lambda params, foreach: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, foreach=foreach
+    ),
+    "adam": lambda params, foreach: torch.optim.Adam(params, lr=0.01, foreach=foreach),
+    "adam_wd_amsgrad": lambda params, foreach: torch.optim.Adam(
+        params, lr=0.01, weight_decay=0.1, amsgrad=True, foreach=foreach
+    ),
+    "adamw": lambda params, foreach: torch.optim.AdamW(params, lr=0.01, weight_decay=0.1, foreach=foreach),
+}
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def _train(model, optimizer, device, steps=3, clip=None):
+    torch.manual_seed(1)
+    for _ in range(steps):
+        x, y = torch.randn(6, 4).to(device), torch.randn(6, 3).to(device)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        if clip is not None:
+            clip(model.parameters())
+        optimizer.step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "for_loop"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_steps_match_cpu(name, foreach):
+    model = _model()
+    on_cpu, on_neuron = copy.deepcopy(model), copy.deepcopy(model).to("neuron")
+    expected = _train(on_cpu, OPTIMIZERS[name](on_cpu.parameters(), foreach), "cpu")
+    torch_neuronx.clear_op_tracking()
+    actual = _train(on_neuron, OPTIMIZERS[name](on_neuron.parameters(), foreach), "neuron")
+    assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
+    used_foreach = any("_foreach_" in op for op in torch_neuronx.get_executed_ops())
+    assert used_foreach == foreach
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_optimizer_default_uses_foreach_on_neuron():
+    model = _model().to("neuron")
+    torch_neuronx.clear_op_tracking()
+    _train(model, torch.optim.Adam(model.parameters(), lr=0.01), "neuron", steps=1)
+    assert "aten::_foreach_addcdiv_.ScalarList" in torch_neuronx.get_executed_ops()
+
+
+def test_zero_grad_without_set_to_none_uses_foreach_zero():
+    model = _model().to("neuron")
+    model(torch.randn(2, 4, device="neuron")).sum().backward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)
+    torch_neuronx.clear_op_tracking()
+    optimizer.zero_grad(set_to_none=False)
+    assert torch_neuronx.get_executed_ops() == {"aten::_foreach_zero_.default": 1}
+    assert all((p.grad.cpu() == 0).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf])
+def test_clip_grad_norm_matches_cpu(norm_type):
+    def clip(params):
+        clip.total = torch.nn.utils.clip_grad_norm_(params, max_norm=0.05, norm_type=norm_type, foreach=True)
+
+    model = _model()
+    on_cpu, on_neuron = copy.deepcopy(model), copy.deepcopy(model).to("neuron")
+    expected = _train(on_cpu, torch.optim.SGD(on_cpu.parameters(), lr=0.1), "cpu", clip=clip)
+    expected_total = clip.total
+    torch_neuronx.clear_op_tracking()
+    actual = _train(on_neuron, torch.optim.SGD(on_neuron.parameters(), lr=0.1), "neuron", clip=clip)
+    assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
+    assert "aten::_foreach_norm.Scalar" in torch_neuronx.get_executed_ops()
+    torch.testing.assert_close(clip.total.cpu(), expected_total)
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,154 @@
+"""Matrix products on neuron against CPU: torch.matmul's broadcasting cases, F.linear in bf16, the
+add*-family (addmm, addmv, addbmm, baddbmm, addr) with beta/alpha, out= and in-place forms, and
+_int_mm."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import make_tensor
+
+from tests.utils import assert_matches_cpu
+
+MATMUL_SHAPES = [
+    ((4,), (4,)),
+    ((4,), (4, 3)),
+    ((2, 4), (4,)),
+    ((2, 4), (4, 3)),
+    ((5, 2, 4), (4,)),
+    ((4,), (5, 4, 3)),
+    ((5, 2, 4), (4, 3)),
+    ((2, 4), (5, 4, 3)),
+    ((5, 2, 4), (5, 4, 3)),
+    ((1, 2, 4), (5, 4, 3)),
+    ((2, 5, 2, 4), (5, 4, 3)),
+    ((2, 1, 2, 4), (3, 4, 3)),
+    ((2, 3, 2, 4), (2, 3, 4, 3)),
+]
+
+
+def _make(shape, dtype=torch.float32):
+    return make_tensor(shape, dtype=dtype, device="cpu", low=-2, high=2)
+
+
+@pytest.mark.parametrize(("a", "b"), MATMUL_SHAPES, ids=[f"{a}@{b}" for a, b in MATMUL_SHAPES])
+def test_matmul_broadcasting_matches_cpu(a, b):
+    assert_matches_cpu(torch.matmul, _make(a), _make(b))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int64, torch.int32])
+def test_matmul_dtypes_match_cpu(dtype):
+    atol, rtol = (1e-2, 1.6e-2) if dtype == torch.bfloat16 else (None, None)
+    assert_matches_cpu(torch.matmul, _make((3, 2, 8), dtype), _make((8, 5), dtype), atol=atol, rtol=rtol)
+
+
+def test_matmul_gradients_match_cpu():
+    a, b = _make((3, 2, 4)).requires_grad_(), _make((4, 5)).requires_grad_()
+    (a @ b).sum().backward()
+    na, nb = a.detach().to("neuron").requires_grad_(), b.detach().to("neuron").requires_grad_()
+    (na @ nb).sum().backward()
+    torch.testing.assert_close(na.grad.cpu(), a.grad)
+    torch.testing.assert_close(nb.grad.cpu(), b.grad)
+
+
+@pytest.mark.parametrize("input_shape", [(8,), (3, 8), (2, 3, 8)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_bfloat16_matches_cpu(input_shape, bias):
+    x, w = _make(input_shape, torch.bfloat16), _make((5, 8), torch.bfloat16)
+    b = _make((5,), torch.bfloat16) if bias else None
+    assert_matches_cpu(F.linear, x, w, b, atol=2e-2, rtol=2e-2)
+
+
+PRODUCTS = {
+    "addmm": lambda t: torch.addmm(t["m"], t["a"], t["b"], beta=0.5, alpha=2),
+    "addmv": lambda t: torch.addmv(t["v3"], t["a"], t["v4"], beta=0.5, alpha=-1),
+    "addbmm": lambda t: torch.addbmm(t["m"], t["ba"], t["bb"], beta=2, alpha=0.5),
+    "baddbmm": lambda t: torch.baddbmm(t["bm"], t["ba"], t["bb"], beta=0.5, alpha=2),
+    "addr": lambda t: torch.addr(t["a"], t["v3"], t["v4"], beta=2, alpha=0.5),
+    "outer": lambda t: torch.outer(t["v3"], t["v4"]),
+    "dot": lambda t: torch.dot(t["v4"], t["v4"]),
+    "vdot": lambda t: torch.vdot(t["v4"], t["v4"]),
+    "inner": lambda t: torch.inner(t["a"], t["a"]),
+    "mv": lambda t: torch.mv(t["a"], t["v4"]),
+    "einsum": lambda t: torch.einsum("bij,bjk->bik", t["ba"], t["bb"]),
+}
+
+
+def _operands(dtype=torch.float32):
+    shapes = {"a": (3, 4), "b": (4, 5), "m": (3, 5), "v3": (3,), "v4": (4,), "ba": (2, 3, 4), "bb": (2, 4, 5)}
+    operands = {name: _make(shape, dtype) for name, shape in shapes.items()}
+    operands["bm"] = _make((2, 3, 5), dtype)
+    return operands
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", PRODUCTS)
+def test_products_match_cpu(name, dtype):
+    atol, rtol = (3e-2, 2e-2) if dtype == torch.bfloat16 else (None, None)
+    assert_matches_cpu(PRODUCTS[name], _operands(dtype), atol=atol, rtol=rtol)
+
+
+BETA_ZERO = {
+    "addmm": ("m", lambda t: torch.addmm(t["m"], t["a"], t["b"], beta=0)),
+    "addmv": ("v3", lambda t: torch.addmv(t["v3"], t["a"], t["v4"], beta=0)),
+    "addbmm": ("m", lambda t: torch.addbmm(t["m"], t["ba"], t["bb"], beta=0)),
+    "baddbmm": ("bm", lambda t: torch.baddbmm(t["bm"], t["ba"], t["bb"], beta=0)),
+    "addr": ("a", lambda t: torch.addr(t["a"], t["v3"], t["v4"], beta=0)),
+}
+
+
+@pytest.mark.parametrize("name", BETA_ZERO)
+def test_beta_zero_ignores_nan_in_self(name):
+    self_name, fn = BETA_ZERO[name]
+    operands = _operands()
+    operands[self_name] = torch.full_like(operands[self_name], float("nan"))
+    result = assert_matches_cpu(fn, operands)
+    assert not result.isnan().any()
+
+
+def test_integer_and_bool_products_match_cpu():
+    ints = {name: t.to(torch.int64) for name, t in _operands().items()}
+    assert_matches_cpu(lambda t: torch.addmv(t["v3"], t["a"], t["v4"]), ints)
+    assert_matches_cpu(lambda t: torch.addbmm(t["m"], t["ba"], t["bb"], beta=2, alpha=3), ints)
+    assert_matches_cpu(lambda t: torch.addr(t["a"], t["v3"], t["v4"], beta=2, alpha=3), ints)
+    bools = {name: t > 0 for name, t in _operands().items()}
+    assert_matches_cpu(lambda t: torch.addr(t["a"], t["v3"], t["v4"]), bools)
+
+
+def test_inplace_and_out_forms_match_cpu():
+    def fn(t):
+        m, v3 = t["m"].clone(), t["v3"].clone()
+        m.addbmm_(t["ba"], t["bb"], alpha=0.5)
+        v3.addmv_(t["a"], t["v4"])
+        a = t["a"].clone()
+        a.addr_(t["v3"], t["v4"])
+        out = torch.empty(3, 5, device=m.device)
+        torch.addbmm(t["m"], t["ba"], t["bb"], out=out)
+        out_mv = torch.empty(3, device=m.device)
+        torch.addmv(t["v3"], t["a"], t["v4"], out=out_mv)
+        return m, v3, a, out, out_mv
+
+    assert_matches_cpu(fn, _operands())
+
+
+def test_int_mm_matches_cpu():
+    a = make_tensor((32, 16), dtype=torch.int8, device="cpu")
+    b = make_tensor((16, 24), dtype=torch.int8, device="cpu")
+    result = assert_matches_cpu(torch._int_mm, a, b)
+    assert result.dtype == torch.int32
+
+
+def test_product_gradients_match_cpu():
+    operands = {name: t.requires_grad_() for name, t in _operands().items()}
+    names = ["m", "a", "v3", "v4", "ba", "bb"]
+
+    def grads(t):
+        total = (
+            torch.addbmm(t["m"], t["ba"], t["bb"]).sum()
+            + torch.addmv(t["v3"], t["a"], t["v4"]).sum()
+            + torch.addr(t["a"], t["v3"], t["v4"]).sum()
+        )
+        return torch.autograd.grad(total, [t[name] for name in names])
+
+    assert_matches_cpu(grads, operands)

@@ -1,0 +1,347 @@
+"""Random ops on neuron: native (no CPU fallback), reproducible from the generator's (seed, offset),
+distinct between calls, with the right distribution, range and dtype, writing into views, and
+raising PyTorch's errors for invalid parameters.
+
+Values cannot match CPU bitwise (CPU draws from mt19937, neuron from a counter-based PRNG, as CUDA
+draws from Philox), so the tests check reproducibility and distribution properties instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+
+N = 20_000  # samples for distribution checks: standard errors of about 1% of the scale
+
+# Every way to draw on neuron that must run natively, as a function of (device, generator).
+DRAWS = {
+    "rand": lambda d, g: torch.rand(64, device=d, generator=g),
+    "rand_bf16": lambda d, g: torch.rand(64, device=d, dtype=torch.bfloat16, generator=g),
+    "randn": lambda d, g: torch.randn(4, 16, device=d, generator=g),
+    "randint": lambda d, g: torch.randint(3, 10, (64,), device=d, generator=g),
+    "randint_int32": lambda d, g: torch.randint(0, 1000, (64,), device=d, dtype=torch.int32, generator=g),
+    "randint_like": lambda d, g: torch.randint_like(torch.zeros(64, device=d), 7, generator=g),
+    "rand_like": lambda d, g: torch.rand_like(torch.zeros(64, device=d), generator=g),
+    "randn_like": lambda d, g: torch.randn_like(torch.zeros(64, device=d), generator=g),
+    "randperm": lambda d, g: torch.randperm(64, device=d, generator=g),
+    "uniform_": lambda d, g: torch.empty(64, device=d).uniform_(-2, 3, generator=g),
+    "normal_": lambda d, g: torch.empty(64, device=d).normal_(1, 2, generator=g),
+    "normal_tensor_float": lambda d, g: torch.normal(torch.zeros(64, device=d), 2.0, generator=g),
+    "normal_float_tensor": lambda d, g: torch.normal(1.0, torch.ones(64, device=d), generator=g),
+    "normal_tensor_tensor": lambda d, g: torch.normal(
+        torch.zeros(8, 1, device=d), torch.ones(8, device=d), generator=g
+    ),
+    "normal_sizes": lambda d, g: torch.normal(0.0, 1.0, (64,), device=d, generator=g),
+    "bernoulli": lambda d, g: torch.bernoulli(torch.full((64,), 0.5, device=d), generator=g),
+    "bernoulli_p": lambda d, g: torch.bernoulli(torch.zeros(64, device=d), 0.3, generator=g),
+    "bernoulli_float_": lambda d, g: torch.zeros(64, device=d).bernoulli_(0.3, generator=g),
+    "bernoulli_tensor_": lambda d, g: torch.zeros(64, device=d).bernoulli_(
+        torch.full((64,), 0.3, device=d), generator=g
+    ),
+    "random_": lambda d, g: torch.empty(64, device=d).random_(generator=g),
+    "random_to": lambda d, g: torch.empty(64, device=d, dtype=torch.int64).random_(100, generator=g),
+    "random_from_to": lambda d, g: torch.empty(64, device=d, dtype=torch.int32).random_(-5, 5, generator=g),
+    "exponential_": lambda d, g: torch.empty(64, device=d).exponential_(2.0, generator=g),
+    "geometric_": lambda d, g: torch.empty(64, device=d).geometric_(0.3, generator=g),
+    "log_normal_": lambda d, g: torch.empty(64, device=d).log_normal_(generator=g),
+    "cauchy_": lambda d, g: torch.empty(64, device=d).cauchy_(generator=g),
+    "multinomial": lambda d, g: torch.multinomial(torch.ones(4, 16, device=d), 8, generator=g),
+    "multinomial_replacement": lambda d, g: torch.multinomial(torch.ones(16, device=d), 32, True, generator=g),
+}
+
+
+@pytest.mark.parametrize("name", DRAWS)
+def test_draws_are_native_and_reproducible(name):
+    draw = DRAWS[name]
+    torch.manual_seed(123)
+    first = draw("neuron", None).cpu()
+    second = draw("neuron", None).cpu()
+    assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
+    assert first.device.type == "cpu" and not torch.equal(first, second), "consecutive draws must differ"
+    torch.manual_seed(123)
+    torch.testing.assert_close(draw("neuron", None).cpu(), first, rtol=0, atol=0)
+    torch.testing.assert_close(draw("neuron", None).cpu(), second, rtol=0, atol=0)
+    expected_cpu = draw("cpu", None)
+    assert first.shape == expected_cpu.shape and first.dtype == expected_cpu.dtype
+
+
+@pytest.mark.parametrize("name", ["rand", "randint", "normal_", "bernoulli_tensor_", "multinomial"])
+def test_neuron_generator_reproduces_and_leaves_default_stream_alone(name):
+    draw = DRAWS[name]
+    torch.manual_seed(0)
+    state = torch.neuron.get_rng_state()
+    generator = torch.Generator(device="neuron").manual_seed(7)
+    first = draw("neuron", generator).cpu()
+    torch.testing.assert_close(torch.neuron.get_rng_state(), state, rtol=0, atol=0)
+    again = draw("neuron", torch.Generator(device="neuron").manual_seed(7)).cpu()
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    other = draw("neuron", torch.Generator(device="neuron").manual_seed(8)).cpu()
+    assert not torch.equal(other, first)
+
+
+def test_generator_state_round_trips():
+    generator = torch.Generator(device="neuron").manual_seed(3)
+    state = generator.get_state()
+    first = torch.rand(16, device="neuron", generator=generator).cpu()
+    generator.set_state(state)
+    torch.testing.assert_close(torch.rand(16, device="neuron", generator=generator).cpu(), first, rtol=0, atol=0)
+
+
+def test_each_draw_advances_the_offset():
+    torch.manual_seed(0)
+    before = torch.neuron.get_rng_state().view(torch.int64)
+    torch.rand(10, device="neuron")
+    after = torch.neuron.get_rng_state().view(torch.int64)
+    assert after[0] == before[0] and after[1] > before[1]
+
+
+def test_cpu_generator_for_neuron_draw_raises():
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.rand(4, device="neuron", generator=torch.Generator()).cpu()
+
+
+# --- distributions -----------------------------------------------------------------------------
+
+
+def _moments(x):
+    x = x.double()
+    return x.mean().item(), x.var().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_uniform_distribution(dtype):
+    x = torch.empty(N, device="neuron", dtype=dtype).uniform_(-2, 3).cpu()
+    assert x.dtype == dtype and x.min() >= -2 and x.max() <= 3
+    mean, var = _moments(x)
+    assert mean == pytest.approx(0.5, abs=0.05) and var == pytest.approx(25 / 12, rel=0.05)
+    r = torch.rand(N, device="neuron").cpu()
+    assert r.min() >= 0 and r.max() < 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_normal_distribution(dtype):
+    x = torch.empty(N, device="neuron", dtype=dtype).normal_(1.0, 2.0).cpu()
+    mean, var = _moments(x)
+    assert x.dtype == dtype and mean == pytest.approx(1.0, abs=0.06) and var == pytest.approx(4.0, rel=0.05)
+    z = torch.randn(N, device="neuron").cpu()
+    assert _moments(z) == pytest.approx((0.0, 1.0), abs=0.05)
+
+
+def test_complex_normal_splits_the_variance():
+    z = torch.randn(N, dtype=torch.complex64, device="neuron").cpu()
+    assert z.dtype == torch.complex64
+    assert _moments(z.real) == pytest.approx((0.0, 0.5), abs=0.03)
+    assert _moments(z.imag) == pytest.approx((0.0, 0.5), abs=0.03)
+
+
+def test_normal_tensor_overloads():
+    mean = torch.arange(4.0, device="neuron").reshape(4, 1)
+    std = torch.tensor([0.0, 0.0, 1.0], device="neuron")
+    sample = torch.normal(mean, std).cpu()
+    assert sample.shape == (4, 3)
+    torch.testing.assert_close(sample[:, :2], torch.arange(4.0).reshape(4, 1).expand(4, 2))
+    wide = torch.normal(torch.full((N,), 3.0, device="neuron"), 0.5).cpu()
+    assert _moments(wide) == pytest.approx((3.0, 0.25), rel=0.05)
+    scaled = torch.normal(-1.0, torch.full((N,), 2.0, device="neuron")).cpu()
+    assert _moments(scaled) == pytest.approx((-1.0, 4.0), rel=0.06)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_bernoulli_distribution(dtype):
+    x = torch.zeros(N, device="neuron", dtype=dtype).bernoulli_(0.3).cpu()
+    assert x.dtype == dtype and set(x.to(torch.int64).unique().tolist()) <= {0, 1}
+    assert x.double().mean().item() == pytest.approx(0.3, abs=0.02)
+    p = torch.tensor([0.0, 1.0, 0.0, 1.0], device="neuron")
+    torch.testing.assert_close(torch.bernoulli(p).cpu(), p.cpu())
+    varying = torch.linspace(0, 1, N, device="neuron")
+    assert torch.bernoulli(varying).cpu().double().mean().item() == pytest.approx(0.5, abs=0.02)
+
+
+def test_exponential_geometric_log_normal_cauchy_distributions():
+    exponential = torch.empty(N, device="neuron").exponential_(2.0).cpu()
+    assert exponential.min() >= 0 and exponential.mean().item() == pytest.approx(0.5, rel=0.05)
+    geometric = torch.empty(N, device="neuron").geometric_(0.25).cpu()
+    assert geometric.min() >= 1 and torch.equal(geometric, geometric.round())
+    assert geometric.mean().item() == pytest.approx(4.0, rel=0.05)
+    log_normal = torch.empty(N, device="neuron").log_normal_(0.5, 0.25).cpu()
+    assert log_normal.min() > 0 and _moments(log_normal.log()) == pytest.approx((0.5, 0.0625), rel=0.06)
+    cauchy = torch.empty(N, device="neuron").cauchy_(1.0, 2.0).cpu()
+    quartiles = cauchy.quantile(torch.tensor([0.25, 0.5, 0.75]))
+    torch.testing.assert_close(quartiles, torch.tensor([-1.0, 1.0, 3.0]), atol=0.15, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "high"),
+    [(torch.float32, 2**24), (torch.bfloat16, 2**8), (torch.int32, 2**31 - 1), (torch.uint8, 255), (torch.bool, 1)],
+)
+def test_random_default_range(dtype, high):
+    x = torch.empty(N, device="neuron", dtype=dtype).random_().cpu()
+    values = x.to(torch.float64)
+    assert values.min() >= 0 and values.max() <= high and values.max() > high * 0.9
+    assert values.mean().item() == pytest.approx(high / 2, rel=0.05)
+
+
+def test_random_int64_default_and_full_range():
+    x = torch.empty(N, device="neuron", dtype=torch.int64).random_().cpu()
+    assert x.min() >= 0 and x.max() > 2**62
+    full = torch.empty(N, device="neuron", dtype=torch.int64).random_(-(2**63), None).cpu()
+    assert full.min() < -(2**62) and full.max() > 2**62
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.float32, torch.bfloat16])
+def test_randint_covers_its_range(dtype):
+    x = torch.randint(-3, 5, (N,), device="neuron", dtype=dtype).cpu()
+    assert x.dtype == dtype
+    assert sorted(x.to(torch.int64).unique().tolist()) == list(range(-3, 5))
+    counts = torch.bincount(x.to(torch.int64) + 3).double() / N
+    torch.testing.assert_close(counts, torch.full((8,), 1 / 8, dtype=torch.float64), atol=0.01, rtol=0)
+
+
+def test_randperm_is_a_permutation():
+    for n in (1, 7, 1000):
+        torch.testing.assert_close(torch.randperm(n, device="neuron").cpu().sort().values, torch.arange(n))
+    as_float = torch.randperm(16, device="neuron", dtype=torch.float32).cpu()
+    torch.testing.assert_close(as_float.sort().values, torch.arange(16.0))
+    out = torch.empty(5, dtype=torch.int64, device="neuron")
+    torch.randperm(5, out=out)
+    torch.testing.assert_close(out.cpu().sort().values, torch.arange(5))
+
+
+def test_multinomial_frequencies():
+    weights = torch.tensor([[1.0, 2.0, 0.0, 5.0], [0.0, 0.0, 1.0, 0.0]], device="neuron")
+    draws = torch.multinomial(weights, N, replacement=True).cpu()
+    assert draws.shape == (2, N) and draws.dtype == torch.int64
+    frequency = torch.bincount(draws[0], minlength=4).double() / N
+    torch.testing.assert_close(
+        frequency, torch.tensor([1 / 8, 2 / 8, 0, 5 / 8], dtype=torch.float64), atol=0.015, rtol=0
+    )
+    assert (draws[1] == 2).all()
+    unique = torch.multinomial(torch.ones(3, 10, device="neuron"), 10).cpu()
+    torch.testing.assert_close(unique.sort(dim=1).values, torch.arange(10).expand(3, 10))
+    first = torch.multinomial(torch.tensor([1.0, 0.0, 0.0], device="neuron"), 1).cpu()
+    torch.testing.assert_close(first, torch.tensor([0]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_scales_kept_values(dtype):
+    x = torch.randn(N, dtype=dtype).abs() + 1
+    out = F.dropout(x.to("neuron"), 0.25, training=True).cpu()
+    assert torch_neuronx.get_fallback_ops() == {}
+    kept = out != 0
+    assert kept.double().mean().item() == pytest.approx(0.75, abs=0.02)
+    torch.testing.assert_close(out[kept], (x / 0.75)[kept])
+    torch.testing.assert_close(F.dropout(x.to("neuron"), 0.25, training=False).cpu(), x)
+    torch.testing.assert_close(F.dropout(x.to("neuron"), 1.0).cpu(), torch.zeros_like(x))
+    torch.testing.assert_close(F.dropout(x.to("neuron"), 0.0).cpu(), x)
+
+
+def test_dropout_gradient_uses_the_same_mask():
+    x = (torch.rand(64, 8) + 1).to("neuron").requires_grad_()
+    out = F.dropout(x, 0.5)
+    out.sum().backward()
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(x.grad.cpu(), (out != 0).float().cpu() * 2)
+
+
+def test_native_dropout_eval_returns_input_and_full_mask():
+    x = torch.randn(8, device="neuron")
+    out, mask = torch.ops.aten.native_dropout(x, 0.5, False)
+    torch.testing.assert_close(out.cpu(), x.cpu())
+    assert mask.dtype == torch.bool and mask.cpu().all()
+
+
+def test_dropout_module_in_training_is_native():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)).to("neuron")
+    model(torch.randn(4, 8, device="neuron")).sum().backward()
+    assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
+
+
+# --- views and in-place semantics ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fill",
+    [
+        lambda v: v.uniform_(5, 6),
+        lambda v: v.normal_(10, 0.1),
+        lambda v: v.random_(5, 7),
+        lambda v: v.exponential_().add_(5),
+        lambda v: v.bernoulli_(1.0).add_(4),
+    ],
+    ids=["uniform_", "normal_", "random_", "exponential_", "bernoulli_"],
+)
+def test_inplace_draws_write_only_their_view(fill):
+    base = torch.zeros(6, 8, device="neuron")
+    view = base[1:5, 1::2]
+    fill(view)
+    host = base.cpu()
+    untouched = torch.ones(6, 8, dtype=torch.bool)
+    untouched[1:5, 1::2] = False
+    assert (host[untouched] == 0).all()
+    assert (host[~untouched] > 3).all()
+    transposed = torch.zeros(4, 3, device="neuron").t()
+    fill(transposed)
+    assert (transposed.cpu() > 3).all()
+
+
+# --- invalid parameters ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("draw", "error"),
+    [
+        (lambda x: x.uniform_(1, 0), RuntimeError),
+        (lambda x: x.normal_(0, -1), RuntimeError),
+        (lambda x: torch.normal(x, -torch.ones_like(x)), RuntimeError),
+        (lambda x: x.bernoulli_(2.0), RuntimeError),
+        (lambda x: x.bernoulli_(torch.full_like(x, -0.5)), RuntimeError),
+        (lambda x: x.exponential_(0), RuntimeError),
+        (lambda x: x.geometric_(1.0), RuntimeError),
+        (lambda x: x.log_normal_(1, 0), RuntimeError),
+        (lambda x: x.cauchy_(0, -1), RuntimeError),
+        (lambda x: x.random_(5, 5), RuntimeError),
+        (lambda x: x.to(torch.int8).random_(0, 1000), RuntimeError),
+        (lambda x: x.to(torch.int64).uniform_(), NotImplementedError),
+        (lambda x: x.to(torch.int64).exponential_(), RuntimeError),
+        (lambda x: torch.multinomial(x - 2, 1), RuntimeError),
+        (lambda x: torch.multinomial(x * 0, 1), RuntimeError),
+        (lambda x: torch.multinomial(x, 5), RuntimeError),
+    ],
+    ids=[
+        "uniform_from_gt_to",
+        "normal_negative_std",
+        "normal_negative_std_tensor",
+        "bernoulli_p",
+        "bernoulli_p_tensor",
+        "exponential_lambda",
+        "geometric_p",
+        "log_normal_std",
+        "cauchy_sigma",
+        "random_empty_range",
+        "random_out_of_dtype",
+        "uniform_integer",
+        "exponential_integer",
+        "multinomial_negative",
+        "multinomial_zero_sum",
+        "multinomial_too_many",
+    ],
+)
+def test_invalid_parameters_raise_as_on_cpu(draw, error):
+    with pytest.raises(error):
+        draw(torch.ones(4))
+    with pytest.raises(error):
+        draw(torch.ones(4, device="neuron")).cpu()
+
+
+def test_random_bounds_warn_for_inexact_floats():
+    with pytest.warns(UserWarning, match="out of bounds"):
+        torch.empty(3, dtype=torch.bfloat16, device="neuron").random_(0, 1000).cpu()
+
+
+def test_draws_of_empty_tensors():
+    assert torch.rand(0, 3, device="neuron").cpu().shape == (0, 3)
+    assert torch.empty(0, device="neuron").normal_().cpu().shape == (0,)
+    assert torch.randperm(0, device="neuron").cpu().shape == (0,)
