@@ -9,6 +9,7 @@ a 16x16 add at most 15 us per op, a 1024x1024 matmul within 1.5x of torch CPU.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -42,9 +43,9 @@ def main() -> None:
     print(f"{'op':<20}{'torch cpu':>14}{'neuron':>14}{'neuron / cpu':>16}")
     for name, shape, op, calls in cases():
         a, b = torch.randn(shape), torch.randn(shape)
-        cpu = best_per_call(lambda: op(a, b), lambda: None, calls)
+        cpu = best_per_call(functools.partial(op, a, b), lambda: None, calls)
         na, nb = a.to("neuron"), b.to("neuron")
-        neuron = best_per_call(lambda: op(na, nb), torch.neuron.synchronize, calls)
+        neuron = best_per_call(functools.partial(op, na, nb), torch.neuron.synchronize, calls)
         torch.testing.assert_close(op(na, nb).cpu(), op(a, b), rtol=1e-4, atol=1e-3)
         print(f"{name:<20}{cpu * 1e6:>11.1f} us{neuron * 1e6:>11.1f} us{neuron / cpu:>15.2f}x")
 

@@ -86,8 +86,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args()
     result = train(args.device, args.epochs)
-    print(f"{result.device}: test accuracy {result.test_accuracy:.4f}, final loss {result.losses[-1]:.4f}, "
-          f"{len(result.losses)} steps in {result.seconds:.1f} s")
+    print(
+        f"{result.device}: test accuracy {result.test_accuracy:.4f}, final loss {result.losses[-1]:.4f}, "
+        f"{len(result.losses)} steps in {result.seconds:.1f} s"
+    )
 
 
 if __name__ == "__main__":

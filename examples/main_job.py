@@ -31,8 +31,10 @@ def run_digits() -> bool:
     print("digits CNN (sklearn load_digits, 1437 train / 360 test images, 10 epochs, AdamW)")
     print(f"  cpu    test accuracy {cpu.test_accuracy:.4f}   {cpu.seconds:6.1f} s")
     print(f"  neuron test accuracy {neuron.test_accuracy:.4f}   {neuron.seconds:6.1f} s")
-    print(f"  first {FIRST_STEPS} losses: cpu {cpu.losses[0]:.5f} .. {cpu.losses[FIRST_STEPS - 1]:.5f}, "
-          f"max |neuron - cpu| = {loss_error:.2e}")
+    print(
+        f"  first {FIRST_STEPS} losses: cpu {cpu.losses[0]:.5f} .. {cpu.losses[FIRST_STEPS - 1]:.5f}, "
+        f"max |neuron - cpu| = {loss_error:.2e}"
+    )
     passed = gap <= 0.01 and loss_error <= 1e-3
     print(f"  accuracy gap {100 * gap:.2f} points (<= 1), loss gap <= 1e-3: {'PASS' if passed else 'FAIL'}")
     return passed
@@ -58,8 +60,10 @@ def main() -> int:
     torch_neuronx.clear_op_tracking()
     results = [run_digits(), run_minilm()]
     fallback = torch_neuronx.get_fallback_ops()
-    print(f"ops run on neuron: {len(torch_neuronx.get_executed_ops())}, ops that fell back to the CPU: "
-          f"{sorted(fallback) if fallback else 'none'}")
+    print(
+        f"ops run on neuron: {len(torch_neuronx.get_executed_ops())}, ops that fell back to the CPU: "
+        f"{sorted(fallback) if fallback else 'none'}"
+    )
     return 0 if all(results) else 1
 
 

@@ -40,7 +40,10 @@ def test_default_core_count_is_two():
 )
 def test_core_count_from_environment(environment, expected):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_RT_")} | environment
-    code = "import torch; print(torch.neuron.device_count(), torch.ones(2, device=f'neuron:{torch.neuron.device_count() - 1}').sum().item())"
+    code = (
+        "import torch; last = torch.neuron.device_count() - 1; "
+        "print(torch.neuron.device_count(), torch.ones(2, device=f'neuron:{last}').sum().item())"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(expected), "2.0"]

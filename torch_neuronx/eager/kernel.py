@@ -286,6 +286,7 @@ class EagerKernel:
         written_slots = list(dict.fromkeys(d[1] for d in write_targets if d is not None))
         fresh = plan.fresh if plan.writes else len(_flat_tensors(functional_result))
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
+        fresh_metas = _flat_tensors(functional_result)[:fresh]
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
             feed = iter(flat_inputs[:buffer_count])
@@ -309,21 +310,25 @@ class EagerKernel:
                     _, slot, code, sizes, strides, start = target
                     view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), start)
                     slot_arrays[slot] = layout.write(slot_arrays[slot], slots[slot][2], value, view)
-            # Optional results PyTorch leaves undefined (None, e.g. masked-out gradients) are not outputs.
-            new_tensors = [r.reshape(-1) for r in results[:fresh] if r is not None]
+            # Optional results PyTorch leaves undefined (None, e.g. masked-out gradients) and integer
+            # (SymInt) results are not device outputs: the meta kernel's values are returned for them.
+            new_tensors = [
+                r.reshape(-1) for r, m in zip(results[:fresh], fresh_metas, strict=True) if isinstance(m, torch.Tensor)
+            ]
             return (*new_tensors, *[slot_arrays[s] for s in written_slots], *check_outputs)
 
         executable = jax.jit(compute, out_shardings=jax.sharding.SingleDeviceSharding(cores.core(device)))
         # A slot's buffer takes the dtype of the last view written into it.
         last_code = {d[1]: d[2] for d in write_targets if d is not None}
         codes = [last_code[s] for s in written_slots]
-        fresh_metas = _flat_tensors(functional_result)[:fresh]
         outputs = None
         returns = _returns(plan)
         if fresh:
-            outputs = _C.OutputLayout([(list(t.shape), CODE_OF[t.dtype]) for t in fresh_metas if t is not None])
-            if any(t is None for t in fresh_metas):
-                returns = _with_undefined(returns, [t is not None for t in fresh_metas])
+            outputs = _C.OutputLayout(
+                [(list(t.shape), CODE_OF[t.dtype]) for t in fresh_metas if isinstance(t, torch.Tensor)]
+            )
+            if not all(isinstance(t, torch.Tensor) for t in fresh_metas):
+                returns = _with_undefined(returns, fresh_metas)
         return _executable_runner(
             self.name, executable, random_elements, checks, outputs, written_slots, codes, returns
         )
@@ -401,13 +406,14 @@ def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
 
 
 def _with_undefined(
-    returns: Callable[[list[Any], list[Any]], Any], present: list[bool]
+    returns: Callable[[list[Any], list[Any]], Any], metas: list[Any]
 ) -> Callable[[list[Any], list[Any]], Any]:
-    """``returns`` for an op some of whose results are undefined (None) for this call."""
+    """``returns`` for an op some of whose results are not tensors for this call: undefined (None)
+    or integers (SymInt results such as SDPA's max_q), which take the meta kernel's values."""
 
     def assemble(values: list[Any], outputs: list[Any]) -> Any:
         produced = iter(outputs)
-        return returns(values, [next(produced) if here else None for here in present])
+        return returns(values, [next(produced) if isinstance(m, torch.Tensor) else m for m in metas])
 
     return assemble
 

@@ -15,7 +15,10 @@ aten = torch.ops.aten
 
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """``torch.native_batch_norm``: normalised output, saved mean, saved inverse std."""
-    if running_mean is None or running_var is None:
+    if (running_mean is None) != (running_var is None):
+        provided, missing = ("running_mean", "running_var") if running_var is None else ("running_var", "running_mean")
+        raise RuntimeError(f"{missing} is None, but {provided} is provided")
+    if running_mean is None:
         return aten._native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
     if training:
         return aten._native_batch_norm_legit.default(

@@ -32,6 +32,7 @@ ALLOW_CPU: dict[OpOverload, frozenset[str]] = {
 #: whose leading results are the op's own returns and whose trailing results are written back.
 FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
     aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
+    aten._batch_norm_with_update.default: aten._batch_norm_with_update_functional.default,
 }
 
 #: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.
@@ -62,6 +63,13 @@ def _is_view(op: OpOverload) -> bool:
     """Returns alias an input without writing it: a view (its C++/composite kernel only touches metadata)."""
     schema = op._schema
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _dispatcher_decomposes(op: OpOverload) -> bool:
+    """Whether the dispatcher decomposes ``op`` before it reaches a backend: it has a
+    CompositeImplicitAutograd kernel and no backend kernel. silu_backward and mish_backward have both:
+    CPU and CUDA compute them directly, and so does neuron."""
+    return has_kernel(op, "CompositeImplicitAutograd") and not has_kernel(op, "CPU")
 
 
 def _written(op: OpOverload) -> tuple[int, ...]:
@@ -114,7 +122,7 @@ def plans() -> list[Plan]:
     for functional, decomposed in candidates:
         if not isinstance(functional, OpOverload) or functional.namespace != "aten":
             continue
-        if functional in KEEP_COMPOSITE or _is_view(functional) or has_kernel(functional, "CompositeImplicitAutograd"):
+        if functional in KEEP_COMPOSITE or _is_view(functional) or _dispatcher_decomposes(functional):
             continue
         if decomposed and has_kernel(functional, "CompositeExplicitAutograd"):
             continue  # PyTorch's composite kernel already breaks it into ops the device runs
@@ -125,7 +133,7 @@ def plans() -> list[Plan]:
             continue
         result.setdefault(functional, Plan(functional, functional, (), decomposed))
         for variant in _variants(functional):
-            if variant in KEEP_COMPOSITE or has_kernel(variant, "CompositeImplicitAutograd"):
+            if variant in KEEP_COMPOSITE or _dispatcher_decomposes(variant):
                 continue
             if variant not in registry.LOWERINGS:
                 result.setdefault(variant, Plan(variant, functional, _written(variant), decomposed))
@@ -157,4 +165,5 @@ def register_kernels() -> None:
 
 def registered_ops() -> list[str]:
     """Names of the overloads with an eager kernel (for the docs and the conformance runner)."""
+    load_lowerings()
     return sorted(op_name(plan.op) for plan in plans())

@@ -52,8 +52,6 @@ def gelu(self, *, approximate="none"):
     if approximate == "tanh":
         inner = _TANH_BETA * (self + _TANH_KAPPA * self * self * self)
         return 0.5 * self * (1 + jnp.tanh(inner))
-    if approximate != "none":
-        raise ValueError(f"aten::gelu on neuron: approximate must be 'none' or 'tanh', got {approximate!r}")
     return self * 0.5 * (1 + jsp.erf(self * _SQRT1_2))
 
 
@@ -99,8 +97,7 @@ def hardsigmoid(self):
 def softplus(self, beta=1, threshold=20):
     """F.softplus: log1p(exp(beta * x)) / beta, reverting to x where beta * x > threshold."""
     scaled = self * beta
-    safe = jnp.where(scaled > threshold, 0, scaled)
-    return jnp.where(scaled > threshold, self, jnp.log1p(jnp.exp(safe)) / beta)
+    return jnp.where(scaled > threshold, self, jnp.log1p(jnp.exp(scaled)) / beta)
 
 
 @lowering(aten.threshold.default, promotion=Promotion.DEFAULT, promote=("self",))
@@ -110,7 +107,28 @@ def threshold(self, threshold, value):
     return jnp.where(self <= threshold, value, self)
 
 
-@lowering(aten.glu.default, promotion=Promotion.DEFAULT)
+@lowering(aten.hardshrink.default, promotion=Promotion.DEFAULT)
+def hardshrink(self, lambd=0.5):
+    """F.hardshrink: 0 where -lambd <= x <= lambd, else x (NaN stays)."""
+    return jnp.where((self >= -lambd) & (self <= lambd), 0, self)
+
+
+@lowering(aten.softshrink.default, promotion=Promotion.DEFAULT)
+def softshrink(self, lambd=0.5):
+    """F.softshrink: x - lambd above lambd, x + lambd below -lambd, else 0 (NaN stays, as the CPU
+    kernel's x * 0)."""
+    return jnp.where(self > lambd, self - lambd, jnp.where(self < -lambd, self + lambd, self * 0))
+
+
+@lowering(aten.logit.default, promotion=Promotion.INT_TO_FLOAT)
+def logit(self, eps=None):
+    """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given."""
+    if eps is not None:
+        self = jnp.clip(self, eps, 1 - eps)
+    return jnp.log(self / (1 - self))
+
+
+@lowering(aten.glu.default, promotion=Promotion.DEFAULT, static=("dim",))
 def glu(self, dim=-1):
     """F.glu: a * sigmoid(b), where a and b are the halves of ``dim`` (PyTorch checks the size is even)."""
     a, b = jnp.split(self, 2, axis=_axis(dim, self.ndim))
@@ -167,8 +185,6 @@ def gelu_backward(grad_output, self, *, approximate="none"):
         left_derivative = 0.5 * (1 + tanh_inner)
         right_derivative = 0.5 * self * (1 - tanh_inner * tanh_inner) * _TANH_BETA * (1 + 3 * _TANH_KAPPA * x_sq)
         return grad_output * (left_derivative + right_derivative)
-    if approximate != "none":
-        raise ValueError(f"aten::gelu_backward on neuron: approximate must be 'none' or 'tanh', got {approximate!r}")
     cdf = 0.5 * (1 + jsp.erf(self * _SQRT1_2))
     pdf = _INV_SQRT_2PI * jnp.exp(-0.5 * self * self)
     return grad_output * (cdf + self * pdf)
@@ -229,7 +245,23 @@ def softplus_backward(grad_output, self, beta, threshold):
     return jnp.where(scaled > threshold, grad_output, grad_output * jax.nn.sigmoid(scaled))
 
 
-@lowering(aten.glu_backward.default, promotion=Promotion.DEFAULT)
+@lowering(aten.hardshrink_backward.default, aten.softshrink_backward.default, promotion=Promotion.DEFAULT)
+def shrink_backward(grad_out, self, lambd):
+    """Gradient of F.hardshrink and F.softshrink: 0 where -lambd <= x <= lambd, else grad."""
+    return jnp.where((self >= -lambd) & (self <= lambd), 0, grad_out)
+
+
+@lowering(aten.logit_backward.default, promotion=Promotion.DEFAULT)
+def logit_backward(grad_output, self, eps=None):
+    """Gradient of torch.logit: grad / (x * (1 - x)); outside [eps, 1 - eps] it is 0, and without
+    ``eps`` it is NaN outside [0, 1], as PyTorch's kernel gives."""
+    grad = grad_output / (self * (1 - self))
+    if eps is None:
+        return jnp.where((self < 0) | (self > 1), jnp.nan, grad)
+    return jnp.where((self < eps) | (self > 1 - eps), 0, grad)
+
+
+@lowering(aten.glu_backward.default, promotion=Promotion.DEFAULT, static=("dim",))
 def glu_backward(grad_output, self, dim):
     """Gradient of F.glu: (grad * s, grad * a * s * (1 - s)) for the halves (a, b), s = sigmoid(b)."""
     axis = _axis(dim, self.ndim)

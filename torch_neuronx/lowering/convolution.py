@@ -31,6 +31,10 @@ def _accumulation(dtype) -> dict:
     return {"precision": jax.lax.Precision.HIGHEST}
 
 
+def _sum_dtype(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
 def _dimension_numbers(spatial: int) -> jax.lax.ConvDimensionNumbers:
     """Channels-first layouts for input/output (N, C, ...) and weight (O, I, ...)."""
     layout = tuple(range(spatial + 2))
@@ -164,7 +168,3 @@ def convolution_backward(
         grad_weight if want_weight else None,
         grad_bias,
     )
-
-
-def _sum_dtype(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype

@@ -1,3 +1,257 @@
-"""loss lowerings."""
+"""Loss functions and their backward ops.
+
+``reduction`` is PyTorch's enum (0 none, 1 mean, 2 sum). Losses compute in float32 for 16-bit
+inputs (DEFAULT promotion of the floating arguments; class targets stay int64) and reduce in that
+dtype. Formulas follow PyTorch's CPU kernels (``aten/src/ATen/native/Loss*.cpp``) and
+``torch/_decomp/decompositions.py``. ``l1_loss``, ``kl_div``, ``cross_entropy`` and ``nll_loss_nd``
+are CompositeImplicitAutograd: the dispatcher decomposes them into the ops lowered here.
+``multi_margin_loss_backward`` and ``multilabel_margin_loss_backward`` have no meta kernel in
+PyTorch, so eager cannot describe their results and runs them through the CPU fallback.
+"""
 
 from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+
+aten = torch.ops.aten
+
+_NONE, _MEAN, _SUM = 0, 1, 2
+
+
+def _reduce(loss, reduction: int):
+    if reduction == _NONE:
+        return loss
+    if reduction == _MEAN:
+        return jnp.mean(loss)
+    if reduction == _SUM:
+        return jnp.sum(loss)
+    raise ValueError(f"loss on neuron: reduction must be 0 (none), 1 (mean) or 2 (sum), got {reduction}")
+
+
+def _norm(reduction: int, count: int) -> float:
+    """The factor a mean reduction puts on each element's gradient."""
+    return 1 / count if reduction == _MEAN else 1.0
+
+
+# --- negative log likelihood --------------------------------------------------------------------
+
+
+def _class_weights(self, target, weight, ignore_index):
+    """(channel dim, whether each target counts, target with ignored entries replaced by class 0,
+    per-target weight: the class weight, or 1, and 0 where the target is ``ignore_index``)."""
+    channel = 1 if self.ndim >= 2 else 0
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    picked = weight[safe] if weight is not None else jnp.ones(target.shape, self.dtype)
+    return channel, valid, safe, jnp.where(valid, picked, 0)
+
+
+@lowering(
+    aten.nll_loss_forward.default,
+    aten.nll_loss2d_forward.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "weight"),
+)
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """F.nll_loss on (C,), (N, C) or (N, C, d1, ...) log-probabilities: -weight[t] * self[t] per
+    target, 0 where target == ignore_index; "mean" divides the sum by the total weight of the
+    counted targets (NaN when it is 0, as PyTorch gives). Returns (output, total_weight);
+    total_weight is 0 for an unreduced batch, as on CPU.
+
+    A target outside [0, C) that is not ``ignore_index`` raises ``IndexError: Target {t} is out
+    of bounds.`` at the next synchronization (a device-side check, never a silent clamp).
+    """
+    channel, valid, safe, weights = _class_weights(self, target, weight, ignore_index)
+    classes = self.shape[channel]
+    bad = valid & ((target < 0) | (target >= classes))
+    first_bad = target.reshape(-1)[jnp.argmax(bad.reshape(-1))]
+    device_check(jnp.any(bad), first_bad, "Target {detail} is out of bounds.", IndexError)
+    picked = jnp.take_along_axis(self, jnp.expand_dims(safe, channel), axis=channel).squeeze(channel)
+    losses = jnp.where(valid, -picked * weights, 0)
+    if reduction == _NONE and self.ndim >= 2:
+        return losses, jnp.zeros((), self.dtype)
+    total_weight = jnp.sum(weights)
+    if reduction == _MEAN:
+        return jnp.sum(losses) / total_weight, total_weight
+    return _reduce(losses, reduction), total_weight
+
+
+@lowering(
+    aten.nll_loss_backward.default,
+    aten.nll_loss2d_backward.default,
+    promotion=Promotion.DEFAULT,
+    promote=("grad_output", "self", "weight", "total_weight"),
+)
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """Gradient of F.nll_loss: -weight[t] * grad at each target's class (divided by total_weight
+    for "mean"), 0 elsewhere and for ignored targets (even when total_weight is 0)."""
+    channel, valid, safe, weights = _class_weights(self, target, weight, ignore_index)
+    if reduction == _MEAN:
+        grad_output = grad_output / total_weight
+    coefficient = jnp.expand_dims(jnp.where(valid, -weights * grad_output, 0), channel)
+    classes = jnp.arange(self.shape[channel]).reshape((-1,) + (1,) * (self.ndim - channel - 1))
+    return jnp.where(classes == jnp.expand_dims(safe, channel), coefficient, 0)
+
+
+# --- regression losses ------------------------------------------------------------------------
+
+
+@lowering(aten.mse_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def mse_loss(self, target, reduction=_MEAN):
+    """F.mse_loss: (self - target)^2, reduced."""
+    difference = self - target
+    return _reduce(difference * difference, reduction)
+
+
+@lowering(aten.mse_loss_backward.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def mse_loss_backward(grad_output, self, target, reduction):
+    """Gradient of F.mse_loss: 2 * (self - target) * grad (/ numel for "mean")."""
+    return 2 * _norm(reduction, self.size) * (self - target) * grad_output
+
+
+@lowering(aten.smooth_l1_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def smooth_l1_loss(self, target, reduction=_MEAN, beta=1.0):
+    """F.smooth_l1_loss: 0.5 * d^2 / beta where |d| < beta, else |d| - 0.5 * beta (beta = 0 is
+    the L1 loss), reduced."""
+    z = jnp.abs(self - target)
+    safe_beta = jnp.where(beta == 0, 1, beta)
+    return _reduce(jnp.where(z < beta, 0.5 * z * z / safe_beta, z - 0.5 * beta), reduction)
+
+
+@lowering(aten.smooth_l1_loss_backward.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
+    """Gradient of F.smooth_l1_loss: d / beta where |d| < beta, else sign(d); times grad (/ numel)."""
+    d = self - target
+    scaled = _norm(reduction, self.size) * grad_output
+    safe_beta = jnp.where(beta == 0, 1, beta)
+    return jnp.where(jnp.abs(d) < beta, scaled * d / safe_beta, scaled * jnp.sign(d))
+
+
+@lowering(aten.huber_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def huber_loss(self, target, reduction=_MEAN, delta=1.0):
+    """F.huber_loss: 0.5 * d^2 where |d| < delta, else delta * (|d| - 0.5 * delta), reduced."""
+    z = jnp.abs(self - target)
+    return _reduce(jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta)), reduction)
+
+
+@lowering(aten.huber_loss_backward.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def huber_loss_backward(grad_output, self, target, reduction, delta):
+    """Gradient of F.huber_loss: d clamped to [-delta, delta], times grad (/ numel)."""
+    d = self - target
+    return _norm(reduction, self.size) * grad_output * jnp.clip(d, -delta, delta)
+
+
+# --- classification losses on probabilities and logits ----------------------------------------
+
+
+@lowering(aten.binary_cross_entropy.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def binary_cross_entropy(self, target, weight=None, reduction=_MEAN):
+    """F.binary_cross_entropy: -(t * log(x) + (1 - t) * log(1 - x)) * weight with each log clamped
+    to >= -100, as PyTorch does, reduced. An input or target outside [0, 1] (or NaN) raises
+    PyTorch's RuntimeError at the next synchronization."""
+    device_check(
+        jnp.any(~((self >= 0) & (self <= 1))), 0, "all elements of input should be between 0 and 1", RuntimeError
+    )
+    device_check(
+        jnp.any(~((target >= 0) & (target <= 1))), 0, "all elements of target should be between 0 and 1", RuntimeError
+    )
+    loss = (target - 1) * jnp.maximum(jnp.log1p(-self), -100) - target * jnp.maximum(jnp.log(self), -100)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+@lowering(aten.binary_cross_entropy_backward.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=_MEAN):
+    """Gradient of F.binary_cross_entropy: grad * (x - t) / max(x * (1 - x), 1e-12) * weight
+    (/ numel), PyTorch's clamped form."""
+    grad = grad_output * (self - target) / jnp.maximum((1 - self) * self, 1e-12)
+    if weight is not None:
+        grad = grad * weight
+    return grad * _norm(reduction, self.size)
+
+
+@lowering(aten.binary_cross_entropy_with_logits.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None, reduction=_MEAN):
+    """F.binary_cross_entropy_with_logits: (1 - t) * x - (1 + (pos_weight - 1) * t) * log_sigmoid(x),
+    times weight, reduced (PyTorch's stable form)."""
+    log_sigmoid = jnp.minimum(self, 0) - jnp.log1p(jnp.exp(-jnp.abs(self)))
+    if pos_weight is not None:
+        log_sigmoid = log_sigmoid * ((pos_weight - 1) * target + 1)
+    loss = (1 - target) * self - log_sigmoid
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+@lowering(aten.soft_margin_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def soft_margin_loss(self, target, reduction=_MEAN):
+    """F.soft_margin_loss: log(1 + exp(-target * self)) (as a softplus, which does not overflow), reduced."""
+    return _reduce(jax.nn.softplus(-target * self), reduction)
+
+
+@lowering(aten.soft_margin_loss_backward.default, promotion=Promotion.DEFAULT, static=("reduction",))
+def soft_margin_loss_backward(grad_output, self, target, reduction):
+    """Gradient of F.soft_margin_loss: -target * sigmoid(-target * self) * grad (/ numel)."""
+    return -target * jax.nn.sigmoid(-target * self) * grad_output * _norm(reduction, self.size)
+
+
+# --- margin losses over classes -----------------------------------------------------------------
+
+
+def _batched(self, target):
+    """(N, C) input and its targets, adding the batch dimension of a single (C,) sample (whose
+    unreduced loss keeps it: PyTorch's meta kernels give it shape (1,))."""
+    return (self[None], target[None]) if self.ndim == 1 else (self, target)
+
+
+def _unbatched(value, self):
+    return value[0] if self.ndim == 1 else value
+
+
+@lowering(aten.multi_margin_loss.default, promotion=Promotion.DEFAULT, promote=("self", "weight"), static=("p",))
+def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=_MEAN):
+    """F.multi_margin_loss: per sample, sum over classes j != y of max(0, margin - x[y] + x[j])^p
+    (times weight[y]), divided by the class count, then reduced. A target outside [0, C) raises
+    PyTorch's ``RuntimeError: target out of range`` at the next synchronization."""
+    if p not in (1, 2):
+        raise RuntimeError("only p == 1 and p == 2 supported")
+    x, y = _batched(self, target)
+    classes = x.shape[1]
+    device_check(jnp.any((y < 0) | (y >= classes)), 0, "target out of range", RuntimeError)
+    safe = jnp.clip(y, 0, classes - 1)
+    z = margin - jnp.take_along_axis(x, safe[:, None], axis=1) + x
+    others = jnp.arange(classes) != safe[:, None]
+    h = jnp.where(others & (z > 0), z if p == 1 else z * z, 0)
+    if weight is not None:
+        h = h * weight[safe][:, None]
+    return _reduce(jnp.sum(h, axis=1) / classes, reduction)
+
+
+def _multilabel_targets(x, y):
+    """(whether each target position precedes the first -1, is_target: whether each class is a target)."""
+    listed = jnp.cumprod(y >= 0, axis=1).astype(jnp.bool_)
+    safe = jnp.where(listed, y, 0)
+    classes = jnp.arange(x.shape[1])
+    is_target = jnp.any(listed[:, :, None] & (safe[:, :, None] == classes), axis=1)
+    return listed, safe, is_target
+
+
+@lowering(aten.multilabel_margin_loss_forward.default, promotion=Promotion.DEFAULT, promote=("self",))
+def multilabel_margin_loss_forward(self, target, reduction):
+    """F.multilabel_margin_loss: per sample, for each listed target y (the entries before the first
+    -1) and each non-target class d, max(0, 1 - x[y] + x[d]), summed and divided by the class count;
+    also returns is_target. A target outside [-1, C) raises PyTorch's RuntimeError at the next
+    synchronization."""
+    x, y = _batched(self, target)
+    classes = x.shape[1]
+    device_check(jnp.any((y < -1) | (y >= classes)), 0, "argument #2 'target' is out of range", RuntimeError)
+    listed, safe, is_target = _multilabel_targets(x, y)
+    z = 1 - jnp.take_along_axis(x, safe, axis=1)[:, :, None] + x[:, None, :]
+    active = listed[:, :, None] & ~is_target[:, None, :] & (z > 0)
+    loss = jnp.sum(jnp.where(active, z, 0), axis=(1, 2)) / classes
+    return _reduce(loss, reduction), _unbatched(is_target, self)

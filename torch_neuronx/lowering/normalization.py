@@ -1,3 +1,261 @@
-"""normalization lowerings."""
+"""Normalizations: layer norm, batch norm (every ATen form), group norm, and their backward ops.
+
+Statistics are computed in float32 for 16-bit inputs (PyTorch DEFAULT promotion; mixed inputs such
+as bfloat16 activations with float32 weights and running stats compute in float32 too) with the
+two-pass variance, mean((x - mean)^2). Results take the dtypes of PyTorch's meta kernels, so
+``mean``/``rstd`` have the shapes and dtypes PyTorch gives them. Backward formulas follow
+``torch/_decomp/decompositions.py`` (the same algebra as the CPU kernels).
+
+Batch norm's running statistics: ``_native_batch_norm_legit_functional`` and
+``_batch_norm_with_update_functional`` return the new running mean and (unbiased) running variance
+after the op's outputs; the eager layer writes them into the module's buffers for the mutating
+overloads that PyTorch computes through those functional forms.
+"""
 
 from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, lowering
+
+aten = torch.ops.aten
+
+
+def _sum(x, axes):
+    return jnp.sum(x, axis=axes) if axes else x
+
+
+# --- layer norm -------------------------------------------------------------------------------
+
+
+@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT)
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """F.layer_norm over the trailing ``normalized_shape`` dimensions: (x - mean) * rstd * weight +
+    bias with the biased variance; also returns mean and rstd = 1/sqrt(var + eps), shaped like the
+    input with the normalized dimensions kept as 1 (PyTorch's meta shapes)."""
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    mean = jnp.mean(input, axis=axes, keepdims=True)
+    centered = input - mean
+    rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=axes, keepdims=True) + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+@lowering(aten.native_layer_norm_backward.default, promotion=Promotion.DEFAULT, static=("output_mask",))
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """Gradients of F.layer_norm with respect to (input, weight, bias), each only where
+    ``output_mask`` asks for it and the parameter exists (None otherwise, as PyTorch returns)."""
+    axis = input.ndim - len(normalized_shape)
+    inner = tuple(range(axis, input.ndim))
+    outer = tuple(range(axis))
+    count = math.prod(input.shape[axis:])
+    x_hat = (input - mean) * rstd
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_x_hat = grad_out * weight if weight is not None else grad_out
+        grad_input = (rstd / count) * (
+            count * grad_x_hat
+            - jnp.sum(grad_x_hat, axis=inner, keepdims=True)
+            - x_hat * jnp.sum(grad_x_hat * x_hat, axis=inner, keepdims=True)
+        )
+    if output_mask[1] and weight is not None:
+        grad_weight = _sum(grad_out * x_hat, outer)
+    if output_mask[2] and bias is not None:
+        grad_bias = _sum(grad_out, outer)
+    return grad_input, grad_weight, grad_bias
+
+
+# --- batch norm -------------------------------------------------------------------------------
+
+
+def _channel_shape(input) -> tuple[int, ...]:
+    """Shape that broadcasts a per-channel vector against an (N, C, *) input."""
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _reduction_axes(input) -> tuple[int, ...]:
+    return (0, *range(2, input.ndim))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Batch norm over every dimension but 1: (output, save_mean, save_invstd, new_running_mean,
+    new_running_var).
+
+    In training the batch statistics normalize the input (biased variance) and the running
+    statistics move by ``momentum`` towards the batch mean and the unbiased batch variance, as
+    PyTorch's kernels update them; a missing running statistic stays None. Otherwise the running
+    statistics normalize and are returned unchanged; save_mean/save_invstd are then the running
+    mean and its 1/sqrt(var + eps) (the shapes PyTorch's meta kernels report).
+    """
+    shape = _channel_shape(input)
+    axes = _reduction_axes(input)
+    new_mean, new_var = running_mean, running_var
+    if training:
+        mean = jnp.mean(input, axis=axes)
+        centered = input - mean.reshape(shape)
+        var = jnp.mean(centered * centered, axis=axes)
+        invstd = jax.lax.rsqrt(var + eps)
+        count = input.size // input.shape[1]
+        if running_mean is not None:
+            new_mean = (1 - momentum) * running_mean + momentum * mean
+        if running_var is not None:
+            # One value per channel: 0 * inf = NaN, as PyTorch's var_sum / (n - 1) gives.
+            bessel = count / (count - 1) if count > 1 else math.inf
+            new_var = (1 - momentum) * running_var + momentum * var * bessel
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean must be defined in evaluation mode")
+        mean = running_mean
+        invstd = jax.lax.rsqrt(running_var + eps)
+        centered = input - mean.reshape(shape)
+    out = centered * invstd.reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, invstd, new_mean, new_var
+
+
+@lowering(aten._native_batch_norm_legit_functional.default, promotion=Promotion.DEFAULT, static=("training",))
+def native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Functional batch norm (what AOTAutograd and the eager layer use for the in-place running-stat
+    update): (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@lowering(aten._native_batch_norm_legit.no_stats, promotion=Promotion.DEFAULT, static=("training",))
+def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    """Batch norm without running statistics (``track_running_stats=False``): batch statistics;
+    PyTorch requires ``training`` here, as evaluation needs running statistics."""
+    return _batch_norm(input, weight, bias, None, None, training, momentum, eps)[:3]
+
+
+@lowering(aten._native_batch_norm_legit_no_training.default, promotion=Promotion.DEFAULT)
+def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    """Inference batch norm with the running statistics: (output, running_mean, invstd)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+def _empty_reserve():
+    return jnp.zeros((0,), jnp.uint8)
+
+
+@lowering(aten._batch_norm_with_update_functional.default, promotion=Promotion.DEFAULT)
+def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+    """Training batch norm of the consolidated API: (output, save_mean, save_invstd, reserve,
+    new_running_mean, new_running_var); the reserve is empty (no cuDNN workspace)."""
+    out, mean, invstd, new_mean, new_var = _batch_norm(
+        input, weight, bias, running_mean, running_var, True, momentum, eps
+    )
+    return out, mean, invstd, _empty_reserve(), new_mean, new_var
+
+
+@lowering(aten._batch_norm_no_update.default, promotion=Promotion.DEFAULT)
+def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    """Inference batch norm of the consolidated API: (output, save_mean, save_invstd, reserve)."""
+    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+    return out, mean, invstd, _empty_reserve()
+
+
+@lowering(aten.native_batch_norm_backward.default, promotion=Promotion.DEFAULT, static=("train", "output_mask"))
+def native_batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
+    """Gradients of batch norm with respect to (input, weight, bias); weight and bias where
+    ``output_mask`` asks, the input's always (PyTorch's meta kernel always returns it).
+
+    In training the batch statistics (save_mean, save_invstd) depend on the input, which adds the
+    mean and projection terms; otherwise the running statistics are constants.
+    """
+    shape = _channel_shape(input)
+    axes = _reduction_axes(input)
+    if train:
+        mean, invstd = save_mean, save_invstd
+    else:
+        mean, invstd = running_mean, jax.lax.rsqrt(running_var + eps)
+    centered = input - mean.reshape(shape)
+    grad_sum = jnp.sum(grad_out, axis=axes)
+    dot = jnp.sum(grad_out * centered, axis=axes)
+    scale = invstd * weight if weight is not None else invstd
+    if train:
+        count = input.size // input.shape[1]
+        projection = centered * (dot * invstd * invstd / count).reshape(shape)
+        grad_input = (grad_out - projection - (grad_sum / count).reshape(shape)) * scale.reshape(shape)
+    else:
+        grad_input = grad_out * scale.reshape(shape)
+    grad_weight = grad_bias = None
+    if output_mask[1]:
+        grad_weight = dot * invstd
+    if output_mask[2]:
+        grad_bias = grad_sum
+    return grad_input, grad_weight, grad_bias
+
+
+@lowering(aten.batch_norm_backward.default, promotion=Promotion.DEFAULT, static=("update", "output_mask"))
+def batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve
+):
+    """Backward of the consolidated batch norm API (``save_var`` holds the saved invstd, as in
+    PyTorch's decomposition); same gradients as native_batch_norm_backward."""
+    return native_batch_norm_backward(
+        grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask
+    )
+
+
+# --- group norm -------------------------------------------------------------------------------
+
+
+@lowering(aten.native_group_norm.default, promotion=Promotion.DEFAULT, static=("N", "C", "HxW", "group"))
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """F.group_norm: each sample's channels split into ``group`` groups, normalized over the group's
+    channels and spatial positions (biased variance), then the per-channel affine; also returns the
+    (N, group) mean and rstd."""
+    x = input.reshape(N, group, -1)
+    mean = jnp.mean(x, axis=-1)
+    centered = x - mean[..., None]
+    rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=-1) + eps)
+    out = (centered * rstd[..., None]).reshape(input.shape)
+    shape = _channel_shape(input)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, rstd
+
+
+@lowering(
+    aten.native_group_norm_backward.default,
+    promotion=Promotion.DEFAULT,
+    static=("N", "C", "HxW", "group", "output_mask"),
+)
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """Gradients of F.group_norm with respect to (input, weight, bias), where ``output_mask`` asks."""
+    per_group = C // group
+    x = input.reshape(N, group, per_group, HxW)
+    dy = grad_out.reshape(N, group, per_group, HxW)
+    mean = mean.reshape(N, group, 1, 1)
+    rstd = rstd.reshape(N, group, 1, 1)
+    x_hat = (x - mean) * rstd
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        dx_hat = dy * weight.reshape(1, group, per_group, 1) if weight is not None else dy
+        count = per_group * HxW
+        grad_input = (rstd / count) * (
+            count * dx_hat
+            - jnp.sum(dx_hat, axis=(2, 3), keepdims=True)
+            - x_hat * jnp.sum(dx_hat * x_hat, axis=(2, 3), keepdims=True)
+        )
+        grad_input = grad_input.reshape(input.shape)
+    if output_mask[1]:
+        grad_weight = jnp.sum(dy * x_hat, axis=(0, 3)).reshape(C)
+    if output_mask[2]:
+        grad_bias = jnp.sum(dy, axis=(0, 3)).reshape(C)
+    return grad_input, grad_weight, grad_bias

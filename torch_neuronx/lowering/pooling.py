@@ -219,7 +219,8 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
     x = self.astype(_opmath(self.dtype))
     lead = x.ndim - nd
     pads = [(0, 0)] * lead + [
-        (p, max(0, (o - 1) * s + k - (i + p))) for i, k, s, p, o in zip(sizes, kernel, stride, padding, out_size)
+        (p, max(0, (o - 1) * s + k - (i + p)))
+        for i, k, s, p, o in zip(sizes, kernel, stride, padding, out_size, strict=True)
     ]
     total = jax.lax.reduce_window(
         x, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + kernel, (1,) * lead + stride, pads

@@ -2,7 +2,7 @@
 
 Values follow each op's distribution, drawn with JAX's counter-based PRNG keyed by the generator's
 state, so they are reproducible under ``torch.manual_seed`` but differ from the CPU's mt19937 stream
-(as CUDA's Philox stream differs). Each lowering receives one key (``random=True``); the eager
+(as CUDA's Philox stream differs). Each lowering receives one PRNG key, ``rng_key`` (``random=True``); the eager
 kernel advances the generator's offset by the number of elements the op produces.
 
 Floating-point samples are drawn in float32 (16-bit outputs round once at the end, as the CPU's
@@ -32,9 +32,9 @@ def _sample_dtype(dtype) -> jnp.dtype:
     return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) or not jnp.issubdtype(dtype, jnp.inexact) else dtype
 
 
-def _uniform(key, shape, dtype=jnp.float32) -> jax.Array:
+def _uniform(rng_key, shape, dtype=jnp.float32) -> jax.Array:
     """U[0, 1) in ``dtype``."""
-    return jax.random.uniform(key, shape, _sample_dtype(dtype))
+    return jax.random.uniform(rng_key, shape, _sample_dtype(dtype))
 
 
 def _scalar(value, dtype) -> jax.Array:
@@ -56,14 +56,14 @@ def _torch_name(dtype) -> str:
 
 
 @lowering(aten.uniform.default, random=True)
-def uniform(self, from_=0.0, to=1.0, *, generator=None, key):
+def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key):
     """torch.Tensor.uniform_: from + U[0, 1) * (to - from), computed in float32 as the CPU kernel does;
     from > to raises as on CPU; integer tensors are rejected as on CPU."""
     _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     low, high = _scalar(from_, dtype), _scalar(to, dtype)
     device_check(low > high, 0, "uniform_ expects to return a [from, to) range, but found from > to")
-    return low + _uniform(key, self.shape) * (high - low)
+    return low + _uniform(rng_key, self.shape) * (high - low)
 
 
 def _check_std(std) -> None:
@@ -71,7 +71,7 @@ def _check_std(std) -> None:
 
 
 @lowering(aten.normal_functional.default, aten.normal_.default, random=True)
-def normal(self, mean=0.0, std=1.0, *, generator=None, key):
+def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
     """torch.Tensor.normal_: N(mean, std**2) (complex: real and imaginary parts each of variance
     std**2 / 2, as PyTorch draws them); std < 0 raises as on CPU."""
     _require_floating(self, "\"normal_kernel_cpu\" not implemented for '{dtype}'", NotImplementedError, True)
@@ -79,37 +79,37 @@ def normal(self, mean=0.0, std=1.0, *, generator=None, key):
     real = jnp.finfo(dtype).dtype
     mean, std = _scalar(mean, dtype), _scalar(std, real)
     _check_std(std)
-    return mean + std * jax.random.normal(key, self.shape, dtype)
+    return mean + std * jax.random.normal(rng_key, self.shape, dtype)
 
 
-def _normal_tensors(mean, std, shape, key):
+def _normal_tensors(mean, std, shape, rng_key):
     dtype = jnp.result_type(_sample_dtype(jnp.asarray(mean).dtype), _sample_dtype(jnp.asarray(std).dtype))
-    return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(key, shape, dtype)
+    return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
 @lowering(aten.normal.Tensor_float, random=True)
-def normal_tensor_float(mean, std=1.0, *, generator=None, key):
+def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
     _check_std(std)
-    return _normal_tensors(mean, jnp.asarray(std), mean.shape, key)
+    return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
 @lowering(aten.normal.float_Tensor, random=True)
-def normal_float_tensor(mean, std, *, generator=None, key):
+def normal_float_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
-    return _normal_tensors(jnp.asarray(mean), std, std.shape, key)
+    return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
 @lowering(aten.normal.Tensor_Tensor, random=True)
-def normal_tensor_tensor(mean, std, *, generator=None, key):
+def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
-    return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), key)
+    return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), rng_key)
 
 
 @lowering(aten.exponential.default, random=True)
-def exponential(self, lambd=1.0, *, generator=None, key):
+def exponential(self, lambd=1.0, *, generator=None, rng_key):
     """torch.Tensor.exponential_: -log(1 - U) / lambd, in [0, inf); lambd <= 0 raises as on CPU."""
     _require_floating(
         self,
@@ -120,67 +120,67 @@ def exponential(self, lambd=1.0, *, generator=None, key):
     dtype = _sample_dtype(self.dtype)
     rate = _scalar(lambd, dtype)
     device_check(rate <= 0, 0, "exponential_ expects lambda > 0.0")
-    return -jnp.log1p(-_uniform(key, self.shape)) / rate
+    return -jnp.log1p(-_uniform(rng_key, self.shape)) / rate
 
 
 @lowering(aten.log_normal.default, random=True)
-def log_normal(self, mean=1.0, std=2.0, *, generator=None, key):
+def log_normal(self, mean=1.0, std=2.0, *, generator=None, rng_key):
     """torch.Tensor.log_normal_: exp(N(mean, std**2)); std <= 0 raises as on CPU."""
     _require_floating(self, "\"log_normal_cpu\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     mean, std = _scalar(mean, dtype), _scalar(std, dtype)
     device_check(std <= 0, 0, "log_normal_ expects std > 0.0")
-    return jnp.exp(mean + std * jax.random.normal(key, self.shape, dtype))
+    return jnp.exp(mean + std * jax.random.normal(rng_key, self.shape, dtype))
 
 
 @lowering(aten.cauchy.default, random=True)
-def cauchy(self, median=0.0, sigma=1.0, *, generator=None, key):
+def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
     """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
     _require_floating(self, "\"cauchy_cpu\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
     device_check(sigma <= 0, 0, "cauchy_ expects sigma > 0.0")
-    return median + sigma * jnp.tan(jnp.pi * (_uniform(key, self.shape) - 0.5))
+    return median + sigma * jnp.tan(jnp.pi * (_uniform(rng_key, self.shape) - 0.5))
 
 
 # --- discrete distributions ----------------------------------------------------------------------
 
 
-def _bernoulli(key, shape, p) -> jax.Array:
+def _bernoulli(rng_key, shape, p) -> jax.Array:
     """1 with probability ``p`` (broadcast to ``shape``), else 0, as bool."""
-    return _uniform(key, shape) < p.astype(jnp.float32)
+    return _uniform(rng_key, shape) < p.astype(jnp.float32)
 
 
 @lowering(aten.bernoulli.p, aten.bernoulli_.float, random=True)
-def bernoulli_p(self, p=0.5, *, generator=None, key):
+def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
     ``p``; p outside [0, 1] raises as on CPU."""
     p = jnp.asarray(p)
     device_check((p < 0) | (p > 1), 0, "bernoulli_ expects p to be in [0, 1]")
-    return _bernoulli(key, self.shape, p)
+    return _bernoulli(rng_key, self.shape, p)
 
 
 @lowering(aten.bernoulli.Tensor, random=True)
-def bernoulli_tensor(self, p, *, generator=None, key):
+def bernoulli_tensor(self, p, *, generator=None, rng_key):
     """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype."""
     device_check(jnp.any((p < 0) | (p > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
-    return _bernoulli(key, self.shape, jnp.broadcast_to(p, self.shape))
+    return _bernoulli(rng_key, self.shape, jnp.broadcast_to(p, self.shape))
 
 
 @lowering(aten.bernoulli.default, random=True)
-def bernoulli(self, *, generator=None, key):
+def bernoulli(self, *, generator=None, rng_key):
     """torch.bernoulli(input): 1 with probability input[i], in ``input``'s dtype."""
     device_check(jnp.any((self < 0) | (self > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
-    return _bernoulli(key, self.shape, self)
+    return _bernoulli(rng_key, self.shape, self)
 
 
 @lowering(aten.geometric.default, random=True)
-def geometric(self, p, *, generator=None, key):
+def geometric(self, p, *, generator=None, rng_key):
     """torch.Tensor.geometric_: trials until the first success, ceil(log(1 - U) / log(1 - p)) >= 1;
     p outside (0, 1) raises as on CPU."""
     p = _scalar(p, jnp.float32)
     device_check((p <= 0) | (p >= 1), 0, "geometric_ expects p to be in (0, 1)")
-    trials = jnp.ceil(jnp.log1p(-_uniform(key, self.shape)) / jnp.log1p(-p))
+    trials = jnp.ceil(jnp.log1p(-_uniform(rng_key, self.shape)) / jnp.log1p(-p))
     return jnp.maximum(trials, 1)
 
 
@@ -220,30 +220,30 @@ def _check_in_range(value: int, name: str, dtype) -> None:
         raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
 
 
-def _integers(key, shape, low: int, count: int) -> jax.Array:
+def _integers(rng_key, shape, low: int, count: int) -> jax.Array:
     """Integers low, ..., low + count - 1 (count <= 2**64) as int64, uniform up to the modulo bias
     PyTorch's kernels also have."""
-    bits = jax.random.bits(key, shape, jnp.uint64)
+    bits = jax.random.bits(rng_key, shape, jnp.uint64)
     if count == 1 << 64:
         return jax.lax.bitcast_convert_type(bits, jnp.int64)
     return (bits % np.uint64(count)).astype(jnp.int64) + np.int64(low)
 
 
 @lowering(aten.random.default, random=True)
-def random(self, *, generator=None, key):
+def random(self, *, generator=None, rng_key):
     """torch.Tensor.random_(): integers in [0, 2**digits] for floating dtypes (every integer the
     dtype represents exactly), [0, max] for integer dtypes, {0, 1} for bool."""
-    return _integers(key, self.shape, 0, _integer_max(self.dtype) + 1)
+    return _integers(rng_key, self.shape, 0, _integer_max(self.dtype) + 1)
 
 
 @lowering(aten.random.to, random=True)
-def random_to(self, to, *, generator=None, key):
+def random_to(self, to, *, generator=None, rng_key):
     """torch.Tensor.random_(to): integers in [0, to)."""
-    return random_from(self, 0, to, key=key)
+    return random_from(self, 0, to, rng_key=rng_key)
 
 
 @lowering(getattr(aten.random, "from"), random=True)
-def random_from(self, from_, to=None, *, generator=None, key):
+def random_from(self, from_, to=None, *, generator=None, rng_key):
     """torch.Tensor.random_(from, to): integers in [from, to); ``to=None`` means up to the dtype's
     largest (2**digits for floating dtypes); bounds are checked as PyTorch checks them."""
     if to is not None:
@@ -251,7 +251,7 @@ def random_from(self, from_, to=None, *, generator=None, key):
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
         last = to - 1
     elif from_ == -(1 << 63) and self.dtype == jnp.int64:
-        return _integers(key, self.shape, from_, 1 << 64)
+        return _integers(rng_key, self.shape, from_, 1 << 64)
     else:
         last = _integer_max(self.dtype)
         if from_ > last:
@@ -261,11 +261,11 @@ def random_from(self, from_, to=None, *, generator=None, key):
             )
     _check_in_range(from_, "from", self.dtype)
     _check_in_range(last, "to - 1", self.dtype)
-    return _integers(key, self.shape, from_, last - from_ + 1)
+    return _integers(rng_key, self.shape, from_, last - from_ + 1)
 
 
 @lowering(aten.native_dropout.default, static=("train",), random=True)
-def native_dropout(input, p, train, *, key):
+def native_dropout(input, p, train, *, rng_key):
     """torch.nn.functional.dropout's kernel: (input * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p)
     when training (p == 1 zeroes everything); (input, all True) otherwise."""
     if train is False:
@@ -273,7 +273,7 @@ def native_dropout(input, p, train, *, key):
     dtype = _sample_dtype(input.dtype)
     keep = 1 - _scalar(p, dtype)
     scale = jnp.where(keep == 0, jnp.zeros((), dtype), 1 / keep)
-    mask = _uniform(key, input.shape) < keep
+    mask = _uniform(rng_key, input.shape) < keep
     return input.astype(dtype) * mask.astype(dtype) * scale, mask
 
 
@@ -288,13 +288,13 @@ def native_dropout_backward(grad_output, mask, scale):
 
 
 @lowering(aten.randperm.generator, random=True)
-def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None, key):
+def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None, rng_key):
     """torch.randperm(n): a uniformly random permutation of 0..n-1."""
-    return jax.random.permutation(key, n)
+    return jax.random.permutation(rng_key, n)
 
 
 @lowering(aten.multinomial.default, random=True)
-def multinomial(self, num_samples, replacement=False, *, generator=None, key):
+def multinomial(self, num_samples, replacement=False, *, generator=None, rng_key):
     """torch.multinomial: category indices drawn with probability proportional to each row of ``self``
     (1-D or 2-D). With replacement, independent categorical draws; without, the Gumbel top-k trick
     (categories of probability 0 come last, as on CPU). Negative, infinite or NaN weights, rows
@@ -312,9 +312,9 @@ def multinomial(self, num_samples, replacement=False, *, generator=None, key):
     logits = jnp.log(weights)
     if replacement:
         shape = (*self.shape[:-1], num_samples)
-        draws = jax.random.categorical(key, logits[..., None, :], axis=-1, shape=shape)
+        draws = jax.random.categorical(rng_key, logits[..., None, :], axis=-1, shape=shape)
         return draws
-    perturbed = logits + jax.random.gumbel(key, self.shape, jnp.float32)
+    perturbed = logits + jax.random.gumbel(rng_key, self.shape, jnp.float32)
     if math.prod(self.shape) == 0:
         return jnp.zeros((*self.shape[:-1], num_samples), jnp.int64)
     return jax.lax.top_k(perturbed, num_samples)[1]

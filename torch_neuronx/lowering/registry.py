@@ -16,7 +16,7 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
   equal the meta kernel's (a mismatch is a lowering bug and raises).
 - *Scalars*: a Python number in a Scalar/float position arrives as a 0-d traced array (it is a
   runtime input of the executable) unless the lowering lists it in ``static``.
-- *Random ops* (``random=True``) receive ``key=``, a JAX PRNG key derived from the generator's
+- *Random ops* (``random=True``) receive ``rng_key=``, a JAX PRNG key derived from the generator's
   (seed, offset) for this op.
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
@@ -155,6 +155,12 @@ def device_check(failed: jax.Array, detail: jax.Array, message: str, error: type
     active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
 
 
+def _is_scalar_argument(argument: torch._C.Argument) -> bool:
+    """A Scalar/float schema argument (a runtime scalar of the executable); int, bool and list
+    arguments (dims, flags, sizes) are static and never take part in promotion."""
+    return str(argument.type) in ("number", "Optional[number]", "float", "Optional[float]")
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (bool, int, float, complex)) and not isinstance(value, torch.Tensor)
 
@@ -187,7 +193,8 @@ def apply(
             chosen = [
                 i
                 for i, meta in enumerate(metas)
-                if isinstance(meta, torch.Tensor) or (_is_number(meta) and names[i] not in entry.static)
+                if isinstance(meta, torch.Tensor)
+                or (_is_number(meta) and names[i] not in entry.static and _is_scalar_argument(schema.arguments[i]))
             ]
         participants = [metas[i] for i in chosen if metas[i] is not None]
         computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
@@ -207,7 +214,7 @@ def apply(
     results = result_meta if isinstance(result_meta, (tuple, list)) else (result_meta,)
     if entry.random:
         context = active_context()
-        kwargs["key"] = context.next_key(sum(r.numel() for r in results if isinstance(r, torch.Tensor)))
+        kwargs["rng_key"] = context.next_key(sum(r.numel() for r in results if isinstance(r, torch.Tensor)))
     if entry.result_dtype:
         kwargs["result_dtype"] = jax_dtype(results[0].dtype)
     value = entry.fn(*positional, **kwargs)

@@ -1,3 +1,538 @@
-"""sampling lowerings."""
+"""Interpolation and sampling: upsample_nearest{1,2,3}d (and the ``_exact`` variants), upsample_linear1d,
+upsample_bilinear2d, upsample_trilinear3d, upsample_bicubic2d, the antialiased bilinear and bicubic
+resamplers, their backward ops, and grid_sampler_2d (with backward).
+
+Every upsampling mode is separable: along each spatial dimension, output ``o`` is a weighted sum of a
+few input taps. The taps and weights depend only on the sizes and scales, so they are computed on the
+host (numpy, in float32 like PyTorch's ``opmath_t``) with PyTorch's formulas from
+``aten/src/ATen/native/UpSample.h``:
+
+- scale: ``(in - 1) / (out - 1)`` with align_corners (0 when out == 1); otherwise ``1 / scale``
+  when a positive scale factor was given, else ``in / out`` (``area_pixel_compute_scale``).
+- source index: ``scale * o`` with align_corners, else ``scale * (o + 0.5) - 0.5``, clamped at 0
+  except for cubic (``area_pixel_compute_source_index``); then ``guard_index_and_lambda``.
+- nearest: ``min(floor(o * scale), in - 1)``; the 2d kernel (``nearest_idx``) takes out == in as
+  the identity and out == 2 * in as ``o >> 1`` whatever the scale; nearest-exact:
+  ``min(floor((o + 0.5) * scale), in - 1)``, with the float32 rounding of each kernel (see
+  ``_nearest_taps``).
+- linear modes copy a dimension whose output size equals its input size, whatever the scale (as the
+  CPU kernel does); cubic's forward does not (its backward copies when both sizes match).
+- cubic: Keys' cubic convolution with ``A = -0.75`` over taps ``i - 1 .. i + 2`` clamped to the
+  border (``get_cubic_upsample_coefficients``).
+- antialias: the filters and windows of ``UpSampleKernel.cpp`` (``_compute_indices_min_size_weights_aa``).
+
+The dimensions are contracted last to first, as PyTorch's separable CPU kernel nests them; 16-bit
+inputs interpolate in float32 and round once. Backward ops are the transposes (``jax.vjp``) of the
+forward, accumulating in float32.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import lowering
+
+aten = torch.ops.aten
+
+_F32 = np.float32
+_CUBIC_A = _F32(-0.75)
+
+#: One spatial dimension's taps: (input indices, weights), each of shape (taps, out), or weights None
+#: for a single tap of weight 1 (nearest, or a linear dimension copied unchanged).
+Taps = tuple[np.ndarray, np.ndarray | None]
+
+
+def _opmath(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
+def _scale_value(scale: float | None, size: int, out: int) -> np.float32:
+    """``compute_scales_value``: 1 / scale when a positive scale was given, else in / out."""
+    if scale is not None and scale > 0:
+        return _F32(1.0 / scale)
+    return _F32(size) / _F32(out)
+
+
+def _area_scale(size: int, out: int, align_corners: bool, scale: float | None) -> np.float32:
+    """``area_pixel_compute_scale``."""
+    if align_corners:
+        return _F32(size - 1) / _F32(out - 1) if out > 1 else _F32(0)
+    return _scale_value(scale, size, out)
+
+
+def _source_index(scale: np.float32, out: int, align_corners: bool, cubic: bool) -> np.ndarray:
+    """``area_pixel_compute_source_index`` for every output position, in float32."""
+    dst = np.arange(out, dtype=_F32)
+    if align_corners:
+        return scale * dst
+    src = scale * (dst + _F32(0.5)) - _F32(0.5)
+    return src if cubic else np.maximum(src, _F32(0))
+
+
+def _guard(real: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``guard_index_and_lambda``: the integer tap below ``real`` and the fraction past it."""
+    index = np.minimum(np.floor(real).astype(np.int64), size - 1)
+    fraction = np.clip(real - index.astype(_F32), _F32(0), _F32(1)).astype(_F32)
+    return index, fraction
+
+
+def _nearest_taps(size: int, out: int, scale: float | None, exact: bool, planar: bool) -> Taps:
+    """Nearest source indices. ``planar`` selects PyTorch's 2d kernel (``nearest_idx`` /
+    ``nearest_exact_idx``: float32 ``floor((o [+ 0.5]) * scale)``, out == in and out == 2 * in as
+    exact shortcuts); otherwise its N-d kernel (``HelperInterpNearest[Exact]``), whose exact variant
+    rounds ``scale * (o + 0.5) - 0.5`` once (a fused multiply-add), clamps it at 0 and floors it + 0.5."""
+    step = _scale_value(scale, size, out)
+    dst = np.arange(out)
+    if planar and not exact and out == size:
+        index = dst
+    elif planar and not exact and out == 2 * size:
+        index = dst >> 1
+    elif planar or not exact:
+        index = np.floor((dst.astype(_F32) + _F32(0.5 if exact else 0)) * step)
+    else:
+        real = np.maximum(((dst + 0.5) * np.float64(step) - 0.5).astype(_F32), _F32(0))
+        index = np.floor((real.astype(np.float64) + 0.5).astype(_F32))
+    return np.minimum(index.astype(np.int64), size - 1)[None, :], None
+
+
+def _linear_taps(size: int, out: int, align_corners: bool, scale: float | None) -> Taps:
+    if out == size:
+        return np.arange(out)[None, :], None
+    real = _source_index(_area_scale(size, out, align_corners, scale), out, align_corners, cubic=False)
+    index, fraction = _guard(real, size)
+    upper = index + (index < size - 1)
+    return np.stack([index, upper]), np.stack([_F32(1) - fraction, fraction])
+
+
+def _cubic_taps(size: int, out: int, align_corners: bool, scale: float | None) -> Taps:
+    real = _source_index(_area_scale(size, out, align_corners, scale), out, align_corners, cubic=True)
+    index, t = _guard(real, size)
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + _F32(2)) * x - (a + _F32(3))) * x * x + _F32(1)
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - _F32(5) * a) * x + _F32(8) * a) * x - _F32(4) * a
+
+    weights = np.stack([far(t + _F32(1)), near(t), near(_F32(1) - t), far(_F32(2) - t)]).astype(_F32)
+    taps = np.clip(index[None, :] + np.arange(-1, 3)[:, None], 0, size - 1)
+    return taps, weights
+
+
+def _aa_filter(x: np.ndarray, cubic: bool) -> np.ndarray:
+    """The antialias filters of ``UpSampleKernel.cpp``: a triangle, or Keys' cubic with A = -0.5."""
+    x = np.abs(x)
+    if not cubic:
+        return np.where(x < 1, _F32(1) - x, _F32(0)).astype(_F32)
+    a = _F32(-0.5)
+    near = ((a + _F32(2)) * x - (a + _F32(3))) * x * x + _F32(1)
+    far = (((x - _F32(5)) * x + _F32(8)) * x - _F32(4)) * a
+    return np.where(x < 1, near, np.where(x < 2, far, _F32(0))).astype(_F32)
+
+
+def _aa_taps(size: int, out: int, align_corners: bool, scale: float | None, cubic: bool) -> Taps:
+    """``_compute_indices_min_size_weights_aa``: output ``o`` averages the inputs within ``support``
+    of its centre ``scale * (o + 0.5)`` with the filter stretched by the scale when downsampling
+    (``support = taps / 2 * scale``), weights normalised to sum 1."""
+    scale = _area_scale(size, out, align_corners, scale)
+    half = _F32(2 if cubic else 1)
+    support = half * scale if scale >= 1 else half
+    inverse = _F32(1) / scale if scale >= 1 else _F32(1)
+    width = int(math.ceil(support)) * 2 + 1
+    index = np.zeros((width, out), np.int64)
+    weights = np.zeros((width, out), _F32)
+    for o in range(out):
+        center = scale * (_F32(o) + _F32(0.5))
+        start = max(int(center - support + _F32(0.5)), 0)
+        count = min(max(min(int(center + support + _F32(0.5)), size) - start, 0), width)
+        w = _aa_filter((np.arange(start, start + count, dtype=_F32) - center + _F32(0.5)) * inverse, cubic)
+        total = w.sum(dtype=_F32)
+        weights[:count, o] = w / total if total != 0 else w
+        index[:, o] = np.minimum(start + np.arange(width), size - 1)
+    return index, weights
+
+
+def _aa(x_shape, output_size, align_corners, scales, cubic):
+    sizes = x_shape[-len(output_size) :]
+    return [_aa_taps(i, o, align_corners, s, cubic) for i, o, s in zip(sizes, output_size, scales, strict=True)]
+
+
+def _interpolate(x, taps: Sequence[Taps]):
+    """Applies each spatial dimension's taps to ``x``'s trailing dimensions, last dimension first."""
+    nd = len(taps)
+    for dim in reversed(range(nd)):
+        axis = x.ndim - nd + dim
+        index, weights = taps[dim]
+        if weights is None:
+            x = jnp.take(x, jnp.asarray(index[0]), axis=axis)
+            continue
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        total = None
+        for tap, weight in zip(index, weights, strict=True):
+            term = jnp.take(x, jnp.asarray(tap), axis=axis) * jnp.asarray(weight, x.dtype).reshape(shape)
+            total = term if total is None else total + term
+        x = total
+    return x
+
+
+def _check_float(x, name: str) -> None:
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise NotImplementedError(
+            f"aten::{name} on neuron: {x.dtype} input; interpolate floating-point tensors (convert with .float())"
+        )
+
+
+def _upsample(x, taps: Sequence[Taps]):
+    if all(weights is None for _, weights in taps):
+        return _interpolate(x, taps)
+    return _interpolate(x.astype(_opmath(x.dtype)), taps)
+
+
+def _backward(forward: Callable, grad_output, input_size: Sequence[int]):
+    """The transpose of the linear ``forward`` applied to grad_output, in the opmath type."""
+    dtype = _opmath(grad_output.dtype)
+    _, pullback = jax.vjp(forward, jnp.zeros(tuple(input_size), dtype))
+    (grad,) = pullback(grad_output.astype(dtype))
+    return grad
+
+
+def _nearest(x_shape, output_size, scales, exact):
+    sizes = x_shape[-len(output_size) :]
+    planar = len(output_size) == 2
+    return [_nearest_taps(i, o, s, exact, planar) for i, o, s in zip(sizes, output_size, scales, strict=True)]
+
+
+def _linear(x_shape, output_size, align_corners, scales):
+    sizes = x_shape[-len(output_size) :]
+    return [_linear_taps(i, o, align_corners, s) for i, o, s in zip(sizes, output_size, scales, strict=True)]
+
+
+def _cubic(x_shape, output_size, align_corners, scales):
+    sizes = x_shape[-len(output_size) :]
+    return [_cubic_taps(i, o, align_corners, s) for i, o, s in zip(sizes, output_size, scales, strict=True)]
+
+
+# --- nearest ----------------------------------------------------------------------------------
+
+
+@lowering(aten.upsample_nearest1d.default, static=("scales",))
+def upsample_nearest1d(self, output_size, scales=None):
+    """F.interpolate(mode="nearest") on (N, C, W): ``src = min(floor(dst * scale), in - 1)``."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales], exact=False))
+
+
+@lowering(aten.upsample_nearest2d.default, static=("scales_h", "scales_w"))
+def upsample_nearest2d(self, output_size, scales_h=None, scales_w=None):
+    """F.interpolate(mode="nearest") on (N, C, H, W)."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales_h, scales_w], exact=False))
+
+
+@lowering(aten.upsample_nearest3d.default, static=("scales_d", "scales_h", "scales_w"))
+def upsample_nearest3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
+    """F.interpolate(mode="nearest") on (N, C, D, H, W)."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales_d, scales_h, scales_w], exact=False))
+
+
+@lowering(aten._upsample_nearest_exact1d.default, static=("scales",))
+def _upsample_nearest_exact1d(self, output_size, scales=None):
+    """F.interpolate(mode="nearest-exact") on (N, C, W): ``src = min(floor((dst + 0.5) * scale), in - 1)``."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales], exact=True))
+
+
+@lowering(aten._upsample_nearest_exact2d.default, static=("scales_h", "scales_w"))
+def _upsample_nearest_exact2d(self, output_size, scales_h=None, scales_w=None):
+    """F.interpolate(mode="nearest-exact") on (N, C, H, W)."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales_h, scales_w], exact=True))
+
+
+@lowering(aten._upsample_nearest_exact3d.default, static=("scales_d", "scales_h", "scales_w"))
+def _upsample_nearest_exact3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
+    """F.interpolate(mode="nearest-exact") on (N, C, D, H, W)."""
+    return _upsample(self, _nearest(self.shape, output_size, [scales_d, scales_h, scales_w], exact=True))
+
+
+@lowering(aten.upsample_nearest1d_backward.default, static=("scales",))
+def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
+    """Backward of upsample_nearest1d: each input gathers the gradients of the outputs copied from it."""
+    taps = _nearest(input_size, output_size, [scales], exact=False)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten.upsample_nearest2d_backward.default, static=("scales_h", "scales_w"))
+def upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
+    """Backward of upsample_nearest2d."""
+    taps = _nearest(input_size, output_size, [scales_h, scales_w], exact=False)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten.upsample_nearest3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+def upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None):
+    """Backward of upsample_nearest3d."""
+    taps = _nearest(input_size, output_size, [scales_d, scales_h, scales_w], exact=False)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten._upsample_nearest_exact1d_backward.default, static=("scales",))
+def _upsample_nearest_exact1d_backward(grad_output, output_size, input_size, scales=None):
+    """Backward of _upsample_nearest_exact1d."""
+    taps = _nearest(input_size, output_size, [scales], exact=True)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten._upsample_nearest_exact2d_backward.default, static=("scales_h", "scales_w"))
+def _upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
+    """Backward of _upsample_nearest_exact2d."""
+    taps = _nearest(input_size, output_size, [scales_h, scales_w], exact=True)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten._upsample_nearest_exact3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+def _upsample_nearest_exact3d_backward(
+    grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None
+):
+    """Backward of _upsample_nearest_exact3d."""
+    taps = _nearest(input_size, output_size, [scales_d, scales_h, scales_w], exact=True)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+# --- linear and cubic -------------------------------------------------------------------------
+
+
+@lowering(aten.upsample_linear1d.default, static=("scales",))
+def upsample_linear1d(self, output_size, align_corners, scales=None):
+    """F.interpolate(mode="linear"): two taps ``i0 = floor(src)``, ``i1 = min(i0 + 1, in - 1)`` with
+    weights ``1 - l, l`` where ``l = src - i0``."""
+    _check_float(self, "upsample_linear1d")
+    return _upsample(self, _linear(self.shape, output_size, align_corners, [scales]))
+
+
+@lowering(aten.upsample_bilinear2d.default, static=("scales_h", "scales_w"))
+def upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """F.interpolate(mode="bilinear") (antialias=False): linear taps along H and W."""
+    _check_float(self, "upsample_bilinear2d")
+    return _upsample(self, _linear(self.shape, output_size, align_corners, [scales_h, scales_w]))
+
+
+@lowering(aten.upsample_trilinear3d.default, static=("scales_d", "scales_h", "scales_w"))
+def upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+    """F.interpolate(mode="trilinear"): linear taps along D, H and W."""
+    _check_float(self, "upsample_trilinear3d")
+    return _upsample(self, _linear(self.shape, output_size, align_corners, [scales_d, scales_h, scales_w]))
+
+
+@lowering(aten.upsample_bicubic2d.default, static=("scales_h", "scales_w"))
+def upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """F.interpolate(mode="bicubic") (antialias=False): four taps per dimension with Keys' cubic
+    convolution weights (A = -0.75), border-clamped (results may overshoot the input range)."""
+    _check_float(self, "upsample_bicubic2d")
+    return _upsample(self, _cubic(self.shape, output_size, align_corners, [scales_h, scales_w]))
+
+
+@lowering(aten.upsample_linear1d_backward.default, static=("scales",))
+def upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales=None):
+    """Backward of upsample_linear1d."""
+    taps = _linear(input_size, output_size, align_corners, [scales])
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten.upsample_bilinear2d_backward.default, static=("scales_h", "scales_w"))
+def upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    """Backward of upsample_bilinear2d."""
+    taps = _linear(input_size, output_size, align_corners, [scales_h, scales_w])
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten.upsample_trilinear3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+def upsample_trilinear3d_backward(
+    grad_output, output_size, input_size, align_corners, scales_d=None, scales_h=None, scales_w=None
+):
+    """Backward of upsample_trilinear3d."""
+    taps = _linear(input_size, output_size, align_corners, [scales_d, scales_h, scales_w])
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten.upsample_bicubic2d_backward.default, static=("scales_h", "scales_w"))
+def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    """Backward of upsample_bicubic2d (border taps accumulate into the edge inputs). When the output
+    has the input's size, PyTorch's backward kernel copies the gradient, although its forward kernel
+    interpolates with the given scales; both are matched."""
+    if tuple(output_size) == tuple(input_size[-2:]):
+        return grad_output.astype(_opmath(grad_output.dtype))
+    taps = _cubic(input_size, output_size, align_corners, [scales_h, scales_w])
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+# --- grid_sampler_2d --------------------------------------------------------------------------
+
+_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+def _clip(x, size: int):
+    """``clip_coordinates``: into [0, size - 1]; the borders count as clipped (gradient 0 there), as
+    PyTorch's ``clip_coordinates_set_grad`` has it."""
+    high = jnp.asarray(size - 1, x.dtype)
+    return jnp.where(x <= 0, jnp.zeros_like(x), jnp.where(x >= high, high, x))
+
+
+def _reflect(x, twice_low: int, twice_high: int):
+    """``reflect_coordinates``: folds ``x`` into [low, high] by reflecting at the bounds."""
+    if twice_low == twice_high:
+        return jnp.zeros_like(x)
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    shifted = x - low
+    sign = jnp.where(shifted < 0, -1.0, 1.0).astype(x.dtype)
+    distance = shifted * sign
+    extra = jnp.fmod(distance, span)
+    flips = jnp.floor(distance / span).astype(jnp.int64)
+    return jnp.where(flips % 2 == 0, extra + low, span - extra + low)
+
+
+def _grid_coordinates(x, size: int, padding_mode: int, align_corners: bool):
+    """``compute_coordinates``: applies the padding mode to unnormalised coordinates."""
+    if padding_mode == 1:
+        return _clip(x, size)
+    if padding_mode == 2:
+        folded = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
+        return _clip(folded, size)
+    return x
+
+
+def _unnormalize(coordinate, size: int, align_corners: bool):
+    """``grid_sampler_unnormalize``: [-1, 1] to pixel indices ([0, size - 1] with align_corners,
+    else [-0.5, size - 0.5])."""
+    if align_corners:
+        return (coordinate + 1) * ((size - 1) / 2)
+    return (coordinate + 1) * (size / 2) - 0.5
+
+
+def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
+    n, c, height, width = input.shape
+    _, out_h, out_w, _ = grid.shape
+    flat = input.reshape(n, c, height * width)
+
+    def tap(ix, iy):
+        """Input values at integer coordinates (N, oH, oW); 0 outside the input."""
+        inside = (ix >= 0) & (ix < width) & (iy >= 0) & (iy < height)
+        index = jnp.where(inside, iy.astype(jnp.int64) * width + ix.astype(jnp.int64), 0)
+        values = jnp.take_along_axis(flat, index.reshape(n, 1, -1), axis=2).reshape(n, c, out_h, out_w)
+        return jnp.where(inside[:, None], values, jnp.zeros((), values.dtype))
+
+    x = _unnormalize(grid[..., 0], width, align_corners)
+    y = _unnormalize(grid[..., 1], height, align_corners)
+    if interpolation_mode == 2:
+        x0, y0 = jnp.floor(x), jnp.floor(y)
+        wx = _cubic_weights(x - x0)
+        wy = _cubic_weights(y - y0)
+        total = 0
+        for j in range(4):
+            row = 0
+            for i in range(4):
+                tx = _grid_coordinates(x0 + (i - 1), width, padding_mode, align_corners)
+                ty = _grid_coordinates(y0 + (j - 1), height, padding_mode, align_corners)
+                row = row + tap(tx, ty) * wx[i][:, None]
+            total = total + row * wy[j][:, None]
+        return total
+    x = _grid_coordinates(x, width, padding_mode, align_corners)
+    y = _grid_coordinates(y, height, padding_mode, align_corners)
+    if interpolation_mode == 1:
+        return tap(jnp.round(x), jnp.round(y))
+    x0, y0 = jnp.floor(x), jnp.floor(y)
+    x1, y1 = x0 + 1, y0 + 1
+    corners = [
+        (x0, y0, (x1 - x) * (y1 - y)),
+        (x1, y0, (x - x0) * (y1 - y)),
+        (x0, y1, (x1 - x) * (y - y0)),
+        (x1, y1, (x - x0) * (y - y0)),
+    ]
+    return sum(tap(ix, iy) * weight[:, None] for ix, iy, weight in corners)
+
+
+def _cubic_weights(t):
+    """Keys' cubic convolution weights (A = -0.75) of the taps at offsets -1, 0, 1, 2 from ``floor``."""
+    a = -0.75
+
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _check_grid_options(interpolation_mode: int, padding_mode: int) -> None:
+    if interpolation_mode not in _MODES or padding_mode not in _PADDINGS:
+        raise ValueError(
+            f"aten::grid_sampler_2d on neuron: interpolation_mode {interpolation_mode} / padding_mode "
+            f"{padding_mode}; expected 0-2 ({', '.join(_MODES.values())}) / 0-2 ({', '.join(_PADDINGS.values())})"
+        )
+
+
+@lowering(aten.grid_sampler_2d.default)
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """F.grid_sample on 4-D input: samples ``input`` (N, C, H, W) at ``grid`` (N, oH, oW, 2) (x, y)
+    coordinates in [-1, 1], as PyTorch's ``GridSampler.h``: bilinear (out-of-input corners count 0),
+    nearest (round half to even) or bicubic (A = -0.75, padding applied per tap); zeros, border or
+    reflection padding. 16-bit inputs sample in float32."""
+    _check_grid_options(interpolation_mode, padding_mode)
+    dtype = _opmath(input.dtype)
+    return _grid_sample(input.astype(dtype), grid.astype(dtype), interpolation_mode, padding_mode, align_corners)
+
+
+@lowering(aten.grid_sampler_2d_backward.default)
+def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    """Backward of grid_sampler_2d: (grad_input, grad_grid), grad_input only where ``output_mask[0]``
+    asks for it. The coordinate clipping and reflection have PyTorch's gradients (0 at a clipped
+    border, the reflection's sign elsewhere)."""
+    _check_grid_options(interpolation_mode, padding_mode)
+    dtype = _opmath(input.dtype)
+
+    def forward(x, g):
+        return _grid_sample(x, g, interpolation_mode, padding_mode, align_corners)
+
+    _, pullback = jax.vjp(forward, input.astype(dtype), grid.astype(dtype))
+    grad_input, grad_grid = pullback(grad_output.astype(dtype))
+    return (grad_input if output_mask[0] else None), grad_grid
+
+
+# --- antialiased ------------------------------------------------------------------------------
+
+
+@lowering(aten._upsample_bilinear2d_aa.default, static=("scales_h", "scales_w"))
+def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """F.interpolate(mode="bilinear", antialias=True): a triangle filter widened by the downsampling
+    factor (Pillow's resampling, as PyTorch implements it)."""
+    _check_float(self, "_upsample_bilinear2d_aa")
+    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=False))
+
+
+@lowering(aten._upsample_bicubic2d_aa.default, static=("scales_h", "scales_w"))
+def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """F.interpolate(mode="bicubic", antialias=True): Keys' cubic filter (A = -0.5) widened by the
+    downsampling factor."""
+    _check_float(self, "_upsample_bicubic2d_aa")
+    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=True))
+
+
+@lowering(aten._upsample_bilinear2d_aa_backward.default, static=("scales_h", "scales_w"))
+def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    """Backward of _upsample_bilinear2d_aa."""
+    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], cubic=False)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(aten._upsample_bicubic2d_aa_backward.default, static=("scales_h", "scales_w"))
+def _upsample_bicubic2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    """Backward of _upsample_bicubic2d_aa."""
+    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], cubic=True)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)

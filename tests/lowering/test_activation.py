@@ -1,0 +1,237 @@
+"""Activations and softmax on neuron against CPU: forward values, gradients, in-place and out= forms."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_neuronx
+from tests.utils import assert_matches_cpu
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    torch.manual_seed(0)
+
+
+ACTIVATIONS = {
+    "relu": F.relu,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "mish": F.mish,
+    "elu": lambda x: F.elu(x, alpha=0.5),
+    "selu": F.selu,
+    "celu": lambda x: F.celu(x, alpha=1.5),
+    "hardtanh": lambda x: F.hardtanh(x, -0.5, 0.75),
+    "relu6": F.relu6,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "softplus": lambda x: F.softplus(x, beta=2.0, threshold=3.0),
+    "threshold": lambda x: F.threshold(x, 0.1, -2.0),
+    "glu": lambda x: F.glu(x, dim=1),
+    "logsigmoid": F.logsigmoid,
+    "softmax": lambda x: F.softmax(x, dim=1),
+    "log_softmax": lambda x: F.log_softmax(x, dim=0),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "hardshrink": lambda x: F.hardshrink(x, 1.0),
+    "softshrink": lambda x: F.softshrink(x, 1.0),
+}
+
+#: The backend op each activation must reach (so a decomposition does not hide a missing lowering).
+LOWERED = {
+    "relu": "aten::relu.default",
+    "gelu": "aten::gelu.default",
+    "silu": "aten::silu.default",
+    "mish": "aten::mish.default",
+    "elu": "aten::elu.default",
+    "hardtanh": "aten::hardtanh.default",
+    "softplus": "aten::softplus.default",
+    "glu": "aten::glu_backward.default",
+    "logsigmoid": "aten::log_sigmoid_backward.default",
+    "softmax": "aten::_softmax_backward_data.default",
+    "log_softmax": "aten::_log_softmax_backward_data.default",
+    "tanh": "aten::tanh_backward.default",
+    "sigmoid": "aten::sigmoid_backward.default",
+    "hardshrink": "aten::hardshrink_backward.default",
+    "softshrink": "aten::softshrink_backward.default",
+}
+
+
+def _value_and_grad(fn):
+    def run(x, grad):
+        out = fn(x)
+        (dx,) = torch.autograd.grad(out, x, grad)
+        return out, dx
+
+    return run
+
+
+def _input(dtype: torch.dtype) -> torch.Tensor:
+    x = torch.randn(4, 6, dtype=torch.float32) * 3
+    x[0, :3] = torch.tensor([-3.0, 3.0, 0.0])  # the kinks of the piecewise activations
+    return x.to(dtype).requires_grad_()
+
+
+#: Activations whose 16-bit reference is CPU computing in float32, rounded once, because CPU's own
+#: 16-bit kernel rounds an intermediate: glu_backward stores sigmoid(b) in 16 bits before computing
+#: (1 - s) * s, which loses every digit where s is close to 1.
+FLOAT32_REFERENCE = {"glu"}
+
+
+def _cases():
+    for name in ACTIVATIONS:
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            yield pytest.param(name, dtype, id=f"{name}-{dtype}")
+
+
+@pytest.mark.parametrize("name, dtype", list(_cases()))
+def test_activation_forward_and_backward_match_cpu(name, dtype):
+    x = _input(dtype)
+    grad = torch.randn_like(ACTIVATIONS[name](x.detach()))
+    run = _value_and_grad(ACTIVATIONS[name])
+    if name in FLOAT32_REFERENCE and dtype != torch.float32:
+        expected = run(x.detach().float().requires_grad_(), grad.float())
+        actual = run(x.detach().to("neuron").requires_grad_(), grad.to("neuron"))
+        for got, want in zip(actual, expected, strict=True):
+            torch.testing.assert_close(got.cpu(), want.to(dtype))
+    else:
+        assert_matches_cpu(run, x, grad)
+    assert torch_neuronx.get_fallback_ops() == {}
+    if name in LOWERED:
+        assert LOWERED[name] in torch_neuronx.get_executed_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("eps", [None, 0.2], ids=["no_eps", "eps"])
+def test_logit_matches_float32_reference(eps, dtype):
+    """CPU's 16-bit logit kernels compute x / (1 - x) in 16-bit arithmetic and round eps to 16 bits
+    (which moves the clamp bounds); neuron, like CUDA, computes in float32 and rounds once, so the
+    reference is CPU in float32."""
+    x = torch.linspace(-0.1, 1.1, 25).to(dtype).requires_grad_()
+    grad = torch.linspace(-1, 1, 25).to(dtype)
+    run = _value_and_grad(lambda t: torch.logit(t, eps))
+    expected = run(x.detach().float().requires_grad_(), grad.float())
+    actual = run(x.detach().to("neuron").requires_grad_(), grad.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert "aten::logit_backward.default" in torch_neuronx.get_executed_ops()
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want.to(dtype), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.relu(x, inplace=True),
+        lambda x: F.leaky_relu(x, 0.3, inplace=True),
+        lambda x: F.elu(x, inplace=True),
+        lambda x: F.hardtanh(x, -0.2, 0.4, inplace=True),
+        lambda x: F.silu(x, inplace=True),
+        lambda x: F.hardswish(x, inplace=True),
+        lambda x: F.threshold(x, 0.0, 5.0, inplace=True),
+    ],
+    ids=["relu", "leaky_relu", "elu", "hardtanh", "silu", "hardswish", "threshold"],
+)
+def test_inplace_activation_on_a_view_matches_cpu(fn):
+    def run(x):
+        x = x.clone()
+        view = x.t()[1:]
+        out = fn(view)
+        assert out.data_ptr() == view.data_ptr()
+        return x
+
+    assert_matches_cpu(run, torch.randn(5, 4))
+
+
+@pytest.mark.parametrize(
+    "fn, backward",
+    [
+        (lambda y: F.elu(y, alpha=0.7, inplace=True), "aten::elu_backward.default"),
+        (lambda y: F.leaky_relu(y, 0.1, inplace=True), "aten::leaky_relu_backward.default"),
+        (lambda y: F.relu(y, inplace=True), "aten::threshold_backward.default"),
+        (lambda y: F.hardtanh(y, inplace=True), "aten::hardtanh_backward.default"),
+    ],
+    ids=["elu", "leaky_relu", "relu", "hardtanh"],
+)
+def test_inplace_activation_gradient_from_its_result_matches_cpu(fn, backward):
+    def run(x, grad):
+        out = fn(x * 2)  # in place on a non-leaf: the backward sees the result (elu's is_result=True)
+        (dx,) = torch.autograd.grad(out, x, grad)
+        return out, dx
+
+    assert_matches_cpu(run, torch.randn(3, 5, requires_grad=True), torch.randn(3, 5))
+    assert backward in torch_neuronx.get_executed_ops()
+
+
+@pytest.mark.parametrize(
+    "op, args",
+    [
+        (aten.gelu.out, {"approximate": "tanh"}),
+        (aten.silu.out, {}),
+        (aten._softmax.out, {"dim": 1, "half_to_float": False}),
+        (aten._log_softmax.out, {"dim": 0, "half_to_float": False}),
+    ],
+    ids=["gelu", "silu", "softmax", "log_softmax"],
+)
+def test_out_form_matches_cpu(op, args):
+    def run(x, out):
+        result = op(x, out=out, **args)
+        assert result is out
+        return out
+
+    assert_matches_cpu(run, torch.randn(3, 5), torch.empty(3, 5))
+
+
+def test_backward_out_form_matches_cpu():
+    def run(grad, x, out):
+        return aten.threshold_backward.grad_input(grad, x, 0.0, grad_input=out)
+
+    assert_matches_cpu(run, torch.randn(3, 4), torch.randn(3, 4), torch.empty(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_softmax_is_stable_and_handles_infinities(dtype):
+    x = torch.tensor([[1000.0, 1001.0, -1000.0], [0.0, float("-inf"), 1.0], [-1e4, -1e4, -1e4]], dtype=dtype)
+    assert_matches_cpu(lambda t: (torch.softmax(t, 1), torch.log_softmax(t, 1)), x)
+
+
+def test_softmax_of_zero_dim_tensor_matches_cpu():
+    assert_matches_cpu(lambda t: (torch.softmax(t, 0), torch.log_softmax(t, -1)), torch.tensor(2.5))
+
+
+def test_softplus_threshold_and_nan_propagation_match_cpu():
+    x = torch.tensor([-100.0, -1.0, 0.0, 9.0, 11.0, 100.0, float("nan")])
+    assert_matches_cpu(
+        lambda t: (F.softplus(t, beta=2, threshold=20), F.relu(t), F.hardtanh(t), F.leaky_relu(t), F.mish(t)), x
+    )
+
+
+def test_integer_relu_and_threshold_keep_the_dtype():
+    x = torch.arange(-4, 5, dtype=torch.int32)
+    assert_matches_cpu(lambda t: (torch.relu(t), F.threshold(t, 1, 7)), x)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        lambda: nn.Sequential(nn.GELU(), nn.Softmax(dim=-1)),
+        lambda: nn.Sequential(nn.SiLU(), nn.LogSoftmax(dim=1)),
+        lambda: nn.Sequential(nn.Mish(), nn.ELU(), nn.Hardswish(), nn.Tanh()),
+        lambda: nn.Sequential(nn.ReLU(), nn.Hardsigmoid(), nn.Softplus(), nn.Sigmoid()),
+    ],
+    ids=["gelu_softmax", "silu_logsoftmax", "mish_elu_hardswish_tanh", "relu_hardsigmoid_softplus_sigmoid"],
+)
+def test_activation_modules_match_cpu(module):
+    def run(x, grad):
+        out = module()(x)
+        (dx,) = torch.autograd.grad(out, x, grad)
+        return out, dx
+
+    torch.manual_seed(0)
+    assert_matches_cpu(run, torch.randn(3, 7, requires_grad=True), torch.randn(3, 7))

@@ -1,0 +1,218 @@
+"""Scaled dot-product attention on neuron against CPU PyTorch.
+
+``F.scaled_dot_product_attention`` reaches neuron as PyTorch's math path (see
+torch_neuronx/lowering/attention.py); the fused ``_scaled_dot_product_fused_attention_overrideable``
+lowering is tested by calling the op directly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from tests.utils import to_neuron
+
+aten = torch.ops.aten
+
+B, H, L, S, E = 2, 4, 5, 6, 8
+
+# A bfloat16 SDPA rounds after each of its ops (scaling, Q K^T, mask, softmax, P V, and each backward
+# matmul); CPU's own bfloat16 result is up to ~1e-2 away from the float32 one at these magnitudes
+# (|values| ~ 2). Both devices are compared with float32 CPU at that absolute tolerance.
+BFLOAT16_TOLERANCE = {"atol": 2e-2, "rtol": 1.6e-2}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _fully_masked_row(mask: torch.Tensor) -> torch.Tensor:
+    mask[..., 1, :] = False
+    return mask
+
+
+MASKS = {
+    "none": lambda: None,
+    "bool-2d": lambda: _fully_masked_row(torch.rand(L, S) > 0.3),
+    "bool-4d-broadcast": lambda: torch.rand(B, 1, L, S) > 0.3,
+    "float-4d-broadcast": lambda: torch.randn(B, 1, L, S),
+    "float-row": lambda: torch.randn(S),
+}
+
+CASES = {
+    **{f"mask-{name}": {"mask": name} for name in MASKS},
+    "causal": {"is_causal": True},
+    "causal-scale": {"is_causal": True, "scale": 0.3},
+    "gqa": {"enable_gqa": True, "kv_heads": 2},
+    "no-head-dim": {"rank": 3},
+}
+
+
+def _inputs(case, dtype):
+    rank = case.get("rank", 4)
+    lead = (B, H)[: rank - 2]
+    kv_lead = (B, case.get("kv_heads", H))[: rank - 2]
+    q = torch.randn(*lead, L, E).to(dtype)
+    k = torch.randn(*kv_lead, S, E).to(dtype)
+    v = torch.randn(*kv_lead, S, E).to(dtype)
+    mask = MASKS[case.get("mask", "none")]()
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(dtype)
+    options = {key: case[key] for key in ("is_causal", "scale", "enable_gqa") if key in case}
+    return q, k, v, mask, options
+
+
+def _run(q, k, v, mask, options, grad_output):
+    """SDPA forward and backward; returns the output and the gradients of q, k, v (and of a float mask)."""
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    if mask is not None and mask.is_floating_point():
+        leaves.append(mask.requires_grad_())
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+    out.backward(grad_output.to(out.device, out.dtype))
+    return [out.detach(), *[t.grad for t in leaves]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(CASES))
+def test_sdpa_forward_backward_matches_cpu(name, dtype):
+    q, k, v, mask, options = _inputs(CASES[name], dtype)
+    grad_output = torch.randn(*q.shape[:-1], v.shape[-1])
+    reference = [t.float() if t is not None and t.is_floating_point() else t for t in (q, k, v, mask)]
+    expected = _run(*[t.clone() if t is not None else None for t in reference], options, grad_output)
+    torch_neuronx.clear_op_tracking()
+    actual = _run(*to_neuron([q, k, v, mask]), options, grad_output)
+    assert torch_neuronx.get_fallback_ops() == {}
+    tolerance = BFLOAT16_TOLERANCE if dtype == torch.bfloat16 else {}
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu().float(), want, **tolerance)
+
+
+def test_sdpa_runs_as_one_fused_op_forward_and_backward():
+    q, k, v, mask, options = _inputs(CASES["mask-bool-2d"], torch.float32)
+    _run(*to_neuron([q, k, v, mask]), options, torch.randn(B, H, L, E))
+    executed = torch_neuronx.get_executed_ops()
+    assert executed.get("aten::_scaled_dot_product_fused_attention_overrideable.default") == 1
+    assert executed.get("aten::_scaled_dot_product_fused_attention_overrideable_backward.default") == 1
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_sdpa_math_backend_uses_one_safe_softmax():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v, mask, options = _inputs(CASES["mask-bool-2d"], torch.float32)
+    with sdpa_kernel(SDPBackend.MATH):
+        _run(*to_neuron([q, k, v, mask]), options, torch.randn(B, H, L, E))
+    executed = torch_neuronx.get_executed_ops()
+    assert executed.get("aten::_safe_softmax.default") == 1
+    assert "aten::_scaled_dot_product_fused_attention_overrideable.default" not in executed
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_safe_softmax(dim):
+    x = torch.randn(4, 6)
+    x[1] = float("-inf")
+    x[:, 2] = float("-inf")
+    x[3, 4] = float("nan")
+    expected = aten._safe_softmax(x, dim)
+    actual = aten._safe_softmax(x.to("neuron"), dim)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+    expected = aten._safe_softmax(x.bfloat16(), dim, torch.float32)
+    torch.testing.assert_close(
+        aten._safe_softmax(x.bfloat16().to("neuron"), dim, torch.float32).cpu(), expected, equal_nan=True
+    )
+
+
+def _dropped_weights(sdpa, q, k, p):
+    """The attention weights after dropout, read off as SDPA's output for the identity as values."""
+    eye = torch.eye(S, device=q.device).expand(B, H, S, S)
+    return sdpa(q, k, eye, p)
+
+
+def _math_sdpa(q, k, v, p):
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+
+
+def test_sdpa_dropout_statistics_and_reproducibility():
+    q = torch.randn(B, H, L, E).to("neuron")
+    k = torch.randn(B, H, S, E).to("neuron")
+    p = 0.4
+    torch.manual_seed(1)
+    first = _dropped_weights(_math_sdpa, q, k, p).cpu()
+    torch.manual_seed(1)
+    again = _dropped_weights(_math_sdpa, q, k, p).cpu()
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    other = _dropped_weights(_math_sdpa, q, k, p).cpu()
+    assert not torch.equal(other, first)
+    undropped = _dropped_weights(_math_sdpa, q, k, 0.0).cpu()
+    kept = first != 0
+    # Kept weights are rescaled by 1 / (1 - p); about a fraction p of them is dropped.
+    torch.testing.assert_close(first[kept], undropped[kept] / (1 - p))
+    dropped = 1 - kept.float().mean().item()
+    assert abs(dropped - p) < 0.1, dropped
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_sdpa_dropout_backward_uses_the_forward_mask():
+    q = torch.randn(B, H, L, E).to("neuron")
+    k = torch.randn(B, H, S, E).to("neuron")
+    v = torch.randn(B, H, S, E).to("neuron").requires_grad_()
+    grad_output = torch.randn(B, H, L, E).to("neuron")
+    torch.manual_seed(3)
+    weights = _dropped_weights(_math_sdpa, q, k, 0.5)
+    torch.manual_seed(3)
+    _math_sdpa(q, k, v, 0.5).backward(grad_output)
+    torch.testing.assert_close(v.grad.cpu(), (weights.transpose(-2, -1) @ grad_output).cpu())
+
+
+# --- the fused op PrivateUse1 backends override ----------------------------------------------------
+
+
+def _fused(q, k, v, p=0.0, mask=None, is_causal=False, scale=None):
+    return aten._scaled_dot_product_fused_attention_overrideable(q, k, v, mask, p, is_causal, False, scale=scale)
+
+
+@pytest.mark.parametrize("name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal-scale", "gqa"])
+def test_fused_overrideable_matches_cpu_sdpa(name):
+    q, k, v, mask, options = _inputs(CASES[name], torch.float32)
+    grad_output = torch.randn(B, H, L, E)
+    expected = _run(q.clone(), k.clone(), v.clone(), mask.clone() if mask is not None else None, options, grad_output)
+    dq, dk, dv, dmask = to_neuron([q, k, v, mask])
+    leaves = [t.requires_grad_() for t in (dq, dk, dv)]
+    if dmask is not None and dmask.is_floating_point():
+        leaves.append(dmask.requires_grad_())
+    torch_neuronx.clear_op_tracking()
+    out, logsumexp, *_ = _fused(dq, dk, dv, 0.0, dmask, options.get("is_causal", False), options.get("scale"))
+    out.backward(grad_output.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    for got, want in zip([out.detach(), *[t.grad for t in leaves]], expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want)
+    scores = q @ k.repeat_interleave(H // k.shape[1], 1).transpose(-2, -1) * options.get("scale", E**-0.5)
+    if options.get("is_causal"):
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    torch.testing.assert_close(logsumexp.cpu(), torch.logsumexp(scores, -1))
+
+
+def test_fused_overrideable_dropout():
+    q = torch.randn(B, H, L, E).to("neuron")
+    k = torch.randn(B, H, S, E).to("neuron")
+    v = torch.randn(B, H, S, E).to("neuron").requires_grad_()
+    grad_output = torch.randn(B, H, L, E).to("neuron")
+
+    def fused(q, k, v, p):
+        return _fused(q, k, v, p)[0]
+
+    torch.manual_seed(5)
+    weights = _dropped_weights(fused, q, k, 0.5)
+    torch.manual_seed(5)
+    torch.testing.assert_close(_dropped_weights(fused, q, k, 0.5).cpu(), weights.cpu(), rtol=0, atol=0)
+    kept = (weights != 0).float().mean().item()
+    assert abs(kept - 0.5) < 0.1, kept
+    torch.manual_seed(5)
+    fused(q, k, v, 0.5).backward(grad_output)
+    torch.testing.assert_close(v.grad.cpu(), (weights.transpose(-2, -1) @ grad_output).cpu())

@@ -1,0 +1,136 @@
+"""Convolution lowerings (aten.convolution, aten.convolution_backward) against CPU PyTorch."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_neuronx
+from tests.utils import assert_matches_cpu, to_neuron
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# (spatial dims, C_in, C_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
+CONFIGS = {
+    "1d": (1, 3, 4, 3, 1, 0, 1, 1, False, 0),
+    "1d-strided-padded": (1, 4, 6, 5, 2, 2, 1, 2, False, 0),
+    "2d": (2, 3, 4, 3, 1, 1, 1, 1, False, 0),
+    "2d-stride-dilation": (2, 4, 4, (3, 2), (2, 1), (1, 0), (2, 1), 1, False, 0),
+    "2d-groups": (2, 4, 6, 3, 1, 1, 1, 2, False, 0),
+    "2d-depthwise": (2, 4, 8, 3, 2, 1, 1, 4, False, 0),
+    "3d": (3, 2, 3, 2, (1, 2, 1), 1, 1, 1, False, 0),
+    "transposed-1d": (1, 4, 3, 3, 2, 1, 1, 1, True, 1),
+    "transposed-2d": (2, 4, 6, 3, 2, 1, 1, 2, True, (1, 0)),
+    "transposed-2d-dilated": (2, 3, 2, 3, 1, 2, 2, 1, True, 0),
+    "transposed-3d": (3, 2, 2, 2, 2, 0, 1, 1, True, 1),
+}
+
+
+def _inputs(config, dtype, bias):
+    nd, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding = config
+    kernel = (kernel,) * nd if isinstance(kernel, int) else kernel
+    spatial = ((9,), (7, 6), (5, 4, 3))[nd - 1]
+    x = torch.randn(2, c_in, *spatial).to(dtype)
+    shape = (c_in, c_out // groups, *kernel) if transposed else (c_out, c_in // groups, *kernel)
+    w = torch.randn(shape).to(dtype)
+    b = torch.randn(c_out).to(dtype) if bias else None
+
+    def conv(x, w, b):
+        args = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        if not transposed:
+            return (F.conv1d, F.conv2d, F.conv3d)[nd - 1](x, w, b, **args)
+        return (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1](
+            x, w, b, output_padding=output_padding, **args
+        )
+
+    return conv, x, w, b
+
+
+def _assert_grads_match(fn, *tensors, requires_grad=None):
+    """Runs ``fn`` forward and backward (with one random grad_output) on CPU and neuron; asserts the
+    outputs and the gradients of every tensor that requires grad match and nothing fell back."""
+    requires_grad = requires_grad or [t is not None for t in tensors]
+    cpu = [t.clone().requires_grad_(r) if t is not None else None for t, r in zip(tensors, requires_grad, strict=True)]
+    expected = fn(*cpu)
+    grad_output = torch.randn(expected.shape).to(expected.dtype)
+    expected.backward(grad_output)
+    torch_neuronx.clear_op_tracking()
+    dev = [to_neuron(t) for t in cpu]
+    actual = fn(*dev)
+    actual.backward(grad_output.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(actual.cpu(), expected.detach())
+    for d, c in zip(dev, cpu, strict=True):
+        if c is not None and c.requires_grad:
+            torch.testing.assert_close(d.grad.cpu(), c.grad)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_convolution_forward_backward(name, dtype):
+    conv, x, w, b = _inputs(CONFIGS[name], dtype, bias=True)
+    _assert_grads_match(conv, x, w, b)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_without_bias(transposed):
+    conv, x, w, _ = _inputs(CONFIGS["transposed-2d" if transposed else "2d-groups"], torch.float32, bias=False)
+    _assert_grads_match(lambda x, w: conv(x, w, None), x, w)
+
+
+def test_convolution_reaches_one_executable():
+    conv, x, w, b = _inputs(CONFIGS["2d"], torch.float32, bias=True)
+    assert_matches_cpu(conv, x, w, b)
+    assert torch_neuronx.get_executed_ops().get("aten::convolution.default") == 1
+
+
+def test_underscore_convolution():
+    conv, x, w, b = _inputs(CONFIGS["2d"], torch.float32, bias=True)
+    assert_matches_cpu(
+        lambda x, w, b: torch.ops.aten._convolution(
+            x, w, b, [2, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True
+        ),
+        x,
+        w,
+        b,
+    )
+
+
+@pytest.mark.parametrize("wanted", ["input", "weight"])
+def test_convolution_backward_partial_output_mask(wanted):
+    conv, x, w, b = _inputs(CONFIGS["2d-groups"], torch.float32, bias=True)
+    _assert_grads_match(conv, x, w, b, requires_grad=[wanted == "input", wanted == "weight", False])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_modules(dtype):
+    torch.manual_seed(0)
+    modules = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding="same", bias=False),
+        nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=2),
+        nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
+    ).to(dtype)
+    device_modules = copy.deepcopy(modules).to("neuron")
+    x = torch.randn(2, 3, 8, 8).to(dtype).requires_grad_()
+    expected = modules(x)
+    grad_output = torch.randn(expected.shape).to(dtype)
+    expected.backward(grad_output)
+    torch_neuronx.clear_op_tracking()
+    xn = to_neuron(x)
+    actual = device_modules(xn)
+    actual.backward(grad_output.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(actual.cpu(), expected.detach())
+    torch.testing.assert_close(xn.grad.cpu(), x.grad)
+    for (name, p), q in zip(modules.named_parameters(), device_modules.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, msg=lambda m, name=name: f"{name}: {m}")

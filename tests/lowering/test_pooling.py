@@ -1,0 +1,184 @@
+"""Pooling lowerings (max/avg/adaptive pooling with their backward ops) against CPU PyTorch.
+
+bfloat16 reference: CPU PyTorch on float32 copies of the same bfloat16 values, rounded once to
+bfloat16. PyTorch's CPU bfloat16 pooling backward kernels accumulate overlapping-window gradients in
+bfloat16 (rounding at every add, up to ~2% off), and avg_pool3d has no CPU bfloat16 kernel; neuron
+accumulates in float32 as CUDA does, so the float32 result rounded once is the value to match (within
+assert_close's bfloat16 defaults).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_neuronx
+from tests.utils import to_neuron
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _first(value):
+    return value[0] if isinstance(value, tuple) else value
+
+
+def _assert_matches(fn, x, grad=True):
+    """``fn(x)`` (a tensor or a (values, indices) pair) and, with ``grad``, the gradient of its first
+    result with respect to ``x`` match CPU; nothing falls back."""
+    reference = x.float() if x.dtype == torch.bfloat16 else x
+    cpu = reference.clone().requires_grad_(grad)
+    expected = fn(cpu)
+    torch_neuronx.clear_op_tracking()
+    dev = to_neuron(x).requires_grad_(grad)
+    actual = fn(dev)
+    pairs = zip(
+        actual if isinstance(actual, tuple) else (actual,),
+        expected if isinstance(expected, tuple) else (expected,),
+        strict=True,
+    )
+    for got, want in pairs:
+        torch.testing.assert_close(got.cpu(), want.detach().to(got.dtype), equal_nan=True)
+    if grad:
+        grad_output = torch.randn(_first(expected).shape).to(x.dtype)
+        _first(expected).backward(grad_output.to(reference.dtype))
+        _first(actual).backward(grad_output.to("neuron"))
+        torch.testing.assert_close(dev.grad.cpu(), cpu.grad.to(x.dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+MAX_POOL_2D = {
+    "k2": {"kernel_size": 2},
+    "k3-s2-p1": {"kernel_size": 3, "stride": 2, "padding": 1},
+    "rect-ceil": {"kernel_size": (2, 3), "stride": (1, 2), "padding": (1, 0), "ceil_mode": True},
+    "dilated-ceil": {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True},
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(MAX_POOL_2D))
+def test_max_pool2d_values_indices_and_grad(name, dtype):
+    x = torch.randn(2, 3, 9, 8).to(dtype)
+    _assert_matches(lambda t: F.max_pool2d(t, return_indices=True, **MAX_POOL_2D[name]), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_max_pool1d_and_3d(dtype):
+    x = torch.randn(2, 3, 6, 7, 5).to(dtype)
+    _assert_matches(lambda t: F.max_pool1d(t[0, 0], 3, 2, 1, return_indices=True), x)
+    _assert_matches(lambda t: F.max_pool3d(t, 3, 2, 1, ceil_mode=True, return_indices=True), x)
+
+
+def test_max_pool_index_rules():
+    """Ties pick the first maximum in row-major window order; a window with NaNs picks its last NaN;
+    an all -inf window picks its first position inside the input."""
+    ties = torch.randint(0, 3, (1, 2, 7, 7)).float()
+    _assert_matches(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True), ties)
+    special = torch.tensor([[[[1.0, float("nan"), 3.0, float("nan")], [float("-inf")] * 4]]])
+    _assert_matches(lambda t: F.max_pool2d(t, (1, 4), return_indices=True), special, grad=False)
+    _assert_matches(lambda t: F.max_pool2d(t, 3, 1, 1, return_indices=True), torch.full((1, 1, 3, 3), float("-inf")))
+
+
+def test_max_pool2d_integer():
+    x = torch.randint(-50, 50, (2, 3, 6, 6))
+    _assert_matches(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True), x, grad=False)
+
+
+AVG_POOL_2D = {
+    "k2": {"kernel_size": 2},
+    "k3-s2-p1": {"kernel_size": 3, "stride": 2, "padding": 1},
+    "ceil-exclude-pad": {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    "ceil-include-pad": {"kernel_size": (3, 2), "stride": 2, "padding": 1, "ceil_mode": True},
+    "divisor": {"kernel_size": 3, "stride": 2, "padding": 1, "divisor_override": 5},
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(AVG_POOL_2D))
+def test_avg_pool2d(name, dtype):
+    x = torch.randn(2, 3, 9, 8).to(dtype)
+    _assert_matches(lambda t: F.avg_pool2d(t, **AVG_POOL_2D[name]), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_avg_pool1d_and_3d(dtype):
+    x = torch.randn(2, 3, 6, 7, 5).to(dtype)
+    _assert_matches(lambda t: F.avg_pool1d(t[0, 0], 3, 2, 1, count_include_pad=False), x)
+    _assert_matches(lambda t: F.avg_pool3d(t, 2, 2, 1, ceil_mode=True, count_include_pad=False), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adaptive_avg_pool(dtype):
+    x = torch.randn(2, 3, 7, 9, 5).to(dtype)
+    _assert_matches(lambda t: F.adaptive_avg_pool2d(t[0], (4, 5)), x)
+    _assert_matches(lambda t: F.adaptive_avg_pool1d(t[0, 0], 3), x)
+    _assert_matches(lambda t: F.adaptive_avg_pool3d(t, (3, 4, 2)), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adaptive_max_pool(dtype):
+    x = torch.randn(2, 3, 7, 9, 5).to(dtype)
+    _assert_matches(lambda t: F.adaptive_max_pool2d(t[0], (4, 5), return_indices=True), x)
+    _assert_matches(lambda t: F.adaptive_max_pool1d(t[0, 0], 3, return_indices=True), x)
+    _assert_matches(lambda t: F.adaptive_max_pool3d(t, (3, 4, 2), return_indices=True), x)
+
+
+def test_pooling_ops_reach_their_lowerings():
+    x = torch.randn(1, 2, 6, 6)
+    _assert_matches(lambda t: F.max_pool2d(t, 2) + F.avg_pool2d(t, 2) + F.adaptive_avg_pool2d(t, 3), x)
+    executed = torch_neuronx.get_executed_ops()
+    for op in (
+        "aten::max_pool2d_with_indices.default",
+        "aten::max_pool2d_with_indices_backward.default",
+        "aten::avg_pool2d.default",
+        "aten::avg_pool2d_backward.default",
+        "aten::_adaptive_avg_pool2d.default",
+        "aten::_adaptive_avg_pool2d_backward.default",
+    ):
+        assert executed.get(op) == 1, (op, executed)
+
+
+def _pooling_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.MaxPool2d(2),
+        nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+        nn.AdaptiveMaxPool2d((3, 3)),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
+
+
+def test_pooling_modules_train_step():
+    model = _pooling_model()
+    device_model = copy.deepcopy(model).to("neuron")
+    x = torch.randn(2, 3, 10, 10)
+    expected = model(x)
+    grad_output = torch.randn(expected.shape)
+    expected.backward(grad_output)
+    torch_neuronx.clear_op_tracking()
+    actual = device_model(x.to("neuron"))
+    actual.backward(grad_output.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(actual.cpu(), expected.detach())
+    for p, q in zip(model.parameters(), device_model.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad)
+
+
+def test_pooling_modules_bfloat16_forward():
+    """A bfloat16 network rounds after every layer on both sides, so it is compared with CPU's own
+    bfloat16 forward (gradients per op are covered above)."""
+    model = _pooling_model().to(torch.bfloat16)
+    x = torch.randn(2, 3, 10, 10).to(torch.bfloat16)
+    with torch.no_grad():
+        expected = model(x)
+        actual = copy.deepcopy(model).to("neuron")(x.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected)

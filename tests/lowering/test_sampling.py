@@ -1,0 +1,183 @@
+"""Interpolation and sampling lowerings (upsample_* and grid_sampler_2d, with backward) against CPU.
+
+bfloat16 reference: CPU PyTorch on float32 copies of the same bfloat16 values, rounded once to
+bfloat16. Neuron interpolates and accumulates gradients in float32 and rounds once (as CUDA's
+``accscalar_t`` kernels do); PyTorch's CPU bfloat16 backward kernels accumulate in bfloat16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from tests.utils import to_neuron
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _assert_matches(fn, *tensors, grad=True):
+    """``fn(*tensors)`` and the gradients of every floating-point input match CPU; nothing falls back."""
+    cpu = [t.float() if t.dtype == torch.bfloat16 else t for t in tensors]
+    cpu = [t.clone().requires_grad_(grad and t.is_floating_point()) for t in cpu]
+    expected = fn(*cpu)
+    torch_neuronx.clear_op_tracking()
+    dev = [to_neuron(t).requires_grad_(grad and t.is_floating_point()) for t in tensors]
+    actual = fn(*dev)
+    torch.testing.assert_close(actual.cpu(), expected.detach().to(actual.dtype))
+    if grad:
+        grad_output = torch.randn(expected.shape).to(actual.dtype)
+        expected.backward(grad_output.to(expected.dtype))
+        actual.backward(grad_output.to("neuron"))
+        for d, c in zip(dev, cpu, strict=True):
+            if c.requires_grad:
+                torch.testing.assert_close(d.grad.cpu(), c.grad.to(d.dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+SHAPES = {1: (2, 3, 7), 2: (2, 3, 5, 7), 3: (1, 2, 3, 4, 5)}
+MODES = [
+    ("nearest", 1, None),
+    ("nearest", 2, None),
+    ("nearest", 3, None),
+    ("nearest-exact", 1, None),
+    ("nearest-exact", 2, None),
+    ("nearest-exact", 3, None),
+    *[
+        (mode, nd, corners)
+        for mode, nd in [("linear", 1), ("bilinear", 2), ("bicubic", 2), ("trilinear", 3)]
+        for corners in (False, True)
+    ],
+]
+SIZINGS = {
+    "size": lambda shape: {"size": tuple(2 * s - 1 for s in shape[2:])},
+    "scale": lambda shape: {"scale_factor": 1.7, "recompute_scale_factor": False},
+    "down": lambda shape: {"scale_factor": 0.6},
+}
+
+
+def _id(mode):
+    name, nd, corners = mode
+    return f"{name}{nd}d" + ("" if corners is None else f"-corners{int(corners)}")
+
+
+@pytest.mark.parametrize("sizing", list(SIZINGS))
+@pytest.mark.parametrize("mode", MODES, ids=_id)
+def test_interpolate(mode, sizing):
+    name, nd, corners = mode
+    x = torch.randn(SHAPES[nd])
+    options = SIZINGS[sizing](SHAPES[nd])
+    _assert_matches(lambda t: F.interpolate(t, mode=name, align_corners=corners, **options), x)
+
+
+BFLOAT16_MODES = {
+    "nearest2d",
+    "nearest-exact1d",
+    "linear1d-corners0",
+    "bilinear2d-corners1",
+    "bicubic2d-corners1",
+    "trilinear3d-corners0",
+}
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if _id(m) in BFLOAT16_MODES], ids=_id)
+def test_interpolate_bfloat16(mode):
+    name, nd, corners = mode
+    x = torch.randn(SHAPES[nd]).to(torch.bfloat16)
+    options = SIZINGS["size"](SHAPES[nd])
+    _assert_matches(lambda t: F.interpolate(t, mode=name, align_corners=corners, **options), x)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_interpolate_same_size_with_scale(mode):
+    """Output size equal to the input size with a given scale: nearest 2d and the linear modes copy
+    the dimension (as PyTorch's CPU kernels do), bicubic still interpolates with 1 / scale."""
+    x = torch.randn(1, 2, 3, 4)
+    _assert_matches(lambda t: F.interpolate(t, scale_factor=(1.3, 1.01), mode=mode, recompute_scale_factor=False), x)
+
+
+@pytest.mark.parametrize("size", [(3, 4), (9, 11)], ids=["down", "up"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias(mode, align_corners, size):
+    x = torch.randn(2, 3, 7, 9)
+    _assert_matches(lambda t: F.interpolate(t, size=size, mode=mode, align_corners=align_corners, antialias=True), x)
+
+
+def test_interpolate_antialias_bfloat16():
+    x = torch.randn(1, 2, 8, 6).to(torch.bfloat16)
+    _assert_matches(lambda t: F.interpolate(t, scale_factor=0.4, mode="bicubic", antialias=True), x)
+
+
+@pytest.mark.parametrize(
+    "shape,options",
+    [
+        ((1, 1, 2), {"size": 41, "mode": "nearest-exact"}),
+        ((1, 1, 2, 3), {"size": (41, 3), "mode": "nearest-exact"}),
+        ((1, 1, 2, 1, 3), {"size": (55, 1, 3), "mode": "nearest-exact"}),
+        ((1, 1, 3), {"scale_factor": 2.1, "mode": "nearest", "recompute_scale_factor": False}),
+        ((1, 1, 3, 2), {"scale_factor": (2.1, 1.3), "mode": "nearest", "recompute_scale_factor": False}),
+    ],
+)
+def test_nearest_index_rounding(shape, options):
+    """Source indices at float32 ties and PyTorch's 2d shortcuts (out == 2 * in, out == in) pick
+    what each CPU kernel picks."""
+    x = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
+    _assert_matches(lambda t: F.interpolate(t, **options), x, grad=False)
+
+
+def test_interpolate_integer_nearest():
+    x = torch.randint(0, 100, (1, 2, 3, 4), dtype=torch.uint8)
+    _assert_matches(lambda t: F.interpolate(t, size=(5, 9), mode="nearest"), x, grad=False)
+
+
+def test_upsample_ops_reach_their_lowerings():
+    x = torch.randn(1, 2, 3, 4)
+    _assert_matches(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), x)
+    executed = torch_neuronx.get_executed_ops()
+    assert executed.get("aten::upsample_bilinear2d.default") == 1
+    assert executed.get("aten::upsample_bilinear2d_backward.default") == 1
+
+
+GRID_SAMPLES = [
+    (mode, padding, (i + j) % 2 == 1)
+    for i, mode in enumerate(["bilinear", "nearest", "bicubic"])
+    for j, padding in enumerate(["zeros", "border", "reflection"])
+] + [("bilinear", "reflection", True), ("bicubic", "border", False)]
+
+
+@pytest.mark.parametrize("mode,padding_mode,align_corners", GRID_SAMPLES)
+def test_grid_sample(mode, padding_mode, align_corners):
+    x = torch.randn(2, 3, 5, 6)
+    grid = torch.rand(2, 4, 7, 2) * 2.6 - 1.3  # reaches past [-1, 1] to exercise the padding modes
+    cpu = [x.clone().requires_grad_(), grid.clone().requires_grad_()]
+    expected = F.grid_sample(*cpu, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    grad_output = torch.randn(expected.shape)
+    expected.backward(grad_output)
+    torch_neuronx.clear_op_tracking()
+    dev = [to_neuron(t) for t in cpu]
+    actual = F.grid_sample(*dev, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    actual.backward(grad_output.to("neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(actual.cpu(), expected.detach())
+    torch.testing.assert_close(dev[0].grad.cpu(), cpu[0].grad)
+    # Bicubic grid gradients sum 16 value * coefficient-derivative products; PyTorch evaluates the
+    # derivative polynomials in another factored form, so float32 rounding differs by a few ulps.
+    tolerance = {"rtol": 1e-5, "atol": 1e-4} if mode == "bicubic" else {}
+    torch.testing.assert_close(dev[1].grad.cpu(), cpu[1].grad, **tolerance)
+
+
+def test_grid_sample_bfloat16_and_input_only_grad():
+    x = torch.randn(1, 2, 4, 5).to(torch.bfloat16)
+    grid = (torch.rand(1, 3, 3, 2) * 2 - 1).to(torch.bfloat16)
+    _assert_matches(lambda t, g: F.grid_sample(t, g, align_corners=False), x, grid)
+    x = torch.randn(1, 2, 4, 5)
+    grid = torch.rand(1, 3, 3, 2) * 2 - 1
+    _assert_matches(lambda t: F.grid_sample(t, grid.to(t.device), align_corners=True), x)
+    assert torch_neuronx.get_executed_ops().get("aten::grid_sampler_2d_backward.default") == 1
