@@ -1,9 +1,11 @@
 """Work in flight on each NeuronCore, and waiting for it.
 
 PJRT executes asynchronously: an op returns as soon as its executable is enqueued. The runtime keeps
-a weak reference to one output of each launch per core (all outputs of an execution become ready
-together); waiting for a core waits for every launch whose outputs are still alive, then raises any
-pending device fault. An output that was freed needs no waiting: nothing can observe it.
+one output of each launch per core (all outputs of an execution become ready together) until it is
+ready, so waiting for a core waits for every launch, even one whose outputs the program already
+dropped: ``synchronize()`` means the work is done, which is what timing code relies on. An output
+is released as soon as it is ready; holding it costs nothing extra, since an execution in flight
+holds its buffers anyway.
 
 All streams of a core multiplex onto this one queue (decision 10), so ordering and waiting are per
 core; the stream layer adds events and priorities on top.
@@ -11,16 +13,14 @@ core; the stream layer adds events and priorities on top.
 
 from __future__ import annotations
 
-import weakref
+from collections import deque
 
 import jax
 
 from torch_neuronx import _config
 from torch_neuronx.runtime import faults
 
-_PRUNE_AT = 1024
-
-_launched: dict[int, list[weakref.ref]] = {}
+_launched: dict[int, deque[jax.Array]] = {}
 
 
 def note_launch(device: int, output: jax.Array) -> None:
@@ -31,26 +31,28 @@ def note_launch(device: int, output: jax.Array) -> None:
         return
     queue = _launched.get(device)
     if queue is None:
-        queue = _launched[device] = []
-    queue.append(weakref.ref(output))
-    if len(queue) > _PRUNE_AT:
-        queue[:] = [ref for ref in queue if (array := ref()) is not None and not array.is_ready()]
+        queue = _launched[device] = deque()
+    queue.append(output)
+    # Release what has finished: launches complete roughly in order, so looking at the oldest two
+    # keeps the queue as short as the work actually in flight, at O(1) per launch.
+    for _ in range(2):
+        if queue and queue[0].is_ready():
+            queue.popleft()
 
 
 def in_flight(device: int) -> list[jax.Array]:
-    """Outputs of launches on ``device`` that may still be running."""
-    return [array for ref in _launched.get(device, ()) if (array := ref()) is not None]
+    """One output of each launch on ``device`` that may still be running."""
+    return list(_launched.get(device, ()))
 
 
 def is_idle(device: int) -> bool:
     """True when every launch on ``device`` has finished (faults are not raised)."""
-    return all(array.is_ready() for array in in_flight(device))
+    return all(array.is_ready() for array in _launched.get(device, ()))
 
 
 def synchronize(device: int) -> None:
     """Waits for every launch on ``device``, then raises the earliest pending device fault."""
-    pending = in_flight(device)
-    _launched[device] = []
+    pending = _launched.pop(device, None)
     if pending:
-        jax.block_until_ready(pending)
+        jax.block_until_ready(list(pending))
     faults.raise_pending(device)
