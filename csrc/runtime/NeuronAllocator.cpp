@@ -65,6 +65,17 @@ void decrease(StatArray& stat, uint64_t size, uint64_t amount) {
   stat[pool_of(size)].decrease(amount);
 }
 
+template <typename Fn>
+void for_each_stat(DeviceStats& stats, Fn fn) {
+  for (StatArray* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                           &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                           &stats.inactive_split_bytes, &stats.requested_bytes}) {
+    for (Stat& stat : *array) {
+      fn(stat);
+    }
+  }
+}
+
 size_t default_capacity() {
   static const size_t capacity = [] {
     const char* text = std::getenv("TORCH_NEURONX_HBM_CAPACITY");
@@ -398,13 +409,7 @@ void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   CoreMemory& memory = core(device);
   std::lock_guard<std::mutex> lock(memory.mutex);
   DeviceStats& stats = memory.stats;
-  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
-                      &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                      &stats.inactive_split_bytes, &stats.requested_bytes}) {
-    for (Stat& stat : *array) {
-      stat.reset_accumulated();
-    }
-  }
+  for_each_stat(stats, [](Stat& stat) { stat.reset_accumulated(); });
   stats.num_alloc_retries = 0;
   stats.num_ooms = 0;
   stats.num_sync_all_streams = 0;
@@ -416,14 +421,7 @@ void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void NeuronAllocator::resetPeakStats(c10::DeviceIndex device) {
   CoreMemory& memory = core(device);
   std::lock_guard<std::mutex> lock(memory.mutex);
-  DeviceStats& stats = memory.stats;
-  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
-                      &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                      &stats.inactive_split_bytes, &stats.requested_bytes}) {
-    for (Stat& stat : *array) {
-      stat.reset_peak();
-    }
-  }
+  for_each_stat(memory.stats, [](Stat& stat) { stat.reset_peak(); });
 }
 
 std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device) {
