@@ -22,9 +22,10 @@ import torch  # noqa: E402
 
 _autoload()
 
+from torch_neuronx.device.streams import Event, Stream  # noqa: E402
 from torch_neuronx.eager.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
 
-__all__ = ["clear_op_tracking", "get_executed_ops", "get_fallback_ops"]
+__all__ = ["Event", "Stream", "clear_op_tracking", "get_executed_ops", "get_fallback_ops"]
 
 __version__ = "0.1.0"
 

@@ -45,8 +45,11 @@ from torch_neuronx.device.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from torch_neuronx.device.streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
 __all__ = [
+    "Event",
+    "Stream",
     "current_device",
     "current_stream",
     "default_generators",
@@ -82,6 +85,8 @@ __all__ = [
     "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
+    "set_stream",
+    "stream",
     "synchronize",
 ]
 
@@ -94,24 +99,6 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
-
-
-def current_stream(device: torch.device | int | str | None = None) -> torch.Stream:
-    """This thread's current stream on a core."""
-    return torch.accelerator.current_stream(torch.device("neuron", core_index(device)))
-
-
-def default_stream(device: torch.device | int | str | None = None) -> torch.Stream:
-    """The default stream of a core (stream id 0)."""
-    from torch_neuronx import _C
-
-    return _C._stream(core_index(device), 0)
-
-
-def core_index(device: torch.device | int | str | None) -> int:
-    from torch_neuronx.device.core import _index
-
-    return _index(device)
 
 
 def _is_in_bad_fork() -> bool:

@@ -1,12 +1,12 @@
 """What the C++ core calls in Python (csrc/runtime/NeuronPython.h, ``call_runtime``).
 
 Registered when the package is imported, before JAX is: each method imports the runtime only when
-there is device work to act on, so ``import torch`` stays cheap (decision 1).
+there is device work to act on, so ``import torch`` stays cheap (decision 1). Streams multiplex onto
+one queue per core (decision 10): stream operations act on their core's queue.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 
@@ -19,10 +19,6 @@ def _runtime_started() -> bool:
 class RuntimeCallbacks:
     """Stream, event, synchronisation and storage services for the C++ core."""
 
-    def __init__(self) -> None:
-        # event id -> (device, outputs in flight when it was recorded, completion time or None)
-        self._events: dict[int, list[Any]] = {}
-
     def device_synchronize(self, device: int) -> None:
         if _runtime_started():
             from torch_neuronx.runtime import queue
@@ -30,7 +26,6 @@ class RuntimeCallbacks:
             queue.synchronize(device)
 
     def stream_synchronize(self, device: int, stream_id: int) -> None:
-        # Streams multiplex onto one queue per core (decision 10).
         self.device_synchronize(device)
 
     def stream_query(self, device: int, stream_id: int) -> bool:
@@ -41,45 +36,43 @@ class RuntimeCallbacks:
         return queue.is_idle(device)
 
     def event_record(self, event_id: int, device: int, stream_id: int, timing: bool) -> None:
-        pending = []
-        if _runtime_started():
-            from torch_neuronx.runtime import queue
+        if not _runtime_started():
+            from torch_neuronx import runtime
 
-            pending = queue.in_flight(device)
-        self._events[event_id] = [device, pending, None]
+            runtime.ensure_started()
+        from torch_neuronx.runtime import events
+
+        events.record(event_id, device, timing)
 
     def event_block(self, event_id: int, device: int, stream_id: int) -> None:
-        # One queue per core keeps launch order; across cores, buffers carry their own readiness.
-        return None
+        if _runtime_started():
+            from torch_neuronx.runtime import events
+
+            events.wait(event_id, device)
 
     def event_query(self, event_id: int) -> bool:
-        record = self._events.get(event_id)
-        return record is None or all(array.is_ready() for array in record[1])
+        if not _runtime_started():
+            return True
+        from torch_neuronx.runtime import events
+
+        return events.query(event_id)
 
     def event_synchronize(self, event_id: int) -> None:
-        record = self._events.get(event_id)
-        if record is None:
-            return
-        device, pending, _ = record
-        for array in pending:
-            array.block_until_ready()
-        if record[2] is None:
-            record[2] = time.perf_counter()
-        record[1] = []
-        from torch_neuronx.runtime import faults
+        if _runtime_started():
+            from torch_neuronx.runtime import events
 
-        faults.raise_pending(device)
+            events.synchronize(event_id)
 
     def event_elapsed_ms(self, start_id: int, end_id: int) -> float:
-        for event_id in (start_id, end_id):
-            self.event_synchronize(event_id)
-        start, end = self._events.get(start_id), self._events.get(end_id)
-        if start is None or end is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-        return (end[2] - start[2]) * 1000.0
+        from torch_neuronx.runtime import events
+
+        return events.elapsed_ms(start_id, end_id)
 
     def event_destroy(self, event_id: int) -> None:
-        self._events.pop(event_id, None)
+        if _runtime_started():
+            from torch_neuronx.runtime import events
+
+            events.destroy(event_id)
 
     def resize_buffer(self, array: Any, dtype_code: int, nbytes: int) -> Any:
         from torch_neuronx.runtime import buffers

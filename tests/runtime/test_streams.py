@@ -1,0 +1,177 @@
+"""Streams and events (decision 10): ordering, queries, timing, and faults at synchronisation points."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_neuronx
+
+
+def _busy(size: int = 1024, repeats: int = 3) -> torch.Tensor:
+    """Device work of a few milliseconds or more, from a fresh input."""
+    x = torch.randn(size, size, device="neuron")
+    for _ in range(repeats):
+        x = x @ x / size
+    return x
+
+
+def test_one_implementation_behind_every_stream_api():
+    stream = torch_neuronx.Stream(priority=-1)
+    assert isinstance(stream, torch.Stream)
+    assert stream.priority == -1 and torch_neuronx.Stream().priority == 0
+    with torch.neuron.stream(stream):
+        assert torch.neuron.current_stream() == stream
+        assert torch.accelerator.current_stream() == stream
+    assert torch.neuron.current_stream() == torch.neuron.default_stream()
+    with torch.Stream(device="neuron") as plain:
+        assert torch.accelerator.current_stream() == plain
+    event = torch_neuronx.Event()
+    assert isinstance(event, torch.Event) and isinstance(event, torch_neuronx.Event)
+    assert isinstance(torch.Event(device="neuron"), torch_neuronx.Event)
+
+
+def test_positive_priority_is_rejected():
+    with pytest.raises(ValueError, match="0 or negative"):
+        torch_neuronx.Stream(priority=1)
+
+
+def test_work_on_one_stream_runs_in_order():
+    stream = torch_neuronx.Stream()
+    with torch.neuron.stream(stream):
+        x = torch.zeros(4, device="neuron")
+        for step in range(1, 6):
+            x.mul_(2).add_(step)
+    stream.synchronize()
+    expected = torch.zeros(4)
+    for step in range(1, 6):
+        expected.mul_(2).add_(step)
+    torch.testing.assert_close(x.cpu(), expected)
+
+
+def test_cross_stream_dependency_through_an_event():
+    producer, consumer = torch_neuronx.Stream(), torch_neuronx.Stream()
+    with torch.neuron.stream(producer):
+        data = _busy(256) * 0 + 3
+        ready = producer.record_event()
+    consumer.wait_event(ready)
+    with torch.neuron.stream(consumer):
+        result = data * 2
+    consumer.synchronize()
+    torch.testing.assert_close(result.cpu(), torch.full((256, 256), 6.0))
+
+
+def test_wait_stream_and_record_stream():
+    side = torch_neuronx.Stream()
+    main = torch.neuron.current_stream()
+    x = torch.ones(8, device="neuron")
+    side.wait_stream(main)
+    with torch.neuron.stream(side):
+        y = x + 1
+    x.record_stream(side)
+    main.wait_stream(side)
+    torch.testing.assert_close(y.cpu(), torch.full((8,), 2.0))
+
+
+def test_event_query_is_false_in_flight_and_true_after():
+    torch.neuron.synchronize()
+    x = _busy(1536, repeats=4)
+    event = torch_neuronx.Event()
+    event.record()
+    assert not event.query()
+    event.synchronize()
+    assert event.query()
+    assert torch.neuron.current_stream().query()
+    del x
+
+
+def test_event_never_recorded_is_complete():
+    event = torch_neuronx.Event()
+    assert event.query()
+    event.synchronize()
+
+
+def test_elapsed_time_measures_device_work_and_grows_with_it():
+    warm = torch.randn(768, 768, device="neuron")
+    warm = warm @ warm / 768  # compile first: compilation delays the launch, not the device work
+    torch.neuron.synchronize()
+    timings = []
+    for repeats in (1, 6):
+        start, end = torch_neuronx.Event(enable_timing=True), torch_neuronx.Event(enable_timing=True)
+        x = torch.randn(768, 768, device="neuron")
+        torch.neuron.synchronize()
+        start.record()
+        for _ in range(repeats):
+            x = x @ x / 768
+        end.record()
+        end.synchronize()
+        timings.append(start.elapsed_time(end))
+    assert 0 < timings[0] < timings[1]
+
+
+def test_elapsed_time_requires_timing_events():
+    start, end = torch_neuronx.Event(), torch_neuronx.Event()
+    start.record()
+    end.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        start.elapsed_time(end)
+
+
+def test_earliest_fault_is_raised_first_and_the_runtime_carries_on():
+    x = torch.tensor([7, 8], device="neuron")
+    first = torch.div(x, torch.tensor([0, 1], device="neuron"), rounding_mode="floor")
+    second = torch.index_select(torch.ones(3, device="neuron"), 0, torch.tensor([5], device="neuron"))
+    with pytest.raises(RuntimeError, match="aten::div.Tensor_mode on neuron:0: ZeroDivisionError"):
+        torch.neuron.synchronize()
+    with pytest.raises(IndexError, match="aten::index_select.default"):
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()
+    torch.testing.assert_close((x * 2).cpu(), torch.tensor([14, 16]))
+    del first, second
+
+
+@pytest.mark.parametrize(
+    "sync",
+    [
+        lambda y: y.cpu(),
+        lambda y: y.sum().item(),
+        lambda y: torch.neuron.current_stream().synchronize(),
+        lambda y: torch.accelerator.synchronize(),
+    ],
+)
+def test_every_synchronization_point_raises_pending_faults(sync):
+    y = torch.index_select(torch.ones(4, device="neuron"), 0, torch.tensor([9], device="neuron"))
+    with pytest.raises(IndexError, match="out of"):
+        sync(y)
+
+
+def test_event_synchronize_raises_pending_faults():
+    torch.index_select(torch.ones(4, device="neuron"), 0, torch.tensor([9], device="neuron"))
+    event = torch_neuronx.Event()
+    event.record()
+    with pytest.raises(IndexError):
+        event.synchronize()
+
+
+def test_cores_are_independent(two_cores):
+    busy = _busy(1536, repeats=4).to("neuron:0")
+    light = torch.ones(4, device="neuron:1") * 2
+    torch.neuron.synchronize(1)
+    assert torch.neuron.current_stream(1).query()
+    torch.testing.assert_close(light.cpu(), torch.full((4,), 2.0))
+    torch.index_select(torch.ones(2, device="neuron:0"), 0, torch.tensor([3], device="neuron:0"))
+    torch.neuron.synchronize(1)  # a fault on core 0 is not raised by core 1
+    with pytest.raises(IndexError):
+        torch.neuron.synchronize(0)
+    del busy
+
+
+def test_cross_core_event_wait(two_cores):
+    on_zero = torch_neuronx.Stream("neuron:0")
+    with torch.neuron.stream(on_zero):
+        data = _busy(512) * 0 + 1
+        done = on_zero.record_event()
+    on_one = torch_neuronx.Stream("neuron:1")
+    on_one.wait_event(done)
+    assert done.query()
+    torch.testing.assert_close(data.to("neuron:1").cpu(), torch.ones(512, 512))
