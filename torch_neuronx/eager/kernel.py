@@ -14,7 +14,6 @@ they mutate.
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,7 @@ from torch._ops import OpOverload
 from torch_neuronx import _C
 from torch_neuronx.eager import fallback, tracking
 from torch_neuronx.lowering import engine, registry
-from torch_neuronx.runtime import cores, faults, layout, queue
+from torch_neuronx.runtime import arguments, cores, faults, layout, queue
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, jax_dtype
 
 
@@ -83,51 +82,6 @@ def call_signature(
             _C.ArgSpec(argument.name, kind, argument.kwarg_only, has_default, default, argument.name in allow_cpu)
         )
     return _C.CallSignature(op_name(op), specs)
-
-
-def _meta_values(values: list[Any], descriptions: list[Any]) -> list[Any]:
-    """The call's arguments as PyTorch's meta kernel sees them."""
-
-    def meta(value: Any, description: Any) -> Any:
-        if description is None:
-            return value
-        kind = description[0]
-        if kind == "T":
-            _, _, code, sizes, strides, offset = description
-            # A base as large as the view needs: meta kernels that restride (sort's as_strided_) check it.
-            extent = offset + 1 + sum((size - 1) * stride for size, stride in zip(sizes, strides, strict=True))
-            base = torch.empty(extent if math.prod(sizes) else 0, dtype=DTYPE_OF[code], device="meta")
-            return (
-                base.as_strided(sizes, strides, offset)
-                if math.prod(sizes)
-                else torch.empty_strided(sizes, strides, dtype=DTYPE_OF[code], device="meta")
-            )
-        if kind == "L":
-            return [meta(v, d) for v, d in zip(value, description[1], strict=True)]
-        if kind == "C":
-            # A wrapped number (a Python scalar PyTorch wrapped) promotes as a Python number; any
-            # other 0-dim CPU tensor promotes as a 0-dim tensor of its dtype, on the meta device.
-            return value.item() if description[3] else torch.empty((), dtype=value.dtype, device="meta")
-        if kind == "G":
-            return None
-        if isinstance(value, torch.device) and value.type == "neuron":
-            return torch.device("meta")  # factories: the meta kernel must not come back here
-        return value  # numbers, static values: as they are
-
-    return [meta(v, d) for v, d in zip(values, descriptions, strict=True)]
-
-
-def _tensor_descriptions(description: Any) -> list[Any]:
-    """The tensor descriptions ("T", ...) of an argument: itself, or a list's elements (None for None)."""
-    if description is None:
-        return [None]
-    return list(description[1]) if description[0] == "L" else [description]
-
-
-def _flat_tensors(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _flat_tensors(item)]
-    return [value]
 
 
 #: A compiled call: runner(inputs, device, slot_tensors, generator, values) -> the op's result.
@@ -187,7 +141,7 @@ def _resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]]) -> Runne
 
     def run(inputs, device, slot_tensors, generator, values):
         for position, shape in shapes:
-            for tensor in _flat_tensors(values[position]):
+            for tensor in arguments.flat_tensors(values[position]):
                 if list(tensor.shape) != shape:
                     if tensor.numel() != 0:
                         warnings.warn(
@@ -255,9 +209,9 @@ class EagerKernel:
     def _build(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Runner:
         """Compiles the call (or decides that it resizes ``out=`` tensors, or falls back)."""
         _, _, device, _, _, values, description, _ = self.signature.prepare(args, kwargs, describe=True)
-        arguments, slots, buffer_count, scalar_count = description
+        described, slots, buffer_count, scalar_count = description
         plan = self.plan
-        metas = _meta_values(values, arguments)
+        metas = arguments.meta_values(values, described)
         try:
             result_meta = _call(plan.op, metas)
             functional_metas = _functional_args(plan, metas)
@@ -267,7 +221,9 @@ class EagerKernel:
         resized = [
             (i, list(meta.shape))
             for i in plan.writes
-            for meta, description in zip(_flat_tensors(metas[i]), _tensor_descriptions(arguments[i]), strict=True)
+            for meta, description in zip(
+                arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
+            )
             if description is not None and plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
         ]
         if resized:
@@ -282,18 +238,18 @@ class EagerKernel:
             graph, positions = None, []
             random_elements = _random_elements(registry.LOWERINGS[plan.functional], functional_result)
         # Results written into arguments: None where the argument is None (e.g. no running stats).
-        write_targets = [d for i in plan.writes for d in _tensor_descriptions(arguments[i])]
+        write_targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
         written_slots = list(dict.fromkeys(d[1] for d in write_targets if d is not None))
-        fresh = plan.fresh if plan.writes else len(_flat_tensors(functional_result))
+        fresh = plan.fresh if plan.writes else len(arguments.flat_tensors(functional_result))
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
-        fresh_metas = _flat_tensors(functional_result)[:fresh]
+        fresh_metas = arguments.flat_tensors(functional_result)[:fresh]
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
             feed = iter(flat_inputs[:buffer_count])
             slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
             scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
             seed, offset = flat_inputs[buffer_count + scalar_count :] if random_elements else (None, None)
-            jax_args = [_materialize(d, slot_arrays, scalars) for d in arguments]
+            jax_args = [arguments.materialize(d, slot_arrays, scalars) for d in described]
             functional_args = _functional_args(plan, jax_args)
             context = registry.TraceContext(seed, offset)
             with registry.tracing(context):
@@ -302,7 +258,7 @@ class EagerKernel:
                     results = engine.run_graph(graph, [leaves[i] for i in positions])
                 else:
                     result = engine.lower_op(plan.functional, functional_args, functional_metas, functional_result)
-                    results = _flat_tensors(result)
+                    results = arguments.flat_tensors(result)
             checks[:] = [(message, error) for _, _, message, error in context.checks]
             check_outputs = [x for failed, detail, _, _ in context.checks for x in (failed, detail)]
             for value, target in zip(results[fresh:], write_targets, strict=True):
@@ -338,7 +294,7 @@ def _random_elements(lowering: registry.Lowering, result: Any) -> int:
     """Random draws of one op: one per element of its results (at least one), as the generator counts."""
     if not lowering.random:
         return 0
-    return max(sum(t.numel() for t in _flat_tensors(result) if isinstance(t, torch.Tensor)), 1)
+    return max(sum(t.numel() for t in arguments.flat_tensors(result) if isinstance(t, torch.Tensor)), 1)
 
 
 def _split(op: OpOverload, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -361,30 +317,6 @@ def _functional_args(plan: Plan, values: list[Any]) -> list[Any]:
     by_name = {a.name: v for a, v in zip(plan.op._schema.arguments, values, strict=True)}
     # A factory's out= form has no dtype/device/... arguments: the functional defaults apply.
     return [by_name.get(a.name, a.default_value) for a in plan.functional._schema.arguments]
-
-
-def _materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
-    """An argument inside the executable, from its description alone (an executable must not hold
-    the tensors of the call that built it): views read from their slot, runtime scalars from the
-    inputs, static values as they are."""
-    if description is None:
-        return None
-    kind = description[0]
-    if kind == "T":
-        _, slot, code, sizes, strides, offset = description
-        view = layout.View(jax_dtype(DTYPE_OF[code]), tuple(sizes), tuple(strides), offset)
-        return layout.read(slot_arrays[slot], view)
-    if kind == "L":
-        return [_materialize(d, slot_arrays, scalars) for d in description[1]]
-    if kind == "C":
-        return jax.numpy.asarray(scalars[description[1]], jax_dtype(DTYPE_OF[description[2]]))
-    if kind in ("N", "D"):
-        return scalars[description[1]]
-    if kind == "R":
-        return [scalars[i] for i in description[1]]
-    if kind == "G":
-        return None
-    return description[1]  # "S": a static value
 
 
 def _returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
