@@ -25,7 +25,16 @@ _autoload()
 from torch_neuronx.device.streams import Event, Stream  # noqa: E402
 from torch_neuronx.eager.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
 
-__all__ = ["Event", "Stream", "clear_op_tracking", "get_executed_ops", "get_fallback_ops"]
+__all__ = ["Event", "Stream", "clear_op_tracking", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops"]
+
+
+def get_dynamo_metrics() -> list[dict]:
+    """Per compiled graph: node count, lowering and compile time, calls and cache hits (see
+    :func:`torch_neuronx.dynamo.get_dynamo_metrics`)."""
+    from torch_neuronx.dynamo import get_dynamo_metrics as metrics
+
+    return metrics()
+
 
 __version__ = "0.1.0"
 

@@ -7,6 +7,8 @@ Variables read by the C++ core (before the first use of the device):
 - ``NEURON_RT_NUM_CORES``: number of cores when ``NEURON_RT_VISIBLE_CORES`` is unset (default 2).
 - ``TORCH_NEURONX_HBM_CAPACITY``: HBM capacity per core, bytes or e.g. ``24GiB`` (the default).
 
+- ``TORCH_NEURONX_NEFF_CACHE_DIR``: the persistent executable cache (runtime/compile_cache.py).
+
 Variables read by the Python runtime:
 """
 
@@ -40,3 +42,21 @@ launch_blocking: bool = _flag("NEURON_LAUNCH_BLOCKING", False)
 #: ``TORCH_NEURONX_ENABLE_STACK_TRACE`` (default 0): record the Python stack of every op that can
 #: raise a device fault, and print it with the fault.
 record_stack_traces: bool = _flag("TORCH_NEURONX_ENABLE_STACK_TRACE", False)
+
+
+def disable_fallback_execution() -> bool:
+    """``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` (default 1): a graph torch.compile cannot lower
+    raises, naming the node and its source line; 0 runs such a graph eagerly, op by op, with a
+    warning."""
+    return _flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", True)
+
+
+def preserve_compilation_artifacts() -> bool:
+    """``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS`` (default 0): keep the FX graph and the
+    StableHLO text of every compiled graph under :func:`debug_dir`."""
+    return _flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
+
+
+def debug_dir() -> str:
+    """``TORCH_NEURONX_DEBUG_DIR`` (default ``./neuron_debug``): where artifacts are kept."""
+    return os.environ.get("TORCH_NEURONX_DEBUG_DIR") or os.path.join(os.getcwd(), "neuron_debug")

@@ -22,6 +22,7 @@ __all__ = [
     "format_values_on_host",
     "grad_scaler_without_fp64",
     "has_kernel",
+    "keep_dynamo_out_of",
     "make_fx",
     "register_device_module",
 ]
@@ -93,3 +94,16 @@ def grad_scaler_without_fp64() -> None:
 
     unscale_._neuron_host_fp64 = True  # type: ignore[attr-defined]
     grad_scaler.GradScaler.unscale_ = unscale_
+
+
+def keep_dynamo_out_of(*modules: str) -> None:
+    """Stops Dynamo from tracing into ``modules`` (the backend's own code, JAX).
+
+    When a compiled function graph-breaks, the ops between graphs run eagerly; their kernels are
+    Python functions that Dynamo's frame hook would otherwise try to compile, tracing into JAX.
+    PyTorch keeps such third-party packages out through ``torch._dynamo.trace_rules``.
+    """
+    from torch._dynamo import trace_rules
+
+    for module in modules:
+        trace_rules.add(module)

@@ -30,9 +30,10 @@ def ensure_started() -> None:
     with _lock:
         if _started:
             return
-        from torch_neuronx.runtime import cores
+        from torch_neuronx.runtime import compile_cache, cores
 
         cores.configure()
+        compile_cache.configure()
         from torch_neuronx.eager import registration
 
         registration.register_kernels()

@@ -1,0 +1,248 @@
+"""torch.compile(backend="neuron") against eager on neuron and against CPU."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_neuronx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+
+
+def test_forward_matches_eager_and_cpu():
+    model = _mlp()
+    x = torch.randn(5, 8)
+    neuron_model = copy.deepcopy(model).to("neuron")
+    compiled = torch.compile(neuron_model, backend="neuron", fullgraph=True)
+    got = compiled(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), neuron_model(x.to("neuron")).cpu())
+    torch.testing.assert_close(got.cpu(), model(x), atol=1e-5, rtol=1e-5)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_backward_matches_cpu():
+    model = _mlp()
+    neuron_model = copy.deepcopy(model).to("neuron")
+    x = torch.randn(5, 8)
+    torch.compile(neuron_model, backend="neuron")(x.to("neuron")).square().sum().backward()
+    model(x).square().sum().backward()
+    for cpu_param, neuron_param in zip(model.parameters(), neuron_model.parameters(), strict=True):
+        torch.testing.assert_close(neuron_param.grad.cpu(), cpu_param.grad, atol=1e-5, rtol=1e-5)
+    kinds = {m["kind"] for m in torch_neuronx.get_dynamo_metrics()}
+    assert {"forward", "backward"} <= kinds
+
+
+def test_whole_training_step_compiled_together_matches_cpu():
+    cpu_model = _mlp()
+    neuron_model = copy.deepcopy(cpu_model).to("neuron")
+    cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)
+    neuron_opt = torch.optim.AdamW(neuron_model.parameters(), lr=1e-2)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled_step = torch.compile(step, backend="neuron")
+    x, y = torch.randn(16, 8), torch.randn(16, 4)
+    for _ in range(3):
+        expected = step(cpu_model, cpu_opt, x, y)
+        got = compiled_step(neuron_model, neuron_opt, x.to("neuron"), y.to("neuron"))
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+    for cpu_param, neuron_param in zip(cpu_model.parameters(), neuron_model.parameters(), strict=True):
+        torch.testing.assert_close(neuron_param.cpu(), cpu_param, atol=1e-5, rtol=1e-5)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_default_backend_and_module_compile():
+    torch.compiler.set_default_backend("neuron")
+    try:
+        model = _mlp().to("neuron")
+        x = torch.randn(3, 8, device="neuron")
+        expected = model(x)
+        model.compile()
+        torch.testing.assert_close(model(x).cpu(), expected.cpu())
+    finally:
+        torch.compiler.set_default_backend("inductor")
+    assert torch_neuronx.get_dynamo_metrics()
+
+
+def test_graph_breaks():
+    def fn(x):
+        y = x.sin() * 2
+        print("graph break")  # noqa: T201
+        return (y + x.cos()).sum(dim=0)
+
+    x = torch.randn(4, 5)
+    got = torch.compile(fn, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), fn(x))
+    assert len(torch_neuronx.get_dynamo_metrics()) >= 2
+
+
+def test_in_place_ops_on_inputs_reach_the_caller():
+    def fn(x, buffer):
+        buffer.add_(x)
+        x.mul_(2)
+        return buffer.sum()
+
+    x, buffer = torch.randn(6), torch.zeros(6)
+    x_n, buffer_n = x.to("neuron"), buffer.to("neuron")
+    total = torch.compile(fn, backend="neuron")(x_n, buffer_n)
+    expected_total = fn(x, buffer)
+    torch.testing.assert_close(total.cpu(), expected_total)
+    torch.testing.assert_close(x_n.cpu(), x)
+    torch.testing.assert_close(buffer_n.cpu(), buffer)
+
+
+def test_batch_norm_running_statistics_update():
+    torch.manual_seed(0)
+    cpu_norm = torch.nn.BatchNorm1d(4)
+    neuron_norm = copy.deepcopy(cpu_norm).to("neuron")
+    compiled = torch.compile(neuron_norm, backend="neuron")
+    for _ in range(2):
+        x = torch.randn(8, 4)
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), cpu_norm(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(neuron_norm.running_mean.cpu(), cpu_norm.running_mean)
+    torch.testing.assert_close(neuron_norm.running_var.cpu(), cpu_norm.running_var)
+    assert neuron_norm.num_batches_tracked.item() == 2
+
+
+def test_outputs_aliasing_inputs_and_each_other():
+    def fn(x):
+        return x.view(2, 3), x[1:], x.t().t() * 1
+
+    x = torch.arange(6.0, device="neuron")
+    reshaped, tail, copied = torch.compile(fn, backend="neuron")(x)
+    x[2] = 100.0  # views of the input see the write, as in eager
+    assert reshaped[0, 2].item() == 100.0 and tail[1].item() == 100.0
+    assert copied[2].item() == 2.0
+
+
+def test_non_contiguous_input_views():
+    base = torch.randn(6, 8)
+    fn = torch.compile(lambda a: (a * 3).sum(dim=1), backend="neuron")
+    torch.testing.assert_close(fn(base.to("neuron").t()[:, 1:5]).cpu(), (base.t()[:, 1:5] * 3).sum(dim=1))
+
+
+def test_dropout_is_fresh_every_call_and_follows_the_seed():
+    fn = torch.compile(lambda x: torch.nn.functional.dropout(x, p=0.5, training=True), backend="neuron")
+    x = torch.ones(1000, device="neuron")
+    torch.manual_seed(3)
+    first, second = fn(x).cpu(), fn(x).cpu()
+    assert not torch.equal(first, second)
+    assert 350 < int((first == 0).sum()) < 650
+    torch.manual_seed(3)
+    torch.testing.assert_close(fn(x).cpu(), first, rtol=0, atol=0)
+
+
+def test_new_shape_compiles_a_new_graph():
+    fn = torch.compile(lambda a: (a * 2).sum(), backend="neuron")
+    for length in (3, 5, 7):
+        torch.testing.assert_close(fn(torch.ones(length, device="neuron")).cpu(), torch.tensor(2.0 * length))
+
+
+@pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
+def test_requested_dynamic_shapes_raise_naming_the_dimension(how):
+    x = torch.randn(4, 3, device="neuron")
+    if how == "dynamic=True":
+        fn = torch.compile(lambda a: a * 2, backend="neuron", dynamic=True)
+    else:
+        torch._dynamo.mark_dynamic(x, 0)
+        fn = torch.compile(lambda a: a * 2, backend="neuron")
+    with pytest.raises(Exception, match=r"compiles static shapes, but dimension 0 of .* \(symbolic size s\d+\)"):
+        fn(x)
+
+
+def test_other_modes_warn_and_compile_as_default():
+    fn = torch.compile(lambda a: a + 1, backend="neuron", mode="max-autotune-no-cudagraphs")
+    with pytest.warns(UserWarning, match="using mode='default'"):
+        torch.testing.assert_close(fn(torch.ones(2, device="neuron")).cpu(), torch.full((2,), 2.0))
+
+
+def test_metrics_per_graph():
+    fn = torch.compile(lambda a: a.exp().sum(), backend="neuron")
+    x = torch.ones(4, device="neuron")
+    before = len(torch_neuronx.get_dynamo_metrics())
+    fn(x)
+    fn(x)
+    (metrics,) = torch_neuronx.get_dynamo_metrics()[before:]
+    assert metrics["kind"] == "inference" and metrics["nodes"] == 2
+    assert metrics["calls"] == 2 and metrics["cache_hits"] == 1 and metrics["signatures"] == 1
+    assert metrics["lowering_s"] > 0 and metrics["compile_s"] >= 0
+
+
+# An op with only a CPU kernel and a fake: opaque to the compiler, unknown to the device.
+_library = torch.library.Library("neuron_compile_test", "DEF")
+_library.define("cpu_only(Tensor x) -> Tensor")
+_library.impl("cpu_only", lambda x: x * 10, "CPU")
+torch.library.register_fake("neuron_compile_test::cpu_only", lambda x: torch.empty_like(x), lib=_library)
+
+
+def test_compile_failure_names_the_node_and_source_line():
+    def fn(a):
+        return torch.ops.neuron_compile_test.cpu_only(a) + 1
+
+    with pytest.raises(
+        Exception, match=r"cannot compile node .*cpu_only.*It comes from: File .*test_compile.py.*cpu_only\(a\)"
+    ):
+        torch.compile(fn, backend="neuron")(torch.ones(3, device="neuron"))
+
+
+def test_compile_failure_runs_eagerly_when_fallback_execution_is_enabled(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    fn = torch.compile(lambda a: torch.ops.neuron_compile_test.cpu_only(a) + 1, backend="neuron")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(torch.ones(3, device="neuron"))
+    torch.testing.assert_close(result.cpu(), torch.full((3,), 11.0))
+    assert any("runs eagerly" in str(w.message) for w in caught)
+
+
+def test_artifacts_are_kept_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    torch.compile(lambda a: a.sin() * 2, backend="neuron")(torch.ones(3, device="neuron"))
+    (folder,) = tmp_path.iterdir()
+    names = sorted(path.name for path in folder.iterdir())
+    assert names == ["fx_graph_1.py", "stablehlo_1.mlir"]
+    assert "aten.sin" in (folder / "fx_graph_1.py").read_text()
+    assert "stablehlo.sine" in (folder / "stablehlo_1.mlir").read_text()
+
+
+def test_persistent_cache_lets_a_second_process_skip_compilation(tmp_path):
+    code = (
+        "import torch, torch_neuronx\n"
+        "fn = torch.compile(lambda a: (a @ a).relu().sum(), backend='neuron')\n"
+        "fn(torch.ones(8, 8, device='neuron'))\n"
+        "print(torch_neuronx.get_dynamo_metrics()[0]['persistent_cache_hits'])\n"
+    )
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path))
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert [run.stdout.strip() for run in runs] == ["0", "1"]

@@ -1,0 +1,94 @@
+"""The Dynamo backend ``neuron``: Dynamo -> AOTAutograd -> the lowering engine -> one executable per graph.
+
+``torch.compile(model, backend="neuron")`` (or ``torch.compiler.set_default_backend("neuron")``
+then ``model.compile()``) reaches :func:`neuron_backend` through the ``torch_dynamo_backends``
+entry point. AOTAutograd functionalises the captured graph (input mutations become outputs it copies
+back, aliased outputs are regenerated from their bases), decomposes ops the device has no lowering
+for with PyTorch's decompositions, and partitions forward and backward; each graph becomes a
+:class:`~torch_neuronx.dynamo.graph.CompiledGraph`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+import torch.fx
+
+from torch_neuronx.dynamo.graph import CompiledGraph
+
+__all__ = ["neuron_backend"]
+
+
+def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
+    """The first symbolic dimension the user asked for (dynamic=True or torch._dynamo.mark_dynamic),
+    described for the error message; None when shapes are static or Dynamo made them dynamic itself."""
+    import torch._dynamo.config as dynamo_config
+
+    requested_everywhere = not dynamo_config.assume_static_by_default
+    for node in graph.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if not isinstance(value, torch.Tensor):
+            continue
+        grapharg = node.meta.get("grapharg")
+        marked = getattr(grapharg.example if grapharg is not None else None, "_dynamo_dynamic_indices", set())
+        for dim, size in enumerate(value.shape):
+            if isinstance(size, torch.SymInt) and (requested_everywhere or dim in marked):
+                source = getattr(grapharg, "source", None)
+                name = getattr(source, "name", node.name)
+                source = name() if callable(name) else name
+                return f"dimension {dim} of {source} (symbolic size {size})"
+    return None
+
+
+def neuron_backend(
+    graph: torch.fx.GraphModule, example_inputs: list[Any], *, mode: str | None = None, options: Any = None
+) -> Any:
+    """Compiles a Dynamo graph for the neuron device.
+
+    Args:
+        mode: torch.compile's mode; anything but "default" warns and compiles as "default".
+        options: not supported (raises ValueError).
+
+    Raises:
+        ValueError: ``options`` were given.
+        RuntimeError: the user asked for dynamic shapes (``dynamic=True``, ``mark_dynamic``): neuron
+            compiles static shapes, one executable per input shape.
+    """
+    from torch._dynamo.backends.common import aot_autograd
+
+    from torch_neuronx import runtime
+    from torch_neuronx._compat.torch_internals import keep_dynamo_out_of
+    from torch_neuronx.lowering import engine
+
+    if options:
+        raise ValueError(f"torch.compile(backend='neuron') takes no options, got {options!r}")
+    if mode not in (None, "default"):
+        warnings.warn(
+            f"torch.compile(backend='neuron', mode={mode!r}): neuron compiles every graph the same way; "
+            "using mode='default'.",
+            stacklevel=2,
+        )
+    dynamic = _requested_dynamic_dimension(graph)
+    if dynamic is not None:
+        raise RuntimeError(
+            f"torch.compile(backend='neuron') compiles static shapes, but {dynamic} was made dynamic "
+            "(dynamic=True or torch._dynamo.mark_dynamic). Use dynamic=False (or leave it unset): each new "
+            "input shape then compiles its own graph."
+        )
+    runtime.ensure_started()
+    keep_dynamo_out_of("torch_neuronx", "jax", "jaxlib")
+
+    def compiler(kind: str):
+        return lambda gm, inputs: CompiledGraph(gm, list(inputs), kind)
+
+    return aot_autograd(
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=engine.decompositions(),
+        keep_inference_input_mutations=False,
+    )(graph, example_inputs)
