@@ -26,9 +26,10 @@ c10::ScalarType scalar_type_of(int code) {
   return static_cast<c10::ScalarType>(code);
 }
 
-Allocation* allocation_of_tensor(const at::Tensor& tensor) {
+ResolvedStorage resolve_tensor_storage(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.device().type() == kNeuronDeviceType, "expected a neuron tensor, got one on ", tensor.device());
-  return allocation_of(tensor.storage().data_ptr());
+  check_not_forked();
+  return resolve_storage(tensor.storage().unsafeGetStorageImpl());
 }
 
 // Layout of the fast path's functional outputs: contiguous tensors of fixed sizes and dtypes.
@@ -41,23 +42,31 @@ class OutputLayout {
     }
   }
 
-  // New tensors on `device`, each holding the matching flat array as its storage buffer.
   size_t count() const {
     return sizes_.size();
   }
 
-  py::list wrap(const py::sequence& arrays, int device) const {
-    TORCH_CHECK(py::len(arrays) >= sizes_.size(), "neuron: executable returned ", py::len(arrays), " arrays for ",
-                sizes_.size(), " outputs");
+  // New tensors on `device`, allocated before the executable that fills them is launched, so that
+  // running out of device memory raises torch.OutOfMemoryError at the op, with nothing in flight.
+  py::list allocate(int device) const {
     py::list tensors;
     for (size_t i = 0; i < sizes_.size(); ++i) {
       at::Tensor tensor = at::neuron::empty_contiguous(sizes_[i], dtypes_[i], static_cast<c10::DeviceIndex>(device));
-      if (Allocation* allocation = allocation_of(tensor.storage().data_ptr())) {
-        assign_buffer(allocation->buffer, arrays[i], dtypes_[i]);
-      }
       tensors.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
     }
     return tensors;
+  }
+
+  // Binds each flat array as the storage buffer of the matching tensor from allocate().
+  void bind(const py::list& tensors, const py::sequence& arrays) const {
+    TORCH_CHECK(py::len(arrays) >= sizes_.size(), "neuron: executable returned ", py::len(arrays), " arrays for ",
+                sizes_.size(), " outputs");
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      const at::Tensor& tensor = THPVariable_Unpack(tensors[i].ptr());
+      if (Allocation* allocation = resolve_storage(tensor.storage().unsafeGetStorageImpl()).allocation) {
+        assign_buffer(allocation->buffer, arrays[i], dtypes_[i]);
+      }
+    }
   }
 
  private:
@@ -88,6 +97,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int index) { set_device(static_cast<c10::DeviceIndex>(index)); });
   m.def("_exchange_device", [](int index) { return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(index))); });
   m.def("_check_device_index", [](int index) { check_device_index(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_note_runtime_started", &note_runtime_started);
+  m.def("_in_bad_fork", &in_bad_fork);
 
   // Memory.
   m.def("_memory_capacity", [](int device) { return allocator().capacity(static_cast<c10::DeviceIndex>(device)); });
@@ -106,6 +117,9 @@ PYBIND11_MODULE(_C, m) {
                                                 : generator.cast<at::Generator>();
         TORCH_CHECK(gen.device().type() == kNeuronDeviceType, "Expected a 'neuron' device type for generator but found '",
                     gen.device().type(), "'; create it with torch.Generator(device='neuron')");
+        TORCH_CHECK(gen.device().index() == device, "A random op on neuron:", device,
+                    " was given the generator of neuron:", static_cast<int>(gen.device().index()),
+                    "; use a generator of the op's core, e.g. torch.Generator(device='neuron:", device, "')");
         auto* impl = gen.get<NeuronGenerator>();
         return impl->philox_inputs(increment);
       },
@@ -113,21 +127,27 @@ PYBIND11_MODULE(_C, m) {
 
   // Storage buffers (decision 4).
   m.def("_storage_buffer", [](const at::Tensor& tensor) -> py::tuple {
-    Allocation* allocation = allocation_of_tensor(tensor);
+    // (buffer or None, its dtype code, the tensor's element offset in it, the buffer's bytes)
+    ResolvedStorage resolved = resolve_tensor_storage(tensor);
+    int64_t offset = tensor.storage_offset() + static_cast<int64_t>(resolved.byte_offset) / tensor.element_size();
+    Allocation* allocation = resolved.allocation;
+    size_t nbytes = allocation ? allocation->requested : tensor.storage().nbytes();
+    check_in_bounds(tensor, offset, nbytes, "reading or writing a tensor");
     if (allocation == nullptr || allocation->buffer.array == nullptr) {
-      return py::make_tuple(py::none(), -1);
+      return py::make_tuple(py::none(), -1, offset, nbytes);
     }
-    return py::make_tuple(py::handle(allocation->buffer.array), static_cast<int>(allocation->buffer.dtype));
+    return py::make_tuple(py::handle(allocation->buffer.array), static_cast<int>(allocation->buffer.dtype), offset,
+                          nbytes);
   });
   m.def("_bind_buffer", [](const at::Tensor& tensor, py::object array, int dtype) {
-    if (Allocation* allocation = allocation_of_tensor(tensor)) {
+    if (Allocation* allocation = resolve_tensor_storage(tensor).allocation) {
       assign_buffer(allocation->buffer, array, scalar_type_of(dtype));
     }
   });
   m.def("_rebind", [](const py::list& tensors, const py::sequence& arrays, const std::vector<int>& dtypes) {
     for (size_t i = 0; i < dtypes.size(); ++i) {
       const at::Tensor& tensor = THPVariable_Unpack(tensors[i].ptr());
-      if (Allocation* allocation = allocation_of(tensor.storage().data_ptr())) {
+      if (Allocation* allocation = resolve_storage(tensor.storage().unsafeGetStorageImpl()).allocation) {
         assign_buffer(allocation->buffer, arrays[i], scalar_type_of(dtypes[i]));
       }
     }
@@ -137,7 +157,8 @@ PYBIND11_MODULE(_C, m) {
   });
   py::class_<OutputLayout>(m, "OutputLayout")
       .def(py::init<const std::vector<std::pair<std::vector<int64_t>, int>>&>())
-      .def("wrap", &OutputLayout::wrap)
+      .def("allocate", &OutputLayout::allocate)
+      .def("bind", &OutputLayout::bind)
       .def("count", &OutputLayout::count);
   m.def("_empty_contiguous", [](const std::vector<int64_t>& sizes, int dtype, int device) {
     return at::neuron::empty_contiguous(sizes, scalar_type_of(dtype), static_cast<c10::DeviceIndex>(device));

@@ -9,7 +9,8 @@ Variables read by the C++ core (before the first use of the device):
 
 - ``TORCH_NEURONX_NEFF_CACHE_DIR``: the persistent executable cache (runtime/compile_cache.py).
 
-Variables read by the Python runtime:
+Variables read by the Python runtime, when the device is first used (a malformed value raises
+``ValueError`` then, never at ``import torch``):
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _flag(name: str, default: bool) -> bool:
         return True
     if value.lower() in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"{name}={value!r} is not a boolean; use 1 or 0")
+    raise ValueError(f"{name}={value!r} is not a boolean; use 1 or 0 (true/false, yes/no and on/off also work)")
 
 
 def fallback_enabled() -> bool:
@@ -35,13 +36,17 @@ def fallback_enabled() -> bool:
     return _flag("NEURON_FALLBACK_ENABLED", True)
 
 
-#: ``NEURON_LAUNCH_BLOCKING`` (default 0): every op waits for its execution to finish, so a device
-#: fault is raised by the op that caused it, as ``CUDA_LAUNCH_BLOCKING`` does.
-launch_blocking: bool = _flag("NEURON_LAUNCH_BLOCKING", False)
+def launch_blocking() -> bool:
+    """``NEURON_LAUNCH_BLOCKING`` (default 0): every op waits for its execution to finish, so a
+    device fault is raised by the op that caused it, as ``CUDA_LAUNCH_BLOCKING`` does. Read when the
+    runtime starts."""
+    return _flag("NEURON_LAUNCH_BLOCKING", False)
 
-#: ``TORCH_NEURONX_ENABLE_STACK_TRACE`` (default 0): record the Python stack of every op that can
-#: raise a device fault, and print it with the fault.
-record_stack_traces: bool = _flag("TORCH_NEURONX_ENABLE_STACK_TRACE", False)
+
+def record_stack_traces() -> bool:
+    """``TORCH_NEURONX_ENABLE_STACK_TRACE`` (default 0): record the Python stack of every op that can
+    raise a device fault, and print it with the fault."""
+    return _flag("TORCH_NEURONX_ENABLE_STACK_TRACE", False)
 
 
 def disable_fallback_execution() -> bool:

@@ -463,6 +463,34 @@ Allocation* allocation_of(const c10::DataPtr& data_ptr) {
   return static_cast<Allocation*>(data_ptr.get_context());
 }
 
+ResolvedStorage resolve_storage(const c10::StorageImpl* storage) {
+  const c10::DataPtr& data_ptr = storage->data_ptr();
+  if (Allocation* allocation = allocation_of(data_ptr)) {
+    return {allocation, 0};
+  }
+  auto address = reinterpret_cast<uint64_t>(data_ptr.get());
+  if (address == 0) {
+    return {nullptr, 0};
+  }
+  int device = device_of_address(address);
+  if (device >= 0) {
+    CoreMemory& memory = cores()[device];
+    std::lock_guard<std::mutex> lock(memory.mutex);
+    auto it = memory.blocks.upper_bound(address);
+    if (it != memory.blocks.begin()) {
+      --it;
+      Allocation* allocation = it->second.allocation;
+      if (allocation != nullptr && address + storage->nbytes() <= it->first + allocation->requested) {
+        return {allocation, address - it->first};
+      }
+    }
+  }
+  TORCH_CHECK(false,
+              "neuron: a tensor's memory was not allocated by the neuron runtime, or was freed (for example it was "
+              "imported with DLPack or from_blob from memory that is gone); create the tensor on neuron, or copy it "
+              "there with .to('neuron')");
+}
+
 int device_of_address(uint64_t address) noexcept {
   for (c10::DeviceIndex device = 0; device < device_count(); ++device) {
     if (address >= range_base(device) && address < range_base(device) + kRangeBytes) {

@@ -60,6 +60,17 @@ NeuronAllocator& allocator();
 // The allocation behind a neuron DataPtr, or nullptr for an empty (0-byte) or foreign DataPtr.
 Allocation* allocation_of(const c10::DataPtr& data_ptr);
 
+// Where a storage's bytes live: an allocation and the byte offset of the storage inside it. A storage
+// made by from_blob over neuron memory (legacy serialization, DLPack) aliases the allocation that
+// holds its address. `allocation` is nullptr only for a 0-byte storage.
+struct ResolvedStorage {
+  Allocation* allocation;
+  uint64_t byte_offset;
+};
+
+// Raises for a storage whose address is not inside any live neuron allocation.
+ResolvedStorage resolve_storage(const c10::StorageImpl* storage);
+
 // Device index encoded in a virtual address, or -1 when it is not a neuron address.
 int device_of_address(uint64_t address) noexcept;
 

@@ -112,28 +112,37 @@ class Walker {
     }
     note_device(where.index(), spec.name);
     c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    ResolvedStorage resolved = resolve_storage(storage);
+    size_t slot_bytes = resolved.allocation ? resolved.allocation->requested : storage->nbytes();
+    int64_t itemsize = static_cast<int64_t>(t.element_size());
+    TORCH_CHECK(resolved.byte_offset % itemsize == 0, op_name_, " on neuron: argument '", spec.name,
+                "' starts at a byte offset that is not a multiple of its element size");
+    int64_t offset = t.storage_offset() + static_cast<int64_t>(resolved.byte_offset) / itemsize;
+    check_in_bounds(t, offset, slot_bytes, op_name_ + ": argument '" + spec.name + "'");
+    // Slots are allocations, so that a storage aliasing another one's memory shares its slot.
+    const void* identity = resolved.allocation ? static_cast<const void*>(resolved.allocation) : storage;
     int slot = -1;
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i] == storage) {
+      if (slots_[i] == identity) {
         slot = static_cast<int>(i);
         break;
       }
     }
     if (slot < 0) {
       slot = static_cast<int>(slots_.size());
-      slots_.push_back(storage);
+      slots_.push_back(identity);
       slot_tensors_.append(py::handle(obj));
-      Allocation* allocation = allocation_of(storage->data_ptr());
+      Allocation* allocation = resolved.allocation;
       bool has_buffer = allocation && allocation->buffer.array;
       int8_t buffer_dtype = has_buffer ? static_cast<int8_t>(allocation->buffer.dtype) : -1;
       put_tag('S');
       put(buffer_dtype);
-      put(static_cast<int64_t>(storage->nbytes()));
+      put(static_cast<int64_t>(slot_bytes));
       if (has_buffer) {
         buffers_.append(py::handle(allocation->buffer.array));
       }
       if (describe_) {
-        slot_descriptions_.append(py::make_tuple(has_buffer, static_cast<int>(buffer_dtype), storage->nbytes()));
+        slot_descriptions_.append(py::make_tuple(has_buffer, static_cast<int>(buffer_dtype), slot_bytes));
       }
     }
     put_tag('T');
@@ -144,12 +153,12 @@ class Walker {
     put(static_cast<int8_t>(sizes.size()));
     key_.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
     key_.append(reinterpret_cast<const char*>(strides.data()), strides.size() * sizeof(int64_t));
-    put(static_cast<int64_t>(t.storage_offset()));
+    put(offset);
     if (!describe_) {
       return py::none();
     }
     return py::make_tuple("T", slot, static_cast<int>(t.scalar_type()), py::tuple(py::cast(sizes.vec())),
-                          py::tuple(py::cast(strides.vec())), t.storage_offset());
+                          py::tuple(py::cast(strides.vec())), offset);
   }
 
   py::object tensor_list(PyObject* obj, const ArgSpec& spec) {
@@ -354,7 +363,7 @@ class Walker {
   py::list scalars_;
   py::list slot_tensors_;
   py::list slot_descriptions_;
-  std::vector<c10::StorageImpl*> slots_;
+  std::vector<const void*> slots_;
   py::object generator_ = py::none();
   int device_ = -1;
   std::string first_tensor_;
@@ -363,10 +372,26 @@ class Walker {
 
 } // namespace
 
+void check_in_bounds(const at::Tensor& t, int64_t offset, size_t storage_bytes, const std::string& what) {
+  if (t.numel() == 0) {
+    return;
+  }
+  int64_t last = offset;
+  for (int64_t dim = 0; dim < t.dim(); ++dim) {
+    last += (t.size(dim) - 1) * t.stride(dim);
+  }
+  int64_t needed = (last + 1) * static_cast<int64_t>(t.element_size());
+  TORCH_CHECK(needed <= static_cast<int64_t>(storage_bytes), what, " on neuron: a tensor with sizes ", t.sizes(),
+              ", strides ", t.strides(), ", storage offset ", t.storage_offset(), " and itemsize ", t.element_size(),
+              " requires a storage of ", needed, " bytes, but its storage has ", storage_bytes,
+              " bytes (was the storage resized under it?)");
+}
+
 CallSignature::CallSignature(std::string op_name, std::vector<ArgSpec> args)
     : op_name_(std::move(op_name)), args_(std::move(args)) {}
 
 py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, bool describe) const {
+  check_not_forked();
   TORCH_CHECK_TYPE(args.size() <= args_.size(), op_name_, " on neuron: expected at most ", args_.size(),
                    " arguments, got ", args.size());
   Walker walker(op_name_, describe);

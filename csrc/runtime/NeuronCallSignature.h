@@ -59,6 +59,10 @@ class CallSignature {
   std::vector<ArgSpec> args_;
 };
 
+// Raises unless a tensor whose first element is `offset` elements into its storage's memory of
+// `storage_bytes` bytes lies inside it: a storage shrunk under a tensor must not read as zeros.
+void check_in_bounds(const at::Tensor& t, int64_t offset, size_t storage_bytes, const std::string& what);
+
 // Registers the pybind classes.
 void bind_call_signature(pybind11::module_& m);
 

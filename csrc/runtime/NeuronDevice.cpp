@@ -2,7 +2,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -95,6 +99,12 @@ const CoreConfig& core_config() noexcept {
 
 thread_local c10::DeviceIndex tls_current_device = 0;
 
+std::atomic<bool> g_bad_fork{false};
+
+void mark_child_of_fork() {
+  g_bad_fork.store(true);
+}
+
 } // namespace
 
 c10::DeviceIndex device_count() noexcept {
@@ -110,6 +120,7 @@ const std::string& core_config_error() noexcept {
 }
 
 void check_device_index(c10::DeviceIndex index) {
+  TORCH_CHECK_VALUE(core_config_error().empty(), "neuron: ", core_config_error());
   TORCH_CHECK_INDEX(
       index >= 0 && index < device_count(),
       "Invalid neuron device index ", static_cast<int>(index), ": this process sees ",
@@ -134,6 +145,22 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
     set_device(index);
   }
   return previous;
+}
+
+void note_runtime_started() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &mark_child_of_fork); });
+}
+
+bool in_bad_fork() noexcept {
+  return g_bad_fork.load();
+}
+
+void check_not_forked() {
+  TORCH_CHECK(!in_bad_fork(),
+              "Cannot re-initialize the neuron runtime in a forked subprocess: the parent process had already "
+              "used the neuron device. To use neuron with multiprocessing, use the 'spawn' start method "
+              "(multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn).");
 }
 
 } // namespace c10::neuron

@@ -33,4 +33,10 @@ c10::DeviceIndex current_device() noexcept;
 void set_device(c10::DeviceIndex index);
 c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 
+// Fork safety. The runtime (PJRT's threads) does not survive fork(): once it has started in a
+// process, a forked child must not use the device. As CUDA does, it raises instead of hanging.
+void note_runtime_started();
+bool in_bad_fork() noexcept;
+void check_not_forked();
+
 } // namespace c10::neuron

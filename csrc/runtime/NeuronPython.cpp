@@ -1,5 +1,7 @@
 #include "runtime/NeuronPython.h"
 
+#include "runtime/NeuronDevice.h"
+
 #include <torch/csrc/Exceptions.h>
 
 #include <atomic>
@@ -23,8 +25,8 @@ void release_buffer(StorageBuffer& buffer) noexcept {
   PyObject* array = buffer.array;
   buffer.array = nullptr;
   buffer.dtype = c10::ScalarType::Undefined;
-  if (array == nullptr || !interpreter_alive()) {
-    return;
+  if (array == nullptr || !interpreter_alive() || in_bad_fork()) {
+    return; // after fork(), PJRT cannot free the parent's buffers: leave them to the OS
   }
   PyGILState_STATE gil = PyGILState_Ensure();
   // A storage may be freed while an exception unwinds through Python frames; keep it pending.

@@ -20,8 +20,8 @@ struct StorageBuffer {
   c10::ScalarType dtype = c10::ScalarType::Undefined;
 };
 
-// Drops the reference from any thread. Safe while a Python exception is propagating and during
-// interpreter shutdown (the reference is then leaked on purpose: the interpreter is gone).
+// Drops the reference from any thread. Safe while a Python exception is propagating, during
+// interpreter shutdown and in a forked child (the reference is then leaked on purpose).
 void release_buffer(StorageBuffer& buffer) noexcept;
 
 // Replaces the buffer; `array` may be None. Caller holds the GIL.

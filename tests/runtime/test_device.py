@@ -117,3 +117,8 @@ def test_device_properties():
     properties = torch.neuron.get_device_properties(0)
     assert properties.total_memory == 24 * 2**30
     assert "NeuronCore" in torch.neuron.get_device_name()
+
+
+def test_negative_device_context_is_a_no_op():
+    with torch.neuron.device(-1):
+        assert torch.neuron.current_device() == 0

@@ -78,3 +78,71 @@ def test_stack_trace_of_the_launch_is_recorded_on_request():
     result = _run(code, TORCH_NEURONX_ENABLE_STACK_TRACE="1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "in faulty"
+
+
+def test_forked_child_raises_instead_of_hanging():
+    code = (
+        "import os, torch\n"
+        "x = torch.ones(3, device='neuron')\n"
+        "x.sum().item()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        torch.zeros(2, device='neuron').add(1)\n"
+        "    except RuntimeError as e:\n"
+        "        print('child:', 'forked subprocess' in str(e) and torch.neuron._is_in_bad_fork(), flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('parent:', (x * 2).sum().item())\n"
+    )
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["child: True", "parent: 6.0"]
+
+
+def test_reading_past_a_shrunk_storage_raises():
+    x = torch.arange(4.0, device="neuron")
+    x.untyped_storage().resize_(0)
+    with pytest.raises(RuntimeError, match="requires a storage of 16 bytes, but its storage has 0 bytes"):
+        x.cpu()
+    with pytest.raises(RuntimeError, match="requires a storage of 16 bytes"):
+        x + 1
+
+
+def test_out_of_memory_in_an_op_raises_before_launching():
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate 149.01 GiB"):
+        torch.ones(200000, 1, device="neuron") @ torch.ones(1, 200000, device="neuron")
+    assert torch.ones(10, device="neuron").sum().item() == 10.0
+
+
+def test_in_place_result_that_cannot_be_cast_raises_as_on_cpu():
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        torch.arange(3, device="neuron").mul_(2.5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.ones(3, device="neuron").mean(dtype=torch.float64),
+        lambda: torch.full((2,), 1.0, dtype=torch.float64, device="neuron"),
+        lambda: torch.linspace(0, 1, 5, dtype=torch.float64, device="neuron"),
+    ],
+)
+def test_float64_results_raise_type_error(make):
+    with pytest.raises(TypeError, match="float64 \\(double\\) tensors are not supported"):
+        make()
+
+
+def test_generator_of_another_core_is_rejected(two_cores):
+    generator = torch.Generator(device="neuron:0")
+    with pytest.raises(RuntimeError, match="given the generator of neuron:0"):
+        torch.rand(3, device="neuron:1", generator=generator)
+    with pytest.raises(RuntimeError, match="Expected a 'neuron' device type for generator"):
+        torch.rand(3, device="neuron", generator=torch.Generator())
+
+
+def test_malformed_boolean_variable_fails_at_first_use_not_at_import():
+    code = "import torch\nprint('imported')\ntorch.ones(2, device='neuron').sum()\n"
+    result = _run(code, NEURON_LAUNCH_BLOCKING="2")
+    assert result.stdout.strip() == "imported"
+    assert "ValueError: NEURON_LAUNCH_BLOCKING='2' is not a boolean" in result.stderr

@@ -113,3 +113,11 @@ def test_accelerator_memory_apis_agree():
     free, total = torch.neuron.mem_get_info()
     assert total == 24 * 2**30 and 0 < free <= total
     del x
+
+
+def test_memory_summary_reports_the_statistics():
+    x = torch.empty(1024, device="neuron")
+    summary = torch.neuron.memory_summary()
+    assert summary.startswith("neuron:0 memory summary (capacity 24.00 GiB)")
+    assert "Allocated memory" in summary and "num_ooms" in summary
+    del x

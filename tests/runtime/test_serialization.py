@@ -55,3 +55,26 @@ def test_loading_cpu_checkpoint_onto_neuron():
     loaded = _round_trip(x, map_location="neuron")
     assert loaded.device.type == "neuron"
     torch.testing.assert_close(loaded.cpu(), x)
+
+
+def test_pickle_and_legacy_format_round_trip():
+    import pickle
+
+    x = torch.arange(10.0, device="neuron")
+    torch.testing.assert_close(pickle.loads(pickle.dumps(x)).cpu(), torch.arange(10.0))
+    torch.testing.assert_close(pickle.loads(pickle.dumps(x[3:7])).cpu(), torch.arange(3.0, 7.0))
+    module = torch.nn.Linear(3, 2).to("neuron")
+    torch.testing.assert_close(pickle.loads(pickle.dumps(module)).weight.cpu(), module.weight.cpu())
+    buffer = io.BytesIO()
+    torch.save(x, buffer, _use_new_zipfile_serialization=False)
+    buffer.seek(0)
+    torch.testing.assert_close(torch.load(buffer).cpu(), torch.arange(10.0))
+
+
+def test_dlpack_round_trip_aliases_like_cuda():
+    a = torch.tensor([1.0, 2.0, 3.0], device="neuron")
+    b = torch.from_dlpack(torch.utils.dlpack.to_dlpack(a))
+    assert b.data_ptr() == a.data_ptr()
+    torch.testing.assert_close(b.cpu(), a.cpu())
+    b.add_(10)
+    torch.testing.assert_close(a.cpu(), torch.tensor([11.0, 12.0, 13.0]))

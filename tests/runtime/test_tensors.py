@@ -155,3 +155,10 @@ def test_item_and_tolist():
     assert x[1, 0].item() == 3
     assert x.tolist() == [[1, 2], [3, 4]]
     assert bool(torch.tensor(True, device="neuron"))
+
+
+def test_data_dependent_ops_on_empty_tensors():
+    empty = torch.zeros(0, 4, device="neuron")
+    assert empty[empty > 0].shape == (0,)
+    assert torch.nonzero(empty).shape == (0, 2)
+    torch.neuron.synchronize()  # nothing pending: no spurious device fault

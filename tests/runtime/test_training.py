@@ -64,3 +64,14 @@ def test_memory_returns_to_baseline_after_training():
         opt.step()
     del model, opt
     assert torch.neuron.memory_allocated() == baseline
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_activation_checkpointing_replays_dropout(use_reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(3)
+    x = torch.ones(1000, device="neuron", requires_grad=True)
+    y = checkpoint(lambda a: torch.nn.functional.dropout(a, 0.5), x, use_reentrant=use_reentrant)
+    y.sum().backward()
+    assert torch.equal((y != 0).cpu(), (x.grad != 0).cpu())

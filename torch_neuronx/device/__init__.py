@@ -30,6 +30,7 @@ from torch_neuronx.device.memory import (
     memory_allocated,
     memory_reserved,
     memory_stats,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
@@ -77,6 +78,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
@@ -102,10 +104,16 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after the parent used the device (the child must not use it)."""
+    from torch_neuronx import _C
+
+    return _C._in_bad_fork()
 
 
 def __getattr__(name: str) -> object:
+    if name == "_initialized":
+        # What torch.utils.checkpoint asks before saving and restoring a device's RNG state.
+        return is_initialized()
     if name == "default_generators":
         from torch_neuronx import _C
 

@@ -81,7 +81,8 @@ class device:
     """Context manager that makes ``device`` the current core, like ``torch.cuda.device``."""
 
     def __init__(self, device: torch.device | int | str | None) -> None:
-        self.index = -1 if device is None else _index(device)
+        # None or a negative index is a no-op, as for torch.cuda.device.
+        self.index = -1 if device is None or (isinstance(device, int) and device < 0) else _index(device)
         self.previous = -1
 
     def __enter__(self) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
@@ -97,3 +98,43 @@ def get_per_process_memory_fraction(device: torch.device | int | str | None = No
     index = _index(device)
     total = _DEFAULT_CAPACITY.get(index, _C._memory_capacity(index))
     return _C._memory_capacity(index) / total
+
+
+def _format_bytes(count: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(count) >= size:
+            return f"{count / size:.2f} {unit}"
+    return f"{count} B"
+
+
+def memory_summary(device: torch.device | int | str | None = None, abbreviated: bool = False) -> str:
+    """A readable table of :func:`memory_stats` for a core: current, peak, allocated and freed
+    amounts of allocated, active, reserved and requested memory, then the event counters.
+    ``abbreviated`` keeps only the byte totals."""
+    index = _index(device)
+    stats = memory_stats(index)
+    rows = [
+        ("Allocated memory", "allocated_bytes"),
+        ("Active memory", "active_bytes"),
+        ("Requested memory", "requested_bytes"),
+        ("Reserved memory", "reserved_bytes"),
+    ]
+    if not abbreviated:
+        rows += [
+            ("Allocations", "allocation"),
+            ("Active allocations", "active"),
+            ("Segments", "segment"),
+            ("Non-releasable memory", "inactive_split_bytes"),
+        ]
+    lines = [
+        f"neuron:{index} memory summary (capacity {_format_bytes(_C._memory_capacity(index))})",
+        f"{'metric':<24}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}",
+    ]
+    for title, key in rows:
+        values = [stats[f"{key}.all.{metric}"] for metric in ("current", "peak", "allocated", "freed")]
+        shown = [_format_bytes(v) if key.endswith("bytes") else str(v) for v in values]
+        lines.append(f"{title:<24}" + "".join(f"{value:>14}" for value in shown))
+    if not abbreviated:
+        for key in ("num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "num_tensor_frees"):
+            lines.append(f"{key:<24}{stats[key]:>14}")
+    return "\n".join(lines)

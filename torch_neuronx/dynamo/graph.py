@@ -188,6 +188,7 @@ class CompiledGraph:
         name = self.signature.op_name
 
         def run(inputs: list[Any], device: int, generator: Any, values: list[Any]) -> list[Any]:
+            tensors = layout.allocate(device)  # before the launch: an OOM raises with nothing in flight
             if random_elements:
                 inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
             results = executable(*inputs)
@@ -195,7 +196,8 @@ class CompiledGraph:
                 faults.record(device, name, list(results[-2 * len(checks) :]), checks)
             if results:
                 queue.note_launch(device, results[0])
-            produced = iter(layout.wrap(results, device))
+            layout.bind(tensors, results)
+            produced = iter(tensors)
             return [next(produced) if _is_tensor(meta) else _host_value(meta) for meta in output_metas]
 
         return run

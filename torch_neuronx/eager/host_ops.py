@@ -26,6 +26,8 @@ def _local_scalar_dense(tensor: torch.Tensor) -> Any:
 def _nonzero(tensor: torch.Tensor) -> torch.Tensor:
     """``torch.nonzero``: indices of the nonzero elements, shape (count, dim), int64, row-major order."""
     tracking.executed["aten::nonzero"] += 1
+    if tensor.numel() == 0:
+        return torch.zeros((0, tensor.dim()), dtype=torch.int64, device=tensor.device)
     mask = tensor != 0
     count = int(mask.sum().item())
     if tensor.dim() == 0:

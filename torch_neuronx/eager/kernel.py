@@ -106,15 +106,17 @@ def _executable_runner(
     executed = tracking.executed
     note_launch = queue.note_launch
     if not random_elements and not written_slots and outputs is not None and returns is _single_output:
-        wrap = outputs.wrap
+        allocate, bind = outputs.allocate, outputs.bind
 
         def run_functional(inputs, device, slot_tensors, generator, values):
             executed[name] += 1
+            tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
             results = executable(*inputs)
             if checks:
                 faults.record(device, name, results[-2 * len(checks) :], checks)
             note_launch(device, results[0])
-            return wrap(results, device)[0]
+            bind(tensors, results)
+            return tensors[0]
 
         return run_functional
 
@@ -122,15 +124,18 @@ def _executable_runner(
 
     def run(inputs, device, slot_tensors, generator, values):
         executed[name] += 1
+        tensors = outputs.allocate(device) if fresh else []
         if random_elements:
             inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
         results = executable(*inputs)
         if checks:
             faults.record(device, name, results[-2 * len(checks) :], checks)
         note_launch(device, results[0])
+        if fresh:
+            outputs.bind(tensors, results)
         if written_slots:
             _C._rebind([slot_tensors[s] for s in written_slots], results[fresh:], written_codes)
-        return returns(values, outputs.wrap(results, device) if fresh else [])
+        return returns(values, tensors)
 
     return run
 
@@ -243,6 +248,7 @@ class EagerKernel:
         fresh = plan.fresh if plan.writes else len(arguments.flat_tensors(functional_result))
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
         fresh_metas = arguments.flat_tensors(functional_result)[:fresh]
+        _check_dtypes(self.name, fresh_metas, arguments.flat_tensors(functional_result)[fresh:], write_targets)
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
             feed = iter(flat_inputs[:buffer_count])
@@ -288,6 +294,33 @@ class EagerKernel:
         return _executable_runner(
             self.name, executable, random_elements, checks, outputs, written_slots, codes, returns
         )
+
+
+def _check_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list[Any]) -> None:
+    """PyTorch's dtype rules for results, which its meta kernels do not always apply.
+
+    Raises:
+        RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
+            (TensorIterator's "result type ... can't be cast to the desired output type ...").
+        TypeError: a new result would be float64/complex128, which neuron does not hold (decision 8).
+    """
+    for result, target in zip(written, targets, strict=True):
+        if target is None or not isinstance(result, torch.Tensor):
+            continue
+        destination = DTYPE_OF[target[2]]
+        if not torch.can_cast(result.dtype, destination):
+            raise RuntimeError(
+                f"result type {_type_name(result.dtype)} can't be cast to the desired output type "
+                f"{_type_name(destination)}"
+            )
+    for result in fresh:
+        if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
+            _C._check_dtype_supported(CODE_OF[result.dtype], name)
+
+
+def _type_name(dtype: torch.dtype) -> str:
+    """PyTorch's name of a dtype in error messages: Float, Long, BFloat16, ..."""
+    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
 
 
 def _random_elements(lowering: registry.Lowering, result: Any) -> int:

@@ -155,10 +155,18 @@ def device_check(failed: jax.Array, detail: jax.Array, message: str, error: type
     active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
 
 
-def _is_scalar_argument(argument: torch._C.Argument) -> bool:
-    """A Scalar/float schema argument (a runtime scalar of the executable); int, bool and list
-    arguments (dims, flags, sizes) are static and never take part in promotion."""
-    return str(argument.type) in ("number", "Optional[number]", "float", "Optional[float]")
+def _promotes(argument: torch._C.Argument) -> bool:
+    """Whether a number in this schema position takes part in type promotion: a Scalar or float
+    argument, or a Tensor one (a Python number PyTorch wrapped, as in ``x * 0.5``). int and bool
+    arguments (dims, flags, sizes) never do."""
+    return str(argument.type) in (
+        "number",
+        "Optional[number]",
+        "float",
+        "Optional[float]",
+        "Tensor",
+        "Optional[Tensor]",
+    )
 
 
 def _is_number(value: object) -> bool:
@@ -194,7 +202,7 @@ def apply(
                 i
                 for i, meta in enumerate(metas)
                 if isinstance(meta, torch.Tensor)
-                or (_is_number(meta) and names[i] not in entry.static and _is_scalar_argument(schema.arguments[i]))
+                or (_is_number(meta) and names[i] not in entry.static and _promotes(schema.arguments[i]))
             ]
         participants = [metas[i] for i in chosen if metas[i] is not None]
         computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)

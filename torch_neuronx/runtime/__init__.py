@@ -30,8 +30,10 @@ def ensure_started() -> None:
     with _lock:
         if _started:
             return
+        from torch_neuronx import _C
         from torch_neuronx.runtime import compile_cache, cores
 
+        _C._note_runtime_started()
         cores.configure()
         compile_cache.configure()
         from torch_neuronx.eager import registration

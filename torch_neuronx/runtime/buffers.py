@@ -19,14 +19,15 @@ from torch_neuronx.runtime import cores, layout, queue
 from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
 
 
-def view_of(tensor: torch.Tensor) -> layout.View:
-    return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset())
+def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
+    """The view ``tensor`` takes of its buffer (``offset``: its element offset in that buffer)."""
+    start = tensor.storage_offset() if offset is None else offset
+    return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
 
 
 def buffer_of(tensor: torch.Tensor) -> jax.Array | None:
     """The flat buffer of ``tensor``'s storage, or None for a storage never written."""
-    array, _ = _C._storage_buffer(tensor)
-    return array
+    return _C._storage_buffer(tensor)[0]
 
 
 @functools.cache
@@ -48,9 +49,8 @@ def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View
 
 def read(tensor: torch.Tensor) -> jax.Array:
     """The value of a neuron tensor as a JAX array of its shape (asynchronous)."""
-    array, code = _C._storage_buffer(tensor)
-    nbytes = tensor.untyped_storage().nbytes()
-    view = view_of(tensor)
+    array, code, offset, nbytes = _C._storage_buffer(tensor)
+    view = view_of(tensor, offset)
     device = tensor.device.index
     if array is None:
         return _read_program(None, nbytes, view, device)()
@@ -61,11 +61,10 @@ def read(tensor: torch.Tensor) -> jax.Array:
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
     """``tensor[...] = value`` for a JAX value on ``tensor``'s core, cast and broadcast as needed."""
-    array, code = _C._storage_buffer(tensor)
-    nbytes = tensor.untyped_storage().nbytes()
+    array, code, offset, nbytes = _C._storage_buffer(tensor)
     if nbytes == 0:
         return
-    view = view_of(tensor)
+    view = view_of(tensor, offset)
     device = tensor.device.index
     count = nbytes // view.dtype.itemsize
     if layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes:

@@ -32,12 +32,14 @@ class PendingCheck:
 
 
 _sequence = itertools.count()
+_RECORD_STACKS = _config.record_stack_traces()
+_LAUNCH_BLOCKING = _config.launch_blocking()
 _pending: dict[int, list[PendingCheck]] = {}
 
 
 def record(device: int, op: str, outputs: list[jax.Array], checks: list[tuple[str, type[Exception]]]) -> None:
     """Records the checks of one launch: ``outputs`` holds (failed, detail) per check."""
-    stack = "".join(traceback.format_stack()[:-3]) if _config.record_stack_traces else None
+    stack = "".join(traceback.format_stack()[:-3]) if _RECORD_STACKS else None
     sequence = next(_sequence)
     queue = _pending.setdefault(device, [])
     for (message, error), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
@@ -56,7 +58,7 @@ def raise_pending(device: int) -> None:
 def _describe(device: int, check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
     text = f"{check.op} on neuron:{device}: {check.message.format(detail=detail)}"
-    if _config.launch_blocking:
+    if _LAUNCH_BLOCKING:
         return text
     text += (
         "\nThis device fault was raised at a synchronization point after the op ran asynchronously; "

@@ -21,11 +21,12 @@ from torch_neuronx import _config
 from torch_neuronx.runtime import faults
 
 _launched: dict[int, deque[jax.Array]] = {}
+_BLOCKING = _config.launch_blocking()  # read when the runtime starts: this module loads then
 
 
 def note_launch(device: int, output: jax.Array) -> None:
     """Records a launch on ``device``; with NEURON_LAUNCH_BLOCKING=1, waits for it and raises its faults."""
-    if _config.launch_blocking:
+    if _BLOCKING:
         output.block_until_ready()
         faults.raise_pending(device)
         return

@@ -38,11 +38,13 @@ void check_strided(std::optional<c10::Layout> layout, const char* op) {
 
 void check_dtype_supported(c10::ScalarType dtype, const char* op) {
   if (dtype == c10::ScalarType::Double || dtype == c10::ScalarType::ComplexDouble) {
-    const char* fix = dtype == c10::ScalarType::Double ? "torch.float32" : "torch.complex64";
-    TORCH_CHECK_TYPE(false, op, " on neuron: ", c10::toString(dtype),
-                     " tensors are not supported because Trainium has no FP64 arithmetic. Convert the "
-                     "tensor before moving it, e.g. tensor.to('neuron', ", fix, "), or create it with dtype=",
-                     fix, ".");
+    bool real = dtype == c10::ScalarType::Double;
+    const char* name = real ? "float64 (double)" : "complex128";
+    const char* fix = real ? "torch.float32" : "torch.complex64";
+    TORCH_CHECK_TYPE(false, op, " on neuron: ", name,
+                     " tensors are not supported because Trainium has no FP64 arithmetic. Use ", fix,
+                     " instead: pass dtype=", fix, ", or convert data before moving it with tensor.to('neuron', ",
+                     fix, ").");
   }
   switch (dtype) {
     case c10::ScalarType::Float:
