@@ -32,12 +32,15 @@ ResolvedStorage resolve_tensor_storage(const at::Tensor& tensor) {
   return resolve_storage(tensor.storage().unsafeGetStorageImpl());
 }
 
-// Layout of the fast path's functional outputs: contiguous tensors of fixed sizes and dtypes.
+// Layout of the fast path's new outputs: tensors of fixed sizes, dense strides and dtypes (the
+// strides PyTorch's meta kernel gives, so that e.g. an elementwise op on a transposed tensor keeps
+// its layout, as on CPU and CUDA).
 class OutputLayout {
  public:
-  explicit OutputLayout(const std::vector<std::pair<std::vector<int64_t>, int>>& outputs) {
-    for (const auto& [sizes, dtype] : outputs) {
+  explicit OutputLayout(const std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, int>>& outputs) {
+    for (const auto& [sizes, strides, dtype] : outputs) {
       sizes_.push_back(sizes);
+      strides_.push_back(strides);
       dtypes_.push_back(scalar_type_of(dtype));
     }
   }
@@ -51,7 +54,7 @@ class OutputLayout {
   py::list allocate(int device) const {
     py::list tensors;
     for (size_t i = 0; i < sizes_.size(); ++i) {
-      at::Tensor tensor = at::neuron::empty_contiguous(sizes_[i], dtypes_[i], static_cast<c10::DeviceIndex>(device));
+      at::Tensor tensor = at::neuron::empty_dense(sizes_[i], strides_[i], dtypes_[i], static_cast<c10::DeviceIndex>(device));
       tensors.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
     }
     return tensors;
@@ -71,6 +74,7 @@ class OutputLayout {
 
  private:
   std::vector<std::vector<int64_t>> sizes_;
+  std::vector<std::vector<int64_t>> strides_;
   std::vector<c10::ScalarType> dtypes_;
 };
 
@@ -156,7 +160,7 @@ PYBIND11_MODULE(_C, m) {
     return reinterpret_cast<uint64_t>(tensor.storage().data_ptr().get());
   });
   py::class_<OutputLayout>(m, "OutputLayout")
-      .def(py::init<const std::vector<std::pair<std::vector<int64_t>, int>>&>())
+      .def(py::init<const std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, int>>&>())
       .def("allocate", &OutputLayout::allocate)
       .def("bind", &OutputLayout::bind)
       .def("count", &OutputLayout::count);

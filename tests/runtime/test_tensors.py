@@ -162,3 +162,10 @@ def test_data_dependent_ops_on_empty_tensors():
     assert empty[empty > 0].shape == (0,)
     assert torch.nonzero(empty).shape == (0, 2)
     torch.neuron.synchronize()  # nothing pending: no spurious device fault
+
+
+def test_elementwise_results_keep_the_layout_of_their_inputs():
+    x = torch.randn(3, 4)
+    y = x.to("neuron").t() + 1
+    assert y.stride() == (x.t() + 1).stride() == (1, 4)
+    torch.testing.assert_close(y.cpu(), x.t() + 1)

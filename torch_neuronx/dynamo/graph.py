@@ -28,6 +28,7 @@ from torch_neuronx._compat.torch_internals import make_fx
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, compile_cache, cores, faults, queue
 from torch_neuronx.runtime.dtypes import CODE_OF
+from torch_neuronx.runtime.layout import contiguous_strides
 
 _graph_ids = itertools.count()
 
@@ -184,7 +185,13 @@ class CompiledGraph:
         self.metrics.compile_s += compiled_at - lowered_at
         self.metrics.persistent_cache_hits += compile_cache.hits - hits_before
         self._keep_artifacts(graph, lowered)
-        layout = _C.OutputLayout([(list(m.shape), CODE_OF[m.dtype]) for m in output_metas if _is_tensor(m)])
+        layout = _C.OutputLayout(
+            [
+                (list(m.shape), list(contiguous_strides(tuple(m.shape))), CODE_OF[m.dtype])
+                for m in output_metas
+                if _is_tensor(m)
+            ]
+        )
         name = self.signature.op_name
 
         def run(inputs: list[Any], device: int, generator: Any, values: list[Any]) -> list[Any]:

@@ -248,6 +248,8 @@ class EagerKernel:
         fresh = plan.fresh if plan.writes else len(arguments.flat_tensors(functional_result))
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
         fresh_metas = arguments.flat_tensors(functional_result)[:fresh]
+        output_layouts = [_output_layout(t) for t in fresh_metas]
+        flatteners = [None if layout_ is None else layout_[2] for layout_ in output_layouts]
         _check_dtypes(self.name, fresh_metas, arguments.flat_tensors(functional_result)[fresh:], write_targets)
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
@@ -275,7 +277,7 @@ class EagerKernel:
             # Optional results PyTorch leaves undefined (None, e.g. masked-out gradients) and integer
             # (SymInt) results are not device outputs: the meta kernel's values are returned for them.
             new_tensors = [
-                r.reshape(-1) for r, m in zip(results[:fresh], fresh_metas, strict=True) if isinstance(m, torch.Tensor)
+                flatten(r) for r, flatten in zip(results[:fresh], flatteners, strict=True) if flatten is not None
             ]
             return (*new_tensors, *[slot_arrays[s] for s in written_slots], *check_outputs)
 
@@ -287,13 +289,31 @@ class EagerKernel:
         returns = _returns(plan)
         if fresh:
             outputs = _C.OutputLayout(
-                [(list(t.shape), CODE_OF[t.dtype]) for t in fresh_metas if isinstance(t, torch.Tensor)]
+                [
+                    (list(meta.shape), list(strides), CODE_OF[meta.dtype])
+                    for meta, strides, _ in filter(None, output_layouts)
+                ]
             )
             if not all(isinstance(t, torch.Tensor) for t in fresh_metas):
                 returns = _with_undefined(returns, fresh_metas)
         return _executable_runner(
             self.name, executable, random_elements, checks, outputs, written_slots, codes, returns
         )
+
+
+def _output_layout(meta: Any) -> tuple[torch.Tensor, tuple[int, ...], Callable[[Any], Any]] | None:
+    """How a new result is stored: (meta, strides, flatten) where flatten turns the result's value into
+    its buffer. Dense layouts keep the strides PyTorch's meta kernel chose (a transposed or
+    channels_last result stays so); anything else is stored contiguously. None for a non-tensor."""
+    if not isinstance(meta, torch.Tensor):
+        return None
+    sizes, strides = tuple(meta.shape), tuple(meta.stride())
+    order = layout.dense_order(sizes, strides)
+    if order is None:
+        return meta, layout.contiguous_strides(sizes), lambda value: value.reshape(-1)
+    if order == tuple(range(len(sizes))):
+        return meta, strides, lambda value: value.reshape(-1)
+    return meta, strides, lambda value: jax.numpy.transpose(value, order).reshape(-1)
 
 
 def _check_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list[Any]) -> None:

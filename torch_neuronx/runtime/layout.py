@@ -153,3 +153,25 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
     block = block.at[tuple(slice(0, size) for size in sizes) + (0,)].set(placed)
     region = jax.lax.slice(block.reshape(-1), (0,), (kept_length,))
     return jax.lax.dynamic_update_slice(elements, region, (view.offset,))
+
+
+def dense_order(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The dimensions of a dense, non-overlapping layout from outermost to innermost (a permutation
+    of the dimensions), or None for any other layout (gaps, overlaps, no elements)."""
+    if math.prod(sizes) == 0:
+        return None
+    order = sorted(range(len(sizes)), key=lambda d: (-strides[d], d))
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return tuple(order)
+
+
+def contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))

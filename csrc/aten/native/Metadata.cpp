@@ -96,6 +96,12 @@ at::Tensor empty_contiguous(c10::IntArrayRef size, c10::ScalarType dtype, c10::D
   return at::detail::empty_generic(size, &c10::neuron::allocator(), kNeuronKeys, dtype, std::nullopt);
 }
 
+at::Tensor empty_dense(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
+                       c10::DeviceIndex device) {
+  c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, device));
+  return at::detail::empty_strided_generic(size, stride, &c10::neuron::allocator(), kNeuronKeys, dtype);
+}
+
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
