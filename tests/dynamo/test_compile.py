@@ -246,3 +246,13 @@ def test_persistent_cache_lets_a_second_process_skip_compilation(tmp_path):
     for run in runs:
         assert run.returncode == 0, run.stderr
     assert [run.stdout.strip() for run in runs] == ["0", "1"]
+
+
+def test_compiled_lstm_before_any_eager_run():
+    """Dynamo must not trace into the backend's kernels when a compiled frame graph-breaks into them."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    x = torch.randn(5, 2, 3)
+    expected = lstm(x)[0]
+    got = torch.compile(lstm.to("neuron"), backend="neuron")(x.to("neuron"))[0]
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)

@@ -121,6 +121,25 @@ def test_uniform_distribution(dtype):
     assert r.min() >= 0 and r.max() < 1
 
 
+UNIFORM_DRAWS = {
+    "rand": (0.0, 1.0, lambda dtype, device: torch.rand(2**15, dtype=dtype, device=device)),
+    "uniform_one_two": (1.0, 2.0, lambda dtype, device: torch.empty(2**15, dtype=dtype, device=device).uniform_(1, 2)),
+    "uniform_wide": (-3.0, 5.0, lambda dtype, device: torch.empty(2**15, dtype=dtype, device=device).uniform_(-3, 5)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", UNIFORM_DRAWS)
+def test_uniform_stays_below_its_upper_bound_as_on_cpu(name, dtype):
+    """Samples computed in float32 can round up to ``to`` in a 16-bit dtype; CPU (and CUDA) turn such
+    values into ``from``, so samples lie in [from, to) with CPU's set of values and mean."""
+    low, high, draw = UNIFORM_DRAWS[name]
+    x, reference = draw(dtype, "neuron").cpu(), draw(dtype, "cpu")
+    assert x.dtype == dtype and x.min() >= low and x.max() < high
+    assert x.unique().numel() == pytest.approx(reference.unique().numel(), rel=0.05)
+    assert x.double().mean().item() == pytest.approx(reference.double().mean().item(), abs=(high - low) * 0.01)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_normal_distribution(dtype):
     x = torch.empty(N, device="neuron", dtype=dtype).normal_(1.0, 2.0).cpu()

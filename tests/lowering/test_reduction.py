@@ -186,6 +186,28 @@ def test_var_correction_matches_cpu(correction):
         assert_matches_cpu(lambda t: (t.var(1, correction=correction), torch.std_mean(t, 1, correction=correction)), x)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("op", [torch.var_mean, torch.std_mean], ids=["var_mean", "std_mean"])
+@pytest.mark.parametrize(
+    "dim, keepdim", [(None, False), (1, False), (0, True), ((0, 2), False)], ids=["all", "dim1", "dim0_keepdim", "dims"]
+)
+def test_var_mean_with_infinities_matches_cpu(op, dtype, dim, keepdim):
+    """CPU's Welford mean is +-inf only when an infinity is the last and only non-finite element;
+    an earlier infinity, two infinities or a NaN give NaN (torch.mean would give inf)."""
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor(
+        [
+            [[1.0, 2.0], [3.0, inf], [5.0, 6.0]],
+            [[inf, 1.0], [2.0, 3.0], [4.0, -inf]],
+            [[-inf, 1.0], [inf, 2.0], [nan, 3.0]],
+            [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
+        ]
+    ).to(dtype)
+    kwargs = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+    assert_matches_cpu(lambda t: op(t, **kwargs), x)
+    assert_matches_cpu(lambda t: op(t, **kwargs), x[1:, 1:])
+
+
 def test_var_of_constant_with_no_degrees_of_freedom_is_nan():
     x = torch.ones(2, 3)
     with pytest.warns(UserWarning, match="degrees of freedom"):

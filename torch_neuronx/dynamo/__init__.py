@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch_neuronx._compat.torch_internals import keep_dynamo_out_of
 from torch_neuronx.dynamo.backend import neuron_backend
+
+# Dynamo imports this module when torch.compile(backend="neuron") looks the backend up, before any
+# compiled frame runs: from then on it must not trace into the backend's kernels or JAX.
+keep_dynamo_out_of("torch_neuronx", "jax", "jaxlib")
 
 __all__ = ["get_dynamo_metrics", "neuron_backend"]
 

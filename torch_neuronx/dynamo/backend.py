@@ -61,7 +61,6 @@ def neuron_backend(
     from torch._dynamo.backends.common import aot_autograd
 
     from torch_neuronx import runtime
-    from torch_neuronx._compat.torch_internals import keep_dynamo_out_of
     from torch_neuronx.lowering import engine
 
     if options:
@@ -80,7 +79,6 @@ def neuron_backend(
             "input shape then compiles its own graph."
         )
     runtime.ensure_started()
-    keep_dynamo_out_of("torch_neuronx", "jax", "jaxlib")
 
     def compiler(kind: str):
         return lambda gm, inputs: CompiledGraph(gm, list(inputs), kind)

@@ -12,7 +12,7 @@ import torch
 
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import buffers
-from torch_neuronx.runtime.dtypes import numpy_to_torch
+from torch_neuronx.runtime.dtypes import convert, numpy_to_torch
 
 aten = torch.ops.aten
 
@@ -30,7 +30,7 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         destination.copy_(numpy_to_torch(buffers.device_to_host(source)).reshape(source.shape))
     else:
         value = buffers.transfer(buffers.read(source), destination.device.index)
-        buffers.write(destination, value.astype(buffers.view_of(destination).dtype))
+        buffers.write(destination, convert(value, buffers.view_of(destination).dtype))
     return destination
 
 

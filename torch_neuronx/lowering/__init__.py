@@ -26,6 +26,7 @@ FAMILIES = (
     "loss",
     "foreach",
     "amp",
+    "recurrent",
 )
 
 

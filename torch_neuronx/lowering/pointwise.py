@@ -53,7 +53,6 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.erfc.default: jsp.erfc,
     aten.erfinv.default: jsp.erfinv,
     aten.lgamma.default: jsp.gammaln,
-    aten.digamma.default: jsp.digamma,
     aten.reciprocal.default: jnp.reciprocal,
     aten.sinc.default: jnp.sinc,
     aten.i0.default: jnp.i0,
@@ -67,7 +66,6 @@ _SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
     aten.trunc.default: jnp.trunc,
     aten.frac.default: lambda self: self - jnp.trunc(self),
     aten.bitwise_not.default: lambda self: jnp.logical_not(self) if self.dtype == jnp.bool_ else jnp.invert(self),
-    aten.sgn.default: jnp.sign,
 }
 _register_all(_SAME_DTYPE_UNARY, Promotion.DEFAULT)
 
@@ -78,12 +76,28 @@ def abs(self):
     return jnp.abs(self)
 
 
+@lowering(aten.digamma.default, promotion=Promotion.INT_TO_FLOAT)
+def digamma(self):
+    """torch.digamma: the logarithmic derivative of the gamma function; at zero PyTorch returns
+    copysign(inf, -x) (-inf at +0, +inf at -0), and NaN at the negative integers."""
+    return jnp.where(self == 0, jnp.copysign(jnp.inf, -self), jsp.digamma(self))
+
+
 @lowering(aten.sign.default, promotion=Promotion.DEFAULT)
 def sign(self):
-    """torch.sign: -1, 0 or 1 (bool stays bool); NaN stays NaN."""
+    """torch.sign: (x > 0) - (x < 0), as PyTorch computes it: -1, 0 or 1, NaN gives 0 and -0.0 gives
+    +0.0; bool stays bool."""
     if self.dtype == jnp.bool_:
         return self
-    return jnp.sign(self)
+    return (self > 0).astype(self.dtype) - (self < 0).astype(self.dtype)
+
+
+@lowering(aten.sgn.default, promotion=Promotion.DEFAULT)
+def sgn(self):
+    """torch.sgn: torch.sign for real inputs; z / |z| (0 at 0) for complex ones."""
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return jnp.sign(self)
+    return sign(self)
 
 
 @lowering(aten.round.default, promotion=Promotion.DEFAULT)
@@ -113,12 +127,20 @@ for _op, _fn in _PREDICATES.items():
     lowering(_op)(_fn)
 
 
-@lowering(aten.nan_to_num.default, promotion=Promotion.DEFAULT, static=("nan", "posinf", "neginf"))
-def nan_to_num(self, nan=None, posinf=None, neginf=None):
-    """torch.nan_to_num: NaN -> nan (0 by default), +-inf -> posinf/neginf (the dtype's extremes)."""
-    if not jnp.issubdtype(self.dtype, jnp.floating):
+@lowering(aten.nan_to_num.default, promotion=Promotion.DEFAULT, static=("nan", "posinf", "neginf"), result_dtype=True)
+def nan_to_num(self, nan=None, posinf=None, neginf=None, *, result_dtype):
+    """torch.nan_to_num: NaN -> nan (0 by default), +-inf -> posinf/neginf, by default the largest and
+    lowest finite values of the result dtype (bfloat16's for bfloat16, not those of the float32 it
+    computes in); integers are unchanged."""
+    if not jnp.issubdtype(self.dtype, jnp.inexact):
         return self
-    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+    info = jnp.finfo(result_dtype)
+    return jnp.nan_to_num(
+        self,
+        nan=0.0 if nan is None else nan,
+        posinf=float(info.max) if posinf is None else posinf,
+        neginf=float(info.min) if neginf is None else neginf,
+    )
 
 
 # --- binary -----------------------------------------------------------------------------------
@@ -206,10 +228,28 @@ def fmod(self, other):
     return jnp.fmod(self, other)
 
 
-@lowering(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
+@lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
 def pow(self, exponent):
-    """torch.pow (bool promotes to int64, as PyTorch does)."""
-    return jnp.power(self, exponent)
+    """torch.pow (bool promotes to int64, as PyTorch does). Integer powers wrap on overflow; a
+    negative integer exponent gives 1 for base 1, -1 or 1 for base -1 (odd or even exponent) and 0
+    for every other base, 0 included, as PyTorch's integer kernel (powi) computes it."""
+    if not jnp.issubdtype(self.dtype, jnp.integer):
+        return jnp.power(self, exponent)
+    power = jnp.power(self, jnp.maximum(exponent, 0))
+    if jnp.issubdtype(self.dtype, jnp.unsignedinteger):
+        return power
+    odd = (exponent & 1) == 1
+    reciprocal = jnp.where(jnp.abs(self) == 1, jnp.where(odd, self, jnp.ones_like(self)), jnp.zeros_like(self))
+    return jnp.where(exponent < 0, reciprocal, power)
+
+
+@lowering(aten.pow.Tensor_Scalar, promotion=Promotion.BOOL_TO_LONG, uncast=("exponent",))
+def pow_tensor_scalar(self, exponent):
+    """torch.pow(tensor, number): as torch.pow; an integer (or bool) tensor raised to a negative
+    integer number raises "Integers to negative integer powers are not allowed.", as on CPU."""
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        device_check(exponent < 0, 0, "Integers to negative integer powers are not allowed.")
+    return pow(self, exponent)
 
 
 _BINARY_SAME: dict = {
@@ -219,10 +259,22 @@ _BINARY_SAME: dict = {
     aten.fmin.default: jnp.fmin,
     aten.logaddexp.default: jnp.logaddexp,
     aten.logaddexp2.default: jnp.logaddexp2,
-    aten.nextafter.default: jnp.nextafter,
-    aten.heaviside.default: jnp.heaviside,
 }
 _register_all(_BINARY_SAME, Promotion.DEFAULT)
+
+
+@lowering(aten.nextafter.default, promotion=Promotion.NO_OPMATH)
+def nextafter(self, other):
+    """torch.nextafter: the next representable value after self towards other, stepping in the
+    result dtype (a bfloat16 ulp for bfloat16, so no float32 opmath)."""
+    return jnp.nextafter(self, other)
+
+
+@lowering(aten.heaviside.default, promotion=Promotion.DEFAULT)
+def heaviside(self, values):
+    """torch.heaviside: values where self == 0, else (self > 0); NaN gives 0, as PyTorch computes it."""
+    return jnp.where(self == 0, values, (self > 0).astype(self.dtype))
+
 
 _BINARY_FLOAT: dict = {
     aten.atan2.default: jnp.arctan2,

@@ -6,9 +6,9 @@ state, so they are reproducible under ``torch.manual_seed`` but differ from the 
 kernel advances the generator's offset by the number of elements the op produces.
 
 Floating-point samples are drawn in float32 (16-bit outputs round once at the end, as the CPU's
-kernels compute in float for them). Parameter checks PyTorch makes on the host raise the same
-errors: at trace time for static arguments, at the next synchronisation for runtime scalars and
-tensors (device checks).
+kernels compute in float for them); uniform samples lie on the CPU's grid of multiples of 2**-24.
+Parameter checks PyTorch makes on the host raise the same errors: at trace time for static
+arguments, at the next synchronisation for runtime scalars and tensors (device checks).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ def _sample_dtype(dtype) -> jnp.dtype:
     return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) or not jnp.issubdtype(dtype, jnp.inexact) else dtype
 
 
-def _uniform(rng_key, shape, dtype=jnp.float32) -> jax.Array:
-    """U[0, 1) in ``dtype``."""
-    return jax.random.uniform(rng_key, shape, _sample_dtype(dtype))
+def _uniform(rng_key, shape) -> jax.Array:
+    """U[0, 1) in float32 as PyTorch's uniform_real draws it for float: k / 2**24, k uniform in [0, 2**24)."""
+    bits = jax.random.bits(rng_key, shape, jnp.uint32)
+    return (bits >> 8).astype(jnp.float32) * np.float32(2.0**-24)
 
 
 def _scalar(value, dtype) -> jax.Array:
@@ -57,13 +58,16 @@ def _torch_name(dtype) -> str:
 
 @lowering(aten.uniform.default, random=True)
 def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key):
-    """torch.Tensor.uniform_: from + U[0, 1) * (to - from), computed in float32 as the CPU kernel does;
+    """torch.Tensor.uniform_ (and torch.rand): U[0, 1) * (to - from) + from computed in float32 and
+    rounded to ``self``'s dtype, as PyTorch's CPU kernel does; a value that rounds up to ``to`` (in
+    bfloat16, say) becomes ``from``, as on CPU and CUDA, so every result lies in [from, to).
     from > to raises as on CPU; integer tensors are rejected as on CPU."""
     _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     low, high = _scalar(from_, dtype), _scalar(to, dtype)
     device_check(low > high, 0, "uniform_ expects to return a [from, to) range, but found from > to")
-    return low + _uniform(rng_key, self.shape) * (high - low)
+    value = (_uniform(rng_key, self.shape) * (high - low) + low).astype(self.dtype)
+    return jnp.where(value == _scalar(to, self.dtype), _scalar(from_, self.dtype), value)
 
 
 def _check_std(std) -> None:

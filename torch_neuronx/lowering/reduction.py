@@ -218,6 +218,24 @@ def _moments(self, dim, correction, keepdim):
     return squares / divisor, mean
 
 
+def _welford_mean(self, dim, mean):
+    """The mean PyTorch's var_mean/std_mean report, from ``mean`` (the plain mean, of the shape the
+    reduction gives). CPU accumulates it with Welford's update m += (x - m) / n, in which an infinite
+    mean turns into NaN at the next element (and a second infinity of either sign gives NaN): with
+    non-finite elements the mean is +-inf only when the only one is an infinity that comes last in
+    the reduction order, and NaN otherwise."""
+    if not jnp.issubdtype(mean.dtype, jnp.floating) or self.size == 0:
+        return mean
+    axes = _axes(self, dim)
+    reduced = tuple(range(self.ndim)) if axes is None else axes
+    kept = [d for d in range(self.ndim) if d not in reduced]
+    values = jnp.transpose(self, (*kept, *reduced)).reshape(*[self.shape[d] for d in kept], -1).astype(mean.dtype)
+    nonfinite = jnp.sum(~jnp.isfinite(values), axis=-1)
+    last = values[..., -1]
+    welford = jnp.where((nonfinite == 1) & jnp.isinf(last), last, jnp.nan)
+    return jnp.where(nonfinite == 0, mean.reshape(last.shape), welford).reshape(mean.shape)
+
+
 @lowering(aten.var.correction)
 def var(self, dim=None, *, correction=None, keepdim=False):
     """torch.var with ``correction`` (1 by default)."""
@@ -232,15 +250,16 @@ def std(self, dim=None, *, correction=None, keepdim=False):
 
 @lowering(aten.var_mean.correction)
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
-    """torch.var_mean: (var, mean)."""
-    return _moments(self, dim, correction, keepdim)
+    """torch.var_mean: (var, mean); with infinite elements the mean follows CPU's Welford update."""
+    variance, mean = _moments(self, dim, correction, keepdim)
+    return variance, _welford_mean(self, dim, mean)
 
 
 @lowering(aten.std_mean.correction)
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
-    """torch.std_mean: (std, mean)."""
+    """torch.std_mean: (std, mean); with infinite elements the mean follows CPU's Welford update."""
     variance, mean = _moments(self, dim, correction, keepdim)
-    return jnp.sqrt(variance), mean
+    return jnp.sqrt(variance), _welford_mean(self, dim, mean)
 
 
 @lowering(aten.linalg_vector_norm.default, static=("ord",))

@@ -18,6 +18,8 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
   runtime input of the executable) unless the lowering lists it in ``static``.
 - *Random ops* (``random=True``) receive ``rng_key=``, a JAX PRNG key derived from the generator's
   (seed, offset) for this op.
+- ``uncast`` names arguments that take part in promotion but reach the lowering as they are (an
+  exponent whose sign matters even when the computation dtype is unsigned).
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
 
@@ -37,7 +39,7 @@ import torch
 from torch._ops import OpOverload
 
 from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-from torch_neuronx.runtime.dtypes import jax_dtype
+from torch_neuronx.runtime.dtypes import convert, jax_dtype
 
 
 class Promotion(enum.Enum):
@@ -62,6 +64,7 @@ class Lowering:
     static: frozenset[str]
     random: bool
     result_dtype: bool
+    uncast: frozenset[str] = frozenset()
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -74,6 +77,7 @@ def lowering(
     static: Sequence[str] = (),
     random: bool = False,
     result_dtype: bool = False,
+    uncast: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -88,7 +92,14 @@ def lowering(
             if op in LOWERINGS:
                 raise RuntimeError(f"{op} already has a lowering ({LOWERINGS[op].fn.__qualname__})")
             LOWERINGS[op] = Lowering(
-                op, fn, promotion, tuple(promote) if promote else None, frozenset(static), random, result_dtype
+                op,
+                fn,
+                promotion,
+                tuple(promote) if promote else None,
+                frozenset(static),
+                random,
+                result_dtype,
+                frozenset(uncast),
             )
         return fn
 
@@ -208,7 +219,7 @@ def apply(
         computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
         target = jax_dtype(computation)
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
-            if arg is None or names[i] in entry.static:
+            if arg is None or names[i] in entry.static or names[i] in entry.uncast:
                 continue
             if i in chosen or (_is_number(meta) and isinstance(arg, jax.Array)):
                 args[i] = jnp.asarray(arg).astype(target)
@@ -242,7 +253,7 @@ def apply(
                 f"lowering of {entry.op} returned shape {tuple(produced.shape)}, PyTorch's meta kernel "
                 f"says {tuple(expected.shape)}"
             )
-        cast.append(produced.astype(jax_dtype(expected.dtype)))
+        cast.append(convert(produced, jax_dtype(expected.dtype)))
     if isinstance(result_meta, (tuple, list)):
         return type(result_meta)(cast)
     return cast[0]

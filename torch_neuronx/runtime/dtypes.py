@@ -80,3 +80,38 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
         width = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[array.dtype.itemsize]
         return torch.from_numpy(array.view(width).copy()).view(dtype)
     return torch.from_numpy(array.copy())
+
+
+_VIA_INT64 = frozenset(np.dtype(t) for t in (np.int64, np.uint8, np.uint32, np.uint64))
+
+
+def convert(value, dtype):
+    """``value`` converted to ``dtype`` as PyTorch's CPU kernels convert (c10::convert / static_cast on x86-64).
+
+    - floating -> int32 / int64: truncation toward zero; NaN, +-inf and out-of-range values give the
+      type's minimum (what cvttss2si returns), where XLA saturates and maps NaN to 0;
+    - floating -> int8 / int16 / uint16: through int32, then wrapped (300.0 -> int8 44);
+    - floating -> uint8 / uint32 / uint64: through int64, then wrapped (-1.0 -> uint8 255);
+    - real -> float8_e4m3fn: saturating to +-448 (infinities included), NaN stays NaN;
+    - everything else: XLA's conversion (round to nearest even, integer wrap-around), which matches.
+    """
+    value = jnp.asarray(value)
+    source, target = np.dtype(value.dtype), np.dtype(dtype)
+    if source == target:
+        return value
+    if jnp.issubdtype(source, jnp.floating) and jnp.issubdtype(target, jnp.integer):
+        through = jnp.int64 if target in _VIA_INT64 else jnp.int32
+        info = jnp.iinfo(through)
+        wide = value.astype(jnp.float32) if source.itemsize < 4 else value
+        # float(info.max) rounds up to 2**31 / 2**63: the first value out of range.
+        in_range = (wide >= float(info.min)) & (wide < -float(info.min))
+        integer = jnp.where(in_range, jnp.trunc(wide), 0).astype(through)
+        integer = jnp.where(in_range, integer, jnp.asarray(info.min, through))
+        return integer.astype(target)
+    if target == np.dtype(ml_dtypes.float8_e4m3fn) and (
+        jnp.issubdtype(source, jnp.floating) or jnp.issubdtype(source, jnp.integer)
+    ):
+        limit = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)
+        wide = value.astype(jnp.float32)
+        return jnp.where(jnp.isnan(wide), wide, jnp.clip(wide, -limit, limit)).astype(target)
+    return value.astype(target)

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from torch_neuronx.runtime.dtypes import convert
+
 
 class View(NamedTuple):
     """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset."""
@@ -127,7 +129,7 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
     The result is typed ``view.dtype``; the caller records that as the buffer's new dtype.
     """
     shape = tuple(view.sizes)
-    value = jnp.broadcast_to(jnp.asarray(value).astype(view.dtype), shape)
+    value = jnp.broadcast_to(convert(value, view.dtype), shape)
     count, remainder = divmod(nbytes, view.dtype.itemsize)
     if remainder:
         raise RuntimeError(f"neuron: a storage of {nbytes} bytes cannot be written as {view.dtype}")

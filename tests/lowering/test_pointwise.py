@@ -1,0 +1,153 @@
+"""Elementwise ops on neuron against CPU: special values (NaN, infinities, signed zeros), integer
+powers, 16-bit results computed in float32, and dtype conversions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.utils import assert_matches_cpu
+
+NAN, INF = float("nan"), float("inf")
+FLOAT_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+SIGNED_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8]
+#: Special values every floating test covers.
+SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -2.5, 3.0]
+
+
+def _special(dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor(SPECIAL).to(dtype)
+
+
+# --- integer powers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", SIGNED_DTYPES, ids=str)
+def test_integer_pow_with_negative_tensor_exponents_matches_cpu(dtype):
+    """PyTorch's powi: 1 for base 1, +-1 for base -1, 0 for every other base (0 included)."""
+    base = torch.tensor([-3, -2, -1, 0, 1, 2, 3], dtype=dtype)[:, None]
+    exponent = torch.tensor([-3, -2, -1, 0, 1, 2, 3], dtype=dtype)
+    assert_matches_cpu(torch.pow, base, exponent)
+
+
+@pytest.mark.parametrize("base", [2, -1, 1, 0, -3])
+def test_number_to_integer_tensor_power_matches_cpu(base):
+    exponent = torch.tensor([-3, -2, -1, 0, 1, 2, 7])
+    assert_matches_cpu(lambda e: base**e, exponent)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8], ids=str)
+def test_integer_pow_with_positive_exponents_wraps_as_cpu(dtype):
+    base = torch.tensor([0, 1, 2, 3, 5, 7, 100], dtype=dtype)
+    assert_matches_cpu(lambda b: (b**3, torch.pow(b, torch.tensor(5, dtype=dtype).to(b.device))), base)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.int64,
+        torch.int32,
+        torch.bool,
+        torch.uint8,
+    ],
+    ids=str,
+)
+def test_integer_tensor_to_negative_number_raises_as_cpu(dtype):
+    message = "Integers to negative integer powers are not allowed."
+    x = torch.tensor([2, 1, 0], dtype=dtype)
+    with pytest.raises(RuntimeError, match=message):
+        x**-1
+    with pytest.raises(RuntimeError, match=message):
+        (x.to("neuron") ** -1).cpu()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_floating_pow_matches_cpu(dtype):
+    base = torch.tensor([0.5, 2.0, 3.0, -2.0, 0.0]).to(dtype)
+    assert_matches_cpu(lambda b: (b**-1, b**2.5, torch.pow(2, b), torch.pow(b, b)), base)
+
+
+# --- special values -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"nan": 1.5, "posinf": 7.0, "neginf": -7.0}, {"posinf": 1e39}], ids=["defaults", "given", "huge"]
+)
+def test_nan_to_num_matches_cpu(dtype, kwargs):
+    """The default replacements of infinities are the result dtype's extremes (not float32's)."""
+    assert_matches_cpu(lambda x: torch.nan_to_num(x, **kwargs), _special(dtype))
+
+
+@pytest.mark.parametrize("dtype", [*FLOAT_DTYPES, torch.int32, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("op", [torch.sign, torch.sgn], ids=["sign", "sgn"])
+def test_sign_of_special_values_matches_cpu(op, dtype):
+    """NaN gives 0 and -0.0 gives +0.0, as PyTorch's (x > 0) - (x < 0)."""
+    x = _special(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 2, 1]).to(dtype)
+    result = assert_matches_cpu(op, x).cpu()
+    torch.testing.assert_close(torch.signbit(result), torch.signbit(op(x)))
+
+
+def test_sgn_of_complex_special_values_matches_cpu():
+    x = torch.tensor([complex(NAN, 0), complex(0, NAN), complex(3, 4), 0j, complex(-0.0, 0), complex(1e30, -1e30)])
+    assert_matches_cpu(torch.sgn, x.to(torch.complex64))
+
+
+@pytest.mark.parametrize("dtype", [*FLOAT_DTYPES, torch.int64], ids=str)
+@pytest.mark.parametrize("value", [0.5, NAN, -1.0], ids=["half", "nan", "minus_one"])
+def test_heaviside_matches_cpu(dtype, value):
+    """NaN inputs give 0 ((x > 0) is false), zeros give ``values``."""
+    x = _special(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 2])
+    values = torch.tensor([value if dtype.is_floating_point else 7]).to(dtype)
+    assert_matches_cpu(torch.heaviside, x, values)
+
+
+@pytest.mark.parametrize("dtype", [*FLOAT_DTYPES, torch.int64], ids=str)
+def test_digamma_at_zero_and_poles_matches_cpu(dtype):
+    """digamma(+0) = -inf, digamma(-0) = +inf, NaN at negative integers."""
+    values = [0.0, -0.0, -1.0, -2.5, 1.0, 10.5, INF] if dtype.is_floating_point else [0, 1, -1, 5]
+    assert_matches_cpu(torch.digamma, torch.tensor(values).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_nextafter_steps_in_the_result_dtype(dtype):
+    """A bfloat16 nextafter moves by a bfloat16 ulp (float32's is lost when rounding back)."""
+    x = torch.tensor([1.0, 0.0, -1.0, 0.0, -0.0, 2.0, INF, NAN, 1.0, 65504.0]).to(dtype)
+    y = torch.tensor([2.0, 1.0, -2.0, -1.0, 0.0, 2.0, 0.0, 1.0, NAN, INF]).to(dtype)
+    result = assert_matches_cpu(torch.nextafter, x, y, atol=0, rtol=0)
+    assert result.cpu()[0] > 1
+
+
+# --- dtype conversions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "target",
+    [
+        torch.float8_e5m2,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.float8_e4m3fn,
+    ],
+    ids=str,
+)
+def test_floating_conversion_of_special_values_matches_cpu(source, target):
+    x = torch.tensor([NAN, INF, -INF, -1.0, 300.0, -129.0, 470.0, -1000.0, 2.0**40, 0.7, -0.7]).to(source)
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        result = t.to(target)
+        return result.float() if target.is_floating_point else result
+
+    assert_matches_cpu(convert, x)
+
+
+def test_full_with_a_value_the_dtype_cannot_hold_raises_as_cpu():
+    message = "value cannot be converted to type int8_t without overflow"
+    with pytest.raises(RuntimeError, match=message):
+        torch.full((2,), 300, dtype=torch.int8)
+    with pytest.raises(RuntimeError, match=message):
+        torch.full((2,), 300, dtype=torch.int8, device="neuron").cpu()

@@ -1,0 +1,128 @@
+"""Meta kernels for the fused RNN cells, which PyTorch lacks or gets wrong.
+
+The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
+errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
+cell ops on every non-CPU device. PyTorch has no meta kernel for the GRU cell, and its LSTM cell meta
+kernel (``torch/_meta_registrations.py``) fails with ``AttributeError`` when the cell has no bias
+(it reads ``.device`` of each absent bias). The kernels here give the shapes of CUDA's kernels
+(``aten/src/ATen/native/cuda/RNN.cu``) and check sizes as CUDA's ``checkSizes`` does.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["GRU_WORKSPACE_MULTIPLIER", "register"]
+
+aten = torch.ops.aten
+
+#: Columns of the GRU workspace per hidden unit: r, z, n, hx and the hidden new-gate pre-activation.
+GRU_WORKSPACE_MULTIPLIER = 5
+
+_libraries: list[torch.library.Library] = []
+
+
+def _check_cell_sizes(
+    name: str,
+    input_gates: torch.Tensor,
+    hidden_gates: torch.Tensor,
+    input_bias: torch.Tensor | None,
+    hidden_bias: torch.Tensor | None,
+    factor: int,
+    prev_hidden: torch.Tensor,
+) -> None:
+    """Gates [batch, factor * hidden] of equal shapes, biases [factor * hidden] (both or neither),
+    previous hidden or cell state [batch, hidden]."""
+    torch._check(
+        input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape,
+        lambda: (
+            f"{name}: input_gates {tuple(input_gates.shape)} and hidden_gates {tuple(hidden_gates.shape)} "
+            "must be 2-D tensors of the same shape"
+        ),
+    )
+    gates = input_gates.size(1)
+    torch._check(
+        (input_bias is None) == (hidden_bias is None),
+        lambda: f"{name}: input_bias and hidden_bias must be both given or both None",
+    )
+    if input_bias is not None:
+        torch._check(
+            input_bias.shape == (gates,) and hidden_bias.shape == (gates,),
+            lambda: (
+                f"{name}: biases {tuple(input_bias.shape)} and {tuple(hidden_bias.shape)} must have shape ({gates},)"
+            ),
+        )
+    torch._check(
+        gates % factor == 0 and prev_hidden.shape == (input_gates.size(0), gates // factor),
+        lambda: (
+            f"{name}: the previous state {tuple(prev_hidden.shape)} must have shape "
+            f"({input_gates.size(0)}, {gates // factor}) for gates of shape {tuple(input_gates.shape)}"
+        ),
+    )
+
+
+def _thnn_fused_lstm_cell(
+    input_gates: torch.Tensor,
+    hidden_gates: torch.Tensor,
+    cx: torch.Tensor,
+    input_bias: torch.Tensor | None = None,
+    hidden_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """aten::_thnn_fused_lstm_cell: (hy like cx, cy like cx, workspace like input_gates)."""
+    _check_cell_sizes("_thnn_fused_lstm_cell", input_gates, hidden_gates, input_bias, hidden_bias, 4, cx)
+    workspace = torch.empty_like(input_gates, memory_format=torch.contiguous_format)
+    hy = torch.empty_like(cx, memory_format=torch.contiguous_format)
+    cy = torch.empty_like(cx, memory_format=torch.contiguous_format)
+    return hy, cy, workspace
+
+
+def _thnn_fused_gru_cell(
+    input_gates: torch.Tensor,
+    hidden_gates: torch.Tensor,
+    hx: torch.Tensor,
+    input_bias: torch.Tensor | None = None,
+    hidden_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::_thnn_fused_gru_cell: (hy like hx, workspace of [batch, 5 * hidden])."""
+    _check_cell_sizes("_thnn_fused_gru_cell", input_gates, hidden_gates, input_bias, hidden_bias, 3, hx)
+    hy = torch.empty_like(hx, memory_format=torch.contiguous_format)
+    workspace = hx.new_empty((hx.size(0), hx.size(1) * GRU_WORKSPACE_MULTIPLIER))
+    return hy, workspace
+
+
+def _thnn_fused_gru_cell_backward(
+    grad_hy: torch.Tensor, workspace: torch.Tensor, has_bias: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """aten::_thnn_fused_gru_cell_backward: gradients of both gate inputs [batch, 3 * hidden], of hx,
+    and of both biases [3 * hidden] (undefined without bias)."""
+    torch._check(
+        grad_hy.dim() == 2 and workspace.shape == (grad_hy.size(0), grad_hy.size(1) * GRU_WORKSPACE_MULTIPLIER),
+        lambda: (
+            f"_thnn_fused_gru_cell_backward: workspace {tuple(workspace.shape)} does not match grad_hy "
+            f"{tuple(grad_hy.shape)}; expected [batch, {GRU_WORKSPACE_MULTIPLIER} * hidden] and [batch, hidden]"
+        ),
+    )
+    gates = (workspace.size(0), grad_hy.size(1) * 3)
+    grad_input_gates = workspace.new_empty(gates)
+    grad_hidden_gates = workspace.new_empty(gates)
+    grad_hx = torch.empty_like(grad_hy, memory_format=torch.contiguous_format)
+    if not has_bias:
+        return grad_input_gates, grad_hidden_gates, grad_hx, None, None
+    return grad_input_gates, grad_hidden_gates, grad_hx, grad_input_gates.sum(0), grad_hidden_gates.sum(0)
+
+
+_KERNELS = {
+    aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
+    aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
+    aten._thnn_fused_gru_cell_backward.default: _thnn_fused_gru_cell_backward,
+}
+
+
+def register() -> None:
+    """Registers the kernels above for the Meta key (once), replacing PyTorch's LSTM cell kernel."""
+    if _libraries:
+        return
+    library = torch.library.Library("aten", "IMPL", "Meta")
+    for op, kernel in _KERNELS.items():
+        library.impl(op, kernel)
+    _libraries.append(library)
