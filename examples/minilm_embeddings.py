@@ -41,6 +41,9 @@ def load(device: str):
     """The tokenizer and the model in eval mode on ``device`` (float32)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
 
     folder = model_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder)
