@@ -256,3 +256,46 @@ def test_compiled_lstm_before_any_eager_run():
     expected = lstm(x)[0]
     got = torch.compile(lstm.to("neuron"), backend="neuron")(x.to("neuron"))[0]
     torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+@torch.library.custom_op("neuron_compile_test::scale_add", mutates_args=(), device_types="neuron")
+def _scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x * alpha + y
+
+
+@_scale_add.register_fake
+def _(x, y, alpha):
+    return torch.empty_like(x)
+
+
+def _scale_add_backward(ctx, grad):
+    return grad * ctx.alpha, grad, None
+
+
+def _scale_add_setup(ctx, inputs, output):
+    ctx.alpha = inputs[2]
+
+
+_scale_add.register_autograd(_scale_add_backward, setup_context=_scale_add_setup)
+
+
+def test_custom_op_with_a_neuron_kernel_runs_between_compiled_parts():
+    def fn(x, y, op):
+        a = x.sin() * 2
+        return (op(a, y, 3.0).cos() + a).sum()
+
+    def reference(x, y, alpha):
+        return x * alpha + y
+
+    x, y = torch.randn(5), torch.randn(5)
+    x_cpu = x.clone().requires_grad_()
+    expected = fn(x_cpu, y, reference)
+    expected.backward()
+    x_neuron = x.to("neuron").requires_grad_()
+    before = len(torch_neuronx.get_dynamo_metrics())
+    got = torch.compile(fn, backend="neuron", fullgraph=True)(x_neuron, y.to("neuron"), _scale_add)
+    got.backward()
+    torch.testing.assert_close(got.cpu(), expected)
+    torch.testing.assert_close(x_neuron.grad.cpu(), x_cpu.grad)
+    kinds = [m["kind"] for m in torch_neuronx.get_dynamo_metrics()[before:]]
+    assert kinds.count("forward") == 2 and "backward" in kinds  # two compiled parts around the custom op

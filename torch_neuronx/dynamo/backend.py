@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from torch_neuronx.dynamo.graph import CompiledGraph
+from torch_neuronx.dynamo.graph import compile_graph
 
 __all__ = ["neuron_backend"]
 
@@ -81,7 +81,7 @@ def neuron_backend(
     runtime.ensure_started()
 
     def compiler(kind: str):
-        return lambda gm, inputs: CompiledGraph(gm, list(inputs), kind)
+        return lambda gm, inputs: compile_graph(gm, list(inputs), kind)
 
     return aot_autograd(
         fw_compiler=compiler("forward"),

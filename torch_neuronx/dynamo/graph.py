@@ -56,6 +56,17 @@ class GraphMetrics:
 METRICS: list[GraphMetrics] = []
 
 
+def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
+    """The callable AOTAutograd gets for one graph: one executable, or compiled parts around custom
+    ops that run eagerly (dynamo/partition.py)."""
+    from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
+
+    symbolic = any(_is_symbolic(value) for value in example_inputs)
+    if not symbolic and any(runs_eagerly(node) for node in graph.graph.nodes):
+        return PartitionedGraph(graph, kind)
+    return CompiledGraph(graph, example_inputs, kind)
+
+
 class CompileError(RuntimeError):
     """A graph node cannot be lowered; names the node and the user source line that produced it."""
 
