@@ -99,7 +99,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_physical_core_ids", [] { return physical_core_ids(); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int index) { set_device(static_cast<c10::DeviceIndex>(index)); });
-  m.def("_exchange_device", [](int index) { return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(index))); });
   m.def("_check_device_index", [](int index) { check_device_index(static_cast<c10::DeviceIndex>(index)); });
   m.def("_note_runtime_started", &note_runtime_started);
   m.def("_in_bad_fork", &in_bad_fork);
@@ -110,7 +109,6 @@ PYBIND11_MODULE(_C, m) {
         [](int device, size_t bytes) { allocator().set_capacity(static_cast<c10::DeviceIndex>(device), bytes); });
   m.def("_num_tensor_frees", [](int device) { return allocator().num_tensor_frees(static_cast<c10::DeviceIndex>(device)); });
   m.def("_empty_cache", [](int device) { allocator().empty_cache_on(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_parse_byte_size", [](const std::string& text, const std::string& what) { return parse_byte_size(text, what.c_str()); });
 
   // Random numbers.
   m.def("_default_generator", [](int device) { return default_generator(static_cast<c10::DeviceIndex>(device)); });
@@ -156,17 +154,11 @@ PYBIND11_MODULE(_C, m) {
       }
     }
   });
-  m.def("_storage_address", [](const at::Tensor& tensor) {
-    return reinterpret_cast<uint64_t>(tensor.storage().data_ptr().get());
-  });
   py::class_<OutputLayout>(m, "OutputLayout")
       .def(py::init<const std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, int>>&>())
       .def("allocate", &OutputLayout::allocate)
       .def("bind", &OutputLayout::bind)
       .def("count", &OutputLayout::count);
-  m.def("_empty_contiguous", [](const std::vector<int64_t>& sizes, int dtype, int device) {
-    return at::neuron::empty_contiguous(sizes, scalar_type_of(dtype), static_cast<c10::DeviceIndex>(device));
-  });
   m.def("_dtype_codes", [] {
     // torch.dtype -> c10::ScalarType code, the dtype numbering the C++ core and the key use.
     py::dict codes;

@@ -18,6 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 __all__ = [
     "ELEMENTWISE_TYPE_PROMOTION_KIND",
     "decomposition_table",
+    "dynamo_disabled",
     "elementwise_dtypes",
     "format_values_on_host",
     "grad_scaler_without_fp64",
@@ -107,3 +108,23 @@ def keep_dynamo_out_of(*modules: str) -> None:
 
     for module in modules:
         trace_rules.add(module)
+
+
+class dynamo_disabled:
+    """``with dynamo_disabled():`` runs a block with Dynamo's frame hook off, as ``torch._dynamo.disable``
+    does, without importing Dynamo.
+
+    The backend's cold paths (building an executable, its first call, which traces and compiles it)
+    run Python code of JAX and the libraries under it; when they run inside a torch.compile'd frame
+    (a graph break into eager kernels), Dynamo would otherwise try to compile those frames.
+    """
+
+    def __enter__(self) -> None:
+        from torch._C._dynamo.eval_frame import set_eval_frame
+
+        self._previous = set_eval_frame(None)
+
+    def __exit__(self, *exc_info: object) -> None:
+        from torch._C._dynamo.eval_frame import set_eval_frame
+
+        set_eval_frame(self._previous)

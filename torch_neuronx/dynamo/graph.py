@@ -24,7 +24,7 @@ import torch
 import torch.fx
 
 from torch_neuronx import _C, _config
-from torch_neuronx._compat.torch_internals import make_fx
+from torch_neuronx._compat.torch_internals import dynamo_disabled, make_fx
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, compile_cache, cores, faults, queue
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -122,12 +122,13 @@ class CompiledGraph:
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
         key, inputs, device, _, generator, values, _, _ = self.signature.prepare(args, {})
+        self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:
-            run = self.cache[key] = self._build(values, inputs)
-        else:
-            self.metrics.cache_hits += 1
-        self.metrics.calls += 1
+            with dynamo_disabled():  # building traces and compiles: keep Dynamo out of JAX's frames
+                run = self.cache[key] = self._build(values, inputs)
+                return run(inputs, device, generator, values)
+        self.metrics.cache_hits += 1
         return run(inputs, device, generator, values)
 
     def _check_lowerable(self, graph: torch.fx.GraphModule) -> None:
@@ -167,11 +168,9 @@ class CompiledGraph:
         checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
-            feed = iter(flat_inputs[:buffer_count])
-            slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
-            scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
-            seed, offset = flat_inputs[buffer_count + scalar_count :] if random_elements else (None, None)
-            graph_inputs = [arguments.materialize(d, slot_arrays, scalars) for d in described]
+            _, graph_inputs, seed, offset = arguments.unpack(
+                flat_inputs, described, slots, buffer_count, scalar_count, bool(random_elements)
+            )
             context = registry.TraceContext(seed, offset)
             with registry.tracing(context):
                 results = engine.run_graph(graph, graph_inputs)

@@ -23,6 +23,7 @@ import torch
 from torch._ops import OpOverload
 
 from torch_neuronx import _C
+from torch_neuronx._compat.torch_internals import dynamo_disabled
 from torch_neuronx.eager import fallback, tracking
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, cores, faults, layout, queue
@@ -192,7 +193,9 @@ class EagerKernel:
         if run is None:
             if needs_transfer:
                 return self._with_cpu_tensors_moved(device, values)
-            run = self.cache[key] = self._build(args, kwargs)
+            with dynamo_disabled():  # building and the first call trace and compile: keep Dynamo out
+                run = self.cache[key] = self._build(args, kwargs)
+                return run(inputs, device, slot_tensors, generator, values)
         return run(inputs, device, slot_tensors, generator, values)
 
     def _with_cpu_tensors_moved(self, device: int, values: list[Any]) -> Any:
@@ -253,11 +256,9 @@ class EagerKernel:
         _check_dtypes(self.name, fresh_metas, arguments.flat_tensors(functional_result)[fresh:], write_targets)
 
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
-            feed = iter(flat_inputs[:buffer_count])
-            slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
-            scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
-            seed, offset = flat_inputs[buffer_count + scalar_count :] if random_elements else (None, None)
-            jax_args = [arguments.materialize(d, slot_arrays, scalars) for d in described]
+            slot_arrays, jax_args, seed, offset = arguments.unpack(
+                flat_inputs, described, slots, buffer_count, scalar_count, bool(random_elements)
+            )
             functional_args = _functional_args(plan, jax_args)
             context = registry.TraceContext(seed, offset)
             with registry.tracing(context):

@@ -87,3 +87,24 @@ def materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
     if kind == "G":
         return None
     return description[1]  # "S": a static value
+
+
+def unpack(
+    flat_inputs: tuple[Any, ...],
+    described: list[Any],
+    slots: list[Any],
+    buffer_count: int,
+    scalar_count: int,
+    random: bool,
+) -> tuple[list[Any], list[Any], Any, Any]:
+    """Inside an executable: (the slots' buffers, the arguments materialised from their
+    descriptions, seed, offset).
+
+    The executable's inputs are the buffers of the slots that have one, then the runtime scalars,
+    then (for random work) the generator's seed and offset.
+    """
+    feed = iter(flat_inputs[:buffer_count])
+    slot_arrays = [next(feed) if has_buffer else None for has_buffer, _, _ in slots]
+    scalars = flat_inputs[buffer_count : buffer_count + scalar_count]
+    seed, offset = flat_inputs[buffer_count + scalar_count :] if random else (None, None)
+    return slot_arrays, [materialize(d, slot_arrays, scalars) for d in described], seed, offset

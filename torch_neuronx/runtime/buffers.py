@@ -25,11 +25,6 @@ def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
     return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
 
 
-def buffer_of(tensor: torch.Tensor) -> jax.Array | None:
-    """The flat buffer of ``tensor``'s storage, or None for a storage never written."""
-    return _C._storage_buffer(tensor)[0]
-
-
 @functools.cache
 def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
     del nbytes  # part of the cache key only: the buffer length is fixed by it

@@ -91,11 +91,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   return at::detail::empty_strided_generic(size, stride, &c10::neuron::allocator(), kNeuronKeys, scalar_type);
 }
 
-at::Tensor empty_contiguous(c10::IntArrayRef size, c10::ScalarType dtype, c10::DeviceIndex device) {
-  c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, device));
-  return at::detail::empty_generic(size, &c10::neuron::allocator(), kNeuronKeys, dtype, std::nullopt);
-}
-
 at::Tensor empty_dense(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
                        c10::DeviceIndex device) {
   c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, device));

@@ -17,8 +17,6 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> pin_memory);
-// A contiguous tensor on `device` (no dispatcher round trip).
-at::Tensor empty_contiguous(c10::IntArrayRef size, c10::ScalarType dtype, c10::DeviceIndex device);
 // A tensor with the given dense strides on `device` (no dispatcher round trip): the fast path's outputs.
 at::Tensor empty_dense(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
                        c10::DeviceIndex device);
