@@ -12,6 +12,7 @@ FAMILIES = (
     "pointwise",
     "reduction",
     "linalg",
+    "factorization",
     "shape",
     "creation",
     "random",
@@ -27,6 +28,8 @@ FAMILIES = (
     "foreach",
     "amp",
     "recurrent",
+    "fft",
+    "special",
 )
 
 

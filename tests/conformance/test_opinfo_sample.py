@@ -1,0 +1,72 @@
+"""A fixed, fast sample of PyTorch's OpInfo database on neuron, checked against the CPU.
+
+The first sample of every OpInfo, forward, in float32, bfloat16 and int64 where the op supports them
+(float32 otherwise, which skips with the reason), plus the float32 gradients of a handful of ops.
+``torch-neuronx conformance`` runs every sample in every dtype (docs/coverage.md).
+
+Known failures come from ``torch_neuronx.testing.tables.KNOWN_FAILURES``, one reason each: strict
+xfails, so a fix shows up as an unexpected pass; a sample that crashes the process is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from torch_neuronx.testing import check_sample, tables
+from torch_neuronx.testing.opinfo import device_dtypes, full_name, op_db
+
+DTYPES = (torch.float32, torch.bfloat16, torch.int64)
+
+#: OpInfos whose float32 input gradients are checked too (one per common kind of backward).
+BACKWARD = (
+    "add",
+    "mul",
+    "div.no_rounding_mode",
+    "matmul",
+    "sum",
+    "mean",
+    "softmax",
+    "index_select",
+    "nn.functional.conv2d",
+    "nn.functional.layer_norm",
+    "nn.functional.gelu",
+    "nn.functional.cross_entropy",
+)
+
+
+def _case(op: Any, dtype: torch.dtype, phase: str) -> Any:
+    name, dtype_name = full_name(op), str(dtype).removeprefix("torch.")
+    reason = tables.KNOWN_FAILURES.get((name, dtype, phase))
+    marks = []
+    if reason is not None and reason.startswith("crash"):
+        marks.append(pytest.mark.skip(reason=reason))
+    elif reason is not None:
+        marks.append(pytest.mark.xfail(reason=reason, strict=True))
+    return pytest.param(op, dtype, phase, id=f"{name}-{dtype_name}-{phase}", marks=marks)
+
+
+def _cases() -> Iterator[Any]:
+    for op in op_db():
+        dtypes, _ = device_dtypes(op, DTYPES)
+        for dtype in dtypes or [torch.float32]:
+            yield _case(op, dtype, "forward")
+        if full_name(op) in BACKWARD:
+            yield _case(op, torch.float32, "backward")
+
+
+@pytest.mark.parametrize(("op", "dtype", "phase"), list(_cases()))
+def test_first_sample_matches_cpu(op: Any, dtype: torch.dtype, phase: str) -> None:
+    outcome = check_sample(op, dtype, phase)
+    if outcome.outcome == "skipped":
+        pytest.skip(outcome.detail)
+    assert outcome.outcome == "pass", f"{outcome.outcome}: {outcome.detail}"
+
+
+def test_known_failures_name_real_cases() -> None:
+    cases = {(full_name(op), dtype, phase) for op, dtype, phase in (p.values for p in _cases())}
+    stale = [key for key in tables.KNOWN_FAILURES if key not in cases]
+    assert not stale, f"KNOWN_FAILURES entries that match no case of this file: {stale}"

@@ -1,0 +1,113 @@
+"""The ``torch-neuronx`` command line (also ``python -m torch_neuronx.cli``).
+
+``torch-neuronx conformance`` runs PyTorch's OpInfo database on neuron against the CPU and writes
+``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["main"]
+
+logger = logging.getLogger(__name__)
+
+
+def _names(values: Sequence[str] | None) -> list[str] | None:
+    """Space- or comma-separated names as one list."""
+    return [name for value in values for name in value.split(",") if name] if values else None
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"{name!r} is not a torch dtype (e.g. float32, bfloat16, int64)")
+    return dtype
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torch-neuronx", description="Tools of the neuron PyTorch backend.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    conformance = commands.add_parser(
+        "conformance",
+        help="run PyTorch's OpInfo database on neuron and compare with the CPU",
+        description="Runs every OpInfo sample on neuron and on the CPU, compares them, and writes "
+        "outcomes.parquet (one row per sample) and summary.md into --out.",
+    )
+    conformance.add_argument(
+        "--ops", nargs="+", metavar="GLOB", help="OpInfo names or globs, space- or comma-separated (default: all)"
+    )
+    conformance.add_argument(
+        "--dtypes", nargs="+", metavar="DTYPE", help="dtypes to check, e.g. float32 bfloat16 int64 (default: all)"
+    )
+    conformance.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="N",
+        help="stop cleanly after N minutes; each op gets an equal share of the time left, which always "
+        "covers its first sample in every dtype (default: no limit)",
+    )
+    conformance.add_argument(
+        "--max-samples-per-op", type=int, metavar="N", help="at most N samples of each op in each dtype"
+    )
+    conformance.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds one sample may run (default 120)"
+    )
+    conformance.add_argument("--no-backward", action="store_true", help="skip the float32 gradient checks")
+    conformance.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the samples in this process (no protection against crashes and hangs)",
+    )
+    conformance.add_argument("--no-progress", action="store_true", help="no progress bar")
+    conformance.add_argument(
+        "--out", default="reports/conformance", metavar="DIR", help="report directory (default reports/conformance)"
+    )
+    return parser
+
+
+def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from torch_neuronx.testing import run_conformance, write_report
+
+    dtypes = [_dtype(name) for name in _names(args.dtypes)] if args.dtypes else None
+    start = time.monotonic()
+    rows = run_conformance(
+        _names(args.ops),
+        dtypes,
+        max_samples_per_op=args.max_samples_per_op,
+        budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
+        backward=not args.no_backward,
+        timeout=args.timeout,
+        isolate=not args.in_process,
+        progress=not args.no_progress,
+    )
+    command = shlex.join(["torch-neuronx", *argv])
+    table, summary = write_report(rows, args.out, command=command, seconds=time.monotonic() - start)
+    counts = collections.Counter(row.outcome for row in rows if row.sample_index >= 0)
+    logger.info("%s", ", ".join(f"{counts[k]} {k}" for k in ("pass", "mismatch", "error", "fallback", "skipped")))
+    logger.info("wrote %s and %s", table, summary)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line ``argv`` (default: ``sys.argv[1:]``) and returns its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return _conformance(args, argv)
+    except ValueError as err:
+        logger.error("torch-neuronx %s: %s", args.command, err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The conformance runner's data: dtypes, tolerances and known failures, each entry with its reason.
+
+Entries are keyed by the OpInfo's full name (``name`` or ``name.variant_test_name``), so one grep
+finds everything known about an op. Keep the tables small and honest: every known failure is a bug
+or an unsupported feature with its reason, never a way to hide a wrong value (STYLE.md, principle 7).
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: The dtypes the conformance runner checks (those of the device that CPU OpInfos also cover).
+DEVICE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+)
+
+#: Dtypes an OpInfo supports on CPU that the device does not have. A sample holding one, or whose
+#: CPU result holds one (``double()``, ``dtype=torch.float64``), is skipped with this reason.
+UNSUPPORTED_DTYPES: dict[torch.dtype, str] = {
+    torch.float64: "Trainium has no FP64",
+    torch.complex128: "Trainium has no FP64",
+    torch.complex32: "neuron has no complex32 (complex half)",
+}
+
+#: OpInfos whose values are not comparable with the CPU's and that the OpInfo itself does not skip
+#: (its own skips of ``test_compare_cpu`` apply as well).
+SKIPS: dict[str, str] = {
+    "randn": "random values: neuron's generator is not the CPU's mt19937 (as on CUDA)",
+    "randint": "random values: neuron's generator is not the CPU's mt19937 (as on CUDA)",
+    "nn.functional.alpha_dropout": "random values: neuron's generator is not the CPU's mt19937 (as on CUDA)",
+}
+
+#: Ops whose index results may break ties differently from the CPU: an index result that differs
+#: from the CPU's passes when it selects equal values of the input (see compare.py).
+TIES: dict[str, str] = {
+    "sort": "with stable=False the order of equal elements is unspecified (the CPU's sort is not stable)",
+    "argsort": "with stable=False the order of equal elements is unspecified (the CPU's sort is not stable)",
+    "topk": "which of several equal elements is returned is unspecified",
+    "kthvalue": "which of several equal elements is returned is unspecified",
+}
+
+#: Tolerances (atol, rtol) wider than the OpInfo's or the dtype default, per (op, dtype).
+TOLERANCES: dict[tuple[str, torch.dtype], tuple[float, float, str]] = {}
+
+#: Samples the default test run expects to fail, per (op, dtype, phase): a strict xfail, so a fix
+#: shows up as an unexpected pass. "wrong value" marks a mismatch with CPU.
+KNOWN_FAILURES: dict[tuple[str, torch.dtype, str], str] = {}
