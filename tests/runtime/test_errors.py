@@ -44,6 +44,27 @@ def test_integer_division_by_zero_is_a_device_fault_raised_at_sync():
     assert (x + 1).tolist() == [5, 6]
 
 
+def test_a_launch_with_several_faults_raises_once():
+    # One compiled executable, two integer divisions by zero: one fault, then the runtime is clean.
+    def two_divisions(x, divisor):
+        return torch.remainder(x // divisor, divisor)
+
+    x, zero = torch.tensor([4, 5], device="neuron"), torch.tensor([0, 0], device="neuron")
+    result = torch.compile(two_divisions, backend="neuron", fullgraph=True)(x, zero)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        result.cpu()
+    assert (x + 1).tolist() == [5, 6]
+
+
+@pytest.mark.parametrize("rounding_mode", ["floor", "trunc"])
+def test_integer_division_of_an_empty_tensor_by_zero_divides_nothing(rounding_mode):
+    empty = torch.arange(0, device="neuron")
+    result = torch.div(empty, 0, rounding_mode=rounding_mode)
+    assert result.cpu().shape == (0,)
+    torch.testing.assert_close(torch.triu_indices(0, 0, device="neuron").cpu(), torch.triu_indices(0, 0))
+    torch.testing.assert_close(torch.tril_indices(3, 0, device="neuron").cpu(), torch.tril_indices(3, 0))
+
+
 def _run(code: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, **env), check=False

@@ -180,8 +180,10 @@ def div(self, other):
     return self / other
 
 
-def _integer_division_check(other) -> None:
-    device_check(jnp.any(other == 0), jnp.int64(0), "ZeroDivisionError", RuntimeError)
+def _integer_division_check(self, other) -> None:
+    """Faults when an element is divided by zero; an empty result divides nothing (as on CPU)."""
+    by_zero = jnp.broadcast_to(other == 0, jnp.broadcast_shapes(jnp.shape(self), jnp.shape(other)))
+    device_check(jnp.any(by_zero), jnp.int64(0), "ZeroDivisionError", RuntimeError)
 
 
 @lowering(aten.div.Tensor_mode, aten.div.Scalar_mode, promotion=Promotion.DEFAULT, static=("rounding_mode",))
@@ -194,7 +196,7 @@ def div_mode(self, other, *, rounding_mode):
     if rounding_mode is None:
         return jnp.true_divide(self, other)
     if jnp.issubdtype(self.dtype, jnp.integer):
-        _integer_division_check(other)
+        _integer_division_check(self, other)
         safe = jnp.where(other == 0, 1, other)
         if rounding_mode == "floor":
             return jnp.floor_divide(self, safe)
@@ -214,7 +216,7 @@ def floor_divide(self, other):
 def remainder(self, other):
     """torch.remainder: Python modulus, the result takes the sign of the divisor."""
     if jnp.issubdtype(self.dtype, jnp.integer):
-        _integer_division_check(other)
+        _integer_division_check(self, other)
         return jnp.remainder(self, jnp.where(other == 0, 1, other))
     return jnp.remainder(self, other)
 
@@ -223,7 +225,7 @@ def remainder(self, other):
 def fmod(self, other):
     """torch.fmod: C fmod, the result takes the sign of the dividend."""
     if jnp.issubdtype(self.dtype, jnp.integer):
-        _integer_division_check(other)
+        _integer_division_check(self, other)
         return jnp.fmod(self, jnp.where(other == 0, 1, other))
     return jnp.fmod(self, other)
 

@@ -47,11 +47,14 @@ def record(device: int, op: str, outputs: list[jax.Array], checks: list[tuple[st
 
 
 def raise_pending(device: int) -> None:
-    """Raises the earliest fault recorded on ``device``; the checks before it are consumed."""
+    """Raises the earliest fault recorded on ``device``; the checks before it, and the other checks
+    of the launch that faulted (one launch raises at most one fault), are consumed."""
     queue = _pending.get(device)
     while queue:
         check = queue.pop(0)
         if bool(np.asarray(check.failed)):
+            while queue and queue[0].sequence == check.sequence:
+                queue.pop(0)
             raise check.error(_describe(device, check))
 
 

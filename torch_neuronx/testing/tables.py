@@ -48,6 +48,14 @@ TIES: dict[str, str] = {
     "kthvalue": "which of several equal elements is returned is unspecified",
 }
 
+#: Ops whose saved statistics (mean, rstd, invstd) are float32 for 16-bit float inputs on neuron, as
+#: on CUDA and in the op's meta kernel, where PyTorch's CPU kernels return them in the input dtype.
+#: The CPU's values are compared after widening to float32, with the input dtype's tolerance.
+FLOAT32_STATISTICS: dict[str, str] = dict.fromkeys(
+    ("native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"),
+    "saved statistics in float32 for 16-bit inputs, as on CUDA (the meta kernel's dtype); CPU keeps the input dtype",
+)
+
 #: Tolerances (atol, rtol) wider than the OpInfo's or the dtype default, per (op, dtype).
 TOLERANCES: dict[tuple[str, torch.dtype], tuple[float, float, str]] = {}
 
