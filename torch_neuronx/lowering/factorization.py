@@ -1,4 +1,487 @@
-"""Dense linear algebra beyond products: factorizations (LU, QR, Cholesky, SVD, eigh), solvers,
-inverses and determinants (``torch.linalg``)."""
+"""Dense linear algebra beyond products: factorizations (LU, QR, Cholesky, SVD, eigh, eig), solvers,
+inverses, determinants, matrix functions and pairwise distances (``torch.linalg``).
+
+Results follow LAPACK's conventions, as PyTorch's CPU kernels do (JAX's CPU lowerings call the same
+LAPACK routines): LU pivots are 1-based row swaps (``getrf``), QR and Householder results are
+``geqrf``'s, eigenvalues of ``eigh`` ascend and singular values descend. Singular and eigenvectors
+are unique only up to sign (phase); the OpInfos compare them through ``output_process_fn_grad``
+(``abs`` or products), as PyTorch's own device tests do.
+
+The ``_ex`` variants return LAPACK's ``info`` (0, or the 1-based index where the factorization
+failed) and raise nothing unless ``check_errors=True``; then, and for the forms that always check
+(``cholesky``, ``cholesky_inverse``, ``_linalg_svd``), a failure is a device check raised at the
+next synchronisation with the message and exception type of ``torch._linalg_check_errors``.
+"""
 
 from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.registry import device_check, lowering
+
+aten = torch.ops.aten
+
+LinAlgError = torch.linalg.LinAlgError
+
+
+def _mT(x: jax.Array) -> jax.Array:
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _mH(x: jax.Array) -> jax.Array:
+    return jnp.conj(_mT(x))
+
+
+def _empty(like: jax.Array) -> jax.Array:
+    """The 0-element tensor PyTorch returns for an output it was asked not to compute."""
+    return jnp.zeros((0,), like.dtype)
+
+
+def _eye_like(a: jax.Array, n: int) -> jax.Array:
+    return jnp.broadcast_to(jnp.eye(n, dtype=a.dtype), (*a.shape[:-2], n, n))
+
+
+def _first_index(failed: jax.Array) -> jax.Array:
+    """LAPACK's ``info`` over the last axis: the 1-based index of the first True, else 0 (int32)."""
+    if failed.shape[-1] == 0:
+        return jnp.zeros(failed.shape[:-1], jnp.int32)
+    return jnp.where(jnp.any(failed, axis=-1), jnp.argmax(failed, axis=-1) + 1, 0).astype(jnp.int32)
+
+
+def _check_info(info: jax.Array, message: str, error: type[Exception] = LinAlgError) -> None:
+    """Raises ``message`` (``{detail}`` is the first nonzero info) at the next synchronisation when
+    any info is nonzero, as ``torch._linalg_check_errors`` does on the host."""
+    flat = info.reshape(-1)
+    first = flat[jnp.argmax(flat != 0)] if flat.size else jnp.int32(0)
+    device_check(jnp.any(flat != 0), first, message, error)
+
+
+def _check_finite(a: jax.Array, message: str, error: type[Exception]) -> None:
+    device_check(~jnp.all(jnp.isfinite(a)), 0, message, error)
+
+
+# --------------------------------------------------------------------------------------- LU
+
+
+def _lu(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(LU, 1-based int32 pivots, permutation, info) of ``getrf`` with partial pivoting: rows
+    ``permutation`` of ``a`` equal L @ U; info is the first zero diagonal element of U (1-based)."""
+    k = min(a.shape[-2], a.shape[-1])
+    if a.size == 0:
+        perm = jnp.broadcast_to(jnp.arange(a.shape[-2], dtype=jnp.int32), (*a.shape[:-2], a.shape[-2]))
+        return a, perm[..., :k] + 1, perm, jnp.zeros(a.shape[:-2], jnp.int32)
+    lu, pivots, perm = jax.lax.linalg.lu(a)
+    info = _first_index(jnp.diagonal(lu, axis1=-2, axis2=-1)[..., :k] == 0)
+    return lu, pivots.astype(jnp.int32) + 1, perm, info
+
+
+def _check_pivot(pivot: bool, name: str) -> None:
+    if not pivot:
+        raise RuntimeError(f"{name}: LU without pivoting is not implemented on the CPU (nor on neuron)")
+
+
+def _unpack(lu: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """L (m x k, unit lower) and U (k x n, upper) of a packed LU."""
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    lower = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=lu.dtype)
+    upper = jnp.triu(lu[..., :k, :])
+    return lower, upper
+
+
+def _permutation_matrix(perm: jax.Array, dtype: jnp.dtype) -> jax.Array:
+    """P with A = P @ L @ U when rows ``perm`` of A equal L @ U: P[perm[i], i] = 1."""
+    m = perm.shape[-1]
+    return _mT(jax.nn.one_hot(perm, m, dtype=dtype))
+
+
+def _pivots_to_permutation(pivots: jax.Array, m: int) -> jax.Array:
+    if pivots.shape[-1] == 0:
+        return jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), (*pivots.shape[:-1], m))
+    return jax.lax.linalg.lu_pivots_to_permutation(pivots.astype(jnp.int32) - 1, m)
+
+
+@lowering(aten.linalg_lu_factor_ex.default)
+def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """torch.linalg.lu_factor_ex: packed LU, 1-based pivots, info = first zero diagonal of U."""
+    _check_pivot(pivot, "linalg.lu_factor")
+    lu, pivots, _, info = _lu(A)
+    if check_errors:
+        _check_info(
+            info,
+            "torch.linalg.lu_factor_ex: U[{detail},{detail}] is zero and using it on lu_solve would result in a "
+            "division by zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)",
+            RuntimeError,
+        )
+    return lu, pivots, info
+
+
+@lowering(aten.linalg_lu.default)
+def linalg_lu(A, *, pivot=True):
+    """torch.linalg.lu: P (m x m), L (m x k, unit lower), U (k x n) with A = P @ L @ U."""
+    _check_pivot(pivot, "linalg.lu")
+    lu, _, perm, _ = _lu(A)
+    lower, upper = _unpack(lu)
+    return _permutation_matrix(perm, A.dtype), lower, upper
+
+
+@lowering(aten.lu_unpack.default)
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """torch.lu_unpack: P, L, U from lu_factor's packed LU and 1-based pivots; outputs not
+    unpacked are empty, as on the CPU."""
+    m = LU_data.shape[-2]
+    if unpack_pivots:
+        perm = _pivots_to_permutation(LU_pivots, m)
+        permutation = _permutation_matrix(perm, LU_data.dtype)
+    else:
+        permutation = _empty(LU_data)
+    if unpack_data:
+        lower, upper = _unpack(LU_data)
+    else:
+        lower, upper = _empty(LU_data), _empty(LU_data)
+    return permutation, lower, upper
+
+
+def _lu_solve(lu: jax.Array, perm: jax.Array, b: jax.Array, adjoint: bool) -> jax.Array:
+    """X with A X = B (A^H X = B when ``adjoint``) for A's packed LU and row permutation."""
+    batch = jnp.broadcast_shapes(lu.shape[:-2], b.shape[:-2])
+    lu = jnp.broadcast_to(lu, (*batch, *lu.shape[-2:]))
+    b = jnp.broadcast_to(b, (*batch, *b.shape[-2:]))
+    perm = jnp.broadcast_to(perm, (*batch, perm.shape[-1]))
+    solve = jax.lax.linalg.triangular_solve
+    if not adjoint:
+        pb = jnp.take_along_axis(b, perm[..., :, None], axis=-2)
+        y = solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+        return solve(lu, y, left_side=True, lower=False)
+    y = solve(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=True)
+    z = solve(lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True, conjugate_a=True)
+    inverse = jnp.argsort(perm, axis=-1)
+    return jnp.take_along_axis(z, inverse[..., :, None], axis=-2)
+
+
+def _solve_sided(lu, perm, b, left: bool, adjoint: bool):
+    """A X = B (left) or X A = B (right, solved as A^H X^H = B^H)."""
+    if left:
+        return _lu_solve(lu, perm, b, adjoint)
+    return _mH(_lu_solve(lu, perm, _mH(b), not adjoint))
+
+
+@lowering(aten.linalg_lu_solve.default)
+def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """torch.linalg.lu_solve: solves with lu_factor's packed LU; batch dimensions broadcast."""
+    perm = _pivots_to_permutation(pivots, LU.shape[-1])
+    return _solve_sided(LU, perm, B, left, adjoint)
+
+
+@lowering(aten.linalg_inv_ex.default)
+def linalg_inv_ex(A, *, check_errors=False):
+    """torch.linalg.inv_ex: inverse through LU; info = first zero diagonal element of U."""
+    lu, _, perm, info = _lu(A)
+    if check_errors:
+        _check_info(
+            info,
+            "linalg.inv_ex: The diagonal element {detail} is zero, the inversion could not be completed because "
+            "the input matrix is singular.",
+        )
+    return _lu_solve(lu, perm, _eye_like(A, A.shape[-1]), False), info
+
+
+def _is_vector_rhs(A: jax.Array, B: jax.Array) -> bool:
+    """PyTorch's ``linalg_solve_is_vector_rhs``: B is a (batch of) vector(s)."""
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+
+
+@lowering(aten._linalg_solve_ex.default)
+def linalg_solve_ex(A, B, *, left=True, check_errors=False):
+    """torch.linalg.solve_ex: X with A X = B (X A = B when not ``left``), the LU of A, its pivots
+    and info; B may be a (batch of) vector(s), batch dimensions broadcast."""
+    vector = _is_vector_rhs(A, B)
+    rhs = B[..., :, None] if vector and left else B[..., None, :] if vector else B
+    lu, pivots, perm, info = _lu(A)
+    if check_errors:
+        _check_info(info, "torch.linalg.solve_ex: The solver failed because the input matrix is singular.")
+    x = _solve_sided(lu, perm, rhs, left, False)
+    x = x[..., 0] if vector and left else x[..., 0, :] if vector else x
+    return x, lu, pivots, info
+
+
+# --------------------------------------------------------------------------------- Cholesky
+
+
+def _cholesky_info(a: jax.Array) -> jax.Array:
+    """``potrf``'s info: the order of the first leading minor that is not positive-definite, from an
+    unblocked right-looking factorization (a pivot that is not > 0, NaN included, fails)."""
+    n = a.shape[-1]
+
+    def step(j, carry):
+        work, info = carry
+        pivot = jnp.real(work[..., j, j])
+        failed = ~(pivot > 0)
+        info = jnp.where((info == 0) & failed, j + 1, info)
+        column = work[..., :, j] / jnp.sqrt(jnp.where(failed, 1, pivot)).astype(work.dtype)[..., None]
+        column = jnp.where(jnp.arange(n) > j, column, 0)
+        work = work - column[..., :, None] * jnp.conj(column)[..., None, :]
+        return work, info
+
+    _, info = jax.lax.fori_loop(0, n, step, (jnp.tril(a) + _mH(jnp.tril(a, -1)), jnp.zeros(a.shape[:-2], jnp.int32)))
+    return info
+
+
+def _cholesky(a: jax.Array, upper: bool) -> tuple[jax.Array, jax.Array]:
+    """(factor, info) reading only the lower (``upper``: upper) triangle of ``a``. When info > 0 the
+    factor is NaN (LAPACK leaves a partial factorization there; PyTorch does not specify it)."""
+    lower_input = _mH(a) if upper else a
+    if a.size == 0:
+        return a, jnp.zeros(a.shape[:-2], jnp.int32)
+    factor = jax.lax.linalg.cholesky(lower_input, symmetrize_input=False)
+    ok = jnp.all(jnp.isfinite(factor))
+    info = jax.lax.cond(ok, lambda x: jnp.zeros(x.shape[:-2], jnp.int32), _cholesky_info, lower_input)
+    return (_mH(factor) if upper else factor), info
+
+
+_NOT_PD = (
+    "{name}: The factorization could not be completed because the input is not positive-definite (the leading minor "
+    "of order {{detail}} is not positive-definite)."
+)
+
+
+@lowering(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
+    """torch.linalg.cholesky_ex: L (U = L^H when ``upper``) and info = order of the first leading
+    minor that is not positive-definite."""
+    factor, info = _cholesky(A, upper)
+    if check_errors:
+        _check_info(info, _NOT_PD.format(name="linalg.cholesky_ex"))
+    return factor, info
+
+
+@lowering(aten.cholesky.default)
+def cholesky(self, upper=False):
+    """torch.cholesky (deprecated): the factor; raises LinAlgError for a matrix that is not
+    positive-definite."""
+    factor, info = _cholesky(self, upper)
+    _check_info(info, _NOT_PD.format(name="cholesky"))
+    return factor
+
+
+def _cholesky_solve(factor: jax.Array, b: jax.Array, upper: bool) -> jax.Array:
+    lower = _mH(factor) if upper else factor
+    solve = jax.lax.linalg.triangular_solve
+    y = solve(lower, b, left_side=True, lower=True)
+    return solve(lower, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True)
+
+
+@lowering(aten._cholesky_solve_helper.default)
+def cholesky_solve_helper(self, A, upper):
+    """torch.cholesky_solve (batch dimensions already broadcast): X with (L L^H) X = self for the
+    Cholesky factor A."""
+    return _cholesky_solve(A, self, upper)
+
+
+@lowering(aten.cholesky_inverse.default)
+def cholesky_inverse(self, upper=False):
+    """torch.cholesky_inverse: (L L^H)^-1 from the factor L (U^H U from U when ``upper``); a zero
+    diagonal element raises LinAlgError, as LAPACK's ``potri`` reports."""
+    n = self.shape[-1]
+    _check_info(
+        _first_index(jnp.diagonal(self, axis1=-2, axis2=-1) == 0),
+        "cholesky_inverse: The diagonal element {detail} is zero, the inversion could not be completed because "
+        "the input matrix is singular.",
+    )
+    return _cholesky_solve(self, _eye_like(self, n), upper)
+
+
+# -------------------------------------------------------------------------- determinants
+
+
+def _lu_determinant_parts(A: jax.Array):
+    """(LU, pivots, diagonal of U, sign of the permutation) of A."""
+    lu, pivots, _, _ = _lu(A)
+    n = A.shape[-1]
+    swaps = jnp.sum(pivots != jnp.arange(1, n + 1, dtype=jnp.int32), axis=-1)
+    parity = jnp.where(swaps % 2 == 1, -1, 1).astype(A.dtype)
+    return lu, pivots, jnp.diagonal(lu, axis1=-2, axis2=-1), parity
+
+
+@lowering(aten._linalg_det.default)
+def linalg_det(A):
+    """torch.linalg.det: product of U's diagonal times the permutation's sign; also LU and pivots
+    (saved for the gradient)."""
+    lu, pivots, diagonal, parity = _lu_determinant_parts(A)
+    return parity * jnp.prod(diagonal, axis=-1), lu, pivots
+
+
+@lowering(aten._linalg_slogdet.default)
+def linalg_slogdet(A):
+    """torch.linalg.slogdet: sign (a unit complex number for complex input; 0 for a singular
+    matrix) and log|det| (-inf for a singular matrix), with LU and pivots."""
+    lu, pivots, diagonal, parity = _lu_determinant_parts(A)
+    magnitude = jnp.abs(diagonal)
+    unit = jnp.where(magnitude == 0, 0, diagonal / jnp.where(magnitude == 0, 1, magnitude).astype(diagonal.dtype))
+    sign = parity * jnp.prod(unit, axis=-1)
+    return sign, jnp.sum(jnp.log(magnitude), axis=-1), lu, pivots
+
+
+# ------------------------------------------------------------------------ triangular solves
+
+
+@lowering(aten.linalg_solve_triangular.default)
+def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+    """torch.linalg.solve_triangular: X with A X = B (X A = B when not ``left``) reading one
+    triangle of A; batch dimensions broadcast."""
+    batch = jnp.broadcast_shapes(self.shape[:-2], B.shape[:-2])
+    a = jnp.broadcast_to(self, (*batch, *self.shape[-2:]))
+    b = jnp.broadcast_to(B, (*batch, *B.shape[-2:]))
+    return jax.lax.linalg.triangular_solve(a, b, left_side=left, lower=not upper, unit_diagonal=unitriangular)
+
+
+@lowering(aten.triangular_solve.default)
+def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (deprecated): X with op(A) X = self, op = transpose (not conjugate)
+    when ``transpose``; also returns A broadcast to the batch shape."""
+    batch = jnp.broadcast_shapes(self.shape[:-2], A.shape[:-2])
+    a = jnp.broadcast_to(A, (*batch, *A.shape[-2:]))
+    b = jnp.broadcast_to(self, (*batch, *self.shape[-2:]))
+    x = jax.lax.linalg.triangular_solve(
+        a, b, left_side=True, lower=not upper, transpose_a=transpose, unit_diagonal=unitriangular
+    )
+    return x, a
+
+
+# ------------------------------------------------------------------------------ QR
+
+
+@lowering(aten.linalg_qr.default)
+def linalg_qr(A, mode="reduced"):
+    """torch.linalg.qr: Q and R of ``geqrf``/``orgqr`` (mode 'reduced', 'complete'; 'r' returns an
+    empty Q)."""
+    if mode == "r":
+        return _empty(A), jnp.linalg.qr(A, mode="r")
+    return jnp.linalg.qr(A, mode=mode)
+
+
+@lowering(aten.linalg_householder_product.default)
+def linalg_householder_product(input, tau):
+    """torch.linalg.householder_product (``orgqr``): the first n columns of H_1 ... H_k."""
+    return jax.lax.linalg.householder_product(input, tau)
+
+
+@lowering(aten.ormqr.default)
+def ormqr(self, input2, input3, left=True, transpose=False):
+    """torch.ormqr: Q @ C, Q^H @ C (``transpose``), C @ Q or C @ Q^H, with Q = H_1 ... H_k given
+    by geqrf's reflectors ``self`` and scales ``input2``; batch dimensions broadcast."""
+    batch = jnp.broadcast_shapes(self.shape[:-2], input2.shape[:-1], input3.shape[:-2])
+    a = jnp.broadcast_to(self, (*batch, *self.shape[-2:]))
+    tau = jnp.broadcast_to(input2, (*batch, input2.shape[-1]))
+    c = jnp.broadcast_to(input3, (*batch, *input3.shape[-2:]))
+    return jax.lax.linalg.ormqr(a, tau, c, left=left, transpose=transpose)
+
+
+# --------------------------------------------------------------------------- SVD and eigen
+
+
+_SVD_NOT_FINITE = "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values."
+
+
+@lowering(aten._linalg_svd.default)
+def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    """torch.linalg.svd: U, S (descending, real), Vh; U and Vh are empty without ``compute_uv``.
+    Non-finite input raises LinAlgError as LAPACK's ``gesdd`` (info -4) makes the CPU raise."""
+    if driver is not None:
+        raise RuntimeError(
+            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."
+        )
+    _check_finite(A, _SVD_NOT_FINITE, LinAlgError)
+    m, n = A.shape[-2:]
+    if not compute_uv:
+        if A.size == 0:
+            return _empty(A), jnp.zeros((*A.shape[:-2], min(m, n)), jnp.real(A).dtype), _empty(A)
+        return _empty(A), jnp.linalg.svd(A, compute_uv=False), _empty(A)
+    if A.size == 0:
+        k = min(m, n)
+        rows, cols = (m, n) if full_matrices else (k, k)
+        values = jnp.zeros((*A.shape[:-2], k), jnp.real(A).dtype)
+        return _eye_like(A, m)[..., :, :rows], values, _eye_like(A, n)[..., :cols, :]
+    return jnp.linalg.svd(A, full_matrices=full_matrices)
+
+
+@lowering(aten._linalg_eigh.default)
+def linalg_eigh(A, UPLO="L", compute_v=True):
+    """torch.linalg.eigh: ascending real eigenvalues and orthonormal eigenvectors of the Hermitian
+    matrix held in the ``UPLO`` triangle of A (the other triangle is not read)."""
+    if A.size == 0:
+        values = jnp.zeros(A.shape[:-1], jnp.real(A).dtype)
+        return values, (A if compute_v else _empty(A))
+    vectors, values = jax.lax.linalg.eigh(A, lower=UPLO == "L", symmetrize_input=False)
+    return values, (vectors if compute_v else _empty(A))
+
+
+_EIG_NOT_FINITE = "torch.linalg.eig: input tensor should not contain infs or NaNs."
+
+
+def _eig(A: jax.Array, vectors: bool):
+    _check_finite(A, _EIG_NOT_FINITE, RuntimeError)
+    complex_dtype = jnp.result_type(A.dtype, jnp.complex64)
+    if A.size == 0:
+        return jnp.zeros(A.shape[:-1], complex_dtype), A.astype(complex_dtype)
+    return jax.lax.linalg.eig(A, compute_left_eigenvectors=False, compute_right_eigenvectors=vectors)
+
+
+@lowering(aten.linalg_eig.default)
+def linalg_eig(self):
+    """torch.linalg.eig (``geev``): complex eigenvalues and unit-norm right eigenvectors; non-finite
+    input raises RuntimeError as on the CPU."""
+    values, vectors = _eig(self, True)
+    return values, vectors
+
+
+@lowering(aten._linalg_eigvals.default)
+def linalg_eigvals(self):
+    """torch.linalg.eigvals: the eigenvalues of linalg.eig."""
+    return _eig(self, False)[0]
+
+
+# ----------------------------------------------------------------------------- functions
+
+
+@lowering(aten.linalg_matrix_exp.default)
+def linalg_matrix_exp(self):
+    """torch.linalg.matrix_exp: Pade approximation with scaling and squaring."""
+    if self.size == 0:
+        return self
+    return jax.scipy.linalg.expm(self)
+
+
+def _minkowski(diff: jax.Array, p: float) -> jax.Array:
+    """The p-norm over the last axis as torch.cdist/pdist define it: p = 0 counts nonzeros, p = inf
+    takes the largest magnitude."""
+    magnitude = jnp.abs(diff)
+    if p == 0:
+        return jnp.sum(magnitude != 0, axis=-1).astype(diff.dtype)
+    if p == float("inf"):
+        return jnp.max(magnitude, axis=-1, initial=0)
+    if p == 1:
+        return jnp.sum(magnitude, axis=-1)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(magnitude * magnitude, axis=-1))
+    return jnp.sum(magnitude**p, axis=-1) ** (1 / p)
+
+
+@lowering(aten._cdist_forward.default, static=("p",))
+def cdist_forward(x1, x2, p, compute_mode):
+    """torch.cdist (direct form): p-norm distances between the rows of x1 and x2; batch dimensions
+    broadcast. The matrix-product form of ``compute_mode`` reaches ``_euclidean_dist`` instead."""
+    batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a = jnp.broadcast_to(x1, (*batch, *x1.shape[-2:]))
+    b = jnp.broadcast_to(x2, (*batch, *x2.shape[-2:]))
+    return _minkowski(a[..., :, None, :] - b[..., None, :, :], p)
+
+
+@lowering(aten._pdist_forward.default, static=("p",))
+def pdist_forward(self, p=2):
+    """torch.pdist: p-norm distances of the row pairs i < j, in row-major order."""
+    rows, cols = jnp.triu_indices(self.shape[0], k=1)
+    return _minkowski(self[rows] - self[cols], p)
