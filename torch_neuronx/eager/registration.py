@@ -14,7 +14,7 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from torch_neuronx._compat.torch_internals import has_kernel
-from torch_neuronx.eager import copy, host_ops, redirects
+from torch_neuronx.eager import composites, copy, host_ops, redirects
 from torch_neuronx.eager.kernel import EagerKernel, Plan, op_name
 from torch_neuronx.lowering import engine, load_lowerings, registry
 
@@ -153,6 +153,10 @@ def register_kernels() -> None:
     custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS}
     for op, kernel in custom.items():
         library.impl(op, kernel)
+    autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
+    for op, kernel in composites.KERNELS.items():  # on both keys: autograd differentiates the ops they call
+        library.impl(op, kernel)
+        autograd.impl(op, kernel)
     for plan in plans():
         if plan.op in custom or has_kernel(plan.op, "PrivateUse1"):
             continue
@@ -160,7 +164,7 @@ def register_kernels() -> None:
         if plan.op is aten.index.Tensor:
             kernel = host_ops.index_with_masks(kernel)
         library.impl(plan.op, kernel)
-    _registered.append(library)
+    _registered.extend([library, autograd])
 
 
 def registered_ops() -> list[str]:

@@ -485,3 +485,35 @@ def pdist_forward(self, p=2):
     """torch.pdist: p-norm distances of the row pairs i < j, in row-major order."""
     rows, cols = jnp.triu_indices(self.shape[0], k=1)
     return _minkowski(self[rows] - self[cols], p)
+
+
+# ------------------------------------------------------------------ pseudo-inverse
+
+
+@lowering(aten.linalg_pinv.atol_rtol_tensor)
+def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
+    """torch.linalg.pinv: V diag(1/S) U^H over the singular values above max(atol, rtol * max(S))
+    (eigenvalues of magnitude above it when ``hermitian``). Defaults as PyTorch's
+    ``get_atol_rtol``: atol = 0; rtol = eps * max(m, n), or 0 where a given atol is positive. The
+    tolerances are applied in the input's real dtype (the CPU applies them in float64)."""
+    real = jnp.real(self).dtype
+    m, n = self.shape[-2:]
+    default_rtol = jnp.asarray(jnp.finfo(real).eps * max(m, n), real)
+    if rtol is None:
+        rtol = default_rtol if atol is None else jnp.where(atol > 0, 0, default_rtol)
+    atol = jnp.zeros((), real) if atol is None else atol
+    atol, rtol = jnp.asarray(atol).astype(real)[..., None], jnp.asarray(rtol).astype(real)[..., None]
+    if self.size == 0:
+        return jnp.zeros((*self.shape[:-2], n, m), self.dtype)
+    highest = jax.lax.Precision.HIGHEST
+    if hermitian:
+        values, vectors = jnp.linalg.eigh(self, UPLO="L", symmetrize_input=False)
+        magnitude = jnp.abs(values)
+        tolerance = jnp.maximum(atol, rtol * jnp.max(magnitude, axis=-1, keepdims=True))
+        inverse = jnp.where(magnitude > tolerance, 1 / values, 0).astype(self.dtype)
+        return jnp.matmul(vectors * inverse[..., None, :], _mH(vectors), precision=highest)
+    _check_finite(self, _SVD_NOT_FINITE, LinAlgError)
+    u, s, vh = jnp.linalg.svd(self, full_matrices=False)
+    tolerance = jnp.maximum(atol, rtol * s[..., :1])
+    inverse = jnp.where(s > tolerance, 1 / s, 0).astype(self.dtype)
+    return jnp.matmul(_mH(vh) * inverse[..., None, :], _mH(u), precision=highest)
