@@ -21,6 +21,7 @@ def _seeded():
 
 DTYPES = [torch.float32, torch.bfloat16]
 REDUCTIONS = ["mean", "sum", "none"]
+REDUCTIONS_BY_CODE = {0: "none", 1: "mean", 2: "sum"}
 
 
 def _value_and_grad(loss_fn):
@@ -206,8 +207,8 @@ def test_binary_cross_entropy_with_logits_matches_cpu(weights, reduction, dtype)
 # --- margin losses over classes -------------------------------------------------------------------
 
 
-# CPU has no 16-bit kernels for these; a single unreduced sample is left out because PyTorch's meta
-# kernels give it shape (1,) where the CPU kernels give ().
+# CPU has no 16-bit kernels for these. A single (C,) or 0-dim sample's unreduced loss has shape (),
+# as on CPU and CUDA (PyTorch's meta kernels say (1,)).
 
 
 @pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])
@@ -216,21 +217,25 @@ def test_multi_margin_loss_matches_cpu(p, margin, weighted, reduction):
     weight = torch.linspace(0.5, 2, 5) if weighted else None
 
     def run(x, target, weight):
-        single = aten.multi_margin_loss(x[0], target[0], p, margin, weight, reduction) if reduction else None
-        return aten.multi_margin_loss(x, target, p, margin, weight, reduction), single
+        loss = _value_and_grad(lambda x: aten.multi_margin_loss(x, target, p, margin, weight, reduction))
+        single = _value_and_grad(lambda x: aten.multi_margin_loss(x, target[0], p, margin, weight, reduction))
+        scalar = aten.multi_margin_loss(x[0, 0], target[0] * 0, p, margin, None, reduction)
+        return loss(x), single(x[0].detach().requires_grad_()), scalar
 
-    assert_matches_cpu(run, _logits((8, 5), torch.float32).detach(), TARGETS, weight)
+    assert_matches_cpu(run, _logits((8, 5), torch.float32), TARGETS, weight)
 
 
 @pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])
-def test_multilabel_margin_loss_forward_matches_cpu(reduction):
+def test_multilabel_margin_loss_matches_cpu(reduction):
     target = torch.tensor([[3, 0, -1, 1, 2], [1, 1, 4, -1, -1], [-1, 2, 0, 0, 0], [0, 1, 2, 3, 4]])
 
     def run(x, target):
-        single = aten.multilabel_margin_loss_forward(x[0], target[0], reduction) if reduction else None
-        return aten.multilabel_margin_loss_forward(x, target, reduction), single
+        loss = _value_and_grad(lambda x: F.multilabel_margin_loss(x, target, reduction=REDUCTIONS_BY_CODE[reduction]))
+        single = aten.multilabel_margin_loss_forward(x[0], target[0], reduction)
+        scalar = aten.multilabel_margin_loss_forward(x[0, 0], target[0, 0] * 0, reduction)
+        return loss(x), single, scalar
 
-    assert_matches_cpu(run, _logits((4, 5), torch.float32).detach(), target)
+    assert_matches_cpu(run, _logits((4, 5), torch.float32), target)
 
 
 @pytest.mark.parametrize(

@@ -174,3 +174,19 @@ def test_gradients_match_cpu(op):
         (out * weights).sum().backward()
         grads.append(leaf.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_bucketize_of_tensors_and_numbers_matches_cpu(right):
+    boundaries = torch.tensor([-2.0, 0.0, 0.0, 1.5, 4.0])
+    values = torch.tensor([[-3.0, 0.0, 1.5], [4.0, 5.0, -2.0]])
+
+    def run(values, boundaries):
+        return (
+            torch.bucketize(values, boundaries, right=right),
+            torch.bucketize(values, boundaries, right=right, out_int32=True),
+            torch.bucketize(0.0, boundaries, right=right),
+            torch.bucketize(7, boundaries, right=right),
+        )
+
+    assert_matches_cpu(run, values, boundaries)

@@ -1,4 +1,4 @@
-"""Meta kernels for the fused RNN cells, which PyTorch lacks or gets wrong.
+"""Meta kernels that PyTorch lacks or gets wrong: the fused RNN cells and the margin-loss backwards.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -6,11 +6,18 @@ cell ops on every non-CPU device. PyTorch has no meta kernel for the GRU cell, a
 kernel (``torch/_meta_registrations.py``) fails with ``AttributeError`` when the cell has no bias
 (it reads ``.device`` of each absent bias). The kernels here give the shapes of CUDA's kernels
 (``aten/src/ATen/native/cuda/RNN.cu``) and check sizes as CUDA's ``checkSizes`` does.
+``multi_margin_loss_backward`` and ``multilabel_margin_loss_backward`` have no meta kernel either;
+their gradient has the input's shape and dtype. The meta kernels of the margin losses themselves
+(PyTorch's decompositions) give a single (C,) or 0-dim sample's unreduced loss shape (1,), where the
+CPU and CUDA kernels give () (``aten/src/ATen/native/cuda/Loss.cu``: ``resize_output(output, {})``
+when the target has no batch dimension); the kernels here give ().
 """
 
 from __future__ import annotations
 
 import torch
+
+from torch_neuronx._compat.torch_internals import decomposition_table
 
 __all__ = ["GRU_WORKSPACE_MULTIPLIER", "register"]
 
@@ -111,10 +118,45 @@ def _thnn_fused_gru_cell_backward(
     return grad_input_gates, grad_hidden_gates, grad_hx, grad_input_gates.sum(0), grad_hidden_gates.sum(0)
 
 
+def _single_sample_loss(output: torch.Tensor, self: torch.Tensor, reduction: int) -> torch.Tensor:
+    """The unreduced loss of a single sample (``self`` of at most one dimension) has shape ()."""
+    return output.reshape(()) if self.dim() <= 1 and reduction == 0 else output
+
+
+def _multi_margin_loss(
+    self: torch.Tensor,
+    target: torch.Tensor,
+    p: float = 1,
+    margin: float = 1,
+    weight: torch.Tensor | None = None,
+    reduction: int = 1,
+) -> torch.Tensor:
+    """aten::multi_margin_loss: PyTorch's decomposition (argument checks), with CUDA's result shape."""
+    decomposition = decomposition_table()[aten.multi_margin_loss.default]
+    return _single_sample_loss(decomposition(self, target, p, margin, weight, reduction), self, reduction)
+
+
+def _multilabel_margin_loss_forward(
+    self: torch.Tensor, target: torch.Tensor, reduction: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::multilabel_margin_loss_forward: PyTorch's decomposition, with CUDA's result shape."""
+    output, is_target = decomposition_table()[aten.multilabel_margin_loss_forward.default](self, target, reduction)
+    return _single_sample_loss(output, self, reduction), is_target
+
+
+def _margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, *args: object) -> torch.Tensor:
+    """aten::multi_margin_loss_backward and aten::multilabel_margin_loss_backward: the input's gradient."""
+    return torch.empty_like(self, memory_format=torch.contiguous_format)
+
+
 _KERNELS = {
     aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
     aten._thnn_fused_gru_cell_backward.default: _thnn_fused_gru_cell_backward,
+    aten.multi_margin_loss.default: _multi_margin_loss,
+    aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
+    aten.multi_margin_loss_backward.default: _margin_loss_backward,
+    aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
 }
 
 

@@ -5,8 +5,8 @@ inputs (DEFAULT promotion of the floating arguments; class targets stay int64) a
 dtype. Formulas follow PyTorch's CPU kernels (``aten/src/ATen/native/Loss*.cpp``) and
 ``torch/_decomp/decompositions.py``. ``l1_loss``, ``kl_div``, ``cross_entropy`` and ``nll_loss_nd``
 are CompositeImplicitAutograd: the dispatcher decomposes them into the ops lowered here.
-``multi_margin_loss_backward`` and ``multilabel_margin_loss_backward`` have no meta kernel in
-PyTorch, so eager cannot describe their results and runs them through the CPU fallback.
+``multi_margin_loss_backward`` and ``multilabel_margin_loss_backward`` are the VJPs of their forward
+lowerings (their meta kernels, which PyTorch lacks, are in ``_compat/meta_kernels.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx._compat import meta_kernels
 from torch_neuronx.lowering.registry import Promotion, device_check, lowering
 
 aten = torch.ops.aten
+meta_kernels.register()
 
 _NONE, _MEAN, _SUM = 0, 1, 2
 
@@ -203,14 +205,20 @@ def soft_margin_loss_backward(grad_output, self, target, reduction):
 # --- margin losses over classes -----------------------------------------------------------------
 
 
-def _batched(self, target):
-    """(N, C) input and its targets, adding the batch dimension of a single (C,) sample (whose
-    unreduced loss keeps it: PyTorch's meta kernels give it shape (1,))."""
-    return (self[None], target[None]) if self.ndim == 1 else (self, target)
+def _batched(self):
+    """The (N, C) input, adding the batch dimension of a single (C,) sample or a 0-dim one (one
+    class)."""
+    return self if self.ndim > 1 else self.reshape(1, -1)
 
 
 def _unbatched(value, self):
-    return value[0] if self.ndim == 1 else value
+    return value.reshape(self.shape) if self.ndim <= 1 else value
+
+
+def _reduce_samples(loss, self, reduction: int):
+    """:func:`_reduce`; a single sample's unreduced loss has shape (), as on CPU and CUDA."""
+    loss = _reduce(loss, reduction)
+    return loss.reshape(()) if self.ndim <= 1 else loss
 
 
 @lowering(aten.multi_margin_loss.default, promotion=Promotion.DEFAULT, promote=("self", "weight"), static=("p",))
@@ -220,7 +228,8 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=_MEAN)
     PyTorch's ``RuntimeError: target out of range`` at the next synchronization."""
     if p not in (1, 2):
         raise RuntimeError("only p == 1 and p == 2 supported")
-    x, y = _batched(self, target)
+    x = _batched(self)
+    y = target.reshape(x.shape[0])
     classes = x.shape[1]
     device_check(jnp.any((y < 0) | (y >= classes)), 0, "target out of range", RuntimeError)
     safe = jnp.clip(y, 0, classes - 1)
@@ -229,7 +238,7 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=_MEAN)
     h = jnp.where(others & (z > 0), z if p == 1 else z * z, 0)
     if weight is not None:
         h = h * weight[safe][:, None]
-    return _reduce(jnp.sum(h, axis=1) / classes, reduction)
+    return _reduce_samples(jnp.sum(h, axis=1) / classes, self, reduction)
 
 
 def _multilabel_targets(x, y):
@@ -247,11 +256,31 @@ def multilabel_margin_loss_forward(self, target, reduction):
     -1) and each non-target class d, max(0, 1 - x[y] + x[d]), summed and divided by the class count;
     also returns is_target. A target outside [-1, C) raises PyTorch's RuntimeError at the next
     synchronization."""
-    x, y = _batched(self, target)
+    x = _batched(self)
+    y = target.reshape(x.shape)
     classes = x.shape[1]
     device_check(jnp.any((y < -1) | (y >= classes)), 0, "argument #2 'target' is out of range", RuntimeError)
     listed, safe, is_target = _multilabel_targets(x, y)
     z = 1 - jnp.take_along_axis(x, safe, axis=1)[:, :, None] + x[:, None, :]
     active = listed[:, :, None] & ~is_target[:, None, :] & (z > 0)
     loss = jnp.sum(jnp.where(active, z, 0), axis=(1, 2)) / classes
-    return _reduce(loss, reduction), _unbatched(is_target, self)
+    return _reduce_samples(loss, self, reduction), _unbatched(is_target, self)
+
+
+@lowering(
+    aten.multi_margin_loss_backward.default,
+    promotion=Promotion.DEFAULT,
+    promote=("grad_output", "self", "weight"),
+    static=("p",),
+)
+def multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=_MEAN):
+    """The gradient of :func:`multi_margin_loss` with respect to ``self``."""
+    _, vjp = jax.vjp(lambda x: multi_margin_loss(x, target, p, margin, weight, reduction), self)
+    return vjp(grad_output)[0]
+
+
+@lowering(aten.multilabel_margin_loss_backward.default, promotion=Promotion.DEFAULT, promote=("grad_output", "self"))
+def multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
+    """The gradient of :func:`multilabel_margin_loss_forward` with respect to ``self``."""
+    _, vjp = jax.vjp(lambda x: multilabel_margin_loss_forward(x, target, reduction)[0], self)
+    return vjp(grad_output)[0]

@@ -1,4 +1,5 @@
-"""Sorting and selection: sort, argsort, msort, topk, kthvalue, searchsorted, cummax/cummin.
+"""Sorting and selection: sort, argsort, msort, topk, kthvalue, searchsorted,
+bucketize, cummax/cummin.
 
 Every sort is stable and orders as PyTorch's CPU kernels do: NaN sorts as the largest value (first
 when descending), -0.0 and 0.0 are equal, and equal elements keep their original order (a
@@ -139,6 +140,19 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
 def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
     """torch.searchsorted with a scalar value (a 1-d ``sorted_sequence``): a 0-dim index."""
     return _searchsorted(sorted_sequence, self, right, side, sorter)
+
+
+@lowering(aten.bucketize.Tensor, promotion=Promotion.NO_OPMATH, promote=("self", "boundaries"))
+def bucketize(self, boundaries, *, out_int32=False, right=False):
+    """torch.bucketize: the bucket of each element of ``self`` among the sorted 1-d ``boundaries``
+    (searchsorted with the arguments swapped)."""
+    return _searchsorted(boundaries, self, right, None, None)
+
+
+@lowering(aten.bucketize.Scalar, promotion=Promotion.NO_OPMATH, promote=("self", "boundaries"))
+def bucketize_scalar(self, boundaries, *, out_int32=False, right=False):
+    """torch.bucketize of a number: a 0-dim bucket index."""
+    return _searchsorted(boundaries, self, right, None, None)
 
 
 def _cumulative(self, dim, later_wins) -> tuple[jax.Array, jax.Array]:
