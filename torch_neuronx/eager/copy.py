@@ -4,10 +4,17 @@
 the host memory; a device-to-host copy is a synchronisation point (it waits for the source's core and
 raises any pending device fault); dtype conversions follow ``copy_`` (a plain cast). Float64 sources
 are cast on the host, so no FP64 value ever reaches a core.
+
+Either side may carry PyTorch's lazy conjugate or negative bit (``x.conj()``, ``x.conj().imag``):
+its storage then holds the conjugate (negation) of its values. ``_copy_from`` is called for every
+copy involving a neuron tensor, below the Conjugate and Negative keys (math_bits.py registers it as
+a fallthrough there), so it applies the bits itself: a copy moves values, and the destination's
+storage receives them in its own representation.
 """
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import torch
 
 from torch_neuronx.eager import tracking
@@ -24,12 +31,26 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         return destination
     if source.device.type == "cpu":
         host = source.to(destination.dtype) if source.dtype != destination.dtype else source
+        host = host.resolve_conj().resolve_neg()
+        if destination.is_conj():
+            host = host.conj_physical()
+        if destination.is_neg():
+            host = host.neg()
         value = buffers.host_to_device(host.expand(destination.shape), destination.device.index)
         buffers.write(destination, value)
     elif destination.device.type == "cpu":
-        destination.copy_(numpy_to_torch(buffers.device_to_host(source)).reshape(source.shape))
+        host = numpy_to_torch(buffers.device_to_host(source)).reshape(source.shape)
+        if source.is_conj():
+            host = host.conj_physical()
+        if source.is_neg():
+            host = host.neg()
+        destination.copy_(host)  # the CPU copy applies the destination's own bits
     else:
         value = buffers.transfer(buffers.read(source), destination.device.index)
+        if source.is_conj() != destination.is_conj():
+            value = jnp.conj(value)
+        if source.is_neg() != destination.is_neg():
+            value = -value
         buffers.write(destination, convert(value, buffers.view_of(destination).dtype))
     return destination
 

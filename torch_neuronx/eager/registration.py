@@ -14,7 +14,7 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from torch_neuronx._compat.torch_internals import has_kernel
-from torch_neuronx.eager import composites, copy, host_ops, redirects
+from torch_neuronx.eager import composites, copy, host_ops, math_bits, redirects
 from torch_neuronx.eager.kernel import EagerKernel, Plan, op_name
 from torch_neuronx.lowering import engine, load_lowerings, registry
 
@@ -33,6 +33,8 @@ ALLOW_CPU: dict[OpOverload, frozenset[str]] = {
 FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
     aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
     aten._batch_norm_with_update.default: aten._batch_norm_with_update_functional.default,
+    aten.conj_physical.out: aten._conj_physical.default,
+    aten.conj_physical_.default: aten._conj_physical.default,
 }
 
 #: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.
@@ -149,6 +151,7 @@ def register_kernels() -> None:
     if _registered:
         return
     load_lowerings()
+    math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
     custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS}
     for op, kernel in custom.items():
@@ -163,6 +166,8 @@ def register_kernels() -> None:
         kernel = EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
         if plan.op is aten.index.Tensor:
             kernel = host_ops.index_with_masks(kernel)
+        if math_bits.reaches_backend_with_bits(plan.op):
+            kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)
     _registered.extend([library, autograd])
 
