@@ -297,28 +297,31 @@ def cholesky_inverse(self, upper=False):
 # -------------------------------------------------------------------------- determinants
 
 
-def _lu_determinant_parts(A: jax.Array):
-    """(LU, pivots, diagonal of U, sign of the permutation) of A."""
-    lu, pivots, _, _ = _lu(A)
+def _lu_determinant_parts(A: jax.Array, meta: torch.Tensor):
+    """(LU, pivots, diagonal of U, sign of the permutation) of A, or of A^T when A is a contiguous
+    real matrix: PyTorch's ``_linalg_det``/``_linalg_slogdet`` factor the transpose then (it is
+    F-contiguous, and det(A^T) = det(A)), and their backward solves with ``adjoint=False`` for that
+    layout."""
+    lu, pivots, _, _ = _lu(_mT(A) if meta.is_contiguous() and not meta.is_complex() else A)
     n = A.shape[-1]
     swaps = jnp.sum(pivots != jnp.arange(1, n + 1, dtype=jnp.int32), axis=-1)
     parity = jnp.where(swaps % 2 == 1, -1, 1).astype(A.dtype)
     return lu, pivots, jnp.diagonal(lu, axis1=-2, axis2=-1), parity
 
 
-@lowering(aten._linalg_det.default)
-def linalg_det(A):
+@lowering(aten._linalg_det.default, metas=True)
+def linalg_det(A, *, metas):
     """torch.linalg.det: product of U's diagonal times the permutation's sign; also LU and pivots
     (saved for the gradient)."""
-    lu, pivots, diagonal, parity = _lu_determinant_parts(A)
+    lu, pivots, diagonal, parity = _lu_determinant_parts(A, metas[0])
     return parity * jnp.prod(diagonal, axis=-1), lu, pivots
 
 
-@lowering(aten._linalg_slogdet.default)
-def linalg_slogdet(A):
+@lowering(aten._linalg_slogdet.default, metas=True)
+def linalg_slogdet(A, *, metas):
     """torch.linalg.slogdet: sign (a unit complex number for complex input; 0 for a singular
     matrix) and log|det| (-inf for a singular matrix), with LU and pivots."""
-    lu, pivots, diagonal, parity = _lu_determinant_parts(A)
+    lu, pivots, diagonal, parity = _lu_determinant_parts(A, metas[0])
     magnitude = jnp.abs(diagonal)
     unit = jnp.where(magnitude == 0, 0, diagonal / jnp.where(magnitude == 0, 1, magnitude).astype(diagonal.dtype))
     sign = parity * jnp.prod(unit, axis=-1)

@@ -22,6 +22,9 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
   exponent whose sign matters even when the computation dtype is unsigned).
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
+- ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
+  inputs' strides), to lowerings whose PyTorch kernel depends on the layout (``_linalg_det``
+  factors the transpose of a contiguous input, and its backward relies on that).
 
 The in-place and ``out=`` forms are derived from the functional lowering by the eager layer.
 """
@@ -65,6 +68,7 @@ class Lowering:
     random: bool
     result_dtype: bool
     uncast: frozenset[str] = frozenset()
+    metas: bool = False
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -78,6 +82,7 @@ def lowering(
     random: bool = False,
     result_dtype: bool = False,
     uncast: Sequence[str] = (),
+    metas: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -100,6 +105,7 @@ def lowering(
                 random,
                 result_dtype,
                 frozenset(uncast),
+                metas,
             )
         return fn
 
@@ -236,6 +242,8 @@ def apply(
         kwargs["rng_key"] = context.next_key(sum(r.numel() for r in results if isinstance(r, torch.Tensor)))
     if entry.result_dtype:
         kwargs["result_dtype"] = jax_dtype(results[0].dtype)
+    if entry.metas:
+        kwargs["metas"] = metas
     value = entry.fn(*positional, **kwargs)
     values = value if isinstance(value, (tuple, list)) else (value,)
     if len(values) != len(results):
