@@ -1,0 +1,213 @@
+"""Factorizations, solvers, inverses, determinants and distances against the CPU (lowering/factorization.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import torch_neuronx
+
+DTYPES = [torch.float32, torch.complex64]
+
+
+def _general(*shape, dtype):
+    torch.manual_seed(0)
+    return torch.randn(*shape, dtype=dtype)
+
+
+def _pd(*shape, dtype):
+    a = _general(*shape, dtype=dtype)
+    return a @ a.mH + shape[-1] * torch.eye(shape[-1], dtype=dtype)
+
+
+def _triangular(*shape, dtype):
+    return _general(*shape, dtype=dtype) + 4 * torch.eye(shape[-1], dtype=dtype)
+
+
+def _run(fn, *inputs):
+    """fn on the CPU inputs and on their neuron copies (results copied back); no op may fall back."""
+    expected = fn(*inputs)
+    torch_neuronx.clear_op_tracking()
+    actual = fn(*[t.to("neuron") for t in inputs])
+    actual = pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, actual)
+    assert torch_neuronx.get_fallback_ops() == {}
+    return actual, expected
+
+
+# name -> (input maker and shapes, fn); results are compared with the CPU's as they are, so sign- or
+# phase-ambiguous factors are compared through invariants (products, magnitudes), as the OpInfos do.
+CASES = {
+    "svdvals": (_general, [(3, 5, 4), (4, 4)], torch.linalg.svdvals),
+    "svd_reconstruct": (
+        _general,
+        [(2, 5, 3), (3, 5)],
+        lambda a: (lambda u, s, vh: (u * s.to(a.dtype)[..., None, :]) @ vh)(*torch.linalg.svd(a, full_matrices=False)),
+    ),
+    "svd_full_abs": (_general, [(2, 5, 3)], lambda a: [t.abs() for t in torch.linalg.svd(a)]),
+    "svd_empty": (_general, [(0, 3), (3, 0), (2, 0, 0)], lambda a: torch.linalg.svd(a)),
+    "eigh": (_pd, [(2, 4, 4)], lambda a: [t.abs() for t in torch.linalg.eigh(a)]),
+    "eigvalsh_upper": (_general, [(2, 4, 4)], lambda a: torch.linalg.eigvalsh(a, UPLO="U")),
+    "eig_abs": (_general, [(2, 4, 4)], lambda a: [t.abs() if t.dim() > 2 else t for t in torch.linalg.eig(a)]),
+    "eigvals": (_general, [(2, 4, 4)], torch.linalg.eigvals),
+    "lu_factor_ex": (_general, [(2, 4, 4), (5, 3), (3, 5)], torch.linalg.lu_factor_ex),
+    "lu": (_general, [(2, 4, 4), (5, 3), (3, 5)], torch.linalg.lu),
+    "lu_unpack": (_general, [(2, 5, 3), (3, 5)], lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a))),
+    "lu_solve": (
+        _general,
+        [(2, 4, 4)],
+        lambda a: (
+            [
+                torch.linalg.lu_solve(*torch.linalg.lu_factor(a), a[..., :2].clone(), left=True, adjoint=adjoint)
+                for adjoint in (False, True)
+            ]
+            + [torch.linalg.lu_solve(*torch.linalg.lu_factor(a), a[..., :2, :].clone(), left=False, adjoint=True)]
+        ),
+    ),
+    "inv": (_general, [(2, 4, 4)], torch.linalg.inv_ex),
+    "solve_vector": (_general, [(2, 4, 4)], lambda a: torch.linalg.solve(a, a[..., 0].clone())),
+    "solve_broadcast": (_general, [(3, 1, 4, 4)], lambda a: torch.linalg.solve_ex(a, a[0, 0, :, :2].clone())),
+    "solve_right": (_general, [(4, 4)], lambda a: torch.linalg.solve(a, a[:2].clone(), left=False)),
+    "cholesky": (_pd, [(2, 4, 4)], lambda a: [torch.linalg.cholesky_ex(a, upper=up) for up in (False, True)]),
+    "cholesky_inverse": (_pd, [(2, 4, 4)], lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a))),
+    "cholesky_solve": (_pd, [(2, 4, 4)], lambda a: torch.cholesky_solve(a[..., :2].clone(), torch.linalg.cholesky(a))),
+    "det": (_general, [(2, 4, 4)], torch.linalg.det),
+    "slogdet": (_general, [(2, 4, 4)], torch.linalg.slogdet),
+    "det_singular": (_general, [(3, 3)], lambda a: torch.linalg.slogdet(a * (torch.arange(3, device=a.device) < 2))),
+    "qr": (_general, [(2, 5, 3), (3, 5)], lambda a: [torch.linalg.qr(a, mode=m) for m in ("reduced", "complete", "r")]),
+    "householder_ormqr": (
+        _general,
+        [(5, 3)],
+        lambda a: [
+            torch.linalg.householder_product(a, a[0, :3].real.to(a.dtype).clone() / 4),
+            torch.ormqr(a, a[0, :3].real.to(a.dtype).clone() / 4, a[:, :2].clone(), transpose=True),
+        ],
+    ),
+    "triangular_solve": (
+        _triangular,
+        [(2, 4, 4)],
+        lambda a: torch.triangular_solve(a[..., :2].clone(), a, upper=False, transpose=True),
+    ),
+    "solve_triangular": (
+        _triangular,
+        [(2, 4, 4)],
+        lambda a: torch.linalg.solve_triangular(a, a[..., :2, :].clone(), upper=True, left=False, unitriangular=True),
+    ),
+    "matrix_exp": (_general, [(2, 4, 4)], lambda a: torch.linalg.matrix_exp(a / 2)),
+    "pinv": (_general, [(2, 5, 3)], lambda a: [torch.linalg.pinv(a), torch.pinverse(a, rcond=0.3)]),
+    "pinv_hermitian": (_pd, [(2, 4, 4)], lambda a: torch.linalg.pinv(a, hermitian=True, atol=5.0)),
+    "matrix_rank": (
+        _general,
+        [(2, 5, 3)],
+        lambda a: [torch.linalg.matrix_rank(a), torch.linalg.matrix_rank(a, atol=1.0, rtol=0.0)],
+    ),
+    "matrix_rank_hermitian": (_pd, [(2, 4, 4)], lambda a: torch.linalg.matrix_rank(a, hermitian=True, rtol=0.5)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matches_cpu(case, dtype):
+    make, shapes, fn = CASES[case]
+    for shape in shapes:
+        actual, expected = _run(fn, make(*shape, dtype=dtype))
+        torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 2.0, float("inf")])
+def test_cdist_pdist_match_cpu(p):
+    x = _general(2, 5, 3, dtype=torch.float32)
+    y = _general(2, 4, 3, dtype=torch.float32) + 1
+    x[0, 0, 0] = y[0, 0, 0]  # one zero difference, which p = 0 does not count
+    actual, expected = _run(lambda a, b: torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist"), x, y)
+    torch.testing.assert_close(actual, expected)
+    actual, expected = _run(lambda a: torch.pdist(a, p=p), x[0])
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_info_reports_the_failure_index(dtype):
+    """The _ex variants return LAPACK's info instead of raising."""
+    singular = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype=dtype)
+    not_pd = torch.diag(torch.tensor([2.0, 1.0, -1.0], dtype=dtype))
+    for fn, a in [
+        (lambda t: torch.linalg.lu_factor_ex(t).info, singular),
+        (lambda t: torch.linalg.inv_ex(t).info, singular),
+        (lambda t: torch.linalg.solve_ex(t, t[:, :1].clone()).info, singular),
+        (lambda t: torch.linalg.cholesky_ex(t).info, not_pd),
+        (lambda t: torch.linalg.cholesky_ex(t, upper=True).info, torch.stack([not_pd, torch.eye(3, dtype=dtype)])),
+    ]:
+        actual, expected = _run(fn, a)
+        torch.testing.assert_close(actual, expected)
+        assert int(expected.max()) > 0
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [
+        (lambda a: torch.linalg.inv(a), "linalg.inv: The diagonal element 3 is zero"),
+        (lambda a: torch.linalg.inv_ex(a, check_errors=True), "The diagonal element 3 is zero"),
+        (lambda a: torch.linalg.solve(a, a[:, :1].clone()), "The solver failed because the input matrix is singular"),
+        (lambda a: torch.linalg.cholesky(a), "the leading minor of order 1 is not positive-definite"),
+        (lambda a: torch.cholesky(a), "the leading minor of order 1 is not positive-definite"),
+        (lambda a: torch.linalg.cholesky_ex(a, check_errors=True), "leading minor of order 1"),
+        (lambda a: torch.cholesky_inverse(a), "The diagonal element 3 is zero"),
+        (lambda a: torch.linalg.svdvals(a / 0), "input matrix contained non-finite values"),
+    ],
+)
+def test_checked_forms_raise_linalg_error(fn, match):
+    a = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    a[0, 0] = -1.0 if "minor" in match else 1.0
+    with pytest.raises(torch.linalg.LinAlgError, match=match):
+        fn(a)
+    with pytest.raises(torch.linalg.LinAlgError, match=match):
+        fn(a.to("neuron"))
+        torch.neuron.synchronize()
+
+
+def test_eig_rejects_non_finite_input():
+    a = torch.tensor([[float("nan"), 1.0], [1.0, 1.0]])
+    with pytest.raises(RuntimeError, match="should not contain infs or NaNs"):
+        torch.linalg.eig(a)
+    with pytest.raises(RuntimeError, match="should not contain infs or NaNs"):
+        torch.linalg.eig(a.to("neuron"))
+        torch.neuron.synchronize()
+
+
+def test_pinv_gradient_matches_cpu():
+    """pinv's neuron composite keeps autograd (registered for AutogradPrivateUse1 as well)."""
+    a = _general(2, 5, 3, dtype=torch.float32)
+    grads = []
+    for device in ("cpu", "neuron"):
+        x = a.to(device).detach().requires_grad_()
+        torch.linalg.pinv(x, atol=0.1).sum().backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_determinant_gradients_match_cpu_in_either_layout(transposed, dtype):
+    """_linalg_det/_linalg_slogdet factor the transpose of a contiguous real input, and their backward
+    solves with the LU accordingly: a gradient through the wrong LU comes out transposed."""
+    a = _general(2, 4, 4, dtype=dtype)
+    for fn in (torch.linalg.det, lambda t: torch.linalg.slogdet(t).logabsdet):
+        grads = []
+        for device in ("cpu", "neuron"):
+            x = a.to(device).detach().requires_grad_()
+            y = fn(x.mT if transposed else x)
+            (y.abs() if y.is_complex() else y).sum().backward()
+            grads.append(x.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+def test_pinv_and_matrix_rank_errors_are_pytorchs():
+    with pytest.raises(RuntimeError, match="expected a tensor with 2 or more dimensions of float"):
+        torch.linalg.pinv(torch.ones(3, 3, dtype=torch.bfloat16, device="neuron"))
+    with pytest.raises(RuntimeError, match="must have at least 2 dimensions"):
+        torch.linalg.matrix_rank(torch.ones(3, device="neuron"))
+
+
+def test_lu_without_pivoting_raises():
+    with pytest.raises(RuntimeError, match="LU without pivoting is not implemented"):
+        torch.linalg.lu_factor(torch.eye(3, device="neuron"), pivot=False)
