@@ -75,6 +75,7 @@ CASES = {
     "slogdet": (_general, [(2, 4, 4)], torch.linalg.slogdet),
     "det_singular": (_general, [(3, 3)], lambda a: torch.linalg.slogdet(a * (torch.arange(3, device=a.device) < 2))),
     "qr": (_general, [(2, 5, 3), (3, 5)], lambda a: [torch.linalg.qr(a, mode=m) for m in ("reduced", "complete", "r")]),
+    "geqrf": (_general, [(2, 5, 3), (3, 5)], torch.geqrf),
     "householder_ormqr": (
         _general,
         [(5, 3)],
@@ -123,6 +124,26 @@ def test_cdist_pdist_match_cpu(p):
     torch.testing.assert_close(actual, expected)
     actual, expected = _run(lambda a: torch.pdist(a, p=p), x[0])
     torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_pdist_gradients_match_cpu(p):
+    """Zero distances and zero differences have zero gradient (PyTorch's rules, not autodiff's NaN)."""
+    x = _general(2, 5, 3, dtype=torch.float32)
+    y = _general(2, 4, 3, dtype=torch.float32) + 1
+    x[0, 0] = y[0, 0]
+    x[1, 1, 0] = y[1, 2, 0]
+    rows = x[0].clone()
+    rows[3] = rows[1]
+    grads = []
+    torch_neuronx.clear_op_tracking()
+    for device in ("cpu", "neuron"):
+        a, b, c = (t.to(device).detach().requires_grad_() for t in (x, y, rows))
+        torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist").pow(2).sum().backward()
+        torch.pdist(c, p=p).pow(2).sum().backward()
+        grads.append([t.grad.cpu() for t in (a, b, c)])
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -149,6 +149,19 @@ def _margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, *args: 
     return torch.empty_like(self, memory_format=torch.contiguous_format)
 
 
+def _geqrf(self: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::geqrf (PyTorch has no meta kernel): the reflectors in the input's shape, column-major as
+    LAPACK writes them, and tau [..., min(m, n)]."""
+    torch._check(self.dim() >= 2, lambda: "torch.geqrf: input must have at least 2 dimensions.")
+    torch._check_not_implemented(
+        self.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
+        lambda: f"geqrf: not implemented for '{self.dtype}'",
+    )
+    *batch, m, n = self.shape
+    reflectors = self.new_empty((*batch, n, m)).mT
+    return reflectors, self.new_empty((*batch, min(m, n)))
+
+
 _KERNELS = {
     aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
@@ -157,6 +170,7 @@ _KERNELS = {
     aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
     aten.multi_margin_loss_backward.default: _margin_loss_backward,
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
+    aten.geqrf.default: _geqrf,
 }
 
 

@@ -520,3 +520,47 @@ def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     tolerance = jnp.maximum(atol, rtol * s[..., :1])
     inverse = jnp.where(s > tolerance, 1 / s, 0).astype(self.dtype)
     return jnp.matmul(_mH(vh) * inverse[..., None, :], _mH(u), precision=highest)
+
+
+@lowering(aten.geqrf.default)
+def geqrf(self):
+    """torch.geqrf (LAPACK ``geqrf``): R above the diagonal, the Householder vectors below it, and
+    their scales tau."""
+    reflectors, tau = jnp.linalg.qr(self, mode="raw")
+    return _mT(reflectors), tau
+
+
+def _minkowski_backward(diff: jax.Array, dist: jax.Array, grad: jax.Array, p: float) -> jax.Array:
+    """d dist / d x1 * grad for each difference x1 - x2 (last axis), with PyTorch's rules
+    (``aten/src/ATen/native/cpu/DistanceOpsKernel.cpp``): a zero distance has zero gradient, p = inf
+    sends it to the largest differences, p = 0 has none."""
+    dist, grad = dist[..., None], grad[..., None]
+    zero = dist == 0
+    safe = jnp.where(zero, 1, dist)
+    if p == 0:
+        return jnp.zeros_like(diff)
+    if p == 1:
+        return grad * jnp.sign(diff)
+    if p == float("inf"):
+        return grad * jnp.sign(diff) * (jnp.abs(diff) == dist)
+    if p == 2:
+        return jnp.where(zero, 0, grad * diff / safe)
+    if p < 2:
+        step = jnp.sign(diff) * jnp.abs(diff) ** (p - 1) * grad / safe ** (p - 1)
+        return jnp.where(zero | ((diff == 0) & (p < 1)), 0, step)
+    return jnp.where(zero, 0, diff * jnp.abs(diff) ** (p - 2) * grad / safe ** (p - 1))
+
+
+@lowering(aten._cdist_backward.default, static=("p",))
+def cdist_backward(grad, x1, x2, p, cdist):
+    """Gradient of torch.cdist with respect to x1: the sum over x2's rows of each pair's gradient."""
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    return jnp.sum(_minkowski_backward(diff, cdist, grad, p), axis=-2)
+
+
+@lowering(aten._pdist_backward.default, static=("p",))
+def pdist_backward(grad, self, p, pdist):
+    """Gradient of torch.pdist: each pair's gradient goes to its first row and, negated, its second."""
+    rows, cols = jnp.triu_indices(self.shape[0], k=1)
+    pair = _minkowski_backward(self[rows] - self[cols], pdist, grad, p)
+    return jnp.zeros_like(self).at[rows].add(pair).at[cols].add(-pair)
