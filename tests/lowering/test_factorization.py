@@ -232,3 +232,39 @@ def test_pinv_and_matrix_rank_errors_are_pytorchs():
 def test_lu_without_pivoting_raises():
     with pytest.raises(RuntimeError, match="LU without pivoting is not implemented"):
         torch.linalg.lu_factor(torch.eye(3, device="neuron"), pivot=False)
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"), [((2, 5, 3), (1, 5, 2)), ((3, 5), (3, 2)), ((5, 3), (5,)), ((3, 0), (3, 2))]
+)
+def test_lstsq_matches_cpu(a_shape, b_shape, dtype, driver):
+    """Every driver's set of results (rank, singular values, residuals), batch broadcasting, vectors."""
+    a, b = _general(*a_shape, dtype=dtype), _general(*b_shape, dtype=dtype) + 1
+    actual, expected = _run(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), a, b)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss"])
+def test_lstsq_rank_deficient_matches_cpu(driver):
+    """The minimum-norm solution and the rank; gelsd/gelss then return no residuals."""
+    a = _general(5, 3, dtype=torch.float32)
+    a[:, 2] = a[:, 1]
+    actual, expected = _run(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), a, a[:, :2] + 1)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "kwargs", "match"),
+    [
+        ((3,), (3,), {}, "input must have at least 2 dimensions"),
+        ((3, 3), (4, 3), {}, r"input.size\(-2\) should match other.size\(-2\)"),
+        ((3, 3), (3, 3), {"driver": "foo"}, "parameter `driver` should be one of"),
+        ((1, 3, 3), (3,), {}, "input.dim\\(\\) must be greater or equal to other.dim\\(\\)"),
+    ],
+)
+def test_lstsq_argument_errors_are_pytorchs(a_shape, b_shape, kwargs, match):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=match):
+            torch.linalg.lstsq(torch.ones(a_shape, device=device), torch.ones(b_shape, device=device), **kwargs)

@@ -8,6 +8,11 @@ the input's real dtype instead (or leave them to the lowering's defaults) and ot
 PyTorch's composite does. Each is registered for PrivateUse1 and AutogradPrivateUse1, so, like a
 CompositeImplicitAutograd kernel, autograd differentiates through the ops it calls. Argument errors
 are PyTorch's own: each first runs the op on meta tensors.
+
+``linalg.lstsq`` has no meta kernel and, for the ``gelsd``/``gelss`` drivers, a residuals result
+whose shape depends on the computed ranks. Its kernel here (:data:`BACKEND_KERNELS`, PrivateUse1
+only, so PyTorch's autograd formula stays) solves through the SVD and reads the ranks back when
+that shape needs them.
 """
 
 from __future__ import annotations
@@ -86,6 +91,79 @@ def linalg_matrix_rank_tol(input: torch.Tensor, tol: float, hermitian: bool = Fa
     """``torch.linalg.matrix_rank(A, tol=float)``: tol is the absolute tolerance, rtol is 0."""
     return linalg_matrix_rank_float(input, atol=tol, rtol=0.0, hermitian=hermitian)
 
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _check_lstsq(input: torch.Tensor, b: torch.Tensor, driver: str) -> None:
+    """PyTorch's argument checks of ``linalg_lstsq`` (``BatchLinearAlgebra.cpp``), with its messages."""
+    torch._check(input.dim() >= 2, lambda: "torch.linalg.lstsq: input must have at least 2 dimensions.")
+    torch._check(b.dim() >= 1, lambda: "torch.linalg.lstsq: other must have at least 1 dimension.")
+    torch._check(
+        input.dtype == b.dtype,
+        lambda: (
+            "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype "
+            f"{input.dtype} and other's dtype {b.dtype}"
+        ),
+    )
+    torch._check(
+        input.dtype in (torch.float32, torch.complex64),
+        lambda: "This function doesn't handle types other than float and double",
+    )
+    torch._check(
+        input.dim() >= b.dim() and input.dim() - b.dim() <= 1,
+        lambda: (
+            "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+            "(input.dim() - other.dim()) <= 1"
+        ),
+    )
+    vector = b.dim() == input.dim() - 1
+    torch._check(
+        input.size(-2) == b.size(-1 if vector else -2),
+        lambda: f"torch.linalg.lstsq: input.size(-2) should match other.size({-1 if vector else -2})",
+    )
+    torch._check(
+        driver in _LSTSQ_DRIVERS,
+        lambda: "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)",
+    )
+
+
+def linalg_lstsq(
+    input: torch.Tensor, b: torch.Tensor, rcond: float | None = None, *, driver: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.linalg.lstsq``: the minimum-norm least-squares solution through the SVD, keeping the
+    singular values above ``rcond`` times the largest (default eps * max(m, n); a negative rcond
+    means eps). The CPU's results for each driver: rank (all but ``gels``), singular values
+    (``gelsd``, ``gelss``), and for m > n the squared residuals (not ``gelsy``; ``gelsd``/``gelss``
+    only when every matrix has full rank). For a rank-deficient matrix ``gels`` (which assumes full
+    rank) returns LAPACK's arbitrary values on the CPU and the minimum-norm solution here."""
+    driver = "gelsy" if driver is None else driver
+    _check_lstsq(input, b, driver)
+    vector = b.dim() == input.dim() - 1
+    rhs = b.unsqueeze(-1) if vector else b
+    batch = torch.broadcast_shapes(input.shape[:-2], rhs.shape[:-2])
+    a = input.expand(*batch, *input.shape[-2:])
+    rhs = rhs.expand(*batch, *rhs.shape[-2:])
+    m, n = a.shape[-2:]
+    real = a.real.dtype if a.is_complex() else a.dtype
+    eps = torch.finfo(real).eps
+    threshold = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    keep = s > threshold * s[..., :1] if s.shape[-1] else s > 0
+    inverse = torch.where(keep, s.reciprocal(), torch.zeros((), dtype=real, device=a.device)).to(a.dtype)
+    solution = vh.mH @ (inverse.unsqueeze(-1) * (u.mH @ rhs))
+    rank = keep.sum(-1) if driver != "gels" else torch.empty(0, dtype=torch.int64, device=a.device)
+    values = s if driver in ("gelsd", "gelss") else torch.empty(0, dtype=real, device=a.device)
+    residuals = torch.empty(0, dtype=real, device=a.device)
+    if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
+        residuals = (a @ solution - rhs).abs().square().sum(-2)
+        if n == 0 and driver == "gels":  # the CPU's gels leaves them zero when A has no columns
+            residuals = torch.zeros_like(residuals)
+    return (solution.squeeze(-1) if vector else solution), residuals, rank, values
+
+
+#: Kernels for PrivateUse1 only: the op keeps PyTorch's own autograd formula.
+BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq}
 
 KERNELS = {
     aten.linalg_pinv.atol_rtol_float: linalg_pinv_float,

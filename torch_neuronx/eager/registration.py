@@ -153,7 +153,7 @@ def register_kernels() -> None:
     load_lowerings()
     math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
-    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS}
+    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS, **composites.BACKEND_KERNELS}
     for op, kernel in custom.items():
         library.impl(op, kernel)
     autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
