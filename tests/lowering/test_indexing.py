@@ -402,3 +402,43 @@ def test_out_of_range_fault_waits_for_synchronization():
     with pytest.raises(IndexError, match="index 7 is out of bounds"):
         result.cpu()
     torch.testing.assert_close(later.cpu(), torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index_reduce_with_duplicate_indices_matches_cpu(reduce, include_self, dtype):
+    x = make_tensor((4, 3), dtype=dtype, device="cpu", low=-5, high=5)
+    source = make_tensor((5, 3), dtype=dtype, device="cpu", low=-5, high=5)
+    index = torch.tensor([0, 2, 0, 3, 2])
+    assert_matches_cpu(lambda x, i, s: x.index_reduce(0, i, s, reduce, include_self=include_self), x, index, source)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_with_negative_indices_matches_cpu(accumulate):
+    x = make_tensor((3, 4), dtype=torch.float32, device="cpu")
+    index = torch.tensor([[0, -1], [5, 7]])
+    source = make_tensor((2, 2), dtype=torch.float32, device="cpu")
+    assert_matches_cpu(lambda x, i, s: torch.put(x, i, s, accumulate), x, index, source)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (5, 0, 5), ()])
+@pytest.mark.parametrize("size", [0, 2, 20])
+def test_nonzero_static_pads_with_the_fill_value_as_cpu(shape, size):
+    x = make_tensor(shape, dtype=torch.float32, device="cpu", low=-1, high=1) * (torch.rand(shape) > 0.5)
+    assert_matches_cpu(lambda x: torch.nonzero_static(x, size=size, fill_value=-7), x)
+
+
+def test_boolean_accumulation_is_logical_or_as_on_cpu():
+    x = torch.tensor([False, True, False, False])
+    index, source = torch.tensor([0, 0, 2]), torch.tensor([True, False, False])
+
+    def run(x, index, source):
+        return (
+            x.index_add(0, index, source),
+            x.scatter_add(0, index, source),
+            torch.put(x, index, source, accumulate=True),
+            x.index_put((index,), source, accumulate=True),
+        )
+
+    assert_matches_cpu(run, x, index, source)

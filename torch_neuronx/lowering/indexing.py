@@ -51,6 +51,24 @@ def _at_least_1d(x: jax.Array) -> jax.Array:
     return x.reshape(1) if x.ndim == 0 else x
 
 
+_SCATTER_REDUCE = {"add": "add", "multiply": "multiply", "sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
+
+
+def _reduce_at(target: jax.Array, key: tuple, updates: jax.Array, reduce: str = "add") -> jax.Array:
+    """``target.at[key]`` reduced with ``updates`` by ``reduce`` (a key of :data:`_SCATTER_REDUCE`;
+    mean accumulates a sum). Booleans add as logical or and multiply as logical and, as PyTorch's
+    bool arithmetic does."""
+    method = _SCATTER_REDUCE.get(reduce, "add")
+    if target.dtype == jnp.bool_:
+        method = {"add": "max", "multiply": "min"}.get(method, method)
+        updates = updates.astype(jnp.bool_)
+    return getattr(target.at[key], method)(updates, mode="promise_in_bounds")
+
+
+def _add_at(target: jax.Array, key: tuple, updates: jax.Array) -> jax.Array:
+    return _reduce_at(target, key, updates)
+
+
 def _set_last(target: jax.Array, key: tuple, updates: jax.Array, may_repeat: bool) -> jax.Array:
     """``target.at[key].set(updates)`` where, among updates to the same element, the last one in
     row-major order wins (XLA leaves the order of duplicate scatter updates unspecified)."""
@@ -110,9 +128,6 @@ def _scatter_operands(self, dim, index, src) -> tuple[jax.Array, int, tuple, jax
     return x, dim, key, updates
 
 
-_SCATTER_REDUCE = {"add": "add", "multiply": "multiply", "sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
-
-
 @lowering(
     aten.scatter.src,
     aten.scatter.value,
@@ -138,7 +153,7 @@ def scatter_add(self, dim, index, src):
     """torch.scatter_add: ``self[index[i][j]][j] += src[i][j]`` (for dim 0); 16-bit floats accumulate
     in float32."""
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
-    return x.at[key].add(updates, mode="promise_in_bounds").reshape(self.shape)
+    return _add_at(x, key, updates).reshape(self.shape)
 
 
 def _identity(reduce: str, dtype: np.dtype) -> jax.Array:
@@ -162,7 +177,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
     base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
-    result = getattr(base.at[key], _SCATTER_REDUCE.get(reduce, "add"))(updates, mode="promise_in_bounds")
+    result = _reduce_at(base, key, updates, reduce)
     if reduce == "mean":
         start = jnp.ones if include_self else jnp.zeros
         count = start(x.shape, x.dtype).at[key].add(jnp.ones((), x.dtype), mode="promise_in_bounds")
@@ -292,7 +307,7 @@ def index_put(self, indices, values, accumulate=False, unsafe=False):
     shape = _indexed_shape(self.shape, key)
     updates = _broadcast_values(values, shape)
     if accumulate:
-        return self.at[key].add(updates, mode="promise_in_bounds")
+        return _add_at(self, key, updates)
     count = math.prod(_broadcast_shape([k.shape for k in key if not isinstance(k, slice)]))
     return _set_last(self, key, updates, may_repeat=count > 1)
 
@@ -312,7 +327,25 @@ def index_add(self, dim, index, source, *, alpha=1):
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
     updates = _at_least_1d(source) * alpha
-    return x.at[_along(dim, idx)].add(updates, mode="promise_in_bounds").reshape(self.shape)
+    return _add_at(x, _along(dim, idx), updates).reshape(self.shape)
+
+
+@lowering(aten.index_reduce.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
+    ``dim`` with prod, mean, amax or amin; ``include_self=False`` leaves the indexed elements' old
+    values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
+    x = _at_least_1d(self)
+    dim = dim % x.ndim
+    idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    key, updates = _along(dim, idx), _at_least_1d(source)
+    base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
+    result = _reduce_at(base, key, updates, reduce)
+    if reduce == "mean":
+        count = jnp.full(x.shape[dim], 1 if include_self else 0, x.dtype).at[idx].add(1, mode="promise_in_bounds")
+        count = jnp.maximum(count, 1).reshape((-1,) + (1,) * (x.ndim - dim - 1))
+        result = result / count if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide(result, count)
+    return result.reshape(self.shape)
 
 
 @lowering(aten.index_copy.default)
@@ -425,3 +458,25 @@ def take(self, index):
     message = "out of range: tried to access index {{detail}} on a tensor of {size} elements."
     idx = _checked(index, self.size, message, IndexError, negative=True)
     return jnp.take(self.reshape(-1), idx, mode="clip")
+
+
+@lowering(aten.put.default)
+def put(self, index, source, accumulate=False):
+    """torch.put: ``self.flatten()[index] = source`` (added when ``accumulate``); negative indices
+    wrap; an index out of range raises IndexError; the last of duplicate indices wins."""
+    message = "out of range: tried to access index {{detail}} on a tensor of {size} elements."
+    idx = _checked(index.reshape(-1), self.size, message, IndexError, negative=True)
+    flat, updates = self.reshape(-1), source.reshape(-1).astype(self.dtype)
+    if accumulate:
+        return _add_at(flat, (idx,), updates).reshape(self.shape)
+    return _set_last(flat, (idx,), updates, may_repeat=idx.size > 1).reshape(self.shape)
+
+
+@lowering(aten.nonzero_static.default, static=("size", "fill_value"))
+def nonzero_static(self, *, size, fill_value=-1):
+    """torch.nonzero_static: the first ``size`` indices of nonzero elements in row-major order,
+    shape (size, self.dim()), padded with ``fill_value``: a static shape, so no synchronisation."""
+    if self.ndim == 0 or self.size == 0:
+        return jnp.full((size, self.ndim), fill_value, jnp.int64)
+    coordinates = jnp.nonzero(self, size=size, fill_value=fill_value)
+    return jnp.stack(coordinates, axis=1).astype(jnp.int64).reshape(size, self.ndim)

@@ -111,6 +111,44 @@ def as_strided(self, size, stride, storage_offset=None):
     return layout.read(self.reshape(-1), view)
 
 
+def _diagonal_positions(length: int, offset: int) -> tuple[jax.Array, jax.Array]:
+    """(rows, columns) of the ``length`` elements of the diagonal ``offset`` (above the main one when
+    positive)."""
+    steps = jnp.arange(length)
+    return (steps, steps + offset) if offset >= 0 else (steps - offset, steps)
+
+
+@lowering(aten.diag_embed.default)
+def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: the last dimension of ``self`` on the diagonal ``offset`` of the planes
+    (``dim1``, ``dim2``) of a new tensor with one more dimension; zeros elsewhere."""
+    rank = self.ndim + 1
+    size = self.shape[-1] + abs(offset)
+    rows, columns = _diagonal_positions(self.shape[-1], offset)
+    planes = jnp.zeros((*self.shape[:-1], size, size), self.dtype).at[..., rows, columns].set(self)
+    return jnp.moveaxis(planes, (-2, -1), (_dim(dim1, rank), _dim(dim2, rank)))
+
+
+@lowering(aten.diagonal_scatter.default)
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    """torch.diagonal_scatter: ``self`` with ``src`` written on its diagonal ``offset`` of the planes
+    (``dim1``, ``dim2``); ``src`` has the shape of ``self.diagonal(offset, dim1, dim2)``."""
+    dims = (_dim(dim1, self.ndim), _dim(dim2, self.ndim))
+    planes = jnp.moveaxis(self, dims, (-2, -1))
+    rows, columns = _diagonal_positions(src.shape[-1], offset)
+    return jnp.moveaxis(planes.at[..., rows, columns].set(src.astype(self.dtype)), (-2, -1), dims)
+
+
+@lowering(aten.as_strided_scatter.default)
+def as_strided_scatter(self, src, size, stride, storage_offset=None):
+    """torch.as_strided_scatter: ``self`` with ``src`` written where ``self.as_strided(size, stride,
+    storage_offset)`` looks, over ``self``'s elements in row-major order (a graph input is contiguous).
+    Positions the view repeats (a stride of 0) raise, as in-place writes through such views do."""
+    view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), storage_offset or 0)
+    written = layout.write(self.reshape(-1), self.size * self.dtype.itemsize, src, view)
+    return written.reshape(self.shape)
+
+
 @lowering(aten.cat.default)
 def cat(tensors, dim=0):
     """torch.cat; 1-D empty tensors are skipped, as PyTorch's legacy rule allows."""

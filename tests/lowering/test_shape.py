@@ -1,0 +1,29 @@
+"""Shape ops that build or scatter into new layouts, on neuron against CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import make_tensor
+
+from tests.utils import assert_matches_cpu
+
+
+@pytest.mark.parametrize("offset, dim1, dim2", [(0, -2, -1), (2, 0, 2), (-1, 2, 0)])
+def test_diag_embed_matches_cpu(offset, dim1, dim2):
+    x = make_tensor((2, 3), dtype=torch.float32, device="cpu")
+    assert_matches_cpu(lambda x: torch.diag_embed(x, offset, dim1, dim2), x)
+
+
+@pytest.mark.parametrize("offset, dim1, dim2", [(0, 0, 1), (1, 1, 2), (-2, 2, 0)])
+def test_diagonal_scatter_matches_cpu(offset, dim1, dim2):
+    x = make_tensor((4, 5, 3), dtype=torch.bfloat16, device="cpu")
+    src = make_tensor(x.diagonal(offset, dim1, dim2).shape, dtype=torch.bfloat16, device="cpu")
+    assert_matches_cpu(lambda x, src: torch.diagonal_scatter(x, src, offset, dim1, dim2), x, src)
+
+
+@pytest.mark.parametrize("size, stride, offset", [((2, 2), (4, 1), 0), ((3,), (5,), 1), ((2, 3), (1, 2), 3)])
+def test_as_strided_scatter_matches_cpu(size, stride, offset):
+    x = make_tensor((4, 4), dtype=torch.int32, device="cpu")
+    src = make_tensor(size, dtype=torch.int32, device="cpu")
+    assert_matches_cpu(lambda x, src: torch.as_strided_scatter(x, src, size, stride, offset), x, src)
