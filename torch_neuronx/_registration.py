@@ -25,7 +25,7 @@ def register() -> None:
         grad_scaler_without_fp64,
         register_device_module,
     )
-    from torch_neuronx.eager.fallback import boxed_fallback
+    from torch_neuronx.eager.fallback import SPARSE_KEYS, boxed_fallback, sparse_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
     torch.utils.rename_privateuse1_backend("neuron")
@@ -43,4 +43,6 @@ def register() -> None:
     atexit.register(_C._disable_python_runtime)
     library = torch.library.Library("_", "IMPL")
     library.fallback(boxed_fallback, "PrivateUse1")
+    for key, layout in SPARSE_KEYS.items():
+        library.fallback(sparse_fallback(layout), key)
     _library.append(library)

@@ -167,3 +167,10 @@ def test_malformed_boolean_variable_fails_at_first_use_not_at_import():
     result = _run(code, NEURON_LAUNCH_BLOCKING="2")
     assert result.stdout.strip() == "imported"
     assert "ValueError: NEURON_LAUNCH_BLOCKING='2' is not a boolean" in result.stderr
+
+
+def test_sparse_coo_tensors_raise_naming_the_op_and_the_fix():
+    dense = torch.eye(3)
+    with pytest.raises(NotImplementedError, match=r"sparse COO tensors are not supported on neuron.*\.to_dense\(\)"):
+        dense.to_sparse().to("neuron")
+    assert (dense.to("neuron") + 1).cpu().tolist() == (dense + 1).tolist()

@@ -5,6 +5,9 @@ which registers the eager kernels, and is dispatched again. After that, an op th
 has no lowering and no decomposition: it runs on the CPU with its inputs copied to the host and its
 results copied back, warns once, and is counted in ``torch_neuronx.get_fallback_ops()`` (decision 7).
 ``NEURON_FALLBACK_ENABLED=0`` makes it a NotImplementedError that names the op instead.
+
+Sparse layouts have no neuron kernels and no CPU fallback (a sparse neuron tensor could not hold the
+CPU result): :func:`sparse_fallback` raises for every op on them, naming the op and the way out.
 """
 
 from __future__ import annotations
@@ -30,6 +33,22 @@ def boxed_fallback(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
         runtime.ensure_started()
         return op(*args, **kwargs)
     return run_on_cpu(op, args, kwargs)
+
+
+#: The dispatch keys of neuron's sparse layouts, and the layout each stands for.
+SPARSE_KEYS = {"SparsePrivateUse1": "sparse COO", "SparseCsrPrivateUse1": "sparse compressed (CSR/CSC/BSR/BSC)"}
+
+
+def sparse_fallback(layout: str) -> Any:
+    """The fallback of a sparse dispatch key: raises NotImplementedError for every op."""
+
+    def raise_unsupported(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{_name(op)}: {layout} tensors are not supported on neuron. Keep sparse tensors on the CPU, "
+            "or convert them with .to_dense() before moving them to neuron."
+        )
+
+    return raise_unsupported
 
 
 def _name(op: OpOverload) -> str:

@@ -120,8 +120,8 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
         "## Overall",
         "",
         *_table(
-            ["OpInfos", "samples run", *_RAN, "pass rate"],
-            [[len(ops), len(ran), *(counts[k] for k in _RAN), _rate(counts)]],
+            ["OpInfos", "samples run", *_RAN, "pass rate", "OpInfos falling back"],
+            [[len(ops), len(ran), *(counts[k] for k in _RAN), _rate(counts), _share(_by_op(rows, "fallback"), ops)]],
         ),
         "",
         "## By op family",
@@ -175,6 +175,10 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
     )
     lines += _not_run(rows)
     return "\n".join(lines) + "\n"
+
+
+def _share(selected: dict[str, list[SampleOutcome]], ops: Sequence[str]) -> str:
+    return f"{len(selected)} ({100 * len(selected) / len(ops):.1f}%)" if ops else "-"
 
 
 def _number(value: float | None) -> str:
