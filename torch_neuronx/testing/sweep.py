@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import math
 import multiprocessing
+import os
 import queue
 import signal
 import time
@@ -34,6 +35,19 @@ Key = tuple[str, str, int]
 
 #: Seconds a spawned worker may take to import torch and the OpInfo database.
 _STARTUP_TIMEOUT = 300.0
+
+#: A worker whose resident memory passes this many bytes after an op is replaced by a fresh one: its
+#: executable cache grows with every op, dtype and shape it has run.
+_WORKER_MEMORY_LIMIT = 3 << 30
+
+
+def _resident_bytes(pid: int) -> int | None:
+    """Resident memory of process ``pid`` (Linux ``/proc``), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +211,14 @@ class _Isolated:
                         done.add(started[0])
                     started = None
                 else:
+                    self._recycle_if_large()
                     return rows
+
+    def _recycle_if_large(self) -> None:
+        resident = _resident_bytes(self.process.pid)
+        if resident is not None and resident > _WORKER_MEMORY_LIMIT:
+            logger.debug("replacing the conformance worker (%d MiB resident)", resident >> 20)
+            self.close()
 
 
 class _InProcess:

@@ -1,0 +1,45 @@
+"""The conformance runner itself: outcomes, the report files, the command line and the worker process."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import torch
+
+from torch_neuronx import cli
+from torch_neuronx.testing import run_conformance, sweep, write_report
+
+
+def test_in_process_sweep_records_one_outcome_per_sample_and_dtype_skips():
+    rows = run_conformance(["abs"], [torch.float32, torch.int64], max_samples_per_op=2, isolate=False, progress=False)
+    ran = [(row.dtype, row.phase, row.sample_index, row.outcome) for row in rows if row.sample_index >= 0]
+    assert ran.count(("float32", "forward", 0, "pass")) == 1
+    assert {(dtype, phase) for dtype, phase, _, _ in ran} == {
+        ("float32", "forward"),
+        ("float32", "backward"),
+        ("int64", "forward"),
+    }
+    assert all(outcome == "pass" for *_, outcome in ran)
+    skipped = [row for row in rows if row.outcome == "skipped"]
+    assert skipped and all("FP64" in row.detail for row in skipped if row.dtype == "float64")
+
+
+def test_report_has_a_parquet_row_per_outcome_and_a_summary(tmp_path):
+    rows = run_conformance(["neg"], [torch.float32], max_samples_per_op=1, isolate=False, progress=False)
+    table, summary = write_report(rows, tmp_path, command="torch-neuronx conformance --ops neg", seconds=1.0)
+    assert pq.read_table(table).num_rows == len(rows)
+    text = summary.read_text()
+    assert "$ torch-neuronx conformance --ops neg" in text and "## By op family" in text
+
+
+def test_isolated_worker_is_replaced_when_it_grows(monkeypatch):
+    monkeypatch.setattr(sweep, "_WORKER_MEMORY_LIMIT", 0)
+    rows = run_conformance(["abs", "neg"], [torch.float32], max_samples_per_op=1, backward=False, progress=False)
+    assert [(row.op, row.outcome) for row in rows if row.sample_index >= 0] == [("abs", "pass"), ("neg", "pass")]
+
+
+def test_command_line_rejects_unknown_ops_and_dtypes(tmp_path, caplog):
+    assert cli.main(["conformance", "--ops", "no_such_op", "--out", str(tmp_path)]) == 2
+    assert "matches no OpInfo" in caplog.text
+    assert cli.main(["conformance", "--ops", "abs", "--dtypes", "float33", "--out", str(tmp_path)]) == 2
+    assert "'float33' is not a torch dtype" in caplog.text
+    assert not list(tmp_path.iterdir())
