@@ -57,7 +57,22 @@ FLOAT32_STATISTICS: dict[str, str] = dict.fromkeys(
 )
 
 #: Tolerances (atol, rtol) wider than the OpInfo's or the dtype default, per (op, dtype).
-TOLERANCES: dict[tuple[str, torch.dtype], tuple[float, float, str]] = {}
+_LAPACK_ROUNDING = (
+    "the CPU's LAPACK and the device's (XLA's) round the factorization differently; the float32 gradient "
+    "amplifies it through eigenvalue gaps to ~3e-5 elementwise (RMS errors against float64: ~1e-6 of the largest "
+    "value, 3-4x the CPU's); PyTorch's own device-vs-CPU test (test_compare_cpu) allows 1e-3"
+)
+TOLERANCES: dict[tuple[str, torch.dtype], tuple[float, float, str]] = {
+    ("linalg.eig", torch.float32): (1e-4, 1e-4, _LAPACK_ROUNDING),
+    ("linalg.pinv.hermitian", torch.float32): (1e-4, 1e-4, _LAPACK_ROUNDING),
+    ("matrix_exp", torch.float32): (
+        1e-5,
+        1e-4,
+        "scaling and squaring amplifies float32 rounding; JAX's Pade approximant and PyTorch's Taylor "
+        "polynomial differ by up to 5e-5 relative in the gradient (the exponential of a 2n x 2n block matrix "
+        "of norm ~30); PyTorch's own device-vs-CPU test (test_compare_cpu) allows 1e-3",
+    ),
+}
 
 #: Samples the default test run expects to fail, per (op, dtype, phase): a strict xfail, so a fix
 #: shows up as an unexpected pass. "wrong value" marks a mismatch with CPU.
