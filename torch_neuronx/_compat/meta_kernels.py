@@ -1,4 +1,4 @@
-"""Meta kernels that PyTorch lacks or gets wrong: the fused RNN cells and the margin-loss backwards.
+"""Meta kernels that PyTorch lacks or gets wrong: the fused RNN cells, the margin-loss backwards, histogram(dd).
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -162,6 +162,43 @@ def _geqrf(self: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return reflectors, self.new_empty((*batch, min(m, n)))
 
 
+def _histogram_bin_ct(
+    self: torch.Tensor, bins: int = 100, *, range: object = None, weight: object = None, density: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::histogram.bin_ct (PyTorch has no meta kernel): hist [bins] and bin_edges [bins + 1]."""
+    torch._check(bins > 0, lambda: f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    return self.new_empty((bins,)), self.new_empty((bins + 1,))
+
+
+def _histogram_bins_tensor(
+    self: torch.Tensor, bins: torch.Tensor, *, weight: object = None, density: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::histogram.bins_tensor: hist [len(bins) - 1] and a copy of the bin edges."""
+    torch._check(
+        bins.dim() == 1 and bins.numel() > 0, lambda: "torch.histogramdd: bins tensor should be 1-d and non-empty"
+    )
+    return self.new_empty((bins.numel() - 1,)), bins.new_empty(bins.shape)
+
+
+def _histogramdd_bin_edges(self: torch.Tensor, bins: list[int], **kwargs: object) -> list[torch.Tensor]:
+    """aten::_histogramdd_bin_edges: one edge tensor [bins[d] + 1] per dimension."""
+    torch._check(self.dim() >= 2, lambda: "torch.histogramdd: input tensor should have at least 2 dimensions")
+    torch._check(all(b > 0 for b in bins), lambda: f"torch.histogram(): bins must be > 0, but got {list(bins)}")
+    return [self.new_empty((b + 1,)) for b in bins]
+
+
+def _histogramdd_from_bin_cts(self: torch.Tensor, bins: list[int], **kwargs: object) -> torch.Tensor:
+    """aten::_histogramdd_from_bin_cts: the histogram, of shape ``bins``."""
+    _histogramdd_bin_edges(self, bins)
+    return self.new_empty(tuple(bins))
+
+
+def _histogramdd_from_bin_tensors(self: torch.Tensor, bins: list[torch.Tensor], **kwargs: object) -> torch.Tensor:
+    """aten::_histogramdd_from_bin_tensors: the histogram, one dimension per edge tensor."""
+    torch._check(self.dim() >= 2, lambda: "torch.histogramdd: input tensor should have at least 2 dimensions")
+    return self.new_empty(tuple(b.numel() - 1 for b in bins))
+
+
 _KERNELS = {
     aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
@@ -171,6 +208,11 @@ _KERNELS = {
     aten.multi_margin_loss_backward.default: _margin_loss_backward,
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
     aten.geqrf.default: _geqrf,
+    aten.histogram.bin_ct: _histogram_bin_ct,
+    aten.histogram.bins_tensor: _histogram_bins_tensor,
+    aten._histogramdd_bin_edges.default: _histogramdd_bin_edges,
+    aten._histogramdd_from_bin_cts.default: _histogramdd_from_bin_cts,
+    aten._histogramdd_from_bin_tensors.default: _histogramdd_from_bin_tensors,
 }
 
 

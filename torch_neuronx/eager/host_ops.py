@@ -56,6 +56,140 @@ def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
     return bool(torch.eq(tensor, other).all().item())
 
 
+def _group_runs(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Runs of equal consecutive rows of ``rows`` (n >= 1, k): (the run of each row, the first row of
+    each run, the number of runs), with one synchronisation to read the number. Rows holding NaN
+    differ from each other, as PyTorch's ``!=`` comparisons make them."""
+    n = rows.shape[0]
+    differs = (rows[1:] != rows[:-1]).any(dim=1)
+    starts = torch.cat([torch.ones(1, dtype=torch.bool, device=rows.device), differs])
+    run = torch.cumsum(starts, 0) - 1
+    count = int(run[-1].item()) + 1
+    positions = torch.arange(n, device=rows.device)
+    slots = torch.where(starts, run, count)
+    first = torch.zeros(count + 1, dtype=torch.int64, device=rows.device).scatter_(0, slots, positions)[:count]
+    return run, first, count
+
+
+def _run_counts(first: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.diff(first, append=torch.full((1,), n, dtype=torch.int64, device=first.device))
+
+
+def _empty_index(tensor: torch.Tensor, shape: tuple[int, ...] = (0,)) -> torch.Tensor:
+    return torch.zeros(shape, dtype=torch.int64, device=tensor.device)
+
+
+def _unique_consecutive(
+    tensor: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.unique_consecutive``: (the first of each run of equal consecutive elements, or slices
+    along ``dim``; the run of each element when ``return_inverse``; each run's length when
+    ``return_counts``); results not asked for are empty, as on CPU."""
+    tracking.executed["aten::unique_consecutive"] += 1
+    if dim is None:
+        flat = tensor.reshape(-1)
+        if flat.numel() == 0:
+            inverse = _empty_index(tensor, tuple(tensor.shape) if return_inverse else (0,))
+            return flat, inverse, _empty_index(tensor)
+        run, first, _ = _group_runs(flat.reshape(-1, 1))
+        inverse = run.reshape(tensor.shape) if return_inverse else _empty_index(tensor)
+        counts = _run_counts(first, flat.numel()) if return_counts else _empty_index(tensor)
+        return flat[first], inverse, counts
+    dim = _unique_dim_checks(tensor, dim)
+    if tensor.shape[dim] == 0:
+        return tensor, _empty_index(tensor), _empty_index(tensor)
+    run, first, _ = _group_runs(tensor.movedim(dim, 0).reshape(tensor.shape[dim], -1))
+    inverse = run if return_inverse else _empty_index(tensor)
+    counts = _run_counts(first, tensor.shape[dim]) if return_counts else _empty_index(tensor)
+    return tensor.index_select(dim, first), inverse, counts
+
+
+def _unique_dim_checks(tensor: torch.Tensor, dim: int) -> int:
+    """PyTorch's checks for unique along ``dim``: a dimension that exists, and no empty dimension
+    other than ``dim``; returns ``dim`` wrapped."""
+    if tensor.dim() == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if not -tensor.dim() <= dim < tensor.dim():
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-tensor.dim()}, {tensor.dim() - 1}], but got {dim})"
+        )
+    dim %= tensor.dim()
+    if any(size == 0 for d, size in enumerate(tensor.shape) if d != dim):
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+    return dim
+
+
+def _unique2(
+    tensor: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.unique`` without ``dim``: the distinct elements in ascending order (also for
+    ``sorted=False``, whose order PyTorch leaves unspecified); each NaN is distinct, as on CPU; the
+    inverse (input-shaped) and counts are empty unless asked for."""
+    tracking.executed["aten::_unique2"] += 1
+    flat = tensor.reshape(-1)
+    if flat.numel() == 0:
+        inverse = _empty_index(tensor, tuple(tensor.shape) if return_inverse else (0,))
+        return flat, inverse, _empty_index(tensor)
+    values, order = torch.sort(flat, stable=True)
+    run, first, _ = _group_runs(values.reshape(-1, 1))
+    inverse = _empty_index(tensor)
+    if return_inverse:
+        inverse = torch.empty_like(run).scatter_(0, order, run).reshape(tensor.shape)
+    counts = _run_counts(first, flat.numel()) if return_counts else _empty_index(tensor)
+    return values[first], inverse, counts
+
+
+def _unique_dim(
+    tensor: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.unique(dim=...)``: the distinct slices along ``dim`` in lexicographic order, the
+    inverse and the counts (always computed, as on CPU). Slices holding NaN are distinct; where they
+    sort among the others PyTorch leaves undefined (its comparison is not an order with NaN), here
+    NaN sorts as the largest value."""
+    tracking.executed["aten::unique_dim"] += 1
+    dim = _unique_dim_checks(tensor, dim)
+    n = tensor.shape[dim]
+    if n == 0:
+        return tensor, _empty_index(tensor), _empty_index(tensor)
+    rows = tensor.movedim(dim, 0).reshape(n, -1)
+    order = torch.arange(n, device=tensor.device)
+    for column in reversed(range(rows.shape[1])):  # least significant key first: a stable lexicographic sort
+        order = order[torch.sort(rows[order, column], stable=True).indices]
+    run, first, _ = _group_runs(rows[order])
+    inverse = torch.empty_like(run).scatter_(0, order, run)
+    return tensor.index_select(dim, order[first]), inverse, _run_counts(first, n)
+
+
+def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
+    """``torch.bincount``: the number of occurrences (or the summed ``weights``) of each value of a
+    1-d non-negative integer tensor, with at least ``minlength`` bins; one synchronisation reads the
+    extrema. As on CPU, float32 weights give float32 sums and other weights float64, which neuron
+    does not have (an error); an empty input gives int64 zeros."""
+    tracking.executed["aten::bincount"] += 1
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise NotImplementedError(f'"bincount" not implemented for {tensor.dtype} inputs; bincount counts integers')
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if tensor.dim() == 1 and tensor.numel() == 0:
+        return torch.zeros(minlength, dtype=torch.int64, device=tensor.device)
+    if tensor.dim() != 1:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is not None and (weights.dim() != 1 or weights.shape[0] != tensor.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    if weights is not None and weights.dtype != torch.float32:
+        raise TypeError(
+            f"bincount on neuron: weights of dtype {weights.dtype} give float64 sums on CPU, and neuron has no "
+            "float64; pass weights.to(torch.float32) for float32 sums"
+        )
+    low, high = torch.stack(torch.aminmax(tensor)).to(torch.int64).cpu().tolist()
+    if low < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    bins = max(high + 1, minlength)
+    if weights is None:
+        weights = torch.ones(tensor.shape, dtype=torch.int64, device=tensor.device)
+    return torch.zeros(bins, dtype=weights.dtype, device=tensor.device).index_add_(0, tensor.long(), weights)
+
+
 def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::index.Tensor`` that accepts boolean masks (``x[mask]``), for the eager ``kernel``.
 
@@ -91,4 +225,8 @@ KERNELS = {
     aten.nonzero.default: _nonzero,
     aten.masked_select.default: _masked_select,
     aten.equal.default: _equal,
+    aten.unique_consecutive.default: _unique_consecutive,
+    aten._unique2.default: _unique2,
+    aten.unique_dim.default: _unique_dim,
+    aten.bincount.default: _bincount,
 }

@@ -9,13 +9,14 @@ raises for empty inputs come from its meta kernels, except where the meta kernel
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import device_check, lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
 aten = torch.ops.aten
@@ -336,3 +337,314 @@ def logcumsumexp(self, dim):
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         raise NotImplementedError(f"logcumsumexp on neuron is not implemented for {self.dtype}, as on CPU")
     return _scan(self, dim, jax.lax.cumlogsumexp, _accumulator(self.dtype))
+
+
+# --- histograms ----------------------------------------------------------------------------------
+
+#: (exponent bits, mantissa bits) of the 16-bit floats, whose CPU arithmetic rounds after each operation.
+_FORMATS = {jnp.dtype(jnp.bfloat16): (8, 7), jnp.dtype(jnp.float16): (5, 10)}
+
+
+def _in(dtype):
+    """A function that rounds a float32 value to ``dtype``'s precision, as c10's 16-bit float
+    arithmetic does after each operation (float32 values are left as they are)."""
+    bits = _FORMATS.get(jnp.dtype(dtype))
+    if bits is None:
+        return lambda value: value
+    return lambda value: jax.lax.reduce_precision(value, exponent_bits=bits[0], mantissa_bits=bits[1])
+
+
+def _require_float(self, name: str) -> None:
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        raise NotImplementedError(f'"{name}" on neuron is not implemented for {self.dtype} inputs, as on CPU')
+
+
+def _linear_bins(values, left, right, bins, rounded):
+    """The bin of each value among ``bins`` equal bins of [left, right] by PyTorch's linear
+    interpolation, trunc((value - left) * bins / (right - left)), each step rounded as the CPU kernel
+    computes it in the input dtype."""
+    scaled = rounded(rounded(values - left) * jnp.asarray(bins, values.dtype))
+    return jnp.trunc(rounded(scaled / rounded(right - left))).astype(jnp.int64)
+
+
+def _linspace_edges(left, right, bins, dtype):
+    """torch.linspace(left, right, bins + 1) in ``dtype`` as the CPU kernel computes it: a step in
+    the dtype, the first half counted from ``left`` and the second from ``right``."""
+    rounded = _in(dtype)
+    index = jnp.arange(bins + 1, dtype=jnp.float32)
+    step = rounded((right - left) / max(bins, 1))
+    edges = jnp.where(
+        index < (bins + 1) // 2, rounded(left + rounded(step * index)), rounded(right - rounded(step * (bins - index)))
+    )
+    return edges.astype(dtype)
+
+
+@lowering(aten.histc.default, static=("bins", "min", "max"))
+def histc(self, bins=100, min=0, max=0):
+    """torch.histc: counts in ``bins`` equal bins of [min, max]; elements outside (and NaN) are
+    ignored, the last bin includes ``max``. ``min == max`` takes the data's range (NaN or infinite
+    data raise), and a degenerate range widens to [min - 1, max + 1]. Bins are chosen as PyTorch's
+    CPU kernel does, by linear interpolation in the input dtype; counts are exact (CPU accumulates
+    16-bit counts in the input dtype, which saturates past 256 for bfloat16)."""
+    _require_float(self, "histogram_cpu")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    values = self.reshape(-1).astype(jnp.float32)
+    left, right = jnp.asarray(float(min), jnp.float32), jnp.asarray(float(max), jnp.float32)
+    if min == max and values.size:
+        left, right = jnp.min(values), jnp.max(values)
+        device_check(
+            ~(jnp.isfinite(left) & jnp.isfinite(right)),
+            jnp.zeros((), jnp.int64),
+            "torch.histc: range of the data is not finite",
+        )
+    elif not (math.isfinite(min) and math.isfinite(max)):
+        raise RuntimeError(f"torch.histc: range of [{min}, {max}] is not finite")
+    elif min > max:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    degenerate = left == right
+    left, right = jnp.where(degenerate, left - 1, left), jnp.where(degenerate, right + 1, right)
+    rounded = _in(self.dtype)
+    left, right = rounded(left), rounded(right)
+    inside = (values >= left) & (values <= right)
+    position = jnp.clip(_linear_bins(values, left, right, bins, rounded), 0, bins - 1)
+    return jnp.zeros(bins, jnp.float32).at[position].add(inside.astype(jnp.float32))
+
+
+# --- segment reductions --------------------------------------------------------------------------
+
+
+def _segments(data, lengths, offsets, unsafe=True):
+    """(data as (outer, L, inner), segment starts and ends as (outer, S)) for PyTorch's segment
+    reductions, which reduce along axis ``lengths.dim() - 1`` with one row of lengths (or of S + 1
+    offsets) per outer index; without ``unsafe`` the lengths are checked as on CPU."""
+    bounds = lengths if lengths is not None else offsets
+    axis = bounds.ndim - 1
+    outer = math.prod(data.shape[:axis])
+    values = data.reshape(outer, data.shape[axis], -1)
+    bounds = bounds.reshape(outer, -1).astype(jnp.int64)
+    if lengths is not None:
+        ends = jnp.cumsum(bounds, axis=-1)
+        starts = ends - bounds
+        if not unsafe:
+            device_check(jnp.any(bounds < 0), jnp.zeros((), jnp.int64), "lengths contains negative value!")
+            device_check(
+                jnp.any(ends[:, -1:] != data.shape[axis]) if bounds.shape[-1] else data.shape[axis] != 0,
+                jnp.zeros((), jnp.int64),
+                "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                "when !unsafe.",
+            )
+    else:
+        starts, ends = bounds[:, :-1], bounds[:, 1:]
+    return values, starts, ends, axis
+
+
+def _segment_initial(reduce, initial, dtype):
+    if initial is not None:
+        return jnp.asarray(initial).astype(dtype)
+    identity = {"max": -jnp.inf, "min": jnp.inf, "prod": 1.0}.get(reduce, 0.0)
+    return jnp.asarray(identity, dtype)
+
+
+@lowering(aten.segment_reduce.default, static=("reduce", "axis", "unsafe"))
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """torch._segment_reduce: 'sum', 'mean', 'max', 'min' or 'prod' of consecutive segments along
+    axis ``lengths.dim() - 1``, given by ``lengths`` or ``offsets``. As PyTorch's CPU kernel, each
+    segment folds its elements in order onto ``initial`` (or the reduction's identity), rounding in
+    the input dtype at each step; max/min propagate NaN; a mean divides by the length, and an empty
+    segment's mean is NaN without ``initial``."""
+    if indices is not None:
+        raise NotImplementedError("segment_reduce on neuron: 'indices' is not supported (nor is it on CPU)")
+    values, starts, ends, axis = _segments(data, lengths, offsets, unsafe)
+    rounded = _in(data.dtype)
+    work = jnp.float32 if data.dtype in _FORMATS else data.dtype
+    folds = {
+        "max": lambda acc, x: jnp.where(jnp.isnan(x), x, jnp.where(acc < x, x, acc)),
+        "min": lambda acc, x: jnp.where(jnp.isnan(x), x, jnp.where(x < acc, x, acc)),
+        "sum": lambda acc, x: rounded(acc + x),
+        "mean": lambda acc, x: rounded(acc + x),
+        "prod": lambda acc, x: rounded(acc * x),
+    }
+    if reduce not in folds:
+        raise RuntimeError(f"reduce argument must be either sum, prod, max, min or mean, got {reduce}")
+    fold = folds[reduce]
+    first = jnp.broadcast_to(
+        _segment_initial(reduce, initial, data.dtype).astype(work), (*starts.shape, values.shape[-1])
+    )
+
+    def step(acc, position):
+        element = jax.lax.dynamic_index_in_dim(values, position, axis=1).astype(work)  # (outer, 1, inner)
+        member = ((starts <= position) & (position < ends))[..., None]
+        return jnp.where(member, fold(acc, element), acc), None
+
+    result = jax.lax.scan(step, first, jnp.arange(values.shape[1]))[0] if values.shape[1] else first
+    if reduce == "mean":
+        length = (ends - starts)[..., None]
+        divided = rounded(result / jnp.maximum(length, 1).astype(work))
+        result = jnp.where((length > 0) & ~jnp.isnan(result), divided, result)
+        if initial is None:
+            result = jnp.where(length == 0, jnp.nan, result)
+    return result.reshape(*data.shape[:axis], starts.shape[-1], *data.shape[axis + 1 :])
+
+
+@lowering(aten._segment_reduce_backward.default, static=("reduce", "axis"))
+def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
+    """The gradient of torch._segment_reduce, with PyTorch's CPU rules: sum copies the segment's
+    gradient, mean divides it by the length; max/min give it to every element equal to the result
+    (or NaN), dividing the positive ones by their count when there are several; prod gives
+    grad * output / element, or grad times the product of the other elements (and ``initial``)
+    for a zero or NaN element."""
+    values, starts, ends, axis = _segments(data, lengths, offsets)
+    shape = (values.shape[0], starts.shape[-1], values.shape[-1])
+    grad, output = grad.reshape(shape), output.reshape(shape)
+    positions = jnp.arange(values.shape[1])
+    member = (starts[:, :, None] <= positions) & (positions < ends[:, :, None])  # (outer, S, L)
+    segment = jnp.argmax(member, axis=1)  # (outer, L): the segment of each element
+    inside = jnp.any(member, axis=1)[..., None]
+
+    def per_element(table):
+        return jnp.take_along_axis(table, segment[..., None], axis=1)
+
+    g, out = per_element(grad), per_element(output)
+    length = per_element((ends - starts)[..., None]).astype(values.dtype)
+    if reduce == "sum":
+        result = g
+    elif reduce == "mean":
+        result = g / length
+    elif reduce in ("max", "min"):
+        chosen = jnp.isnan(values) | (values == out)
+        count = jnp.einsum("osl,oli->osi", member.astype(values.dtype), chosen.astype(values.dtype))
+        count = per_element(count)
+        result = jnp.where(chosen, g, 0)
+        result = jnp.where((count >= 2) & (result > 0), result / count, result)
+    elif reduce == "prod":
+        one = jnp.ones((), values.dtype)
+        factors = jnp.where(member[..., None], values[:, None], one)  # (outer, S, L, inner)
+        ones = jnp.ones_like(factors[:, :, :1])
+        before = jnp.cumprod(jnp.concatenate([ones, factors[:, :, :-1]], axis=2), axis=2)
+        after = jnp.flip(jnp.cumprod(jnp.concatenate([ones, jnp.flip(factors, 2)[:, :, :-1]], axis=2), axis=2), 2)
+        exclusive = jnp.take_along_axis(before * after, segment[:, None, :, None], axis=1)[:, 0]
+        start = one if initial is None else jnp.asarray(initial).astype(values.dtype)
+        special = jnp.isnan(values) | (values == 0)
+        result = jnp.where(special, g * exclusive * start, g * out / values)
+    else:
+        raise RuntimeError(f"reduce argument must be either sum, prod, max, min or mean, got {reduce}")
+    return jnp.where(inside, result, 0).reshape(data.shape)
+
+
+def _outer_edges(values, range, name="torch.histogramdd"):
+    """The leftmost and rightmost edges of each of the N dimensions of ``values`` (M, N): from
+    ``range`` or the data (non-finite data raise), an empty range widened by 0.5 on each side, as
+    PyTorch's ``select_outer_bin_edges``."""
+    n = values.shape[1]
+    if range is not None:
+        if len(range) != 2 * n:
+            raise RuntimeError(
+                f"{name}: for a {n}-dimensional histogram range should have {2 * n} elements, but got {len(range)}"
+            )
+        for dim in builtins.range(n):
+            low, high = range[2 * dim], range[2 * dim + 1]
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise RuntimeError(f"{name}: dimension {dim}'s range [{low}, {high}] is not finite")
+            if low > high:
+                raise RuntimeError(
+                    f"{name}: min should not exceed max, but got min {low} max {high} for dimension {dim}"
+                )
+        left = jnp.asarray(range[0::2], jnp.float32)
+        right = jnp.asarray(range[1::2], jnp.float32)
+    elif values.shape[0]:
+        left, right = jnp.min(values, axis=0), jnp.max(values, axis=0)
+        device_check(
+            ~jnp.all(jnp.isfinite(left) & jnp.isfinite(right)),
+            jnp.zeros((), jnp.int64),
+            f"{name}: the range of the data is not finite",
+        )
+    else:
+        left, right = jnp.zeros(n, jnp.float32), jnp.ones(n, jnp.float32)
+    empty = left == right
+    return jnp.where(empty, left - 0.5, left), jnp.where(empty, right + 0.5, right)
+
+
+def _histogramdd(values, edges, weight, density, linear):
+    """The N-dimensional histogram of ``values`` (M, N) over the bin ``edges`` (one increasing 1-d
+    array per dimension), as PyTorch's CPU kernel selects bins: linear interpolation corrected by
+    the neighbouring edges (``linear``, for linspace edges) or a binary search; elements outside
+    the edges (or NaN) are skipped and the last bin includes its right edge."""
+    inside = jnp.ones(values.shape[0], jnp.bool_)
+    flat = jnp.zeros(values.shape[0], jnp.int64)
+    for dim, edge in enumerate(edges):
+        count = edge.shape[0]
+        x = values[:, dim]
+        inside &= (x >= edge[0]) & (x <= edge[-1])
+        if linear:
+            guess = _linear_bins(x, edge[0], edge[-1], count - 1, lambda v: v)
+            low, high = jnp.maximum(guess - 1, 0), jnp.minimum(guess + 2, count)
+            candidates = guess[:, None] + jnp.arange(-1, 2)
+            within = (candidates >= low[:, None]) & (candidates < high[:, None])
+            below = edge[jnp.clip(candidates, 0, count - 1)] <= x[:, None]
+            position = low + jnp.sum(within & below, axis=1) - 1
+        else:
+            position = jnp.searchsorted(edge, x, side="right") - 1
+        position = jnp.clip(jnp.where(position == count - 1, position - 1, position), 0, max(count - 2, 0))
+        flat = flat * max(count - 1, 1) + position
+    shape = tuple(edge.shape[0] - 1 for edge in edges)
+    weights = jnp.ones(values.shape[0], values.dtype) if weight is None else weight.reshape(-1)
+    hist = jnp.zeros(math.prod(shape), values.dtype).at[flat].add(jnp.where(inside, weights, 0)).reshape(shape)
+    if density:
+        hist = hist / jnp.sum(hist)
+        for dim, edge in enumerate(edges):
+            hist = hist / jnp.diff(edge).reshape([-1 if d == dim else 1 for d in builtins.range(len(edges))])
+    return hist
+
+
+def _require_float32(self, name: str) -> None:
+    if self.dtype != jnp.float32:
+        raise NotImplementedError(
+            f"{name} on neuron supports float32 inputs (CPU also supports float64, which neuron does not have); "
+            f"got {self.dtype}"
+        )
+
+
+def _bin_ct_edges(values, bins, range):
+    left, right = _outer_edges(values, range)
+    return [_linspace_edges(left[dim], right[dim], count, jnp.float32) for dim, count in enumerate(bins)]
+
+
+@lowering(aten.histogram.bin_ct, static=("bins", "range", "density"))
+def histogram(self, bins=100, *, range=None, weight=None, density=False):
+    """torch.histogram with a bin count: (hist, bin_edges) over ``bins`` equal bins of ``range`` (or
+    of the data's range), with optional ``weight`` and ``density``."""
+    _require_float32(self, "torch.histogram")
+    values = self.reshape(-1, 1)
+    edges = _bin_ct_edges(values, [bins], range)
+    return _histogramdd(values, edges, weight, density, linear=True), edges[0]
+
+
+@lowering(aten.histogram.bins_tensor, static=("density",))
+def histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    """torch.histogram with the bin edges given (increasing): (hist, a copy of the edges)."""
+    _require_float32(self, "torch.histogram")
+    return _histogramdd(self.reshape(-1, 1), [bins], weight, density, linear=False), bins
+
+
+@lowering(aten._histogramdd_bin_edges.default, static=("bins", "range", "density"))
+def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    """The bin edges of torch.histogramdd with bin counts: linspace over each dimension's range."""
+    _require_float32(self, "torch.histogramdd")
+    return _bin_ct_edges(self.reshape(-1, self.shape[-1]), bins, range)
+
+
+@lowering(aten._histogramdd_from_bin_cts.default, static=("bins", "range", "density"))
+def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    """The histogram of torch.histogramdd with bin counts (the last dimension of ``self`` holds the
+    coordinates)."""
+    _require_float32(self, "torch.histogramdd")
+    values = self.reshape(-1, self.shape[-1])
+    return _histogramdd(values, _bin_ct_edges(values, bins, range), weight, density, linear=True)
+
+
+@lowering(aten._histogramdd_from_bin_tensors.default, static=("density",))
+def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    """The histogram of torch.histogramdd with the bin edges of each dimension given."""
+    _require_float32(self, "torch.histogramdd")
+    return _histogramdd(self.reshape(-1, self.shape[-1]), list(bins), weight, density, linear=False)

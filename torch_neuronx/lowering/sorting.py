@@ -1,4 +1,4 @@
-"""Sorting and selection: sort, argsort, msort, topk, kthvalue, searchsorted,
+"""Sorting and selection: sort, argsort, msort, topk, kthvalue, median, nanmedian, mode, searchsorted,
 bucketize, cummax/cummin.
 
 Every sort is stable and orders as PyTorch's CPU kernels do: NaN sorts as the largest value (first
@@ -9,6 +9,8 @@ their selection algorithm leaves (PyTorch does not specify which tied index is r
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -184,3 +186,90 @@ def cummin(self, dim):
     """torch.cummin: running minimum along ``dim`` and the index where it was reached (the latest of
     equal values); NaN propagates."""
     return _cumulative(self, dim, jnp.less_equal)
+
+
+# --- order statistics ----------------------------------------------------------------------------
+
+
+def _lower_median(values: jax.Array, indices: jax.Array, ignore_nan: bool) -> tuple[jax.Array, jax.Array]:
+    """The lower median of each row of an ascending sort (NaN last) and its index. With
+    ``ignore_nan`` the rank counts only the non-NaN elements (an all-NaN row gives NaN); otherwise a
+    row holding NaN gives NaN and the index of its first NaN, as PyTorch's CPU kernel does."""
+    n = values.shape[-1]
+    if n == 0:
+        return jnp.full(values.shape[:-1], jnp.nan, values.dtype), jnp.zeros(values.shape[:-1], jnp.int64)
+    counted = jnp.sum(~jnp.isnan(values), axis=-1) if ignore_nan else jnp.full(values.shape[:-1], n)
+    rank = jnp.maximum((counted - 1) // 2, 0)[..., None]
+    if not ignore_nan and jnp.issubdtype(values.dtype, jnp.inexact):
+        first_nan = jnp.sum(~jnp.isnan(values), axis=-1, keepdims=True)
+        rank = jnp.where(first_nan < n, first_nan, rank)
+    pick = functools.partial(jnp.take_along_axis, indices=rank, axis=-1)
+    return pick(values)[..., 0], pick(indices)[..., 0]
+
+
+def _median_dim(self, dim, keepdim, ignore_nan):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    dim = dim % self.ndim
+    values, indices = _sort_last(jnp.moveaxis(self, dim, -1), descending=False)
+    value, index = _lower_median(values, indices, ignore_nan)
+    if keepdim:
+        value, index = jnp.expand_dims(value, dim), jnp.expand_dims(index, dim)
+    return value, index
+
+
+@lowering(aten.median.default)
+def median(self):
+    """torch.median(input): the lower of the two middle values of every element; NaN if any element
+    is NaN; an empty input gives NaN, as on CPU."""
+    return _lower_median(*_sort_last(self.reshape(-1), descending=False), ignore_nan=False)[0]
+
+
+@lowering(aten.nanmedian.default)
+def nanmedian(self):
+    """torch.nanmedian(input): torch.median of the non-NaN elements (NaN when there are none)."""
+    return _lower_median(*_sort_last(self.reshape(-1), descending=False), ignore_nan=True)[0]
+
+
+@lowering(aten.median.dim)
+def median_dim(self, dim, keepdim=False):
+    """torch.median(input, dim): (lower median, its index) along ``dim``; a slice holding NaN gives
+    NaN and the index of its first NaN; which of several equal elements' index is returned is
+    unspecified in PyTorch (this returns the first in a stable sort)."""
+    return _median_dim(self, dim, keepdim, ignore_nan=False)
+
+
+@lowering(aten.nanmedian.dim)
+def nanmedian_dim(self, dim, keepdim=False):
+    """torch.nanmedian(input, dim): torch.median along ``dim`` ignoring NaN; an all-NaN slice gives
+    NaN and the index of its first NaN."""
+    return _median_dim(self, dim, keepdim, ignore_nan=True)
+
+
+@lowering(aten.mode.default)
+def mode(self, dim=-1, keepdim=False):
+    """torch.mode: the most frequent value along ``dim`` and an index where it occurs. As PyTorch's
+    CPU kernel, among equally frequent values the smallest wins, and each NaN counts as a distinct
+    value (NaN != NaN); which index of the mode is returned is unspecified (this returns the last
+    in a stable sort)."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    dim = dim % self.ndim
+    values, indices = _sort_last(jnp.moveaxis(self, dim, -1), descending=False)
+    if values.shape[-1] == 0:
+        empty = values.shape[:-1]
+        shape = (*empty[:dim], 1, *empty[dim:]) if keepdim else empty
+        return jnp.zeros(shape, values.dtype), jnp.zeros(shape, jnp.int64)
+    positions = jax.lax.broadcasted_iota(jnp.int64, values.shape, values.ndim - 1)
+    differs = values[..., 1:] != values[..., :-1]
+    edge = jnp.ones((*values.shape[:-1], 1), jnp.bool_)
+    starts = jnp.concatenate([edge, differs], axis=-1)
+    ends = jnp.concatenate([differs, edge], axis=-1)
+    run_start = jax.lax.cummax(jnp.where(starts, positions, 0), axis=values.ndim - 1)
+    frequency = jnp.where(ends, positions - run_start + 1, 0)
+    best = jnp.argmax(frequency, axis=-1, keepdims=True)
+    value = jnp.take_along_axis(values, best, axis=-1)[..., 0]
+    index = jnp.take_along_axis(indices, best, axis=-1)[..., 0]
+    if keepdim:
+        value, index = jnp.expand_dims(value, dim), jnp.expand_dims(index, dim)
+    return value, index

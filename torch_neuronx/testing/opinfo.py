@@ -159,8 +159,11 @@ def sample_input(input_: Any, args: Sequence[Any], kwargs: dict[str, Any], outpu
 
 def dim_argument(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
     """The value of the ``dim`` argument in a call of ``op`` (an OpInfo whose ATen op has one) with
-    these arguments after the input, or its default."""
-    schema = getattr(torch.ops.aten, op.aten_name).default._schema
+    these arguments after the input, or its default (the first overload with a ``dim`` argument:
+    ``median.dim`` for median, whose default overload has none)."""
+    packet = getattr(torch.ops.aten, op.aten_name)
+    overloads = [getattr(packet, name)._schema for name in packet.overloads()]
+    schema = next(s for s in overloads if any(argument.name == "dim" for argument in s.arguments))
     position = next(i for i, argument in enumerate(schema.arguments) if argument.name == "dim")
     if "dim" in kwargs:
         return kwargs["dim"]

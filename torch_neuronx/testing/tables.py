@@ -46,6 +46,9 @@ TIES: dict[str, str] = {
     "argsort": "with stable=False the order of equal elements is unspecified (the CPU's sort is not stable)",
     "topk": "which of several equal elements is returned is unspecified",
     "kthvalue": "which of several equal elements is returned is unspecified",
+    "median": "which of several equal elements (or NaNs) is returned is unspecified",
+    "nanmedian": "which of several equal elements is returned is unspecified",
+    "mode": "which occurrence of the most frequent value is returned is unspecified",
 }
 
 #: Ops whose saved statistics (mean, rstd, invstd) are float32 for 16-bit float inputs on neuron, as

@@ -1,0 +1,170 @@
+"""Order statistics, counting and data-dependent shapes against the CPU: median, nanmedian, mode
+(lowering/sorting.py), histc, histogram, histogramdd, segment_reduce (lowering/reduction.py) and
+unique, unique_consecutive, bincount (eager/host_ops.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import torch_neuronx
+
+NAN = float("nan")
+
+
+def _to_neuron(value):
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to("neuron"), value)
+
+
+def _run(fn, *inputs, **kwargs):
+    """fn on the CPU inputs and on their neuron copies; no op may fall back to the CPU."""
+    expected = fn(*inputs, **kwargs)
+    torch_neuronx.clear_op_tracking()
+    actual = fn(*_to_neuron(inputs), **_to_neuron(kwargs))
+    actual = pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), actual)
+    assert torch_neuronx.get_fallback_ops() == {}
+    return actual, expected
+
+
+def _values(*shape, dtype, low=0, high=4, nan_at=None):
+    torch.manual_seed(0)
+    x = torch.randint(low, high, shape).to(dtype)
+    if nan_at is not None:
+        x[nan_at] = NAN
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.uint8])
+@pytest.mark.parametrize("op", [torch.median, torch.nanmedian])
+def test_median_of_all_elements(op, dtype):
+    x = _values(5, 6, dtype=dtype)
+    actual, expected = _run(op, x)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", [torch.median, torch.nanmedian])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_median_dim_values_and_nan_rules(op, keepdim):
+    x = _values(4, 7, dtype=torch.float32, nan_at=(1, 2))
+    x[3] = NAN  # an all-NaN row: NaN for both, index of a NaN
+    (values, indices), (want_values, want_indices) = _run(op, x, 1, keepdim=keepdim)
+    torch.testing.assert_close(values, want_values, atol=0, rtol=0, equal_nan=True)
+    # indices may differ among equal values (unspecified in PyTorch) but must select the median
+    picked = torch.take_along_dim(x, indices if keepdim else indices[:, None], 1)
+    torch.testing.assert_close(picked.reshape(values.shape), want_values, atol=0, rtol=0, equal_nan=True)
+    if op is torch.median:  # a row holding NaN reports its first NaN, as on CPU
+        assert indices.reshape(-1)[1] == want_indices.reshape(-1)[1] == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_mode_picks_smallest_most_frequent_value(dtype):
+    x = _values(3, 9, dtype=dtype, high=3)
+    (values, indices), (want_values, _) = _run(torch.mode, x, 1)
+    torch.testing.assert_close(values, want_values, atol=0, rtol=0)
+    torch.testing.assert_close(torch.take_along_dim(x, indices[:, None], 1)[:, 0], want_values, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bins, low, high", [(7, -2, 3), (5, 0, 0), (4, 1, 1), (1, -10, 10)])
+def test_histc(dtype, bins, low, high):
+    torch.manual_seed(0)
+    x = (torch.randn(40) * 3).to(dtype)
+    actual, expected = _run(torch.histc, x, bins=bins, min=low, max=high)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+def test_histc_raises_like_cpu():
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(torch.ones(3, device="neuron"), bins=3, min=2, max=1)
+
+
+@pytest.mark.parametrize("density", [False, True])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, w, density: torch.histogram(x, 5, density=density),
+        lambda x, w, density: torch.histogram(x, 3, range=(-1.0, 2.0), weight=w[:, None].expand(8, 3), density=density),
+        lambda x, w, density: torch.histogram(x, torch.tensor([-3.0, -1, 0, 2.5, 4], device=x.device), density=density),
+        lambda x, w, density: torch.histogramdd(x, [4, 2, 3], weight=w, density=density),
+        lambda x, w, density: torch.histogramdd(x, [torch.tensor([-3.0, 0, 2], device=x.device)] * 3, density=density),
+    ],
+    ids=["bin_ct", "range_weight", "edges", "dd_bin_cts", "dd_edges"],
+)
+def test_histogram(call, density):
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 3) * 1.5, torch.rand(8)
+    actual, expected = _run(call, x, w, density=density)
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("dim", [None, 0, 1])
+@pytest.mark.parametrize("op", [torch.unique, torch.unique_consecutive])
+def test_unique(op, dim, dtype):
+    x = _values(6, 4, dtype=dtype, high=2)
+    x[1] = x[0]
+    actual, expected = _run(op, x, return_inverse=True, return_counts=True, dim=dim)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+def test_unique_nan_elements_are_distinct():
+    x = torch.tensor([NAN, NAN, 1.0, 1.0, NAN, 2.0])
+    for op in (torch.unique, torch.unique_consecutive):
+        actual, expected = _run(op, x, return_inverse=True, return_counts=True)
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int8])
+@pytest.mark.parametrize("minlength", [0, 3, 12])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_bincount(dtype, minlength, weighted):
+    x = _values(9, dtype=dtype, high=6)
+    weights = torch.randn(9) if weighted else None
+    actual, expected = _run(torch.bincount, x, weights, minlength=minlength)
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "x, weights, error, match",
+    [
+        (torch.tensor([1, -1]), None, RuntimeError, "non-negative"),
+        (torch.tensor([[1]]), None, RuntimeError, "1-d"),
+        (torch.tensor([1, 2]), torch.tensor([1.0]), RuntimeError, "same length"),
+        (torch.tensor([1, 2]), torch.tensor([1, 2]), TypeError, "float64"),
+    ],
+)
+def test_bincount_errors(x, weights, error, match):
+    with pytest.raises(error, match=match):
+        torch.bincount(*_to_neuron((x, weights)))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("kind", ["lengths", "offsets"])
+def test_segment_reduce_forward_and_backward(reduce, initial, kind):
+    torch.manual_seed(0)
+    data = torch.randn(6, 3)
+    data[2, 1] = 0
+    data[3, 0] = data[4, 0]
+    lengths = torch.tensor([2, 0, 3, 1])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    segments = {"lengths": lengths} if kind == "lengths" else {"offsets": offsets}
+    grad = torch.randn(4, 3)
+
+    def forward_backward(data, grad, segments):
+        data = data.clone().requires_grad_()
+        output = torch.segment_reduce(data, reduce, initial=initial, **segments)
+        output.backward(grad)
+        return output.detach(), data.grad
+
+    actual, expected = _run(forward_backward, data, grad, segments)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_segment_reduce_rounds_each_step_as_cpu(dtype):
+    torch.manual_seed(0)
+    data = (torch.randn(12, 2) * 100).to(dtype)
+    actual, expected = _run(torch.segment_reduce, data, "sum", lengths=torch.tensor([7, 5]))
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
