@@ -76,13 +76,6 @@ def abs(self):
     return jnp.abs(self)
 
 
-@lowering(aten.digamma.default, promotion=Promotion.INT_TO_FLOAT)
-def digamma(self):
-    """torch.digamma: the logarithmic derivative of the gamma function; at zero PyTorch returns
-    copysign(inf, -x) (-inf at +0, +inf at -0), and NaN at the negative integers."""
-    return jnp.where(self == 0, jnp.copysign(jnp.inf, -self), jsp.digamma(self))
-
-
 @lowering(aten.sign.default, promotion=Promotion.DEFAULT)
 def sign(self):
     """torch.sign: (x > 0) - (x < 0), as PyTorch computes it: -1, 0 or 1, NaN gives 0 and -0.0 gives

@@ -1,3 +1,864 @@
-"""Special functions: Bessel, gamma-family, error-function and orthogonal-polynomial ops (``torch.special``)."""
+"""Special functions: Bessel, gamma-family, error-function and orthogonal-polynomial ops (``torch.special``).
+
+Functions JAX provides (``jax.scipy.special``) are used as they are, with PyTorch's special values
+(domain edges, NaN, infinities) stated on top. The others follow the formulas of PyTorch's CPU
+kernels (``aten/src/ATen/native/Math.h``, Cephes-derived rational and Chebyshev approximations),
+evaluated in the computation dtype (float32 for integer and 16-bit inputs), so their rounding
+matches the CPU's to a few ulp.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+import torch
+
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+
+aten = torch.ops.aten
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def _register_all(table: dict, promotion: Promotion) -> None:
+    for op, fn in table.items():
+        lowering(op, promotion=promotion)(fn)
+
+
+# --- error function, normal distribution, gamma family ------------------------------------------
+
+
+def _erfcx(x: jax.Array) -> jax.Array:
+    """erfc(x) * exp(x**2). Above 5 from the asymptotic series 1/(x sqrt(pi)) sum_k (-1)**k
+    (2k-1)!! / (2x**2)**k (12 terms: relative error below 1e-8), where jax's exp(x**2) erfc(x)
+    loses precision and erfc underflows (float32, x > 9.19)."""
+    large = x > 5.0
+    y = jnp.where(large, x, 5.0)
+    inverse = 1.0 / (2.0 * y * y)
+    series = jnp.zeros_like(y)
+    for k in range(11, 0, -1):
+        series = -(2 * k - 1) * inverse * (1.0 + series)
+    asymptotic = (1.0 + series) * np.float32(1 / np.sqrt(np.pi)) / y
+    return jnp.where(large, asymptotic, jsp.erfcx(x))
+
+
+def _log_ndtr(x: jax.Array) -> jax.Array:
+    """log of the standard normal CDF, as PyTorch computes it: from erfcx below -1, else log1p."""
+    t = x * np.float32(np.sqrt(0.5)).astype(x.dtype)
+    return jnp.where(x < -1.0, jnp.log(_erfcx(-t) / 2) - t * t, jnp.log1p(-jsp.erfc(t) / 2))
+
+
+def _entr(x: jax.Array) -> jax.Array:
+    """torch.special.entr: -x*log(x) for x > 0, 0 at 0, -inf for x < 0, NaN for NaN."""
+    safe = jnp.where(x > 0, x, 1)
+    return jnp.where(x > 0, -safe * jnp.log(safe), jnp.where(x == 0, 0.0, jnp.where(x < 0, -INF, x)))
+
+
+def _ndtri(p: jax.Array) -> jax.Array:
+    """Inverse of the standard normal CDF: -inf at 0, inf at 1, NaN outside [0, 1]."""
+    return jnp.where(p == 0, -INF, jnp.where(p == 1, INF, jsp.ndtri(p)))
+
+
+_FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT
+    aten.special_i0e.default: jsp.i0e,
+    aten.special_i1.default: jsp.i1,
+    aten.special_i1e.default: jsp.i1e,
+    aten.special_ndtri.default: _ndtri,
+    aten.special_log_ndtr.default: _log_ndtr,
+    aten.special_erfcx.default: _erfcx,
+    aten.special_entr.default: _entr,
+}
+_register_all(_FLOAT_UNARY, Promotion.INT_TO_FLOAT)
+
+
+@lowering(
+    aten.special_xlog1py.default,
+    aten.special_xlog1py.other_scalar,
+    aten.special_xlog1py.self_scalar,
+    promotion=Promotion.INT_TO_FLOAT,
+)
+def xlog1py(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.special.xlog1py: self * log1p(other); NaN where other is NaN, else 0 where self is 0."""
+    product = self * jnp.log1p(other)
+    return jnp.where(jnp.isnan(other), NAN, jnp.where(self == 0, 0.0, product))
+
+
+def _shifted_q(x: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(sum of (q + k)**-x over k < m, q + m), with m the steps that take q to 9 or above, as
+    PyTorch's zeta sums its leading terms (in float64) before the Euler-Maclaurin tail. The sum is
+    compensated (Neumaier), so terms that cancel (negative q) lose no more than their own rounding;
+    jax's zeta alone is wrong for q below about -8."""
+
+    def body(state: tuple) -> tuple:
+        total, compensation, q = state
+        low = q < 9
+        term = jnp.where(low, jnp.power(q, -x), 0.0)
+        new_total = total + term
+        error = jnp.where(jnp.abs(total) >= jnp.abs(term), (total - new_total) + term, (term - new_total) + total)
+        compensation = jnp.where(jnp.isfinite(new_total), compensation + error, compensation)
+        return new_total, compensation, jnp.where(low, q + 1, q)
+
+    q = jnp.where(jnp.isneginf(q), 0.0, q)  # a pole: the caller returns inf there
+    zeros = jnp.zeros_like(q)
+    total, compensation, q = jax.lax.while_loop(lambda state: jnp.any(state[2] < 9), body, (zeros, zeros, q))
+    return total + compensation, q
+
+
+def _zeta(x: jax.Array, q: jax.Array) -> jax.Array:
+    """Hurwitz zeta with PyTorch's edges (Math.h ``zeta``): inf at x == 1, NaN for x < 1; for q <= 0,
+    inf at integer q and NaN for non-integer x."""
+    x, q = jnp.broadcast_arrays(x, q)
+    head, tail_q = _shifted_q(x, q)
+    value = head + jsp.zeta(x, tail_q)
+    pole = (q <= 0) & (q == jnp.floor(q))
+    value = jnp.where((q <= 0) & (x != jnp.floor(x)), NAN, value)
+    value = jnp.where(pole, INF, value)
+    return jnp.where(x == 1, INF, jnp.where(x < 1, NAN, value))
+
+
+@lowering(
+    aten.special_zeta.default,
+    aten.special_zeta.other_scalar,
+    aten.special_zeta.self_scalar,
+    promotion=Promotion.INT_TO_FLOAT,
+)
+def zeta(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.special.zeta(x, q): the Hurwitz zeta function sum_k (k + q)**-x."""
+    return _zeta(self, other)
+
+
+def _trigamma(x: jax.Array) -> jax.Array:
+    """PyTorch's trigamma: reflection below 0.5, six recurrence steps, then the asymptotic series."""
+    reflect = x < 0.5
+    sin_pi_x = jnp.sin(np.float32(np.pi) * x)
+    result = jnp.where(reflect, -(np.float32(np.pi) * np.float32(np.pi)) / (sin_pi_x * sin_pi_x), 0.0)
+    y = jnp.where(reflect, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (y * y)
+        y = y + 1
+    ixx = 1 / (y * y)
+    result = (
+        result
+        + (1 + 1 / (2 * y) + ixx * (np.float32(1 / 6) - ixx * (np.float32(1 / 30) - ixx * np.float32(1 / 42)))) / y
+    )
+    return jnp.where(reflect, -result, result)
+
+
+@lowering(aten.polygamma.default, aten.special_polygamma.default, promotion=Promotion.INT_TO_FLOAT)
+def polygamma(n: int, self: jax.Array) -> jax.Array:
+    """torch.polygamma(n, x): digamma for n = 0, PyTorch's trigamma for n = 1, and
+    (-1)**(n+1) * n! * zeta(n + 1, x) above."""
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if n == 0:
+        return _digamma(self)
+    if n == 1:
+        return _trigamma(self)
+    factorial = np.float32(math.exp(math.lgamma(n + 1)))
+    sign = 1 if n % 2 else -1
+    return sign * factorial * _zeta(jnp.full_like(self, n + 1), self)
+
+
+#: digamma(10), where PyTorch's kernel stops its upward recurrence.
+_PSI_10 = 2.25175258906672110764
+_DIGAMMA_ASYMPTOTIC = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3,
+                       -4.16666666666666666667e-3, 3.96825396825396825397e-3, -8.33333333333333333333e-3,
+                       8.33333333333333333333e-2)  # fmt: skip
+
+
+def _digamma(x: jax.Array) -> jax.Array:
+    """PyTorch's ``calc_digamma``: copysign(inf, -x) at zero, NaN at the negative integers, the
+    reflection psi(1 - x) - pi / tan(pi frac(x)) below zero; above, recurrence up to 10 and the
+    asymptotic series (jax's digamma has no reflection: it is wrong for negative x)."""
+    y = jnp.where(x < 0, 1 - x, x)
+    result = jnp.zeros_like(y)
+    for _ in range(10):  # y > 0 reaches 10 within ten steps
+        below = y < 10
+        result = jnp.where(below, result - 1 / y, result)
+        y = jnp.where(below, y + 1, y)
+    z = 1 / (y * y)
+    series = jnp.where(y < 1e17, z * _polynomial(_DIGAMMA_ASYMPTOTIC, z), 0.0)
+    value = jnp.where(y == 10, result + np.float32(_PSI_10), result + jnp.log(y) - 0.5 / y - series)
+    # tan(pi x) = tan(pi (x - round(x))): the reduced argument keeps its precision near the poles,
+    # where PyTorch computes pi * frac(x) in float64.
+    reflected = value - np.float32(np.pi) / jnp.tan(np.float32(np.pi) * (x - jnp.round(x)))
+    value = jnp.where(x < 0, jnp.where(x == jnp.trunc(x), NAN, reflected), value)
+    return jnp.where(x == 0, jnp.copysign(INF, -x), value)
+
+
+@lowering(aten.digamma.default, promotion=Promotion.INT_TO_FLOAT)
+def digamma(self: jax.Array) -> jax.Array:
+    """torch.digamma: the logarithmic derivative of the gamma function (see ``_digamma``)."""
+    return _digamma(self)
+
+
+def _incomplete_gamma_edges(a: jax.Array, x: jax.Array, value: jax.Array, lower: bool) -> jax.Array:
+    """PyTorch's (SciPy's) boundary values of the regularized incomplete gamma functions."""
+    zero, one = (0.0, 1.0) if lower else (1.0, 0.0)
+    value = jnp.where(jnp.isinf(x), one, value)
+    value = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), NAN, zero), value)
+    value = jnp.where(x == 0, zero, value)
+    value = jnp.where(a == 0, jnp.where(x > 0, one, NAN), value)
+    return jnp.where((x < 0) | (a < 0), NAN, value)
+
+
+def _check_incomplete_gamma_accuracy(name: str, a: jax.Array, x: jax.Array) -> None:
+    """Raises for arguments in PyTorch's uniform-asymptotic region (a > 20 with x close to a), where
+    jax's float32 series lose up to 1e-3 to the cancellation in x**a e**-x / Gamma(a) (PyTorch uses
+    Temme's expansion there): an error rather than a wrong value."""
+    ratio = jnp.abs(x - a) / a
+    region = ((a > 20) & (a < 200) & (ratio < 0.3)) | ((a > 200) & (ratio < 4.5 / jnp.sqrt(a)))
+    device_check(
+        jnp.any(region & jnp.isfinite(x)),
+        0,
+        f"{name} on neuron: an element has a > 20 and x within the asymptotic band around a (|x - a| / a "
+        f"< 0.3, or < 4.5 / sqrt(a) above a = 200), where neuron's float32 evaluation is not accurate to "
+        f"float32 precision; compute it on the CPU, e.g. torch.{name}(a.cpu(), x.cpu()).to(a.device)",
+    )
+
+
+@lowering(aten.igamma.default, promotion=Promotion.INT_TO_FLOAT)
+def igamma(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.igamma(a, x): the regularized lower incomplete gamma function P(a, x)."""
+    _check_incomplete_gamma_accuracy("igamma", self, other)
+    return _incomplete_gamma_edges(self, other, jsp.gammainc(self, other), lower=True)
+
+
+@lowering(aten.igammac.default, promotion=Promotion.INT_TO_FLOAT)
+def igammac(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.igammac(a, x): the regularized upper incomplete gamma function Q(a, x)."""
+    _check_incomplete_gamma_accuracy("igammac", self, other)
+    return _incomplete_gamma_edges(self, other, jsp.gammaincc(self, other), lower=False)
+
+
+# --- Bessel and Airy functions (Cephes approximations, as in PyTorch's Math.h) ---------------------
+
+
+def _divide(a: jax.Array, divisor: float) -> jax.Array:
+    """a / divisor, correctly rounded. XLA rewrites a division by a broadcast scalar into a
+    multiplication by its (rounded) reciprocal, one ulp off the CPU's quotient; a divisor that is
+    an array behind an optimization barrier is left alone."""
+    return a / jax.lax.optimization_barrier(jnp.full(a.shape, divisor, a.dtype))
+
+
+def _polynomial(coefficients: tuple[float, ...], z: jax.Array) -> jax.Array:
+    """Horner's rule, highest power first, starting from zero as Math.h does."""
+    result = jnp.zeros_like(z)
+    for c in coefficients:
+        result = result * z + jnp.asarray(c, z.dtype)
+    return result
+
+
+def _chebyshev_series(coefficients: tuple[float, ...], y: jax.Array) -> jax.Array:
+    """Cephes ``chbevl``: a Chebyshev series in y (Clenshaw's recurrence)."""
+    p = q = jnp.zeros_like(y)
+    a = jnp.full_like(y, coefficients[0])
+    for c in coefficients[1:]:
+        p, q = q, a
+        a = y * q - p + jnp.asarray(c, y.dtype)
+    return 0.5 * (a - p)
+
+
+# Asymptotic expansions of J0/Y0 and J1/Y1 for x > 5: P(25/x^2)/Q and R(25/x^2)/S.
+_J0_PP = (7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e00,
+          5.44725003058768775090e00, 8.74716500199817011941e00, 5.30324038235394892183e00,
+          9.99999999999999997821e-01)  # fmt: skip
+_J0_PQ = (9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e00,
+          5.47097740330417105182e00, 8.76190883237069594232e00, 5.30605288235394617618e00,
+          1.00000000000000000218e00)  # fmt: skip
+_J0_QP = (-1.13663838898469149931e-02, -1.28252718670509318512e00, -1.95539544257735972385e01,
+          -9.32060152123768231369e01, -1.77681167980488050595e02, -1.47077505154951170175e02,
+          -5.14105326766599330220e01, -6.05014350600728481186e00)  # fmt: skip
+_J0_QQ = (6.43178256118178023184e01, 8.56430025976980587198e02, 3.88240183605401609683e03,
+          7.24046774195652478189e03, 5.93072701187316984827e03, 2.06209331660327847417e03,
+          2.42005740240291393179e02)  # fmt: skip
+_J0_RP = (-4.79443220978201773821e09, 1.95617491946556577543e12, -2.49248344360967716204e14,
+          9.70862251047306323952e15)  # fmt: skip
+_J0_RQ = (4.99563147152651017219e02, 1.73785401676374683123e05, 4.84409658339962045305e07,
+          1.11855537045356834862e10, 2.11277520115489217587e12, 3.10518229857422583814e14,
+          3.18121955943204943306e16, 1.71086294081043136091e18)  # fmt: skip
+_Y0_YP = (1.55924367855235737965e04, -1.46639295903971606143e07, 5.43526477051876500413e09,
+          -9.82136065717911466409e11, 8.75906394395366999549e13, -3.46628303384729719441e15,
+          4.42733268572569800351e16, -1.84950800436986690637e16)  # fmt: skip
+_Y0_YQ = (1.04128353664259848412e03, 6.26107330137134956842e05, 2.68919633393814121987e08,
+          8.64002487103935000337e10, 2.02979612750105546709e13, 3.17157752842975028269e15,
+          2.50596256172653059228e17)  # fmt: skip
+_J1_PP = (7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e00,
+          5.11207951146807644818e00, 8.42404590141772420927e00, 5.21451598682361504063e00,
+          1.00000000000000000254e00)  # fmt: skip
+_J1_PQ = (5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e00,
+          5.07386386128601488557e00, 8.39985554327604159757e00, 5.20982848682361821619e00,
+          9.99999999999999997461e-01)  # fmt: skip
+_J1_QP = (5.10862594750176621635e-02, 4.98213872951233449420e00, 7.58238284132545283818e01,
+          3.66779609360150777800e02, 7.10856304998926107277e02, 5.97489612400613639965e02,
+          2.11688757100572135698e02, 2.52070205858023719784e01)  # fmt: skip
+_J1_QQ = (7.42373277035675149943e01, 1.05644886038262816351e03, 4.98641058337653607651e03,
+          9.56231892404756170795e03, 7.99704160447350683650e03, 2.82619278517639096600e03,
+          3.36093607810698293419e02)  # fmt: skip
+_J1_RP = (-8.99971225705559398224e08, 4.52228297998194034323e11, -7.27494245221818276015e13,
+          3.68295732863852883286e15)  # fmt: skip
+_J1_RQ = (6.20836478118054335476e02, 2.56987256757748830383e05, 8.35146791431949253037e07,
+          2.21511595479792499675e10, 4.74914122079991414898e12, 7.84369607876235854894e14,
+          8.95222336184627338078e16, 5.32278620332680085395e18)  # fmt: skip
+_Y1_YP = (1.26320474790178026440e09, -6.47355876379160291031e11, 1.14509511541823727583e14,
+          -8.12770255501325109621e15, 2.02439475713594898196e17, -7.78877196265950026825e17)  # fmt: skip
+_Y1_YQ = (5.94301592346128195359e02, 2.35564092943068577943e05, 7.34811944459721705660e07,
+          1.87601316108706159478e10, 3.88231277496238566008e12, 6.20557727146953693363e14,
+          6.87141087355300489866e16, 3.97270608116560655612e18)  # fmt: skip
+_SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
+_TWO_OVER_PI = 0.636619772367581343075535053490057448
+
+
+def _hankel(x: jax.Array, w: jax.Array, tables: tuple, phase: float, cosine_first: bool) -> jax.Array:
+    """The x > 5 expansion sqrt(2/(pi x)) (P cos(x - phase) - 5/x Q sin(x - phase)) of J (and with
+    sin/cos swapped and a plus sign, of Y), in Math.h's order of operations."""
+    pp, pq, qp, qq = (_polynomial(table, w) for table in tables)
+    xn = x - jnp.asarray(phase, x.dtype)
+    if cosine_first:
+        value = pp / pq * jnp.cos(xn) - 5.0 / x * (qp / qq) * jnp.sin(xn)
+    else:
+        value = pp / pq * jnp.sin(xn) + 5.0 / x * (qp / qq) * jnp.cos(xn)
+    return value * jnp.asarray(_SQRT_2_OVER_PI, x.dtype) / jnp.sqrt(x)
+
+
+def _bessel_j0(x: jax.Array) -> jax.Array:
+    x = jnp.abs(x)
+    xx = x * x
+    rational = (xx - np.float32(5.78318596294678452118)) * (xx - np.float32(30.4712623436620863991))
+    rational = rational * _polynomial(_J0_RP, xx) / _polynomial(_J0_RQ, xx)
+    small = jnp.where(x < 1e-5, 1.0 - xx / 4.0, rational)
+    large = _hankel(x, 25.0 / xx, (_J0_PP, _J0_PQ, _J0_QP, _J0_QQ), np.pi / 4, cosine_first=True)
+    return jnp.where(x <= 5.0, small, large)
+
+
+def _bessel_j1(x: jax.Array) -> jax.Array:
+    a = jnp.abs(x)
+    xx = a * a
+    small = _polynomial(_J1_RP, xx) / _polynomial(_J1_RQ, xx) * a
+    small = small * (xx - np.float32(14.6819706421238932572)) * (xx - np.float32(49.2184563216946036703))
+    w = 5.0 / a * (5.0 / a)
+    large = _hankel(a, w, (_J1_PP, _J1_PQ, _J1_QP, _J1_QQ), 3 * np.pi / 4, cosine_first=True)
+    value = jnp.where(a <= 5.0, small, large)
+    return jnp.where(x < 0, -value, value)
+
+
+def _bessel_y0(x: jax.Array) -> jax.Array:
+    xx = x * x
+    small = _polynomial(_Y0_YP, xx) / _polynomial(_Y0_YQ, xx)
+    small = small + jnp.asarray(_TWO_OVER_PI, x.dtype) * jnp.log(x) * _bessel_j0(x)
+    small = jnp.where(x == 0, -INF, jnp.where(x < 0, NAN, small))
+    large = _hankel(x, 25.0 / xx, (_J0_PP, _J0_PQ, _J0_QP, _J0_QQ), np.pi / 4, cosine_first=False)
+    return jnp.where(x <= 5.0, small, large)
+
+
+def _bessel_y1(x: jax.Array) -> jax.Array:
+    xx = x * x
+    small = x * (_polynomial(_Y1_YP, xx) / _polynomial(_Y1_YQ, xx))
+    small = small + jnp.asarray(_TWO_OVER_PI, x.dtype) * (_bessel_j1(x) * jnp.log(x) - 1.0 / x)
+    small = jnp.where(x == 0, -INF, jnp.where(x < 0, NAN, small))
+    w = 5.0 / x * (5.0 / x)
+    large = _hankel(x, w, (_J1_PP, _J1_PQ, _J1_QP, _J1_QQ), 3 * np.pi / 4, cosine_first=False)
+    return jnp.where(x <= 5.0, small, large)
+
+
+# Chebyshev coefficients of K0 and K1 on (0, 2] and (2, inf).
+_K0_A = (1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
+         1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
+         1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
+         -5.35327393233902768720e-01)  # fmt: skip
+_K0_B = (5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17,
+         -1.67823109680541210385e-16, 5.51205597852431940784e-16, -1.84859337734377901440e-15,
+         6.34007647740507060557e-15, -2.22751332699166985548e-14, 8.03289077536357521100e-14,
+         -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
+         1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10,
+         -1.69753450938905987466e-09, 8.57403401741422608519e-09, -4.66048989768794782956e-08,
+         2.76681363944501510342e-07, -1.83175552271911948767e-06, 1.39498137188764993662e-05,
+         -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
+         2.44030308206595545468e00)  # fmt: skip
+_K1_A = (-7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
+         -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
+         -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
+         -3.53155960776544875667e-01, 1.52530022733894777053e00)  # fmt: skip
+_K1_B = (-5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17,
+         1.83809354436663880070e-16, -6.05704724837331885336e-16, 2.03870316562433424052e-15,
+         -7.01983709041831346144e-15, 2.47715442448130437068e-14, -8.97670518232499435011e-14,
+         3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
+         -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10,
+         2.01504975519703286596e-09, -1.03457624656780970260e-08, 5.74108412545004946722e-08,
+         -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
+         1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
+         2.72062619048444266945e00)  # fmt: skip
+
+
+def _modified_bessel_i0(x: jax.Array) -> jax.Array:
+    return jnp.exp(jnp.abs(x)) * jsp.i0e(x)
+
+
+def _modified_bessel_i1(x: jax.Array) -> jax.Array:
+    return jnp.exp(jnp.abs(x)) * jsp.i1e(x)
+
+
+def _modified_bessel_k(x: jax.Array, order: int, scaled: bool) -> jax.Array:
+    """K0 or K1 (times exp(x) when ``scaled``): inf at 0, NaN for x < 0, a Chebyshev series plus
+    the log(x/2) I term on (0, 2], exp(-x) times a series in 8/x - 2 above."""
+    a_table, b_table, i_n = (_K0_A, _K0_B, _modified_bessel_i0) if order == 0 else (_K1_A, _K1_B, _modified_bessel_i1)
+    near = _chebyshev_series(a_table, x * x - 2.0)
+    log_half_x = jnp.log(0.5 * x)
+    near = near - log_half_x * i_n(x) if order == 0 else log_half_x * i_n(x) + near / x
+    far = _chebyshev_series(b_table, 8.0 / x - 2.0)
+    if scaled:
+        near, far = near * jnp.exp(x), far / jnp.sqrt(x)
+    else:
+        far = jnp.exp(-x) * far / jnp.sqrt(x)
+    value = jnp.where(x <= 2.0, near, far)
+    return jnp.where(x == 0, INF, jnp.where(x < 0, NAN, value))
+
+
+def _spherical_bessel_j0(x: jax.Array) -> jax.Array:
+    """sin(x)/x; a Taylor polynomial below |x| = 0.5 and 0 at +-inf, as PyTorch computes it."""
+    xx = x * x
+    series = jnp.zeros_like(x)
+    for k in range(6, 0, -1):
+        sign = -1.0 if k % 2 else 1.0
+        series = xx * (np.float32(sign / math.factorial(2 * k + 1)) + series)
+    series = 1.0 + series
+    value = jnp.where(jnp.abs(x) < 0.5, series, jnp.sin(x) / x)
+    return jnp.where(jnp.isinf(x), 0.0, value)
+
+
+_AIRY_AN = (3.46538101525629032477e-01, 1.20075952739645805542e01, 7.62796053615234516538e01,
+            1.68089224934630576269e02, 1.59756391350164413639e02, 7.05360906840444183113e01,
+            1.40264691163389668864e01, 9.99999999999999995305e-01)  # fmt: skip
+_AIRY_AD = (5.67594532638770212846e-01, 1.47562562584847203173e01, 8.45138970141474626562e01,
+            1.77318088145400459522e02, 1.64234692871529701831e02, 7.14778400825575695274e01,
+            1.40959135607834029598e01, 1.00000000000000000470e00)  # fmt: skip
+_AIRY_AFN = (-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+             -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+             -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08)  # fmt: skip
+_AIRY_AFD = (1.33560420706553243746e01, 3.26825032795224613948e01, 2.67367040941499554804e01,
+             9.18707402907259625840e00, 1.47529146771666414581e00, 1.15687173795188044134e-01,
+             4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07)  # fmt: skip
+_AIRY_AGN = (1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e00,
+             9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+             5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+             8.11789239554389293311e-08, 3.41551784765923618484e-10)  # fmt: skip
+_AIRY_AGD = (9.30892908077441974853e00, 1.98352928718312140417e01, 1.55646628932864612953e01,
+             5.47686069422975497931e00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+             4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+             4.91834570062930015649e-09)  # fmt: skip
+_INV_SQRT_PI = 5.64189583547756286948e-01
+
+
+def _airy_power_series(x: jax.Array) -> jax.Array:
+    """Ai(x) = c1 f(x) - c2 g(x) from the Maclaurin series of f and g, summed (per element) until
+    the last term of f falls below float epsilon relative to f, as Math.h does."""
+    eps = jnp.finfo(x.dtype).eps
+    z = x * x * x
+
+    def active(state):
+        return state[-1] > eps
+
+    def body(state):
+        f, g, k, m, n, t = state
+        go = t > eps
+        m1 = m * z
+        k1 = k + 1
+        m1 = m1 / k1
+        n1 = n * z
+        k2 = k1 + 1
+        n1 = n1 / k2
+        m1 = m1 / k2
+        f1 = f + m1
+        k3 = k2 + 1
+        n1 = n1 / k3
+        g1 = g + n1
+        t1 = jnp.abs(m1 / f1)
+        pick = lambda new, old: jnp.where(go, new, old)  # noqa: E731
+        return tuple(map(pick, (f1, g1, k3, m1, n1, t1), (f, g, k, m, n, t)))
+
+    one = jnp.ones_like(x)
+    state = (one, x, one, one, x, one)
+    f, g, *_ = jax.lax.while_loop(lambda s: jnp.any(active(s)), body, state)
+    return np.float32(0.355028053887817239260) * f - np.float32(0.258819403792806798405) * g
+
+
+def _airy_ai(x: jax.Array) -> jax.Array:
+    """Airy Ai: asymptotic expansions below -2.09 and above 2.09 (alone above 8.32), the power
+    series between; NaN at +-inf and 0 above 103.892, as PyTorch computes it."""
+    neg = jnp.where(x < -2.09, x, -4.0)
+    root = jnp.sqrt(-neg)
+    zeta_neg = _divide(-2.0 * neg * root, 3.0)
+    z = 1.0 / zeta_neg
+    zz = z * z
+    theta = zeta_neg + np.float32(0.25 * np.pi)
+    oscillating = np.float32(_INV_SQRT_PI) / jnp.sqrt(root)
+    oscillating = oscillating * (
+        jnp.sin(theta) * (1.0 + zz * _polynomial(_AIRY_AFN, zz) / _polynomial(_AIRY_AFD, zz))
+        - jnp.cos(theta) * (z * _polynomial(_AIRY_AGN, zz) / _polynomial(_AIRY_AGD, zz))
+    )
+    pos = jnp.where(x >= 2.09, x, 4.0)
+    zeta_pos = _divide(2.0 * pos * jnp.sqrt(pos), 3.0)
+    ratio = _polynomial(_AIRY_AN, 1.0 / zeta_pos) / _polynomial(_AIRY_AD, 1.0 / zeta_pos)
+    decaying = np.float32(_INV_SQRT_PI) * ratio / (2.0 * jnp.sqrt(jnp.sqrt(pos)) * jnp.exp(zeta_pos))
+    series = _airy_power_series(jnp.where((x >= -2.09) & (x < 2.09), x, 0.0))
+    value = jnp.where(x < -2.09, oscillating, jnp.where(x >= 2.09, decaying, series))
+    value = jnp.where(x > 103.892, 0.0, value)
+    return jnp.where(jnp.isinf(x) | jnp.isnan(x), NAN, value)
+
+
+_BESSEL: dict = {  # PyTorch INT_TO_FLOAT
+    aten.special_airy_ai.default: _airy_ai,
+    aten.special_bessel_j0.default: _bessel_j0,
+    aten.special_bessel_j1.default: _bessel_j1,
+    aten.special_bessel_y0.default: _bessel_y0,
+    aten.special_bessel_y1.default: _bessel_y1,
+    aten.special_modified_bessel_i0.default: _modified_bessel_i0,
+    aten.special_modified_bessel_i1.default: _modified_bessel_i1,
+    aten.special_modified_bessel_k0.default: lambda x: _modified_bessel_k(x, 0, scaled=False),
+    aten.special_modified_bessel_k1.default: lambda x: _modified_bessel_k(x, 1, scaled=False),
+    aten.special_scaled_modified_bessel_k0.default: lambda x: _modified_bessel_k(x, 0, scaled=True),
+    aten.special_scaled_modified_bessel_k1.default: lambda x: _modified_bessel_k(x, 1, scaled=True),
+    aten.special_spherical_bessel_j0.default: _spherical_bessel_j0,
+}
+_register_all(_BESSEL, Promotion.INT_TO_FLOAT)
+
+
+# --- orthogonal polynomials (recurrences in the degree n, as in PyTorch's Math.h) -----------------
+
+
+def _degree(n: jax.Array) -> jax.Array:
+    """The degree as PyTorch's kernels take it, ``static_cast<int64_t>(n)`` on x86: truncated, and
+    INT64_MIN (a negative degree: the polynomial is 0) for NaN, infinities and out-of-range values."""
+    fits = jnp.isfinite(n) & (jnp.abs(n) < 2.0**63)
+    return jnp.where(fits, jnp.where(fits, n, 0).astype(jnp.int64), jnp.iinfo(jnp.int64).min)
+
+
+def _recurrence(n: jax.Array, p: jax.Array, q: jax.Array, step: Callable) -> jax.Array:
+    """Runs ``p, q = q, step(k, p, q)`` for k = 1 .. n - 1 in each element (none where n < 2), stopping
+    early where q is NaN as Math.h does; returns q. ``k`` reaches ``step`` as an array of q's dtype."""
+
+    def active(k: jax.Array, q: jax.Array) -> jax.Array:
+        return (k < n) & ~jnp.isnan(q)
+
+    def body(state: tuple) -> tuple:
+        k, p, q = state
+        go = active(k, q)
+        r = step(k.astype(q.dtype), p, q)
+        return k + 1, jnp.where(go, q, p), jnp.where(go, r, q)
+
+    k = jnp.ones(q.shape, jnp.int64)
+    _, _, q = jax.lax.while_loop(lambda state: jnp.any(active(state[0], state[2])), body, (k, p, q))
+    return q
+
+
+def _chebyshev_recurrence(two_x: jax.Array, n: jax.Array, first: jax.Array, closed_form: jax.Array) -> jax.Array:
+    """p_{k+1} = 2x p_k - p_{k-1} from p_0 = 1 and p_1 = ``first``, where ``closed_form`` is false."""
+    one = jnp.ones_like(two_x)
+    return _recurrence(jnp.where(closed_form, 0, n), one, first, lambda k, p, q: two_x * q - p)
+
+
+def _select(default: jax.Array, *cases: tuple[jax.Array, jax.Array | float]) -> jax.Array:
+    """The value of the first true condition in ``cases`` (pairs of condition and value), else
+    ``default``: the if-chain of a Math.h kernel."""
+    for condition, value in reversed(cases):
+        default = jnp.where(condition, value, default)
+    return default
+
+
+def _chebyshev_t(x: jax.Array, n: jax.Array, shifted: bool) -> jax.Array:
+    n = _degree(n)
+    y = x + x - 1.0 if shifted else x
+    nf = n.astype(x.dtype)
+    even = n % 2 == 0
+    closed = (n > 6) & (jnp.abs(y) < 1.0)
+    rec = _chebyshev_recurrence(y + y, n, y, closed | (n < 2))
+    edges = [(x == 1.0, 1.0), (x == 0.0, jnp.where(even, 1.0, -1.0))] if shifted else [
+        (jnp.abs(x) == 1.0, jnp.where((x > 0) | even, 1.0, -1.0))]  # fmt: skip
+    return _select(rec, (n < 0, 0.0), *edges, (closed, jnp.cos(nf * jnp.arccos(y))), (n == 0, 1.0), (n == 1, y))
+
+
+def _chebyshev_u(x: jax.Array, n: jax.Array, shifted: bool) -> jax.Array:
+    n = _degree(n)
+    y = x + x - 1.0 if shifted else x
+    n1 = (n + 1).astype(x.dtype)
+    even = n % 2 == 0
+    closed = (n > (6 if shifted else 8)) & (jnp.abs(y) < 1.0)
+    theta = jnp.arccos(y)
+    sine = jnp.where(jnp.sin(theta) != 0, jnp.sin(n1 * theta) / jnp.sin(theta), n1 * jnp.cos(n1 * theta) / y)
+    rec = _chebyshev_recurrence(y + y, n, y + y, closed | (n < 2))
+    edges = [(x == 1.0, n1), (x == 0.0, jnp.where(even, n1, -n1))] if shifted else [
+        (jnp.abs(x) == 1.0, jnp.where((x > 0) | even, n1, -n1))]  # fmt: skip
+    return _select(rec, (n < 0, 0.0), *edges, (closed, sine), (n == 0, 1.0), (n == 1, y + y))
+
+
+def _chebyshev_v(x: jax.Array, n: jax.Array, shifted: bool) -> jax.Array:
+    n = _degree(n)
+    y = x + x - 1.0 if shifted else x
+    odd_degree = (n + n + 1).astype(x.dtype)
+    alternating = jnp.where(n % 2 == 0, odd_degree, -odd_degree)
+    closed = (n > (6 if shifted else 8)) & (jnp.abs(y) < 1.0)
+    theta = jnp.arccos(y)
+    half = theta / 2.0
+    cosine = jnp.where(jnp.sin(half) != 1.0, jnp.cos((n.astype(x.dtype) + 0.5) * theta) / jnp.cos(half), alternating)
+    first = y + y - 1.0
+    rec = _chebyshev_recurrence(y + y, n, first, closed | (n < 2))
+    edges = [(x == 1.0, 1.0), (x == 0.0, alternating)] if shifted else [
+        (jnp.abs(x) == 1.0, jnp.where(x > 0, 1.0, alternating))]  # fmt: skip
+    return _select(rec, (n < 0, 0.0), *edges, (closed, cosine), (n == 0, 1.0), (n == 1, first))
+
+
+def _chebyshev_w(x: jax.Array, n: jax.Array, shifted: bool) -> jax.Array:
+    n = _degree(n)
+    y = x + x - 1.0 if shifted else x
+    odd_degree = (n + n + 1).astype(x.dtype)
+    sign = jnp.where(n % 2 == 0, 1.0, -1.0)
+    closed = (n > (4 if shifted else 8)) & (jnp.abs(y) < 1.0)
+    theta = jnp.arccos(y)
+    half = theta / 2.0
+    at_one = sign if shifted else jnp.where(x > 0, odd_degree, sign)
+    sine = jnp.where(jnp.cos(half) != 1.0, jnp.sin((n.astype(x.dtype) + 0.5) * theta) / jnp.sin(half), at_one)
+    first = y + y + 1.0
+    rec = _chebyshev_recurrence(y + y, n, first, closed | (n < 2))
+    edges = [(x == 1.0, odd_degree), (x == 0.0, sign)] if shifted else [
+        (jnp.abs(x) == 1.0, jnp.where(x > 0, odd_degree, sign))]  # fmt: skip
+    return _select(rec, (n < 0, 0.0), *edges, (closed, sine), (n == 0, 1.0), (n == 1, first))
+
+
+#: Above this degree PyTorch's float32 Hermite polynomials are NaN (``getHermitianLimit``).
+_HERMITE_LIMIT = 128
+
+
+def _hermite_h(x: jax.Array, n: jax.Array) -> jax.Array:
+    n = _degree(n)
+    recurrent = (n >= 2) & (n <= _HERMITE_LIMIT)
+    two_x = x + x
+    rec = _recurrence(jnp.where(recurrent, n, 0), jnp.ones_like(x), two_x, lambda k, p, q: two_x * q - (k + k) * p)
+    return _select(rec, (n < 0, 0.0), (n == 0, 1.0), (n == 1, two_x), (n > _HERMITE_LIMIT, NAN))
+
+
+def _hermite_he(x: jax.Array, n: jax.Array) -> jax.Array:
+    n = _degree(n)
+    recurrent = (n >= 2) & (n <= _HERMITE_LIMIT)
+    rec = _recurrence(jnp.where(recurrent, n, 0), jnp.ones_like(x), x, lambda k, p, q: x * q - k * p)
+    return _select(rec, (n < 0, 0.0), (n == 0, 1.0), (n == 1, x), (n > _HERMITE_LIMIT, NAN))
+
+
+def _laguerre_l(x: jax.Array, n: jax.Array) -> jax.Array:
+    n = _degree(n)
+    one_minus_x = 1.0 - x
+    trivial = (n < 2) | (x == 0)
+    rec = _recurrence(
+        jnp.where(trivial, 0, n),
+        jnp.ones_like(x),
+        one_minus_x,
+        lambda k, p, q: ((k + k + one_minus_x) * q - k * p) / (k + 1.0),
+    )
+    return _select(rec, (n < 0, 0.0), (x == 0, 1.0), (n == 0, 1.0), (n == 1, one_minus_x))
+
+
+def _legendre_p(x: jax.Array, n: jax.Array) -> jax.Array:
+    n = _degree(n)
+    trivial = (n < 2) | (jnp.abs(x) == 1.0)
+    rec = _recurrence(
+        jnp.where(trivial, 0, n), jnp.ones_like(x), x, lambda k, p, q: ((k + k + 1.0) * x * q - k * p) / (k + 1.0)
+    )
+    edge = jnp.where((x > 0) | (n % 2 == 0), 1.0, -1.0)
+    return _select(rec, (n < 0, 0.0), (jnp.abs(x) == 1.0, edge), (n == 0, 1.0), (n == 1, x))
+
+
+def _polynomial_lowering(name: str, fn: Callable[[jax.Array, jax.Array], jax.Array]) -> None:
+    packet = getattr(aten, f"special_{name}")
+
+    @lowering(packet.default, packet.x_scalar, packet.n_scalar, promotion=Promotion.INT_TO_FLOAT)
+    def polynomial(x: jax.Array, n: jax.Array) -> jax.Array:
+        x, n = jnp.broadcast_arrays(x, n)
+        return fn(x, n)
+
+    polynomial.__name__ = polynomial.__qualname__ = name
+    polynomial.__doc__ = (
+        f"torch.special.{name}(x, n): the degree is n truncated to an integer (0 for n < 0), as PyTorch computes it."
+    )
+
+
+for _name, _fn in {
+    "chebyshev_polynomial_t": lambda x, n: _chebyshev_t(x, n, shifted=False),
+    "chebyshev_polynomial_u": lambda x, n: _chebyshev_u(x, n, shifted=False),
+    "chebyshev_polynomial_v": lambda x, n: _chebyshev_v(x, n, shifted=False),
+    "chebyshev_polynomial_w": lambda x, n: _chebyshev_w(x, n, shifted=False),
+    "shifted_chebyshev_polynomial_t": lambda x, n: _chebyshev_t(x, n, shifted=True),
+    "shifted_chebyshev_polynomial_u": lambda x, n: _chebyshev_u(x, n, shifted=True),
+    "shifted_chebyshev_polynomial_v": lambda x, n: _chebyshev_v(x, n, shifted=True),
+    "shifted_chebyshev_polynomial_w": lambda x, n: _chebyshev_w(x, n, shifted=True),
+    "hermite_polynomial_h": _hermite_h,
+    "hermite_polynomial_he": _hermite_he,
+    "laguerre_polynomial_l": _laguerre_l,
+    "legendre_polynomial_p": _legendre_p,
+}.items():
+    _polynomial_lowering(_name, _fn)
+
+
+# --- angle, frexp, gcd/lcm, complex numbers, logspace, hash_tensor ---------------------------------
+
+
+@lowering(aten.angle.default, promotion=Promotion.INT_TO_FLOAT)
+def angle(self: jax.Array) -> jax.Array:
+    """torch.angle: atan2(imag, real) for complex inputs; pi for negative reals, 0 otherwise (-0.0
+    included), NaN for NaN. Complex inputs give a real result."""
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return jnp.angle(self)
+    return jnp.where(jnp.isnan(self), self, jnp.where(self < 0, np.pi, 0.0))
+
+
+def _float32_fields(x: jax.Array) -> tuple[jax.Array, ...]:
+    """(sign bit, unbiased exponent E, 23-bit fraction f, zero, non-finite) with x = +-1.f * 2**E for
+    finite nonzero float32 x, subnormals normalized. Everything is read from the bits: XLA's CPU
+    comparisons treat subnormals as zero (x == 0 is true for them)."""
+    bits = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+    sign = bits >> 31
+    biased = ((bits >> 23) & 0xFF).astype(jnp.int32)
+    fraction = bits & 0x7FFFFF
+    zero = (biased == 0) & (fraction == 0)
+    special = biased == 0xFF
+    shift = jax.lax.clz(fraction).astype(jnp.int32) - 8
+    subnormal = biased == 0
+    fraction = jnp.where(subnormal, (fraction << jnp.maximum(shift, 0).astype(jnp.uint32)) & 0x7FFFFF, fraction)
+    exponent = jnp.where(subnormal, -126 - shift, biased - 127)
+    return sign, exponent, fraction, zero, special
+
+
+@lowering(aten.frexp.Tensor)
+def frexp(self: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """torch.frexp: mantissa in [0.5, 1) with self's sign and dtype, and an int32 exponent;
+    (self, 0) for zeros, infinities and NaN. Subnormals are exact (jnp.frexp flushes them)."""
+    sign, exponent, fraction, zero, special = _float32_fields(self)
+    special = zero | special
+    bits = (sign << 31) | (jnp.uint32(126) << 23) | fraction
+    mantissa = jax.lax.bitcast_convert_type(bits, jnp.float32).astype(self.dtype)
+    return jnp.where(special, self, mantissa), jnp.where(special, 0, exponent + 1).astype(jnp.int32)
+
+
+def _gcd(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Euclid's algorithm on |a| and |b| with C's remainder, as PyTorch's ``calc_gcd``."""
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def body(state: tuple) -> tuple:
+        a, b = state
+        active = a != 0
+        return jnp.where(active, jax.lax.rem(b, jnp.where(active, a, 1)), a), jnp.where(active, a, b)
+
+    return jax.lax.while_loop(lambda state: jnp.any(state[0] != 0), body, (a, b))[1]
+
+
+@lowering(aten.gcd.default, promotion=Promotion.DEFAULT)
+def gcd(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.gcd: non-negative, gcd(0, 0) = 0 (the lowest value of a signed type stays negative, as
+    its absolute value does in PyTorch)."""
+    return _gcd(self, other)
+
+
+@lowering(aten.lcm.default, promotion=Promotion.DEFAULT)
+def lcm(self: jax.Array, other: jax.Array) -> jax.Array:
+    """torch.lcm: |self / gcd * other|, 0 when the gcd is 0. Like PyTorch's C++ kernel, 8- and
+    16-bit operands are multiplied as int32 and the absolute value wraps into the dtype after."""
+    g = _gcd(self, other)
+    wide = jnp.promote_types(self.dtype, jnp.int32)
+    product = jax.lax.div(self.astype(wide), jnp.where(g == 0, 1, g).astype(wide)) * other.astype(wide)
+    return jnp.where(g == 0, 0, jnp.abs(product)).astype(self.dtype)
+
+
+@lowering(aten.complex.default)
+def complex_(real: jax.Array, imag: jax.Array) -> jax.Array:
+    """torch.complex(real, imag), broadcast (PyTorch requires both of one float dtype)."""
+    return jax.lax.complex(*jnp.broadcast_arrays(real, imag))
+
+
+@lowering(aten.polar.default)
+def polar(abs: jax.Array, angle: jax.Array) -> jax.Array:
+    """torch.polar: abs * cos(angle) + i abs * sin(angle)."""
+    return jax.lax.complex(*jnp.broadcast_arrays(abs * jnp.cos(angle), abs * jnp.sin(angle)))
+
+
+def _host_value(value: complex | float | int, dtype: np.dtype) -> np.generic:
+    """A Scalar converted to the kernel's scalar_t (PyTorch's ``Scalar.to<scalar_t>()``)."""
+    if np.issubdtype(dtype, np.complexfloating):
+        return dtype.type(value)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+        return dtype.type(int(value))
+    return dtype.type(np.float32(value)) if dtype.itemsize < 4 else dtype.type(value)
+
+
+def _stored(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float64 results assigned to scalar_t as C++ does: through float for 16-bit floats, truncated
+    toward zero for integers (wrapping as x86's conversion through int32/int64 does)."""
+    if np.issubdtype(dtype, np.integer):
+        wide = np.int64 if dtype == np.int64 else np.int32
+        limit = 2.0 ** (np.iinfo(wide).bits - 1)
+        truncated = np.where(np.abs(values) < limit, np.trunc(values), -limit)
+        return truncated.astype(wide).astype(dtype)
+    if np.issubdtype(dtype, np.floating) and dtype.itemsize < 4:
+        return values.astype(np.float32).astype(dtype)
+    return values.astype(dtype)
+
+
+@lowering(aten.logspace.default, static=("start", "end", "steps", "base"), result_dtype=True)
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
+    """torch.logspace: base ** linspace(start, end, steps). The arguments are Python numbers, so the
+    values are computed once on the host, in float64 (complex64 for complex results) from start and
+    end converted to the result dtype, as PyTorch's CPU kernel does, and become a constant."""
+    dtype = np.dtype(result_dtype)
+    index = np.arange(steps)
+    if steps == 1:
+        first = complex(start) if np.issubdtype(dtype, np.complexfloating) else float(start)
+        values = np.asarray([np.power(np.float64(base), first)])
+        if np.issubdtype(dtype, np.integer):
+            return jnp.asarray(np.asarray([_host_value(values[0], dtype)], dtype))
+        return jnp.asarray(values.astype(dtype))
+    if np.issubdtype(dtype, np.complexfloating):
+        first, last = _host_value(start, dtype), _host_value(end, dtype)
+        step = (last - first) / dtype.type(max(steps - 1, 1))
+        low = np.power(dtype.type(base), first + step * index.astype(dtype))
+        high = np.power(dtype.type(base), last - step * (steps - index - 1).astype(dtype))
+        return jnp.asarray(np.where(index < steps // 2, low, high).astype(dtype))
+    first, last = _host_value(start, dtype), _host_value(end, dtype)
+    difference = (last.astype(np.int64) - first.astype(np.int64)) if dtype.kind in "iu" else last - first
+    step = np.float64(difference) / max(steps - 1, 1)
+    low = np.power(np.float64(base), np.float64(first) + step * index)
+    high = np.power(np.float64(base), np.float64(last) - step * (steps - index - 1))
+    return jnp.asarray(_stored(np.where(index < steps // 2, low, high), dtype))
+
+
+def _float64_bits(x: jax.Array) -> jax.Array:
+    """The uint64 bits of ``double(x)`` for a 16- or 32-bit float x, built from x's own bits."""
+    sign, exponent, fraction, zero, special = _float32_fields(x)
+    finite = (sign.astype(jnp.uint64) << 63) | ((exponent + 1023).astype(jnp.uint64) << 52)
+    finite = finite | (fraction.astype(jnp.uint64) << 29)
+    non_finite = (sign.astype(jnp.uint64) << 63) | (jnp.uint64(0x7FF) << 52) | (fraction.astype(jnp.uint64) << 29)
+    return jnp.where(zero, sign.astype(jnp.uint64) << 63, jnp.where(special, non_finite, finite))
+
+
+@lowering(aten.hash_tensor.default, static=("dim", "keepdim", "mode"))
+def hash_tensor(self: jax.Array, dim=(), *, keepdim=False, mode=0) -> jax.Array:
+    """torch.hash_tensor (mode 0, xor_sum): the XOR over ``dim`` (every dim when empty) of each
+    element as uint64: floats by the bits of their float64 value, integers sign-extended."""
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: mode {mode} is not supported; only mode=0 (xor_sum) exists")
+    if jnp.issubdtype(self.dtype, jnp.floating):
+        words = _float64_bits(self)
+    else:
+        words = self.astype(jnp.int64).astype(jnp.uint64)
+    dim = (dim,) if isinstance(dim, int) else tuple(dim)
+    if self.ndim == 0:  # dims 0 and -1 of a 0-dim tensor name the tensor itself
+        axes = ()
+    else:
+        axes = tuple(d % self.ndim for d in dim) if dim else tuple(range(self.ndim))
+    result = jax.lax.reduce(words, np.uint64(0), jax.lax.bitwise_xor, axes)
+    return jnp.expand_dims(result, axes) if keepdim else result

@@ -1,0 +1,234 @@
+"""Special functions on neuron against CPU: Bessel, gamma and error-function families, orthogonal
+polynomials (degrees given as tensors, negative, fractional and non-finite), the domain edges
+(NaN, infinities, poles), and the remaining pointwise ops (angle, frexp, gcd/lcm, complex, polar,
+logspace, hash_tensor)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.utils import assert_matches_cpu
+
+NAN, INF = float("nan"), float("inf")
+#: Special values and each branch of the piecewise approximations (2, 2.09, 5, 8 and beyond).
+EDGES = [NAN, INF, -INF, 0.0, -0.0, 1e-6, 0.5, -0.5, 1.0, -1.0, 2.0, 2.5, -2.5, 5.0, 7.5, 8.0, 9.5, -9.5, 30.0, -60.0]
+
+
+def _values(dtype: torch.dtype) -> torch.Tensor:
+    """Every edge plus a dense sweep of [-12, 12], in ``dtype`` (integers: the integers of the sweep)."""
+    if not dtype.is_floating_point:
+        return torch.arange(-12, 13).to(dtype) if dtype != torch.uint8 else torch.arange(0, 25).to(dtype)
+    return torch.cat([torch.tensor(EDGES), torch.linspace(-12, 12, 241)]).to(dtype)
+
+
+UNARY = [
+    "i0e",
+    "i1",
+    "i1e",
+    "ndtri",
+    "log_ndtr",
+    "erfcx",
+    "entr",
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+    "spherical_bessel_j0",
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_special_function_matches_cpu(name, dtype):
+    """Integers and bools compute in float32 (INT_TO_FLOAT); the edge values pick each branch."""
+    x = _values(dtype) if dtype != torch.bool else torch.tensor([True, False])
+    if name == "ndtri" and dtype == torch.float32:
+        x = torch.cat([x, torch.rand(64), torch.tensor([1e-30, 1 - 1e-7])])
+    assert_matches_cpu(getattr(torch.special, name), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", ["i0e", "i1", "i1e", "entr"])
+def test_unary_special_function_in_16_bit_floats_matches_cpu(name, dtype):
+    assert_matches_cpu(getattr(torch.special, name), _values(dtype))
+
+
+def test_erfcx_beyond_float32_erfc_underflow_matches_cpu():
+    """jax's exp(x**2) erfc(x) is 0 once erfc underflows (x > 9.19 in float32); PyTorch's is not."""
+    x = torch.cat([torch.linspace(4, 12, 801), torch.logspace(1, 30, 60)])
+    assert_matches_cpu(lambda t: (torch.special.erfcx(t), torch.special.log_ndtr(-t * 2**0.5)), x)
+
+
+def test_airy_ai_far_from_zero_matches_cpu():
+    """The oscillating expansion's phase 2/3 |x|**1.5 must divide by 3 exactly (XLA would multiply by
+    a rounded 1/3), or the phase is an ulp off for large |x|."""
+    assert_matches_cpu(torch.special.airy_ai, torch.linspace(-400, 110, 5101))
+
+
+@pytest.mark.parametrize("name", ["xlog1py", "zeta"])
+@pytest.mark.parametrize("form", ["tensors", "number_first", "number_second"])
+def test_binary_special_function_matches_cpu(name, form):
+    """xlog1py: 0 where self is 0 unless other is NaN. zeta: inf at x = 1 and at non-positive
+    integer q, NaN for x < 1 and for non-integer x with q < 0."""
+    op = getattr(torch.special, name)
+    x = torch.tensor([0.0, 0.0, 1.0, 2.0, 2.5, 3.0, 0.5, NAN, 4.0, 2.0, 3.0, -1.0])
+    y = torch.tensor([NAN, -1.0, 0.0, -2.0, -1.5, 0.5, 2.0, 1.0, INF, -0.5, 7.0, -0.9])
+    if form == "tensors":
+        assert_matches_cpu(op, x, y)
+    elif form == "number_first":
+        assert_matches_cpu(lambda t: op(3.0, t), y)
+    else:
+        assert_matches_cpu(lambda t: op(t, 2.0), x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_polygamma_matches_cpu(n, dtype):
+    x = _values(dtype)
+    assert_matches_cpu(lambda t: (torch.polygamma(n, t), torch.special.polygamma(n, t)), x)
+
+
+def test_polygamma_of_negative_order_raises_as_cpu():
+    with pytest.raises(RuntimeError, match="polygamma"):
+        torch.polygamma(-1, torch.ones(2, device="neuron")).cpu()
+
+
+@pytest.mark.parametrize("op", [torch.igamma, torch.igammac], ids=["igamma", "igammac"])
+def test_incomplete_gamma_matches_cpu(op):
+    """Edges follow SciPy: NaN for negative arguments, a = 0 gives 1 (or 0) for x > 0, x = 0 gives
+    0 (or 1), infinite a gives 0 (or 1) unless x is infinite too."""
+    a = torch.tensor([0.0, 0.0, 1.0, INF, INF, 2.0, -1.0, 2.0, 0.5, 30.0, 250.0, 3.0, NAN])
+    x = torch.tensor([1.0, 0.0, 0.0, 2.0, INF, INF, 1.0, -1.0, 0.3, 50.0, 600.0, 0.01, 1.0])
+    assert_matches_cpu(op, a, x)
+    assert_matches_cpu(op, torch.rand(50) * 10, torch.rand(50) * 10)
+
+
+@pytest.mark.parametrize("op", [torch.igamma, torch.igammac], ids=["igamma", "igammac"])
+@pytest.mark.parametrize(("a", "x"), [(30.0, 31.0), (250.0, 260.0)])
+def test_incomplete_gamma_in_the_asymptotic_band_raises(op, a, x):
+    """a > 20 with x near a: float32 series lose ~1e-4 there, so neuron raises instead of a wrong value."""
+    with pytest.raises(RuntimeError, match=f"{op.__name__} on neuron: an element has a > 20"):
+        op(torch.tensor([1.0, a], device="neuron"), torch.tensor([1.0, x], device="neuron")).cpu()
+
+
+POLYNOMIALS = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
+]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_with_tensor_degrees_matches_cpu(name):
+    """Degrees broadcast against x: negative (0), fractional (truncated), the closed forms above
+    degree 4-8 inside [-1, 1], the recurrence outside it, and x at the edges 0 and +-1."""
+    x = torch.tensor([-1.5, -1.0, -0.7, 0.0, 0.3, 0.5, 1.0, 1.2, 3.0, NAN])[:, None]
+    n = torch.tensor([-2.0, 0.0, 1.0, 2.0, 2.7, 3.0, 5.0, 7.0, 9.0, 12.0])
+    assert_matches_cpu(getattr(torch.special, name), x, n, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_of_high_degree_matches_cpu(name):
+    """Degree 40: the closed forms cos((n + 1/2) acos x) multiply an ulp of acos by n, so the
+    tolerance is 1e-4; outside [-1, 1] the recurrence overflows to inf or NaN as on the CPU."""
+    x = torch.tensor([-3.0, -0.9, -0.3, 0.05, 0.3, 0.6, 0.99, 1.5])
+    n = torch.tensor([40.0, 41.0, 100.0])[:, None]
+    assert_matches_cpu(getattr(torch.special, name), x, n, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8], ids=str)
+def test_polynomial_of_integer_tensors_and_numbers_matches_cpu(name, dtype):
+    """Integer x and n compute in float32; a Python number may stand for either argument."""
+    op = getattr(torch.special, name)
+    x = torch.tensor([0, 1, 2, 3]).to(dtype)[:, None]
+    n = torch.tensor([0, 1, 2, 5, 9]).to(dtype)
+    assert_matches_cpu(lambda a, b: (op(a, b), op(a, 3), op(0.25, b)), x, n)
+
+
+@pytest.mark.parametrize("name", ["hermite_polynomial_h", "hermite_polynomial_he"])
+def test_hermite_above_the_float32_degree_limit_is_nan_as_cpu(name):
+    x = torch.tensor([0.5, 2.0])
+    n = torch.tensor([128.0, 129.0, INF, NAN])[:, None]
+    assert_matches_cpu(getattr(torch.special, name), x, n, atol=0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64], ids=str)
+def test_angle_matches_cpu(dtype):
+    if dtype == torch.complex64:
+        x = torch.tensor([complex(1, 1), complex(-1, 0), complex(-1, -0.0), complex(NAN, 1), 0j])
+    elif dtype == torch.float32:
+        x = torch.tensor([NAN, -INF, INF, -0.0, 0.0, -2.0, 3.0])
+    else:
+        x = torch.tensor([-3, 0, 2]).to(dtype)
+    assert_matches_cpu(torch.angle, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_frexp_matches_cpu_bit_for_bit(dtype):
+    """Subnormals included (jnp.frexp flushes them to the smallest normal's exponent)."""
+    tiny = torch.finfo(dtype).tiny
+    x = torch.tensor([NAN, INF, -INF, 0.0, -0.0, 3.5, -7.0, 1e-3, 65000.0, tiny, tiny / 8, -tiny / 64]).to(dtype)
+    assert_matches_cpu(torch.frexp, torch.cat([x, torch.randn(50).to(dtype) * 100]), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_gcd_and_lcm_match_cpu(dtype):
+    """lcm multiplies 8- and 16-bit operands as int32 and wraps the absolute value into the dtype."""
+    low = 0 if dtype == torch.uint8 else -100
+    a = torch.randint(low, 100, (200,)).to(dtype)
+    b = torch.randint(low, 100, (200,)).to(dtype)
+    a[:3] = torch.tensor([0, 0, 12]).to(dtype)
+    b[:3] = torch.tensor([0, 7, 0]).to(dtype)
+    assert_matches_cpu(lambda x, y: (torch.gcd(x, y), torch.lcm(x, y)), a, b)
+
+
+def test_complex_and_polar_match_cpu():
+    re = torch.tensor([1.0, -2.0, 0.0, NAN, INF])
+    im = torch.tensor([0.5, 3.0, -0.0, 1.0, 2.0])
+    assert_matches_cpu(lambda r, i: (torch.complex(r, i), torch.polar(r.abs(), i)), re, im)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int8, torch.uint8, torch.complex64],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    ("start", "end", "steps", "base"), [(0, 3, 4, 10.0), (1.2, 4, 7, 2.0), (2, 0.5, 5, 1.1), (0, 2, 1, 5.0)]
+)
+def test_logspace_matches_cpu(dtype, start, end, steps, base):
+    """Integer results truncate the float64 powers (10**3 must come out as exactly 1000)."""
+    expected = torch.logspace(start, end, steps, base, dtype=dtype)
+    actual = torch.logspace(start, end, steps, base, dtype=dtype, device="neuron")
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int64, torch.bool], ids=str
+)
+@pytest.mark.parametrize(("dim", "keepdim"), [((), False), ((1,), False), ((0, 2), True), ((-1,), True)])
+def test_hash_tensor_matches_cpu(dtype, dim, keepdim):
+    """Floats hash the bits of their float64 value (subnormals included), integers sign-extend."""
+    x = (torch.randn(3, 4, 5) * 50).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 0, :3] = torch.tensor([NAN, -INF, torch.finfo(dtype).tiny / 4]).to(dtype)
+        x[1, 1, 1] = -0.0
+    assert_matches_cpu(lambda t: torch.hash_tensor(t, dim, keepdim=keepdim), x)
