@@ -268,3 +268,14 @@ def test_lstsq_argument_errors_are_pytorchs(a_shape, b_shape, kwargs, match):
     for device in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match=match):
             torch.linalg.lstsq(torch.ones(a_shape, device=device), torch.ones(b_shape, device=device), **kwargs)
+
+
+def test_cdist_gradient_of_an_empty_broadcast_is_zeros_of_x1():
+    """The CPU's _cdist_backward returns zeros shaped like x1 itself when the broadcast batch is empty."""
+    grads = []
+    for device in ("cpu", "neuron"):
+        x1 = torch.ones(3, 5, device=device, requires_grad=True)
+        x2 = torch.ones(0, 4, 5, device=device, requires_grad=True)
+        torch.cdist(x1, x2).sum().backward()
+        grads.append(x1.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])

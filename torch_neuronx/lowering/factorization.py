@@ -553,7 +553,10 @@ def _minkowski_backward(diff: jax.Array, dist: jax.Array, grad: jax.Array, p: fl
 
 @lowering(aten._cdist_backward.default, static=("p",))
 def cdist_backward(grad, x1, x2, p, cdist):
-    """Gradient of torch.cdist with respect to x1: the sum over x2's rows of each pair's gradient."""
+    """Gradient of torch.cdist with respect to x1: the sum over x2's rows of each pair's gradient, in
+    the broadcast batch shape; zeros of x1's own shape when any size is zero, as on the CPU."""
+    if grad.size == 0 or x1.size == 0 or x2.size == 0:
+        return jnp.zeros_like(x1)
     diff = x1[..., :, None, :] - x2[..., None, :, :]
     return jnp.sum(_minkowski_backward(diff, cdist, grad, p), axis=-2)
 
