@@ -235,3 +235,8 @@ def test_activation_modules_match_cpu(module):
 
     torch.manual_seed(0)
     assert_matches_cpu(run, torch.randn(3, 7, requires_grad=True), torch.randn(3, 7))
+
+
+@pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
+def test_softmax_over_an_empty_dim_is_empty_as_on_cpu(fn):
+    assert_matches_cpu(lambda x: (fn(x, 1), fn(x, 0)), torch.randn(3, 0))

@@ -9,6 +9,12 @@ PyTorch's composite does. Each is registered for PrivateUse1 and AutogradPrivate
 CompositeImplicitAutograd kernel, autograd differentiates through the ops it calls. Argument errors
 are PyTorch's own: each first runs the op on meta tensors.
 
+``renorm``'s autograd formula (``renorm_backward`` in ``FunctionsManual.cpp``) takes its norm in
+``toAccumulateType(dtype, device_type)``, which is float64 for a float32 tensor on any device
+PyTorch does not list (PrivateUse1 included). The composite here computes the forward as the CPU
+and CUDA kernels do (the norm in float32 for 16-bit inputs, factor maxnorm / (norm + 1e-7) where the
+norm exceeds maxnorm) from differentiable ops, so autograd derives the same gradient in float32.
+
 ``linalg.lstsq`` has no meta kernel and, for the ``gelsd``/``gelss`` drivers, a residuals result
 whose shape depends on the computed ranks. Its kernel here (:data:`BACKEND_KERNELS`, PrivateUse1
 only, so PyTorch's autograd formula stays) solves through the SVD and reads the ranks back when
@@ -163,6 +169,20 @@ def linalg_lstsq(
 
 
 #: Kernels for PrivateUse1 only: the op keeps PyTorch's own autograd formula.
+def renorm(input: torch.Tensor, p: float, dim: int, maxnorm: float) -> torch.Tensor:
+    """``torch.renorm``: each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled to norm
+    ``maxnorm``."""
+    aten.renorm.default(_meta(input), p, dim, maxnorm)
+    if input.dim() == 0 or input.numel() == 0:
+        return input.clone()
+    dim = dim % input.dim()
+    others = [d for d in range(input.dim()) if d != dim]
+    accumulate = torch.float32 if input.dtype in (torch.bfloat16, torch.float16) else None
+    norm = torch.linalg.vector_norm(input, p, others, keepdim=True, dtype=accumulate)
+    factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
+    return input * factor.to(input.dtype)
+
+
 BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq}
 
 KERNELS = {
@@ -171,4 +191,5 @@ KERNELS = {
     aten.linalg_matrix_rank.atol_rtol_tensor: linalg_matrix_rank_tensor,
     aten.linalg_matrix_rank.atol_rtol_float: linalg_matrix_rank_float,
     aten.linalg_matrix_rank.default: linalg_matrix_rank_tol,
+    aten.renorm.default: renorm,
 }

@@ -144,8 +144,13 @@ def log_sigmoid_forward(self):
 
 
 def _softmax_input(self, dim: int):
-    """Softmax over ``dim`` of a tensor of any rank (a 0-d tensor is a single element)."""
+    """Softmax over ``dim`` of a tensor of any rank (a 0-d tensor is a single element). An empty
+    input reduces over nothing, so its max starts from -inf."""
     return (self.reshape(1), 0) if self.ndim == 0 else (self, dim % self.ndim)
+
+
+def _max(x, axis: int):
+    return jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)
 
 
 @lowering(aten._softmax.default, promotion=Promotion.DEFAULT, static=("dim", "half_to_float"))
@@ -153,7 +158,7 @@ def softmax(self, dim, half_to_float):
     """torch.softmax: exp(x - max) / sum(exp(x - max)) along ``dim``, computed in float32 for
     16-bit floats; ``half_to_float`` returns float32 (the registry casts to the meta dtype)."""
     x, axis = _softmax_input(self, dim)
-    shifted = x - jnp.max(x, axis=axis, keepdims=True)
+    shifted = x - _max(x, axis)
     exp = jnp.exp(shifted)
     return (exp / jnp.sum(exp, axis=axis, keepdims=True)).reshape(self.shape)
 
@@ -162,7 +167,7 @@ def softmax(self, dim, half_to_float):
 def log_softmax(self, dim, half_to_float):
     """torch.log_softmax: (x - max) - log(sum(exp(x - max))) along ``dim``, in float32 for 16-bit floats."""
     x, axis = _softmax_input(self, dim)
-    shifted = x - jnp.max(x, axis=axis, keepdims=True)
+    shifted = x - _max(x, axis)
     return (shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))).reshape(self.shape)
 
 

@@ -130,9 +130,13 @@ def _differentiable(value: Any) -> list[torch.Tensor]:
 def _backward(op: Any, sample: Any, seed: int) -> tuple[torch.Tensor | None, ...]:
     """Input gradients of ``op`` at ``sample`` for fixed random output gradients (drawn on CPU)."""
     inputs = _differentiable((sample.input, sample.args, sample.kwargs))
-    outputs = _differentiable(_forward(op, sample))
+    forward = _forward(op, sample)
+    unsupported = _unsupported_dtype(forward)
+    if unsupported is not None:
+        raise _NotCompared(f"the forward result holds a tensor of {unsupported}")
+    outputs = _differentiable(forward)
     if not inputs or not outputs:
-        raise _NotDifferentiable
+        raise _NotCompared("no input or output of the sample requires grad")
     generator = torch.Generator().manual_seed(seed)
     grads = [
         torch.randn(o.shape, dtype=torch.complex64 if o.is_complex() else torch.float32, generator=generator)
@@ -142,8 +146,8 @@ def _backward(op: Any, sample: Any, seed: int) -> tuple[torch.Tensor | None, ...
     return torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
 
 
-class _NotDifferentiable(Exception):
-    pass
+class _NotCompared(Exception):
+    """The sample has nothing to compare in this phase; the message says why."""
 
 
 def _run_both(run: Callable[[Any], Any], sample: Any, neuron_sample: Any) -> tuple[Any, Any, BaseException | None]:
@@ -151,7 +155,7 @@ def _run_both(run: Callable[[Any], Any], sample: Any, neuron_sample: Any) -> tup
     exception it raised, neuron result with a synchronized host copy, the neuron exception)."""
     try:
         expected = _to_cpu(run(sample))
-    except _NotDifferentiable:
+    except _NotCompared:
         raise
     except Exception as err:  # CPU errors are compared with neuron's (error parity)
         expected = err
@@ -160,7 +164,7 @@ def _run_both(run: Callable[[Any], Any], sample: Any, neuron_sample: Any) -> tup
         actual = _to_cpu(run(neuron_sample))
         torch.neuron.synchronize()
         return expected, actual, None
-    except _NotDifferentiable:
+    except _NotCompared:
         raise
     except Exception as err:  # every neuron failure becomes the sample's outcome
         _drain_faults()
@@ -202,8 +206,8 @@ def run_sample(
             row.fallback_ops = sorted(torch_neuronx.get_fallback_ops())
             executed = torch_neuronx.get_executed_ops()
             _judge(row, op, sample, expected, actual, error, lambda: _to_cpu(run(_widened(sample))))
-    except _NotDifferentiable:
-        row.outcome, row.detail = "skipped", "no input or output of the sample requires grad"
+    except _NotCompared as reason:
+        row.outcome, row.detail = "skipped", str(reason)
     except Exception as err:  # a sample must never stop the sweep
         row.outcome, row.detail = "error", _describe(err)
         _drain_faults()
@@ -247,8 +251,8 @@ def _judge(
         row.outcome, row.detail = "mismatch", f"neuron returns a result, CPU raises {_describe(cpu_error)}"
         return
     atol, rtol = opinfo.tolerance(op, getattr(torch, row.dtype))
-    if opinfo.full_name(op) in tables.FLOAT32_STATISTICS:
-        expected = _widen_statistics(actual, expected)
+    if opinfo.full_name(op) in tables.CUDA_STATISTICS:
+        expected = _cuda_statistics(sample, actual, expected)
         if atol is None:
             atol, rtol = default_tolerances(getattr(torch, row.dtype))
     result = compare(actual, expected, atol=atol, rtol=rtol, reference=reference, ties=_ties(op, sample))
@@ -261,13 +265,19 @@ def _judge(
         row.detail = "; ".join(result.notes)
 
 
-def _widen_statistics(actual: Any, expected: Any) -> Any:
-    """``expected`` with each 16-bit float tensor widened to float32 where ``actual`` holds float32
-    (see :data:`tables.FLOAT32_STATISTICS`)."""
+def _cuda_statistics(sample: Any, actual: Any, expected: Any) -> Any:
+    """``expected`` with the saved statistics CUDA returns where the CPU's differ (see
+    :data:`tables.CUDA_STATISTICS`): 16-bit float statistics widened to float32, and the empty eval
+    mode statistics of batch norm replaced by the running mean and 1 / sqrt(running_var + eps)."""
     got, spec = pytree.tree_flatten(actual)
     want, want_spec = pytree.tree_flatten(expected)
     if spec != want_spec:
         return expected
+    _, args, _ = _arguments(sample)
+    training = args[4] if len(args) > 6 and isinstance(args[4], bool) else True
+    if not training and len(want) == 3 and want[1].numel() == 0 and want[2].numel() == 0:
+        running_mean, running_var, eps = args[2], args[3], args[6]
+        want = [want[0], running_mean.float(), (running_var.float() + eps).rsqrt()]
     widened = [
         e.float()
         if isinstance(e, torch.Tensor)
