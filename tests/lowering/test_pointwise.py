@@ -151,3 +151,12 @@ def test_full_with_a_value_the_dtype_cannot_hold_raises_as_cpu():
         torch.full((2,), 300, dtype=torch.int8)
     with pytest.raises(RuntimeError, match=message):
         torch.full((2,), 300, dtype=torch.int8, device="neuron").cpu()
+
+
+@pytest.mark.parametrize("fn", [torch.sgn, torch.sign, torch.floor], ids=["sgn", "sign", "floor"])
+def test_zero_gradients_stay_on_the_device(fn):
+    # Their autograd formulas return at::_efficientzerotensor, which must be a neuron tensor.
+    def run(x):
+        return torch.autograd.grad(fn(x).sum(), x)
+
+    assert_matches_cpu(run, torch.randn(4, requires_grad=True))

@@ -77,6 +77,13 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
     return jnp.broadcast_to(jnp.asarray(fill_value), tuple(size))
 
 
+@lowering(aten._efficientzerotensor.default, result_dtype=True)
+def efficient_zero_tensor(size, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
+    """The zero gradients autograd formulas create (``at::_efficientzerotensor``): a zero-filled
+    tensor (CUDA's carries the ZeroTensor key to skip arithmetic; the values are the same)."""
+    return jnp.zeros(tuple(size), result_dtype)
+
+
 @lowering(aten.full_like.default, result_dtype=True)
 def full_like(
     self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, result_dtype
