@@ -279,3 +279,11 @@ def test_cdist_gradient_of_an_empty_broadcast_is_zeros_of_x1():
         torch.cdist(x1, x2).sum().backward()
         grads.append(x1.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matrix_exp_of_16_bit_input_computes_in_float32(dtype):
+    """The CPU's 16-bit kernel overflows to NaN for a matrix of norm ~30; neuron rounds the float32 result."""
+    a = _general(2, 4, 4, dtype=torch.float32).to(dtype) * 2
+    expected = torch.linalg.matrix_exp(a.float()).to(dtype)
+    torch.testing.assert_close(torch.linalg.matrix_exp(a.to("neuron")).cpu(), expected)

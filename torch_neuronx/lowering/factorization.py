@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
 
 aten = torch.ops.aten
 
@@ -450,9 +450,10 @@ def linalg_eigvals(self):
 # ----------------------------------------------------------------------------- functions
 
 
-@lowering(aten.linalg_matrix_exp.default)
+@lowering(aten.linalg_matrix_exp.default, promotion=Promotion.DEFAULT)
 def linalg_matrix_exp(self):
-    """torch.linalg.matrix_exp: Pade approximation with scaling and squaring."""
+    """torch.linalg.matrix_exp: Pade approximation with scaling and squaring; 16-bit inputs compute
+    in float32 (the CPU's bfloat16/float16 kernel overflows to NaN for matrices of norm ~30)."""
     if self.size == 0:
         return self
     return jax.scipy.linalg.expm(self)
