@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torch_neuronx
+from torch_neuronx.eager import fallback
 
 # An op with a CPU kernel only: the device has no lowering or decomposition for it.
 _library = torch.library.Library("neuron_fallback_test", "DEF")
@@ -67,3 +68,10 @@ def test_strict_mode_raises_not_implemented_error_naming_the_op():
     assert result.returncode == 0, result.stderr
     assert "neuron_fallback_test::scaled_cumsum.default has no neuron lowering" in result.stdout
     assert "NEURON_FALLBACK_ENABLED=0" in result.stdout
+
+
+def test_fallback_of_a_factory_puts_its_result_on_the_requested_core(two_cores):
+    # A factory has no neuron tensor argument: its device= argument says where the result goes.
+    result = fallback.run_on_cpu(torch.ops.aten.ones.default, ([2, 3],), {"device": torch.device("neuron:1")})
+    assert result.device == torch.device("neuron:1")
+    torch.testing.assert_close(result.cpu(), torch.ones(2, 3))

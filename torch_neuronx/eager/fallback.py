@@ -76,11 +76,13 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             stacklevel=3,
         )
     tracking.fallback[name] += 1
+    # The results go to the first neuron tensor's device, or a factory's device= argument.
     device = next(
         (
-            t.device
-            for t in pytree.tree_leaves((args, kwargs))
-            if isinstance(t, torch.Tensor) and t.device.type == "neuron"
+            leaf.device if isinstance(leaf, torch.Tensor) else leaf
+            for leaf in pytree.tree_leaves((args, kwargs))
+            if (isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron")
+            or (isinstance(leaf, torch.device) and leaf.type == "neuron")
         ),
         None,
     )
