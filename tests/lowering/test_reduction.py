@@ -364,3 +364,11 @@ def test_gradients_match_cpu(name):
     (GRADIENTS[name](y) * w).sum().backward()
     assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
     torch.testing.assert_close(y.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_complex_logcumsumexp_keeps_the_cpus_imaginary_branch(dim):
+    # log(exp(z)) is z only up to 2*pi*i; the CPU accumulates log1p(exp(min - max)) + max in order.
+    z = torch.complex(torch.randn(4, 5) * 4, torch.randn(4, 5) * 4)
+    z[0, 0] = complex(float("-inf"), 0.0)
+    assert_matches_cpu(lambda z: torch.logcumsumexp(z, dim), z)

@@ -336,7 +336,34 @@ def logcumsumexp(self, dim):
     """torch.logcumsumexp (floating point only, as on CPU); 16-bit floats accumulate in float32."""
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         raise NotImplementedError(f"logcumsumexp on neuron is not implemented for {self.dtype}, as on CPU")
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return _scan(self, dim, _complex_logcumsumexp, self.dtype)
     return _scan(self, dim, jax.lax.cumlogsumexp, _accumulator(self.dtype))
+
+
+def _complex_log_add_exp(x, y):
+    """log(exp(x) + exp(y)) for complex numbers as PyTorch's CPU kernel computes it
+    (``_log_add_exp_helper``, ReduceOpsKernel.cpp): log1p(exp(min - max)) + max, ordered by real
+    part, so the imaginary part follows the inputs' instead of being wrapped into (-pi, pi]."""
+    y_smaller = jnp.isnan(y) | (jnp.real(y) < jnp.real(x))
+    low, high = jnp.where(y_smaller, y, x), jnp.where(y_smaller, x, y)
+    nan = jnp.asarray(complex(jnp.nan, jnp.nan), x.dtype)
+    both_infinite = ~jnp.isfinite(jnp.real(low)) & (jnp.real(low) == jnp.real(high))
+    infinite = jnp.where(jnp.real(low) < 0, low, jnp.log(jnp.exp(low) + jnp.exp(high)))
+    finite = jnp.log1p(jnp.exp(low - high)) + high
+    return jnp.where(jnp.isnan(low), nan, jnp.where(both_infinite, infinite, finite))
+
+
+def _complex_logcumsumexp(values, axis):
+    """Complex logcumsumexp, accumulated in order along ``axis`` as on CPU."""
+    moved = jnp.moveaxis(values, axis, 0)
+
+    def step(total, value):
+        total = _complex_log_add_exp(total, value)
+        return total, total
+
+    _, rest = jax.lax.scan(step, moved[0], moved[1:])
+    return jnp.moveaxis(jnp.concatenate([moved[:1], rest]), 0, axis)
 
 
 # --- histograms ----------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ def _judge(
     if cpu_error is not None:
         row.outcome, row.detail = "mismatch", f"neuron returns a result, CPU raises {_describe(cpu_error)}"
         return
-    atol, rtol = opinfo.tolerance(op, getattr(torch, row.dtype))
+    atol, rtol = opinfo.tolerance(op, getattr(torch, row.dtype), row.phase)
     if opinfo.full_name(op) in tables.CUDA_STATISTICS:
         expected = _cuda_statistics(sample, actual, expected)
         if atol is None:

@@ -114,11 +114,11 @@ def opinfo_skip(op: Any, dtype: torch.dtype) -> str | None:
     return None
 
 
-def tolerance(op: Any, dtype: torch.dtype) -> tuple[float | None, float | None]:
-    """(atol, rtol) for comparing ``op``'s results in sample dtype ``dtype`` with CPU: the project's
-    table, else the OpInfo's override for its CPU comparison, else (None, None): ``assert_close``'s
-    default for each result's dtype."""
-    override = tables.TOLERANCES.get((full_name(op), dtype))
+def tolerance(op: Any, dtype: torch.dtype, phase: str = "forward") -> tuple[float | None, float | None]:
+    """(atol, rtol) for comparing ``op``'s results in sample dtype ``dtype`` and ``phase`` with CPU:
+    the project's table (an entry for the phase, else for the dtype), else the OpInfo's override for
+    its CPU comparison, else (None, None): ``assert_close``'s default for each result's dtype."""
+    override = tables.TOLERANCES.get((full_name(op), dtype, phase)) or tables.TOLERANCES.get((full_name(op), dtype))
     if override is not None:
         return override[0], override[1]
     for decorator in _active(op, dtype):

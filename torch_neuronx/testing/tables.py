@@ -61,13 +61,20 @@ CUDA_STATISTICS: dict[str, str] = dict.fromkeys(
     "saved statistics as on CUDA: float32 for 16-bit inputs, the running statistics in eval mode",
 )
 
-#: Tolerances (atol, rtol) wider than the OpInfo's or the dtype default, per (op, dtype).
+#: Tolerances (atol, rtol, reason) wider than the OpInfo's or the dtype default, per (op, dtype) or
+#: (op, dtype, phase).
 _LAPACK_ROUNDING = (
     "the CPU's LAPACK and the device's (XLA's) round the factorization differently; the float32 gradient "
     "amplifies it through eigenvalue gaps to ~3e-5 elementwise (RMS errors against float64: ~1e-6 of the largest "
     "value, 3-4x the CPU's); PyTorch's own device-vs-CPU test (test_compare_cpu) allows 1e-3"
 )
-TOLERANCES: dict[tuple[str, torch.dtype], tuple[float, float, str]] = {
+TOLERANCES: dict[tuple, tuple[float, float, str]] = {
+    ("logcumsumexp", torch.float32, "backward"): (
+        1e-2,
+        1.3e-6,
+        "a sample of elements 1e4 (float32 spacing 1e-3): the gradient's exp(x - out) terms carry that "
+        "rounding, and XLA's parallel prefix and the CPU's sequential sum round differently",
+    ),
     ("linalg.eig", torch.float32): (1e-4, 1e-4, _LAPACK_ROUNDING),
     ("linalg.pinv.hermitian", torch.float32): (1e-4, 1e-4, _LAPACK_ROUNDING),
     ("matrix_exp", torch.float32): (
