@@ -160,3 +160,8 @@ def test_zero_gradients_stay_on_the_device(fn):
         return torch.autograd.grad(fn(x).sum(), x)
 
     assert_matches_cpu(run, torch.randn(4, requires_grad=True))
+
+
+def test_erfinv_near_plus_and_minus_one_matches_cpu():
+    x = torch.tensor([-0.9999, -0.9987144, -0.5, -0.01, 0.0, 0.3, 0.999, 0.9999, 0.99999994, 1.0, -1.0])
+    assert_matches_cpu(torch.erfinv, x)
