@@ -30,6 +30,7 @@ FAMILIES = (
     "recurrent",
     "fft",
     "special",
+    "polynomials",
 )
 
 
