@@ -127,11 +127,12 @@ def _differentiable(value: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def _backward(op: Any, sample: Any, seed: int) -> tuple[torch.Tensor | None, ...]:
-    """Input gradients of ``op`` at ``sample`` for fixed random output gradients (drawn on CPU)."""
+def _backward(op: Any, sample: Any, seed: int, widened: bool = False) -> tuple[torch.Tensor | None, ...]:
+    """Input gradients of ``op`` at ``sample`` for fixed random output gradients (drawn on CPU).
+    ``widened`` marks the float64 reference run, whose forward is float64 by construction."""
     inputs = _differentiable((sample.input, sample.args, sample.kwargs))
     forward = _forward(op, sample)
-    unsupported = _unsupported_dtype(forward)
+    unsupported = None if widened else _unsupported_dtype(forward)
     if unsupported is not None:
         raise _NotCompared(f"the forward result holds a tensor of {unsupported}")
     outputs = _differentiable(forward)
@@ -199,13 +200,14 @@ def run_sample(
                 return row
             neuron_sample = _neuron_sample(sample, host_leaves)
             if phase == "forward":
-                run = functools.partial(_forward, op)
+                run = reference_run = functools.partial(_forward, op)
             else:
                 run = functools.partial(_backward, op, seed=index)
+                reference_run = functools.partial(_backward, op, seed=index, widened=True)
             expected, actual, error = _run_both(run, sample, neuron_sample)
             row.fallback_ops = sorted(torch_neuronx.get_fallback_ops())
             executed = torch_neuronx.get_executed_ops()
-            _judge(row, op, sample, expected, actual, error, lambda: _to_cpu(run(_widened(sample))))
+            _judge(row, op, sample, expected, actual, error, lambda: _to_cpu(reference_run(_widened(sample))))
     except _NotCompared as reason:
         row.outcome, row.detail = "skipped", str(reason)
     except Exception as err:  # a sample must never stop the sweep
