@@ -1,4 +1,4 @@
-"""Factorizations, solvers, inverses, determinants and distances against the CPU (lowering/factorization.py)."""
+"""Factorizations, solvers, inverses and determinants against the CPU (lowering/factorization.py)."""
 
 from __future__ import annotations
 
@@ -113,37 +113,6 @@ def test_matches_cpu(case, dtype):
     for shape in shapes:
         actual, expected = _run(fn, make(*shape, dtype=dtype))
         torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
-
-
-@pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 2.0, float("inf")])
-def test_cdist_pdist_match_cpu(p):
-    x = _general(2, 5, 3, dtype=torch.float32)
-    y = _general(2, 4, 3, dtype=torch.float32) + 1
-    x[0, 0, 0] = y[0, 0, 0]  # one zero difference, which p = 0 does not count
-    actual, expected = _run(lambda a, b: torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist"), x, y)
-    torch.testing.assert_close(actual, expected)
-    actual, expected = _run(lambda a: torch.pdist(a, p=p), x[0])
-    torch.testing.assert_close(actual, expected)
-
-
-@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
-def test_cdist_pdist_gradients_match_cpu(p):
-    """Zero distances and zero differences have zero gradient (PyTorch's rules, not autodiff's NaN)."""
-    x = _general(2, 5, 3, dtype=torch.float32)
-    y = _general(2, 4, 3, dtype=torch.float32) + 1
-    x[0, 0] = y[0, 0]
-    x[1, 1, 0] = y[1, 2, 0]
-    rows = x[0].clone()
-    rows[3] = rows[1]
-    grads = []
-    torch_neuronx.clear_op_tracking()
-    for device in ("cpu", "neuron"):
-        a, b, c = (t.to(device).detach().requires_grad_() for t in (x, y, rows))
-        torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist").pow(2).sum().backward()
-        torch.pdist(c, p=p).pow(2).sum().backward()
-        grads.append([t.grad.cpu() for t in (a, b, c)])
-    assert torch_neuronx.get_fallback_ops() == {}
-    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -268,17 +237,6 @@ def test_lstsq_argument_errors_are_pytorchs(a_shape, b_shape, kwargs, match):
     for device in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match=match):
             torch.linalg.lstsq(torch.ones(a_shape, device=device), torch.ones(b_shape, device=device), **kwargs)
-
-
-def test_cdist_gradient_of_an_empty_broadcast_is_zeros_of_x1():
-    """The CPU's _cdist_backward returns zeros shaped like x1 itself when the broadcast batch is empty."""
-    grads = []
-    for device in ("cpu", "neuron"):
-        x1 = torch.ones(3, 5, device=device, requires_grad=True)
-        x2 = torch.ones(0, 4, 5, device=device, requires_grad=True)
-        torch.cdist(x1, x2).sum().backward()
-        grads.append(x1.grad.cpu())
-    torch.testing.assert_close(grads[1], grads[0])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -13,6 +13,7 @@ FAMILIES = (
     "reduction",
     "linalg",
     "factorization",
+    "distance",
     "shape",
     "creation",
     "random",

@@ -1,5 +1,5 @@
 """Dense linear algebra beyond products: factorizations (LU, QR, Cholesky, SVD, eigh, eig), solvers,
-inverses, determinants, matrix functions and pairwise distances (``torch.linalg``).
+inverses, determinants and the matrix exponential (``torch.linalg``).
 
 Results follow LAPACK's conventions, as PyTorch's CPU kernels do (JAX's CPU lowerings call the same
 LAPACK routines): LU pivots are 1-based row swaps (``getrf``), QR and Householder results are
@@ -366,6 +366,14 @@ def linalg_qr(A, mode="reduced"):
     return jnp.linalg.qr(A, mode=mode)
 
 
+@lowering(aten.geqrf.default)
+def geqrf(self):
+    """torch.geqrf (LAPACK ``geqrf``): R above the diagonal, the Householder vectors below it, and
+    their scales tau."""
+    reflectors, tau = jnp.linalg.qr(self, mode="raw")
+    return _mT(reflectors), tau
+
+
 @lowering(aten.linalg_householder_product.default)
 def linalg_householder_product(input, tau):
     """torch.linalg.householder_product (``orgqr``): the first n columns of H_1 ... H_k."""
@@ -459,38 +467,6 @@ def linalg_matrix_exp(self):
     return jax.scipy.linalg.expm(self)
 
 
-def _minkowski(diff: jax.Array, p: float) -> jax.Array:
-    """The p-norm over the last axis as torch.cdist/pdist define it: p = 0 counts nonzeros, p = inf
-    takes the largest magnitude."""
-    magnitude = jnp.abs(diff)
-    if p == 0:
-        return jnp.sum(magnitude != 0, axis=-1).astype(diff.dtype)
-    if p == float("inf"):
-        return jnp.max(magnitude, axis=-1, initial=0)
-    if p == 1:
-        return jnp.sum(magnitude, axis=-1)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(magnitude * magnitude, axis=-1))
-    return jnp.sum(magnitude**p, axis=-1) ** (1 / p)
-
-
-@lowering(aten._cdist_forward.default, static=("p",))
-def cdist_forward(x1, x2, p, compute_mode):
-    """torch.cdist (direct form): p-norm distances between the rows of x1 and x2; batch dimensions
-    broadcast. The matrix-product form of ``compute_mode`` reaches ``_euclidean_dist`` instead."""
-    batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    a = jnp.broadcast_to(x1, (*batch, *x1.shape[-2:]))
-    b = jnp.broadcast_to(x2, (*batch, *x2.shape[-2:]))
-    return _minkowski(a[..., :, None, :] - b[..., None, :, :], p)
-
-
-@lowering(aten._pdist_forward.default, static=("p",))
-def pdist_forward(self, p=2):
-    """torch.pdist: p-norm distances of the row pairs i < j, in row-major order."""
-    rows, cols = jnp.triu_indices(self.shape[0], k=1)
-    return _minkowski(self[rows] - self[cols], p)
-
-
 # ------------------------------------------------------------------ pseudo-inverse
 
 
@@ -521,50 +497,3 @@ def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     tolerance = jnp.maximum(atol, rtol * s[..., :1])
     inverse = jnp.where(s > tolerance, 1 / s, 0).astype(self.dtype)
     return jnp.matmul(_mH(vh) * inverse[..., None, :], _mH(u), precision=highest)
-
-
-@lowering(aten.geqrf.default)
-def geqrf(self):
-    """torch.geqrf (LAPACK ``geqrf``): R above the diagonal, the Householder vectors below it, and
-    their scales tau."""
-    reflectors, tau = jnp.linalg.qr(self, mode="raw")
-    return _mT(reflectors), tau
-
-
-def _minkowski_backward(diff: jax.Array, dist: jax.Array, grad: jax.Array, p: float) -> jax.Array:
-    """d dist / d x1 * grad for each difference x1 - x2 (last axis), with PyTorch's rules
-    (``aten/src/ATen/native/cpu/DistanceOpsKernel.cpp``): a zero distance has zero gradient, p = inf
-    sends it to the largest differences, p = 0 has none."""
-    dist, grad = dist[..., None], grad[..., None]
-    zero = dist == 0
-    safe = jnp.where(zero, 1, dist)
-    if p == 0:
-        return jnp.zeros_like(diff)
-    if p == 1:
-        return grad * jnp.sign(diff)
-    if p == float("inf"):
-        return grad * jnp.sign(diff) * (jnp.abs(diff) == dist)
-    if p == 2:
-        return jnp.where(zero, 0, grad * diff / safe)
-    if p < 2:
-        step = jnp.sign(diff) * jnp.abs(diff) ** (p - 1) * grad / safe ** (p - 1)
-        return jnp.where(zero | ((diff == 0) & (p < 1)), 0, step)
-    return jnp.where(zero, 0, diff * jnp.abs(diff) ** (p - 2) * grad / safe ** (p - 1))
-
-
-@lowering(aten._cdist_backward.default, static=("p",))
-def cdist_backward(grad, x1, x2, p, cdist):
-    """Gradient of torch.cdist with respect to x1: the sum over x2's rows of each pair's gradient, in
-    the broadcast batch shape; zeros of x1's own shape when any size is zero, as on the CPU."""
-    if grad.size == 0 or x1.size == 0 or x2.size == 0:
-        return jnp.zeros_like(x1)
-    diff = x1[..., :, None, :] - x2[..., None, :, :]
-    return jnp.sum(_minkowski_backward(diff, cdist, grad, p), axis=-2)
-
-
-@lowering(aten._pdist_backward.default, static=("p",))
-def pdist_backward(grad, self, p, pdist):
-    """Gradient of torch.pdist: each pair's gradient goes to its first row and, negated, its second."""
-    rows, cols = jnp.triu_indices(self.shape[0], k=1)
-    pair = _minkowski_backward(self[rows] - self[cols], pdist, grad, p)
-    return jnp.zeros_like(self).at[rows].add(pair).at[cols].add(-pair)
