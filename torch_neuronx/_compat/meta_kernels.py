@@ -1,4 +1,4 @@
-"""Meta kernels that PyTorch lacks or gets wrong: the fused RNN cells, the margin-loss backwards, histogram(dd).
+"""Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd).
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -199,6 +199,12 @@ def _histogramdd_from_bin_tensors(self: torch.Tensor, bins: list[torch.Tensor], 
     return self.new_empty(tuple(b.numel() - 1 for b in bins))
 
 
+def _ctc_loss_backward(grad: torch.Tensor, log_probs: torch.Tensor, *args: object) -> torch.Tensor:
+    """aten::_ctc_loss_backward (both overloads; PyTorch has no meta kernel): the gradient of
+    log_probs, in its shape and dtype."""
+    return torch.empty_like(log_probs, memory_format=torch.contiguous_format)
+
+
 _KERNELS = {
     aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
@@ -213,6 +219,8 @@ _KERNELS = {
     aten._histogramdd_bin_edges.default: _histogramdd_bin_edges,
     aten._histogramdd_from_bin_cts.default: _histogramdd_from_bin_cts,
     aten._histogramdd_from_bin_tensors.default: _histogramdd_from_bin_tensors,
+    aten._ctc_loss_backward.default: _ctc_loss_backward,
+    aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
 }
 
 

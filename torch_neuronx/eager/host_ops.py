@@ -190,6 +190,46 @@ def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minleng
     return torch.zeros(bins, dtype=weights.dtype, device=tensor.device).index_add_(0, tensor.long(), weights)
 
 
+def _ctc_lengths(name: str, lengths: torch.Tensor) -> list[int]:
+    if lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        raise RuntimeError(f"{name} must be integral")
+    return lengths.to("cpu", torch.int64).tolist()
+
+
+def _ctc_loss_tensor(
+    log_probs: torch.Tensor,
+    targets: torch.Tensor,
+    input_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    zero_infinity: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten::_ctc_loss.Tensor``: the lengths are read back (log_alpha's shape depends on them) and
+    the int-list overload computes the loss, as CPU and CUDA's ``ctc_loss_tensor`` do."""
+    tracking.executed["aten::_ctc_loss"] += 1
+    lengths = _ctc_lengths("input_lengths", input_lengths), _ctc_lengths("target_lengths", target_lengths)
+    return aten._ctc_loss.default(log_probs, targets, *lengths, blank, zero_infinity)
+
+
+def _ctc_loss_backward_tensor(
+    grad: torch.Tensor,
+    log_probs: torch.Tensor,
+    targets: torch.Tensor,
+    input_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    neg_log_likelihood: torch.Tensor,
+    log_alpha: torch.Tensor,
+    blank: int,
+    zero_infinity: bool = False,
+) -> torch.Tensor:
+    """``aten::_ctc_loss_backward.Tensor``: the int-list overload with the lengths read back."""
+    tracking.executed["aten::_ctc_loss_backward"] += 1
+    lengths = _ctc_lengths("input_lengths", input_lengths), _ctc_lengths("target_lengths", target_lengths)
+    return aten._ctc_loss_backward.default(
+        grad, log_probs, targets, *lengths, neg_log_likelihood, log_alpha, blank, zero_infinity
+    )
+
+
 def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::index.Tensor`` that accepts boolean masks (``x[mask]``), for the eager ``kernel``.
 
@@ -229,4 +269,6 @@ KERNELS = {
     aten._unique2.default: _unique2,
     aten.unique_dim.default: _unique_dim,
     aten.bincount.default: _bincount,
+    aten._ctc_loss.Tensor: _ctc_loss_tensor,
+    aten._ctc_loss_backward.Tensor: _ctc_loss_backward_tensor,
 }

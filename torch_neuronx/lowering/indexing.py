@@ -480,3 +480,263 @@ def nonzero_static(self, *, size, fill_value=-1):
         return jnp.full((size, self.ndim), fill_value, jnp.int64)
     coordinates = jnp.nonzero(self, size=size, fill_value=fill_value)
     return jnp.stack(coordinates, axis=1).astype(jnp.int64).reshape(size, self.ndim)
+
+
+# --- embedding_bag, embedding_renorm ------------------------------------------------------------
+
+_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
+_BAG_INDEX = "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be {{detail}}"
+
+
+def _float_opmath(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
+def _offset2bag(offsets: jax.Array, count: int, end: jax.Array | None = None) -> jax.Array:
+    """The bag of each of ``count`` indices (``make_offset2bag``): how many bag starts lie at or
+    before it, less one. With ``end`` (``include_last_offset``: the offsets are CSR row pointers),
+    indices at or after it belong to no bag and get -1."""
+    starts = jnp.zeros(count + 1, jnp.int64).at[offsets].add(1, mode="drop")
+    bag = jnp.cumsum(starts[:count]) - 1
+    if end is not None:
+        bag = jnp.where(jnp.arange(count) < end, bag, -1)
+    return bag
+
+
+def _bag_segments(indices, offsets, include_last_offset: bool):
+    """(offset2bag, number of bags) with PyTorch's checks of the offsets (``check_arguments``)."""
+    count = indices.shape[0]
+    offsets = offsets.astype(jnp.int64)
+    bags = offsets.shape[0] - int(include_last_offset)
+    if offsets.shape[0]:
+        device_check(
+            offsets[0] != 0,
+            offsets[0],
+            "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. "
+            "However, got {detail}",
+            RuntimeError,
+        )
+        device_check(
+            offsets[-1] > count,
+            offsets[-1],
+            f"offsets[-1] can not be greater than input's length {count} but got offsets[-1] of {{detail}}",
+            RuntimeError,
+        )
+    end = offsets[-1] if include_last_offset else None
+    return _offset2bag(offsets[:bags], count, end), bags
+
+
+def _check_bag_indices(name: str, indices, offsets) -> None:
+    if indices.ndim != 1 or offsets.ndim != 1:
+        raise NotImplementedError(
+            f"aten::{name} on neuron: indices of shape {tuple(indices.shape)} with offsets of shape "
+            f"{tuple(offsets.shape)}; pass 1-D indices and offsets, as F.embedding_bag does (it flattens 2-D input)"
+        )
+
+
+def _bag_max(rows, indices, kept, bag, bags: int):
+    """Per bag and feature, the maximum of the kept rows as PyTorch's CPU kernel finds it: the first
+    kept row starts the running maximum and only a strictly greater value replaces it, so a NaN first
+    row stays NaN, later NaNs are skipped, and ties keep the earliest row. Returns the values and the
+    winning rows' indices; an empty bag gives 0 and index 0 (the CPU kernel zeroes both)."""
+    count = rows.shape[0]
+    if count == 0:
+        return jnp.zeros((bags, rows.shape[1]), rows.dtype), jnp.zeros((bags, rows.shape[1]), jnp.int64)
+    positions = jnp.arange(count)
+    first = jax.ops.segment_min(jnp.where(kept, positions, count), bag, bags)
+    nan = jnp.isnan(rows) if jnp.issubdtype(rows.dtype, jnp.floating) else jnp.zeros(rows.shape, bool)
+    candidates = jnp.where(kept[:, None] & ~nan, rows, -jnp.inf)
+    maximum = jax.ops.segment_max(candidates, bag, bags)
+    hit = kept[:, None] & ~nan & (rows == maximum[jnp.clip(bag, 0, max(bags - 1, 0))])
+    earliest = jax.ops.segment_min(jnp.where(hit, positions[:, None], count), bag, bags)
+    safe_first = jnp.clip(first, 0, count - 1)
+    first_nan = nan[safe_first] & (first < count)[:, None]
+    winner = jnp.clip(jnp.where(first_nan, safe_first[:, None], earliest), 0, count - 1)
+    empty = (first >= count)[:, None]
+    values = jnp.take_along_axis(rows, winner, axis=0)
+    winners = indices[winner]
+    return jnp.where(empty, jnp.zeros((), rows.dtype), values), jnp.where(empty, 0, winners)
+
+
+@lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def _embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=_BAG_SUM,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
+    """F.embedding_bag: bag k reduces the rows ``weight[indices[offsets[k]:offsets[k + 1]]]`` (the last
+    bag runs to the end of ``indices``, or to ``offsets[-1]`` with ``include_last_offset``, whose
+    offsets are CSR row pointers), skipping ``padding_idx``. "sum" (scaled by ``per_sample_weights``)
+    and "mean" accumulate 16-bit rows in float32; "mean" rounds the sum to the weight's dtype and
+    divides it by the bag's unpadded size, as the CPU kernel does; "max" is :func:`_bag_max`. An empty
+    bag gives zeros.
+
+    Returns (output, offset2bag, bag_size, max_indices) with the shapes of PyTorch's meta kernel (its
+    CUDA layout): offset2bag holds each index's bag (-1 past ``offsets[-1]`` with
+    ``include_last_offset``), bag_size each bag's number of unpadded indices (one entry per offset),
+    max_indices the winning rows in "max" mode and is empty otherwise. Indices outside
+    [0, num_embeddings) and offsets that do not start at 0 or run past the indices raise PyTorch's
+    RuntimeError at the next synchronisation."""
+    _check_bag_indices("_embedding_bag", indices, offsets)
+    bag, bags = _bag_segments(indices, offsets, include_last_offset)
+    index = _checked(indices.astype(jnp.int64), weight.shape[0], _BAG_INDEX, RuntimeError, negative=False)
+    kept = (indices != padding_idx) & (bag >= 0)
+    bag_size = jax.ops.segment_sum(kept.astype(jnp.int64), bag, offsets.shape[0])
+    rows = jnp.take(weight, index, axis=0)
+    if mode == _BAG_MAX:
+        output, max_indices = _bag_max(rows, index, kept, bag, bags)
+        return output, bag, bag_size, max_indices
+    accumulate = _float_opmath(weight.dtype)
+    rows = rows.astype(accumulate)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.astype(accumulate)[:, None]
+    output = jax.ops.segment_sum(jnp.where(kept[:, None], rows, 0), bag, bags).astype(weight.dtype)
+    if mode == _BAG_MEAN:
+        # divided elementwise: XLA turns a division by a broadcast into a multiplication by the
+        # rounded reciprocal, an ulp away from the CPU's quotient
+        sizes = jnp.broadcast_to(jnp.maximum(bag_size[:bags], 1).astype(weight.dtype)[:, None], output.shape)
+        output = output / jax.lax.optimization_barrier(sizes)
+    elif mode != _BAG_SUM:
+        raise ValueError(f"aten::_embedding_bag on neuron: mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
+    return output, bag, bag_size, jnp.zeros((0,), jnp.int64)
+
+
+def _bag_of_each_index(indices, offsets, offset2bag):
+    """offset2bag, or, when the caller passed an empty one, the bags the offsets give (as the CPU
+    backward kernels rebuild it)."""
+    if indices.shape[0] and offset2bag.shape[0] == 0:
+        return _offset2bag(offsets.astype(jnp.int64), indices.shape[0])
+    return offset2bag.astype(jnp.int64)
+
+
+@lowering(aten._embedding_bag_dense_backward.default, static=("num_weights",))
+def _embedding_bag_dense_backward(
+    grad,
+    indices,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights,
+    padding_idx=-1,
+):
+    """The weight gradient of :func:`_embedding_bag` (16-bit gradients accumulate in float32).
+    "sum"/"mean": each unpadded index's row gets its bag's gradient times its per-sample weight,
+    divided by the bag's size ("mean") and, with ``scale_grad_by_freq``, by how often the index occurs
+    among all indices (the documented rule, which CUDA follows; PyTorch's CPU kernel divides by the
+    count of another index when counts differ, pytorch/pytorch#190063). "max": each feature's
+    gradient goes to the row that won it, for every non-empty bag."""
+    accumulate = _float_opmath(grad.dtype)
+    grad = grad.astype(accumulate)
+    bags, features = grad.shape
+    if mode == _BAG_MAX:
+        nonempty = bag_size[:bags] != 0
+        rows = _checked(maximum_indices.astype(jnp.int64), num_weights, _BAG_INDEX, RuntimeError, negative=False)
+        updates = jnp.where(nonempty[:, None], grad, 0)
+        columns = jnp.broadcast_to(jnp.arange(features), rows.shape)
+        return jnp.zeros((num_weights, features), accumulate).at[rows, columns].add(updates, mode="promise_in_bounds")
+    bag = offset2bag.astype(jnp.int64)
+    in_bag = (bag >= 0) & (bag < bags)
+    safe_bag = jnp.clip(bag, 0, max(bags - 1, 0))
+    index = _checked(indices.astype(jnp.int64), num_weights, _BAG_INDEX, RuntimeError, negative=False)
+    scale = jnp.ones(index.shape, accumulate)
+    if per_sample_weights is not None:
+        scale = scale * per_sample_weights.astype(accumulate)
+    if scale_grad_by_freq:
+        counts = jnp.zeros(num_weights, jnp.int64).at[index].add(1, mode="promise_in_bounds")
+        scale = scale / counts[index].astype(accumulate)
+    if mode == _BAG_MEAN:
+        sizes = bag_size.astype(accumulate)[safe_bag]
+        scale = jnp.where(sizes != 0, scale / jnp.where(sizes != 0, sizes, 1), scale)
+    kept = in_bag & (indices != padding_idx)
+    updates = jnp.where(kept[:, None], grad[safe_bag] * scale[:, None], 0) if bags else jnp.zeros((0, features))
+    return jnp.zeros((num_weights, features), accumulate).at[index].add(updates, mode="promise_in_bounds")
+
+
+@lowering(aten._embedding_bag_backward.default, static=("num_weights",))
+def _embedding_bag_backward(
+    grad,
+    indices,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    padding_idx=-1,
+):
+    """The weight gradient of :func:`_embedding_bag`: :func:`_embedding_bag_dense_backward`, with
+    offset2bag rebuilt from the offsets when it is empty. Sparse gradients are not supported."""
+    if sparse:
+        raise NotImplementedError(
+            "aten::_embedding_bag_backward on neuron: sparse=True gives a sparse gradient, which neuron does not "
+            "support; use sparse=False (a dense gradient)"
+        )
+    bag = _bag_of_each_index(indices, offsets, offset2bag)
+    return _embedding_bag_dense_backward(
+        grad,
+        indices,
+        bag,
+        bag_size,
+        maximum_indices,
+        num_weights,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        padding_idx,
+    )
+
+
+@lowering(aten._embedding_bag_per_sample_weights_backward.default)
+def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    """The gradient of F.embedding_bag's ``per_sample_weights`` ("sum" mode only): each index's
+    bag gradient dotted with its row, 0 for padding and for indices in no bag (16-bit inputs
+    accumulate in float32)."""
+    if mode != _BAG_SUM:
+        raise RuntimeError("embedding_bag_backward: per_sample_weights only supported for mode='sum'")
+    accumulate = _float_opmath(grad.dtype)
+    bag = _bag_of_each_index(indices, offsets, offset2bag)
+    bags = grad.shape[0]
+    index = _checked(indices.astype(jnp.int64), weight.shape[0], _BAG_INDEX, RuntimeError, negative=False)
+    rows = jnp.take(weight, index, axis=0).astype(accumulate)
+    grads = jnp.take(grad, jnp.clip(bag, 0, max(bags - 1, 0)), axis=0).astype(accumulate)
+    kept = (bag >= 0) & (bag < bags) & (indices != padding_idx)
+    return jnp.where(kept, jnp.sum(rows * grads, axis=1), 0) if bags else jnp.zeros(index.shape, accumulate)
+
+
+@lowering(aten.embedding_renorm.default, static=("max_norm", "norm_type"))
+def embedding_renorm(self, indices, max_norm, norm_type):
+    """``torch.embedding_renorm_`` (F.embedding's and F.embedding_bag's ``max_norm``): each row named
+    in ``indices`` whose ``norm_type``-norm exceeds ``max_norm`` is scaled by
+    ``max_norm / (norm + 1e-7)``, once however often it is named. As in the CPU kernel
+    (``row.norm(norm_type).item()``, then ``row *= scale``), the norm and the scale are rounded to
+    the row's dtype and the product is formed in float32; negative indices wrap and out-of-range
+    ones raise IndexError, as ``self[index]`` does."""
+    if self.ndim != 2:
+        raise RuntimeError(f"embedding_renorm_: Expected 2-dimensional tensor, but got {self.ndim}-dimensional tensor")
+    rows = _checked(indices.reshape(-1).astype(jnp.int64), self.shape[0], _OUT_OF_BOUNDS, IndexError, negative=True)
+    named = jnp.zeros(self.shape[0], jnp.bool_).at[rows].set(True, mode="promise_in_bounds")
+    magnitude = jnp.abs(self.astype(_float_opmath(self.dtype)))
+    if norm_type == math.inf:
+        norm = jnp.max(magnitude, axis=1)
+    elif norm_type == -math.inf:
+        norm = jnp.min(magnitude, axis=1)
+    elif norm_type == 0:
+        norm = jnp.sum(magnitude != 0, axis=1).astype(magnitude.dtype)
+    else:
+        norm = jnp.sum(magnitude**norm_type, axis=1) ** (1 / norm_type)
+    norm = norm.astype(self.dtype).astype(jnp.float32)
+    scale = (max_norm / (norm + 1e-7)).astype(self.dtype).astype(jnp.float32)
+    scaled = (self.astype(jnp.float32) * scale[:, None]).astype(self.dtype)
+    return jnp.where((named & (norm > max_norm))[:, None], scaled, self)

@@ -7,12 +7,16 @@ dtype. Formulas follow PyTorch's CPU kernels (``aten/src/ATen/native/Loss*.cpp``
 are CompositeImplicitAutograd: the dispatcher decomposes them into the ops lowered here.
 ``multi_margin_loss_backward`` and ``multilabel_margin_loss_backward`` are the VJPs of their forward
 lowerings (their meta kernels, which PyTorch lacks, are in ``_compat/meta_kernels.py``).
+``_ctc_loss`` runs the CTC alpha recursion with ``lax.scan`` and ``_ctc_loss_backward`` the beta
+recursion and PyTorch's gradient formula; their ``.Tensor`` overloads read the lengths back
+(``eager/host_ops.py``), as PyTorch's CPU and CUDA kernels do.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from torch_neuronx._compat import meta_kernels
@@ -284,3 +288,147 @@ def multilabel_margin_loss_backward(grad_output, self, target, reduction, is_tar
     """The gradient of :func:`multilabel_margin_loss_forward` with respect to ``self``."""
     _, vjp = jax.vjp(lambda x: multilabel_margin_loss_forward(x, target, reduction)[0], self)
     return vjp(grad_output)[0]
+
+
+# --- connectionist temporal classification ------------------------------------------------------
+
+
+def _ctc_labels(targets, target_lengths, blank: int, classes: int):
+    """The extended label sequences l' (B, 2 * max(target_lengths) + 1) of Graves et al.: blank at
+    even positions, the targets at odd ones (blank again past each target's length). ``targets`` is
+    (B, S) or the 1-D concatenation of the targets (``target_lengths`` gives the split). A label
+    outside [0, classes) raises RuntimeError at the next synchronisation (PyTorch reads past the
+    log-probabilities)."""
+    lengths = np.asarray(target_lengths, np.int64)
+    width = int(lengths.max(initial=0))
+    k = np.arange(width)
+    if targets.ndim == 1:
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        position = np.clip(starts[:, None] + k, 0, max(targets.shape[0] - 1, 0))
+        picked = targets[position] if targets.shape[0] else jnp.zeros(position.shape, targets.dtype)
+    else:
+        picked = targets[:, np.clip(k, 0, max(targets.shape[1] - 1, 0))]
+    valid = k < lengths[:, None]
+    picked = jnp.where(valid, picked.astype(jnp.int64), blank)
+    bad = (picked < 0) | (picked >= classes)
+    device_check(
+        jnp.any(bad),
+        picked.reshape(-1)[jnp.argmax(bad.reshape(-1))] if picked.size else 0,
+        f"ctc_loss: target {{detail}} is outside the {classes} classes of log_probs",
+        RuntimeError,
+    )
+    labels = jnp.full((lengths.shape[0], 2 * width + 1), blank, jnp.int64)
+    return labels.at[:, 1::2].set(picked)
+
+
+def _log_add3(a, b, c):
+    """log(exp(a) + exp(b) + exp(c)) as PyTorch's CTC kernels form it: shifted by the largest term
+    (0 when all are -inf)."""
+    top = jnp.maximum(jnp.maximum(a, b), c)
+    top = jnp.where(top == -jnp.inf, jnp.zeros((), top.dtype), top)
+    return jnp.log(jnp.exp(a - top) + jnp.exp(b - top) + jnp.exp(c - top)) + top
+
+
+def _shift(x, by: int):
+    """``x[..., s - by]`` for by > 0 and ``x[..., s + |by|]`` for by < 0, -inf where out of range."""
+    pad = jnp.full((*x.shape[:-1], abs(by)), -jnp.inf, x.dtype)
+    if by > 0:
+        return jnp.concatenate([pad, x[..., :-by]], axis=-1)
+    return jnp.concatenate([x[..., -by:], pad], axis=-1)
+
+
+def _shift_labels(labels, by: int):
+    """``labels[:, s - by]`` (-1 where out of range), as :func:`_shift`."""
+    pad = jnp.full((labels.shape[0], abs(by)), -1, labels.dtype)
+    if by > 0:
+        return jnp.concatenate([pad, labels[:, :-by]], axis=1)
+    return jnp.concatenate([labels[:, -by:], pad], axis=1)
+
+
+def _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank):
+    """(labels (B, S), each label's log-probability (T, B, S), input and target lengths (B,), s (S,))."""
+    labels = _ctc_labels(targets, target_lengths, blank, log_probs.shape[2])
+    emit = jnp.take_along_axis(log_probs, labels[None], axis=2)
+    lengths_in = np.asarray(input_lengths, np.int64)
+    lengths_target = np.asarray(target_lengths, np.int64)
+    return labels, emit, lengths_in, lengths_target, np.arange(labels.shape[1])
+
+
+@lowering(aten._ctc_loss.default)
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """The CTC loss of each batch element, -log p(target | log_probs), by the log-space alpha
+    recursion of Graves et al. (2006) as PyTorch's CPU kernel (``LossCTC.cpp``) computes it, one
+    ``lax.scan`` step per time step for the whole batch. Returns (neg_log_likelihood (B,), log_alpha
+    (B, T, 2 * max(target_lengths) + 1)); log_alpha is -inf past each element's input length and
+    extended target length (where PyTorch leaves it unwritten). An impossible alignment gives inf
+    (``zero_infinity`` is applied by F.ctc_loss and by the backward)."""
+    labels, emit, lengths_in, lengths_target, s = _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank)
+    neg_inf = jnp.full((), -jnp.inf, log_probs.dtype)
+    skip = (s >= 2) & (labels != _shift_labels(labels, 2))
+    first = (s == 0) | ((s == 1) & (lengths_target[:, None] > 0))
+    alpha0 = jnp.where(first, emit[0], neg_inf)
+
+    def step(previous, emitted):
+        alpha = _log_add3(previous, _shift(previous, 1), jnp.where(skip, _shift(previous, 2), neg_inf)) + emitted
+        return alpha, alpha
+
+    _, rest = jax.lax.scan(step, alpha0, emit[1:])
+    alpha = jnp.concatenate([alpha0[None], rest])  # (T, B, S)
+    valid = (np.arange(log_probs.shape[0])[:, None, None] < lengths_in[:, None]) & (s <= 2 * lengths_target[:, None])
+    alpha = jnp.where(valid, alpha, neg_inf)
+    last = alpha[np.maximum(lengths_in - 1, 0), np.arange(lengths_in.shape[0])]  # (B, S) at each input's end
+    end_blank = jnp.take_along_axis(last, (2 * lengths_target)[:, None], axis=1)[:, 0]
+    end_label = jnp.take_along_axis(last, np.maximum(2 * lengths_target - 1, 0)[:, None], axis=1)[:, 0]
+    top = jnp.maximum(end_blank, end_label)
+    top = jnp.where(top == -jnp.inf, jnp.zeros((), top.dtype), top)
+    pair = jnp.log(jnp.exp(end_blank - top) + jnp.exp(end_label - top)) + top
+    likelihood = jnp.where(lengths_target == 0, end_blank, pair)
+    empty_input = jnp.where(lengths_target == 0, jnp.zeros((), log_probs.dtype), neg_inf)
+    likelihood = jnp.where(lengths_in == 0, empty_input, likelihood)
+    return -likelihood, jnp.transpose(alpha, (1, 0, 2))
+
+
+@lowering(aten._ctc_loss_backward.default)
+def _ctc_loss_backward(
+    grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity=False
+):
+    """The gradient of :func:`_ctc_loss` with respect to log_probs, by PyTorch's formula (Graves et
+    al., eq. 16): the beta recursion runs backwards in time with ``lax.scan``; for each time step and
+    class, ``(exp(lp) - exp(log(sum of alpha * beta over the label's positions) + nll - lp)) * grad``.
+    It is 0 past each element's input length and, with ``zero_infinity``, for elements whose loss is
+    inf; without it an infinite loss gives NaN, as on the CPU."""
+    labels, emit, lengths_in, lengths_target, s = _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank)
+    steps, batch, classes = log_probs.shape
+    neg_inf = jnp.full((), -jnp.inf, log_probs.dtype)
+    skip = (s < 2 * lengths_target[:, None] - 1) & (labels != _shift_labels(labels, -2))
+    ends = (s == 2 * lengths_target[:, None]) | ((s == 2 * lengths_target[:, None] - 1) & (lengths_target[:, None] > 0))
+    inside = s <= 2 * lengths_target[:, None]
+
+    def step(following, inputs):
+        t, emitted = inputs
+        later = jnp.where(s < 2 * lengths_target[:, None], _shift(following, -1), neg_inf)
+        skipped = jnp.where(skip, _shift(following, -2), neg_inf)
+        recurred = _log_add3(following, later, skipped) + emitted
+        last = jnp.where(ends, emitted, neg_inf)
+        beta = jnp.where(
+            (t == lengths_in - 1)[:, None], last, jnp.where((t < lengths_in - 1)[:, None], recurred, neg_inf)
+        )
+        beta = jnp.where(inside, beta, neg_inf)
+        return beta, beta
+
+    start = jnp.full((batch, labels.shape[1]), -jnp.inf, log_probs.dtype)
+    _, beta = jax.lax.scan(step, start, (jnp.arange(steps), emit), reverse=True)  # (T, B, S)
+    products = jnp.transpose(log_alpha, (1, 0, 2)) + beta
+    # log-sum-exp over the positions s of each class c: segments b * C + labels[b, s]
+    segments = (np.arange(batch)[:, None] * classes + labels).reshape(-1)
+    values = jnp.transpose(products, (1, 2, 0)).reshape(-1, steps)  # (B * S, T)
+    top = jax.ops.segment_max(values, segments, batch * classes)
+    top = jnp.where(top == -jnp.inf, jnp.zeros((), top.dtype), top)
+    total = jax.ops.segment_sum(jnp.exp(values - top[segments]), segments, batch * classes)
+    collected = jnp.transpose((jnp.log(total) + top).reshape(batch, classes, steps), (2, 0, 1))  # (T, B, C)
+    nll = neg_log_likelihood[None, :, None]
+    gradient = (jnp.exp(log_probs) - jnp.exp(collected + nll - log_probs)) * grad[None, :, None]
+    keep = np.arange(steps)[:, None] < lengths_in
+    if zero_infinity:
+        keep = keep & (neg_log_likelihood != jnp.inf)[None, :]
+    return jnp.where(keep[:, :, None], gradient, jnp.zeros((), gradient.dtype))

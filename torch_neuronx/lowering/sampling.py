@@ -1,6 +1,6 @@
 """Interpolation and sampling: upsample_nearest{1,2,3}d (and the ``_exact`` variants), upsample_linear1d,
 upsample_bilinear2d, upsample_trilinear3d, upsample_bicubic2d, the antialiased bilinear and bicubic
-resamplers, their backward ops, and grid_sampler_2d (with backward).
+resamplers, their backward ops, and grid_sampler_2d and grid_sampler_3d (with backward).
 
 Every upsampling mode is separable: along each spatial dimension, output ``o`` is a weighted sum of a
 few input taps. The taps and weights depend only on the sizes and scales, so they are computed on the
@@ -28,6 +28,7 @@ forward, accumulating in float32.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -370,7 +371,7 @@ def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corn
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-# --- grid_sampler_2d --------------------------------------------------------------------------
+# --- grid_sampler_2d, grid_sampler_3d ----------------------------------------------------------
 
 _MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
@@ -383,6 +384,13 @@ def _clip(x, size: int):
     return jnp.where(x <= 0, jnp.zeros_like(x), jnp.where(x >= high, high, x))
 
 
+def _true_divide(x, divisor: float):
+    """``x / divisor`` rounded once, as C++ divides. XLA's simplifier turns a division by a broadcast
+    scalar into a multiplication by its rounded reciprocal (an ulp off, and ``floor(44 / 22)`` becomes
+    1), so the divisor is materialised at ``x``'s shape behind an optimization barrier."""
+    return x / jax.lax.optimization_barrier(jnp.full(x.shape, divisor, x.dtype))
+
+
 def _reflect(x, twice_low: int, twice_high: int):
     """``reflect_coordinates``: folds ``x`` into [low, high] by reflecting at the bounds."""
     if twice_low == twice_high:
@@ -393,7 +401,7 @@ def _reflect(x, twice_low: int, twice_high: int):
     sign = jnp.where(shifted < 0, -1.0, 1.0).astype(x.dtype)
     distance = shifted * sign
     extra = jnp.fmod(distance, span)
-    flips = jnp.floor(distance / span).astype(jnp.int64)
+    flips = jnp.floor(_true_divide(distance, span)).astype(jnp.int64)
     return jnp.where(flips % 2 == 0, extra + low, span - extra + low)
 
 
@@ -409,27 +417,40 @@ def _grid_coordinates(x, size: int, padding_mode: int, align_corners: bool):
 
 def _unnormalize(coordinate, size: int, align_corners: bool):
     """``grid_sampler_unnormalize``: [-1, 1] to pixel indices ([0, size - 1] with align_corners,
-    else [-0.5, size - 0.5])."""
+    else [-0.5, size - 0.5]), with ``GridSampler.h``'s order of operations."""
     if align_corners:
-        return (coordinate + 1) * ((size - 1) / 2)
-    return (coordinate + 1) * (size / 2) - 0.5
+        return ((coordinate + 1) / 2) * (size - 1)
+    return ((coordinate + 1) * size - 1) / 2
 
 
 def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
-    n, c, height, width = input.shape
-    _, out_h, out_w, _ = grid.shape
-    flat = input.reshape(n, c, height * width)
+    """Samples ``input`` (N, C, *spatial) at ``grid`` (N, *out, len(spatial)), whose last dimension
+    holds the (x, y[, z]) coordinates of the (W, H[, D]) dimensions, in the dtype of the arguments.
+    Bilinear sums the corners' taps z-major, x fastest, each weighted by the product of its
+    distances in x, y, z order, as PyTorch's kernels do; taps outside the input count 0."""
+    n, c, *sizes = input.shape
+    out = grid.shape[1:-1]
+    extents = sizes[::-1]  # the size each grid coordinate (x, y, z) indexes
+    flat = input.reshape(n, c, -1)
 
-    def tap(ix, iy):
-        """Input values at integer coordinates (N, oH, oW); 0 outside the input."""
-        inside = (ix >= 0) & (ix < width) & (iy >= 0) & (iy < height)
-        index = jnp.where(inside, iy.astype(jnp.int64) * width + ix.astype(jnp.int64), 0)
-        values = jnp.take_along_axis(flat, index.reshape(n, 1, -1), axis=2).reshape(n, c, out_h, out_w)
+    def tap(coordinates, weight=None):
+        """Input values at integer ``coordinates`` (x, y[, z], each (N, *out)) times ``weight``; 0
+        outside the input."""
+        inside = jnp.ones(coordinates[0].shape, jnp.bool_)
+        index = jnp.zeros(coordinates[0].shape, jnp.int64)
+        for coordinate, size in zip(coordinates, extents, strict=True):
+            inside = inside & (coordinate >= 0) & (coordinate < size)
+        for coordinate, size in zip(reversed(coordinates), sizes, strict=True):
+            index = index * size + coordinate.astype(jnp.int64)
+        index = jnp.where(inside, index, 0)
+        values = jnp.take_along_axis(flat, index.reshape(n, 1, -1), axis=2).reshape(n, c, *out)
+        if weight is not None:
+            values = values * weight[:, None]
         return jnp.where(inside[:, None], values, jnp.zeros((), values.dtype))
 
-    x = _unnormalize(grid[..., 0], width, align_corners)
-    y = _unnormalize(grid[..., 1], height, align_corners)
+    real = [_unnormalize(grid[..., k], size, align_corners) for k, size in enumerate(extents)]
     if interpolation_mode == 2:
+        x, y = real
         x0, y0 = jnp.floor(x), jnp.floor(y)
         wx = _cubic_weights(x - x0)
         wy = _cubic_weights(y - y0)
@@ -437,24 +458,24 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
         for j in range(4):
             row = 0
             for i in range(4):
-                tx = _grid_coordinates(x0 + (i - 1), width, padding_mode, align_corners)
-                ty = _grid_coordinates(y0 + (j - 1), height, padding_mode, align_corners)
-                row = row + tap(tx, ty) * wx[i][:, None]
+                tx = _grid_coordinates(x0 + (i - 1), extents[0], padding_mode, align_corners)
+                ty = _grid_coordinates(y0 + (j - 1), extents[1], padding_mode, align_corners)
+                row = row + tap([tx, ty]) * wx[i][:, None]
             total = total + row * wy[j][:, None]
         return total
-    x = _grid_coordinates(x, width, padding_mode, align_corners)
-    y = _grid_coordinates(y, height, padding_mode, align_corners)
+    real = [_grid_coordinates(x, size, padding_mode, align_corners) for x, size in zip(real, extents, strict=True)]
     if interpolation_mode == 1:
-        return tap(jnp.round(x), jnp.round(y))
-    x0, y0 = jnp.floor(x), jnp.floor(y)
-    x1, y1 = x0 + 1, y0 + 1
-    corners = [
-        (x0, y0, (x1 - x) * (y1 - y)),
-        (x1, y0, (x - x0) * (y1 - y)),
-        (x0, y1, (x1 - x) * (y - y0)),
-        (x1, y1, (x - x0) * (y - y0)),
-    ]
-    return sum(tap(ix, iy) * weight[:, None] for ix, iy, weight in corners)
+        return tap([jnp.round(x) for x in real])
+    low = [jnp.floor(x) for x in real]
+    total = 0
+    for corner in itertools.product((0, 1), repeat=len(real)):
+        upper = corner[::-1]  # per coordinate (x, y, z): whether this corner takes the upper tap
+        weight = None
+        for x, x0, up in zip(real, low, upper, strict=True):
+            distance = x - x0 if up else (x0 + 1) - x
+            weight = distance if weight is None else weight * distance
+        total = total + tap([x0 + up for x0, up in zip(low, upper, strict=True)], weight)
+    return total
 
 
 def _cubic_weights(t):
@@ -470,31 +491,20 @@ def _cubic_weights(t):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def _check_grid_options(interpolation_mode: int, padding_mode: int) -> None:
-    if interpolation_mode not in _MODES or padding_mode not in _PADDINGS:
+def _check_grid_options(name: str, interpolation_mode: int, padding_mode: int, modes: int) -> None:
+    """``modes`` interpolation modes are supported (bicubic only in 2-D, as in PyTorch)."""
+    if interpolation_mode not in range(modes) or padding_mode not in _PADDINGS:
+        supported = ", ".join(_MODES[m] for m in range(modes))
         raise ValueError(
-            f"aten::grid_sampler_2d on neuron: interpolation_mode {interpolation_mode} / padding_mode "
-            f"{padding_mode}; expected 0-2 ({', '.join(_MODES.values())}) / 0-2 ({', '.join(_PADDINGS.values())})"
+            f"aten::{name} on neuron: interpolation_mode {interpolation_mode} / padding_mode "
+            f"{padding_mode}; expected 0-{modes - 1} ({supported}) / 0-2 ({', '.join(_PADDINGS.values())})"
         )
 
 
-@lowering(aten.grid_sampler_2d.default)
-def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
-    """F.grid_sample on 4-D input: samples ``input`` (N, C, H, W) at ``grid`` (N, oH, oW, 2) (x, y)
-    coordinates in [-1, 1], as PyTorch's ``GridSampler.h``: bilinear (out-of-input corners count 0),
-    nearest (round half to even) or bicubic (A = -0.75, padding applied per tap); zeros, border or
-    reflection padding. 16-bit inputs sample in float32."""
-    _check_grid_options(interpolation_mode, padding_mode)
-    dtype = _opmath(input.dtype)
-    return _grid_sample(input.astype(dtype), grid.astype(dtype), interpolation_mode, padding_mode, align_corners)
-
-
-@lowering(aten.grid_sampler_2d_backward.default)
-def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
-    """Backward of grid_sampler_2d: (grad_input, grad_grid), grad_input only where ``output_mask[0]``
-    asks for it. The coordinate clipping and reflection have PyTorch's gradients (0 at a clipped
-    border, the reflection's sign elsewhere)."""
-    _check_grid_options(interpolation_mode, padding_mode)
+def _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    """(grad_input, grad_grid) as the VJP of :func:`_grid_sample` in the opmath type, grad_input only
+    where ``output_mask[0]`` asks for it. The coordinate clipping and reflection have PyTorch's
+    gradients (0 at a clipped border, the reflection's sign elsewhere)."""
     dtype = _opmath(input.dtype)
 
     def forward(x, g):
@@ -503,6 +513,42 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     _, pullback = jax.vjp(forward, input.astype(dtype), grid.astype(dtype))
     grad_input, grad_grid = pullback(grad_output.astype(dtype))
     return (grad_input if output_mask[0] else None), grad_grid
+
+
+@lowering(aten.grid_sampler_2d.default)
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """F.grid_sample on 4-D input: samples ``input`` (N, C, H, W) at ``grid`` (N, oH, oW, 2) (x, y)
+    coordinates in [-1, 1], as PyTorch's ``GridSampler.h``: bilinear (out-of-input corners count 0),
+    nearest (round half to even) or bicubic (A = -0.75, padding applied per tap); zeros, border or
+    reflection padding. 16-bit inputs sample in float32, as PyTorch's vectorised 2-D CPU kernel does."""
+    _check_grid_options("grid_sampler_2d", interpolation_mode, padding_mode, modes=3)
+    dtype = _opmath(input.dtype)
+    return _grid_sample(input.astype(dtype), grid.astype(dtype), interpolation_mode, padding_mode, align_corners)
+
+
+@lowering(aten.grid_sampler_2d_backward.default)
+def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    """Backward of grid_sampler_2d (:func:`_grid_sample_backward`)."""
+    _check_grid_options("grid_sampler_2d_backward", interpolation_mode, padding_mode, modes=3)
+    return _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask)
+
+
+@lowering(aten.grid_sampler_3d.default)
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """F.grid_sample on 5-D input: samples ``input`` (N, C, D, H, W) at ``grid`` (N, oD, oH, oW, 3)
+    (x, y, z) coordinates in [-1, 1]: trilinear (eight corners) or nearest; zeros, border or
+    reflection padding. PyTorch's 3-D CPU kernel computes in the input's dtype, so 16-bit inputs
+    round after every step here too (coordinates, weights and the running sum)."""
+    _check_grid_options("grid_sampler_3d", interpolation_mode, padding_mode, modes=2)
+    return _grid_sample(input, grid.astype(input.dtype), interpolation_mode, padding_mode, align_corners)
+
+
+@lowering(aten.grid_sampler_3d_backward.default)
+def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    """Backward of grid_sampler_3d (:func:`_grid_sample_backward`; 16-bit inputs differentiate in
+    float32 and round once, where PyTorch's kernel accumulates in the 16-bit type)."""
+    _check_grid_options("grid_sampler_3d_backward", interpolation_mode, padding_mode, modes=2)
+    return _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask)
 
 
 # --- antialiased ------------------------------------------------------------------------------

@@ -68,6 +68,11 @@ _LAPACK_ROUNDING = (
     "amplifies it through eigenvalue gaps to ~3e-5 elementwise (RMS errors against float64: ~1e-6 of the largest "
     "value, 3-4x the CPU's); PyTorch's own device-vs-CPU test (test_compare_cpu) allows 1e-3"
 )
+_GRID_GRADIENT = (
+    "the grid gradient sums value * weight * grad_output over the channels and corners, cancelling terms of "
+    "~100 to much smaller results; the CPU accumulates in its loop order, XLA in its own: neuron's gradient is "
+    "up to 6e-4 from the CPU's at gradient magnitudes ~200, and the CPU's own is up to 5e-4 from float64"
+)
 TOLERANCES: dict[tuple, tuple[float, float, str]] = {
     ("logcumsumexp", torch.float32, "backward"): (
         1e-2,
@@ -77,6 +82,15 @@ TOLERANCES: dict[tuple, tuple[float, float, str]] = {
     ),
     ("linalg.eig", torch.float32, "backward"): (1e-4, 1e-4, _LAPACK_ROUNDING),
     ("linalg.pinv.hermitian", torch.float32, "backward"): (1e-4, 1e-4, _LAPACK_ROUNDING),
+    ("nn.functional.ctc_loss", torch.float32, "backward"): (
+        1e-4,
+        1.3e-6,
+        "the gradient exp(lp) - exp(log(sum alpha * beta) + nll - lp) cancels log-likelihoods of ~100 (float32 "
+        "spacing 8e-6) accumulated over 50 steps of exp/log, whose float32 implementations differ (XLA's, glibc's); "
+        "neuron's gradient is up to 3e-5 from the CPU's, and the CPU's own is up to 7e-5 from float64",
+    ),
+    ("grid_sampler_3d", torch.float32, "backward"): (1e-3, 1.3e-6, _GRID_GRADIENT),
+    ("nn.functional.grid_sample", torch.float32, "backward"): (1e-3, 1.3e-6, _GRID_GRADIENT),
     ("matrix_exp", torch.float32, "backward"): (
         1e-5,
         1e-4,
