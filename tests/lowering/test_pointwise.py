@@ -165,3 +165,21 @@ def test_zero_gradients_stay_on_the_device(fn):
 def test_erfinv_near_plus_and_minus_one_matches_cpu():
     x = torch.tensor([-0.9999, -0.9987144, -0.5, -0.01, 0.0, 0.3, 0.999, 0.9999, 0.99999994, 1.0, -1.0])
     assert_matches_cpu(torch.erfinv, x)
+
+
+@pytest.mark.parametrize(
+    "divide",
+    [
+        lambda x, y: x / 22.0,
+        lambda x, y: x / y,
+        lambda x, y: torch.div(x, 22.0, rounding_mode="floor"),
+        lambda x, y: torch.floor(x / y[:1]),
+        lambda x, y: torch.addcdiv(x, x, y[:1], value=0.5),
+    ],
+    ids=["by_number", "by_row", "floor_mode", "floor_of_quotient", "addcdiv"],
+)
+def test_division_by_a_broadcast_divisor_is_exact_as_on_cpu(divide):
+    # XLA would multiply by the divisor's reciprocal: 44 * (1 / 22) rounds to 1.9999999.
+    x = torch.arange(1.0, 2001.0).reshape(-1, 4)
+    y = torch.tensor([22.0, 7.0, 13.0, 3.0])
+    assert_matches_cpu(divide, x, y, atol=0, rtol=0)

@@ -121,8 +121,8 @@ def round_decimals(self, *, decimals):
     """torch.round(decimals=d): scales by 10**d, rounds half to even, scales back, as PyTorch does."""
     scale = 10.0**decimals
     if decimals >= 0:
-        return jnp.round(self * scale) / scale
-    return jnp.round(self / (10.0**-decimals)) * (10.0**-decimals)
+        return _true_divide(jnp.round(self * scale), jnp.asarray(scale, self.dtype))
+    return jnp.round(_true_divide(self, jnp.asarray(10.0**-decimals, self.dtype))) * (10.0**-decimals)
 
 
 _PREDICATES: dict = {
@@ -184,10 +184,24 @@ def mul(self, other):
     return self * other
 
 
+def _true_divide(dividend, divisor):
+    """``dividend / divisor`` rounded once per element, as PyTorch's kernels divide.
+
+    XLA's algebraic simplifier rewrites a division by a broadcast value into a multiplication by its
+    reciprocal, one more rounding: ``44 * (1 / 22)`` is 1.9999999 in float32, so ``floor(x / 22)``
+    would be off by one. A broadcast divisor is therefore materialised behind an optimization
+    barrier, which keeps the division a division.
+    """
+    shape = jnp.broadcast_shapes(jnp.shape(dividend), jnp.shape(divisor))
+    if jnp.shape(divisor) != shape:
+        divisor = jax.lax.optimization_barrier(jnp.broadcast_to(divisor, shape))
+    return dividend / divisor
+
+
 @lowering(aten.div.Tensor, aten.div.Scalar, promotion=Promotion.INT_TO_FLOAT)
 def div(self, other):
     """torch.div: true division; integers divide as floats."""
-    return self / other
+    return _true_divide(self, other)
 
 
 def _integer_division_check(self, other) -> None:
@@ -204,7 +218,7 @@ def div_mode(self, other, *, rounding_mode):
     error PyTorch's CPU kernels raise.
     """
     if rounding_mode is None:
-        return jnp.true_divide(self, other)
+        return _true_divide(self, other)
     if jnp.issubdtype(self.dtype, jnp.integer):
         _integer_division_check(self, other)
         safe = jnp.where(other == 0, 1, other)
@@ -212,7 +226,7 @@ def div_mode(self, other, *, rounding_mode):
             return jnp.floor_divide(self, safe)
         quotient = jnp.abs(self) // jnp.abs(safe)
         return jnp.where((self < 0) != (safe < 0), -quotient, quotient)
-    quotient = self / other
+    quotient = _true_divide(self, other)
     return jnp.floor(quotient) if rounding_mode == "floor" else jnp.trunc(quotient)
 
 
@@ -382,4 +396,4 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 @lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT)
 def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here)."""
-    return self + value * (tensor1 / tensor2)
+    return self + value * _true_divide(tensor1, tensor2)
