@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test lint bench install clean
+.PHONY: main test lint bench coverage install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -16,6 +16,10 @@ test: install  ## Lint, format check and the test suite.
 
 bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 	$(BIN)/python -m bench.eager_ops
+
+coverage: install  ## PyTorch's OpInfo database on neuron against the CPU (about an hour): docs/coverage.md.
+	$(BIN)/torch-neuronx conformance --budget-minutes 60 --out reports/conformance
+	cp reports/conformance/summary.md docs/coverage.md
 
 install: $(VENV)/.installed torch_neuronx/.built
 
