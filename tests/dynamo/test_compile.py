@@ -313,3 +313,16 @@ def test_custom_op_with_a_neuron_kernel_runs_between_compiled_parts():
     torch.testing.assert_close(x_neuron.grad.cpu(), x_cpu.grad)
     kinds = [m["kind"] for m in torch_neuronx.get_dynamo_metrics()[before:]]
     assert kinds.count("forward") == 2 and "backward" in kinds  # two compiled parts around the custom op
+
+
+def test_ops_with_side_effects_run_in_order_between_compiled_parts():
+    # torch.linalg.solve checks its result with _linalg_check_errors, which AOTAutograd wraps in a
+    # with_effects node: it runs eagerly and raises the CPU's LinAlgError for a singular matrix.
+    def solve_twice(a, b):
+        return torch.linalg.solve(a, b) * 2
+
+    a, b = torch.randn(3, 3) + 3 * torch.eye(3), torch.randn(3, 2)
+    compiled = torch.compile(solve_twice, backend="neuron", fullgraph=True)
+    torch.testing.assert_close(compiled(a.to("neuron"), b.to("neuron")).cpu(), solve_twice(a, b))
+    with pytest.raises(torch.linalg.LinAlgError, match="input matrix is singular"):
+        compiled(torch.zeros(3, 3, device="neuron"), b.to("neuron"))

@@ -1,10 +1,13 @@
-"""Graphs with ops the device runs eagerly but cannot lower: custom ops with a neuron kernel.
+"""Graphs with ops the device runs eagerly but cannot lower: custom ops with a neuron kernel, and
+ops with side effects.
 
 A custom op registered with a neuron implementation (``torch.library.custom_op(...,
 device_types="neuron")``, or a kernel for the PrivateUse1 key) is opaque to the compiler: its
 implementation is arbitrary Python. Such a graph is split around those ops; every run of lowerable
 ops becomes one executable (a :class:`~torch_neuronx.dynamo.graph.CompiledGraph`) and each opaque op
-runs eagerly between them, on the device, as it would outside torch.compile.
+runs eagerly between them, on the device, as it would outside torch.compile. AOTAutograd wraps ops
+with side effects in ``with_effects`` nodes threaded by a token (``_linalg_check_errors`` in
+``torch.linalg.solve`` raises for a singular matrix); those run eagerly too, in graph order.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def runs_eagerly(node: torch.fx.Node) -> bool:
     """Whether ``node`` is an op with no lowering that the device can nevertheless run eagerly."""
     if node.op != "call_function" or node.target is operator.getitem or node.target in registry.LOWERINGS:
         return False
+    if node.target is torch.ops.higher_order.with_effects:
+        return True  # an op with side effects (a check that raises, a print), ordered by its token
     op = node.target
     return isinstance(op, OpOverload) and (has_kernel(op, "PrivateUse1") or has_kernel(op, "CompositeExplicitAutograd"))
 
@@ -63,11 +68,15 @@ class PartitionedGraph:
                 current += 1
                 partition_of[node] = current
                 current += 1
+            elif node.target is operator.getitem and runs_eagerly(node.args[0]):
+                # results of an eager op (a token among them) are unpacked eagerly, next to it
+                partition_of[node] = partition_of[node.args[0]]
             else:
                 partition_of[node] = current
         self.split = split_module(graph, None, lambda node: partition_of[node], keep_original_order=True)
         for name, part in list(self.split.named_children()):
-            if not all(runs_eagerly(n) for n in part.graph.nodes if n.op == "call_function"):
+            ops = [n for n in part.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+            if not all(runs_eagerly(n) for n in ops):
                 delattr(self.split, name)
                 setattr(self.split, name, _CompiledPart(part, kind))
 
