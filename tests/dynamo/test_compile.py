@@ -326,3 +326,13 @@ def test_ops_with_side_effects_run_in_order_between_compiled_parts():
     torch.testing.assert_close(compiled(a.to("neuron"), b.to("neuron")).cpu(), solve_twice(a, b))
     with pytest.raises(torch.linalg.LinAlgError, match="input matrix is singular"):
         compiled(torch.zeros(3, 3, device="neuron"), b.to("neuron"))
+
+
+def test_float64_inside_a_compiled_graph_raises_the_dtype_policy_error():
+    def widen(a):
+        return a.double() * 2
+
+    message = r"node _to_copy .* float64 \(double\) tensors are not supported because Trainium has no FP64"
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=message) as raised:
+        torch.compile(widen, backend="neuron")(torch.ones(3, device="neuron"))
+    assert isinstance(raised.value.inner_exception, TypeError)

@@ -88,6 +88,17 @@ def _source_line(node: torch.fx.Node) -> str:
     return f"{lines[last]}: {code}".rstrip(": ")
 
 
+def _check_dtypes(graph: torch.fx.GraphModule) -> None:
+    """Raises the eager dtype policy's TypeError (decision 8: no FP64 on Trainium) for the first node
+    that computes a float64 or complex128 tensor, naming the node and its source line."""
+    for node in graph.graph.nodes:
+        value = node.meta.get("val")
+        for tensor in value if isinstance(value, (tuple, list)) else [value]:
+            if isinstance(tensor, torch.Tensor) and tensor.dtype in (torch.float64, torch.complex128):
+                name = f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})"
+                _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
+
+
 class CompiledGraph:
     """The callable AOTAutograd runs for one graph, with one list of inputs (the boxed convention,
     so that inputs can be freed early). Graph inputs are tensors and integers, never lists, so a call
@@ -132,6 +143,7 @@ class CompiledGraph:
         return run(inputs, device, generator, values)
 
     def _check_lowerable(self, graph: torch.fx.GraphModule) -> None:
+        _check_dtypes(graph)
         try:
             engine.check_lowerable(graph)
         except engine.Unsupported as unsupported:
