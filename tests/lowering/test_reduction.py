@@ -372,3 +372,8 @@ def test_complex_logcumsumexp_keeps_the_cpus_imaginary_branch(dim):
     z = torch.complex(torch.randn(4, 5) * 4, torch.randn(4, 5) * 4)
     z[0, 0] = complex(float("-inf"), 0.0)
     assert_matches_cpu(lambda z: torch.logcumsumexp(z, dim), z)
+
+
+def test_complex_logsumexp_and_logaddexp_take_the_cpus_imaginary_branch():
+    z = torch.complex(torch.randn(4, 5) * 4, torch.randn(4, 5) * 4)
+    assert_matches_cpu(lambda z: (torch.logsumexp(z, 1), torch.logaddexp(z, z.flip(0))), z)

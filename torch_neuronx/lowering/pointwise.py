@@ -283,7 +283,6 @@ _BINARY_SAME: dict = {
     aten.minimum.default: jnp.minimum,
     aten.fmax.default: jnp.fmax,  # NaN ignored
     aten.fmin.default: jnp.fmin,
-    aten.logaddexp.default: jnp.logaddexp,
     aten.logaddexp2.default: jnp.logaddexp2,
 }
 _register_all(_BINARY_SAME, Promotion.DEFAULT)

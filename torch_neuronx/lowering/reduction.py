@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
 aten = torch.ops.aten
@@ -303,8 +303,11 @@ def logsumexp(self, dim, keepdim=False):
     default float dtype; all -inf gives -inf, a +inf gives +inf, an empty reduction gives -inf."""
     values = self.astype(_float_accumulator(self.dtype))
     axes = _axes(self, dim)
-    peak = jnp.max(values, axis=axes, keepdims=True, initial=-jnp.inf)
-    peak = jnp.where(jnp.isfinite(peak), peak, jnp.zeros((), values.dtype))
+    # complex inputs shift by the largest real part, as PyTorch's kernel does, so the imaginary part
+    # of the result is log's principal value
+    real = jnp.real(values) if jnp.iscomplexobj(values) else values
+    peak = jnp.max(real, axis=axes, keepdims=True, initial=-jnp.inf)
+    peak = jnp.where(jnp.isfinite(peak), peak, jnp.zeros((), real.dtype)).astype(values.dtype)
     total = jnp.log(jnp.sum(jnp.exp(values - peak), axis=axes, keepdims=True)) + peak
     return total if keepdim else jnp.squeeze(total, axis=axes)
 
@@ -339,6 +342,15 @@ def logcumsumexp(self, dim):
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return _scan(self, dim, _complex_logcumsumexp, self.dtype)
     return _scan(self, dim, jax.lax.cumlogsumexp, _accumulator(self.dtype))
+
+
+@lowering(aten.logaddexp.default, promotion=Promotion.DEFAULT)
+def logaddexp(self, other):
+    """torch.logaddexp; complex inputs as the CPU kernel combines them (see
+    :func:`_complex_log_add_exp`), real ones with JAX's stable formula."""
+    if jnp.iscomplexobj(self):
+        return _complex_log_add_exp(*jnp.broadcast_arrays(self, other))
+    return jnp.logaddexp(self, other)
 
 
 def _complex_log_add_exp(x, y):
