@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch_neuronx
-from tests.utils import to_neuron
+from tests.utils import assert_matches_cpu, to_neuron
 
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -182,3 +182,15 @@ def test_pooling_modules_bfloat16_forward():
         expected = model(x)
         actual = copy.deepcopy(model).to("neuron")(x.to("neuron"))
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("divisor_override", [-2, 3])
+@pytest.mark.parametrize("pool", [F.avg_pool2d, F.avg_pool3d], ids=["2d", "3d"])
+def test_avg_pool_divides_by_any_nonzero_divisor_override_as_on_cpu(pool, divisor_override):
+    x = torch.randn((1, 2) + (4,) * (3 if pool is F.avg_pool3d else 2), requires_grad=True)
+
+    def run(x):
+        y = pool(x, 2, divisor_override=divisor_override)
+        return y, torch.autograd.grad(y.sum(), x)
+
+    assert_matches_cpu(run, x)

@@ -227,8 +227,10 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
     )
     total = total[(Ellipsis, *(slice(0, o) for o in out_size))]
     divisor = _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override)
-    # A window entirely in the padding (possible only with ceil_mode) averages to 0, as on CPU.
-    return total / jnp.asarray(np.maximum(divisor, 1), x.dtype)
+    if not divisor_override:
+        # A window entirely in the padding (possible only with ceil_mode) averages to 0, as on CPU.
+        divisor = np.maximum(divisor, 1)
+    return total / jnp.asarray(divisor, x.dtype)
 
 
 @lowering(aten.avg_pool2d.default)
