@@ -27,3 +27,11 @@ def test_as_strided_scatter_matches_cpu(size, stride, offset):
     x = make_tensor((4, 4), dtype=torch.int32, device="cpu")
     src = make_tensor(size, dtype=torch.int32, device="cpu")
     assert_matches_cpu(lambda x, src: torch.as_strided_scatter(x, src, size, stride, offset), x, src)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.float32])
+@pytest.mark.parametrize("start, end, step", [(-0.9, 2.1, 2.0), (2.1, -2.9, -1.0), (0.1, -7.9, -4.0), (0, 10, 3)])
+def test_arange_with_float_bounds_and_an_integer_dtype_matches_cpu(start, end, step, dtype):
+    # Integer results truncate start and step first; int64 also counts in integers (as the CPU does).
+    expected = torch.arange(start, end, step, dtype=dtype)
+    torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)

@@ -131,10 +131,19 @@ def empty_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, m
     return jnp.zeros(self.shape)
 
 
-@lowering(aten.arange.start_step, static=("start", "end", "step"))
-def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step)."""
+@lowering(aten.arange.start_step, static=("start", "end", "step"), result_dtype=True)
+def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
+    """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step).
+    An integer result truncates ``start`` and ``step`` to integers first, as the CPU kernel does
+    (it accumulates in the dtype's acc_type, int64): arange(-0.9, 2.1, 2.0, dtype=int8) is [0, 2]."""
     count = max(int(np.ceil((end - start) / step)), 0)
+    if jnp.issubdtype(result_dtype, jnp.integer):
+        start, end, step = int(start), int(end), int(step)
+        if result_dtype == jnp.int64:
+            # the int64 kernel counts in integers: (end - start + step - sign(step)) / step, truncated
+            span = end - start + step - (1 if step > 0 else -1)
+            count = max((abs(span) // abs(step)) * (1 if (span >= 0) == (step > 0) else -1), 0)
+        return start + step * jnp.arange(count, dtype=jnp.int64)
     return start + step * jnp.arange(count, dtype=jnp.float64 if _is_float(start, end, step) else jnp.int64)
 
 
