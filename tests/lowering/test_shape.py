@@ -35,3 +35,9 @@ def test_arange_with_float_bounds_and_an_integer_dtype_matches_cpu(start, end, s
     # Integer results truncate start and step first; int64 also counts in integers (as the CPU does).
     expected = torch.arange(start, end, step, dtype=dtype)
     torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
+
+
+def test_arange_into_an_integer_out_tensor_computes_in_its_dtype():
+    out = torch.empty(0, dtype=torch.int16, device="neuron")
+    torch.arange(0.5, 7.5, 2.5, out=out)
+    torch.testing.assert_close(out.cpu(), torch.arange(0.5, 7.5, 2.5, out=torch.empty(0, dtype=torch.int16)))

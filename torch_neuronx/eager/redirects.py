@@ -1,9 +1,12 @@
-"""Ops whose schema hides a mutation, routed to the overloads that declare it.
+"""Ops routed to other overloads: schemas that hide a mutation, and out= factories.
 
 ``aten::native_batch_norm`` updates ``running_mean`` and ``running_var`` in training mode although
 its schema does not mark them as written (a legacy of the op). Its ``_native_batch_norm_legit``
 overloads declare the same computation properly, so eager (and the CPU fallback, which writes back
 exactly the declared mutations) stays correct by calling those.
+
+``aten::arange.start_out`` computes in the out tensor's dtype; it is the functional factory with that
+dtype, copied into ``out``.
 """
 
 from __future__ import annotations
@@ -29,4 +32,14 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     )
 
 
-KERNELS = {aten.native_batch_norm.default: native_batch_norm}
+def arange_out(start, end, step=1, *, out):
+    """``torch.arange(..., out=)``, which ``torch.arange(..., dtype=)`` also reaches: computed in the
+    out tensor's dtype, as the CPU kernel does (an integer out truncates float bounds), not computed
+    in the default dtype and then cast."""
+    result = aten.arange.start_step(start, end, step, dtype=out.dtype, device=out.device)
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+KERNELS = {aten.native_batch_norm.default: native_batch_norm, aten.arange.start_out: arange_out}
