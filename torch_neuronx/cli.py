@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import collections
 import logging
+import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -74,9 +76,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Rejects values that would run nothing or everything by accident.
+
+    Raises:
+        ValueError: a non-positive count or time, an empty name list, or an output path that is
+            not a writable directory.
+    """
+    for option, value in (
+        ("--max-samples-per-op", args.max_samples_per_op),
+        ("--budget-minutes", args.budget_minutes),
+        ("--timeout", args.timeout),
+    ):
+        if value is not None and value <= 0:
+            raise ValueError(f"{option} must be positive, got {value}")
+    for option, value in (("--ops", args.ops), ("--dtypes", args.dtypes)):
+        if value is not None and not _names(value):
+            raise ValueError(f"{option} needs at least one name")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {args.out!r} cannot be created as a directory: {err.strerror}") from err
+    if not os.access(out, os.W_OK):
+        raise ValueError(f"--out {args.out!r} is not writable")
+
+
 def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from torch_neuronx.testing import run_conformance, write_report
 
+    _check_arguments(args)
     dtypes = [_dtype(name) for name in _names(args.dtypes)] if args.dtypes else None
     start = time.monotonic()
     rows = run_conformance(

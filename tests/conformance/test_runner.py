@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+import pytest
 import torch
 
 from torch_neuronx import cli
@@ -43,3 +44,19 @@ def test_command_line_rejects_unknown_ops_and_dtypes(tmp_path, caplog):
     assert cli.main(["conformance", "--ops", "abs", "--dtypes", "float33", "--out", str(tmp_path)]) == 2
     assert "'float33' is not a torch dtype" in caplog.text
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--max-samples-per-op", "0"], "--max-samples-per-op must be positive"),
+        (["--budget-minutes", "-1"], "--budget-minutes must be positive"),
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--dtypes", ""], "--dtypes needs at least one name"),
+        (["--out", "/proc/no-such-dir"], "cannot be created as a directory"),
+    ],
+)
+def test_command_line_rejects_arguments_that_would_run_nothing_or_fail_late(arguments, message, tmp_path, caplog):
+    argv = ["conformance", "--ops", "abs", "--out", str(tmp_path / "report"), *arguments]
+    assert cli.main(argv) == 2
+    assert message in caplog.text
