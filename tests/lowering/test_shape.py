@@ -41,3 +41,21 @@ def test_arange_into_an_integer_out_tensor_computes_in_its_dtype():
     out = torch.empty(0, dtype=torch.int16, device="neuron")
     torch.arange(0.5, 7.5, 2.5, out=out)
     torch.testing.assert_close(out.cpu(), torch.arange(0.5, 7.5, 2.5, out=torch.empty(0, dtype=torch.int16)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int64, torch.float32])
+@pytest.mark.parametrize("start, end, steps", [(-2.0, 1, 50), (4.3, -3, 50), (0, 10, 7)])
+def test_linspace_matches_cpu(start, end, steps, dtype):
+    # Integer results convert the endpoints to integers first, as the CPU kernel does.
+    expected = torch.linspace(start, end, steps, dtype=dtype)
+    torch.testing.assert_close(torch.linspace(start, end, steps, dtype=dtype, device="neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize("start, end, steps", [(-2.0, 1, 50), (4.3, -3, 50)])
+def test_bfloat16_linspace_is_no_less_accurate_than_cpu(start, end, steps):
+    # The CPU rounds every intermediate to bfloat16; neuron rounds the float64 value once.
+    exact = torch.linspace(start, end, steps, dtype=torch.float64)
+    cpu = torch.linspace(start, end, steps, dtype=torch.bfloat16).double()
+    neuron = torch.linspace(start, end, steps, dtype=torch.bfloat16, device="neuron").cpu().double()
+    assert (neuron - exact).abs().max() <= (cpu - exact).abs().max()
+    torch.testing.assert_close(neuron, exact.bfloat16().double())

@@ -5,8 +5,8 @@ its schema does not mark them as written (a legacy of the op). Its ``_native_bat
 overloads declare the same computation properly, so eager (and the CPU fallback, which writes back
 exactly the declared mutations) stays correct by calling those.
 
-``aten::arange.start_out`` computes in the out tensor's dtype; it is the functional factory with that
-dtype, copied into ``out``.
+``aten::arange.start_out`` and ``aten::linspace.out`` compute in the out tensor's dtype; each is the
+functional factory with that dtype, copied into ``out``.
 """
 
 from __future__ import annotations
@@ -42,4 +42,16 @@ def arange_out(start, end, step=1, *, out):
     return out.copy_(result)
 
 
-KERNELS = {aten.native_batch_norm.default: native_batch_norm, aten.arange.start_out: arange_out}
+def linspace_out(start, end, steps, *, out):
+    """``torch.linspace(..., out=)`` (and ``dtype=``), computed in the out tensor's dtype."""
+    result = aten.linspace.default(start, end, steps, dtype=out.dtype, device=out.device)
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+KERNELS = {
+    aten.native_batch_norm.default: native_batch_norm,
+    aten.arange.start_out: arange_out,
+    aten.linspace.out: linspace_out,
+}

@@ -156,10 +156,13 @@ def iota(length, *, start, step, dtype, device, requires_grad):
     return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
 
 
-@lowering(aten.linspace.default, static=("start", "end", "steps"))
-def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True)
+def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.linspace, computed as PyTorch's kernel does: from the start for the first half and from
-    the end for the second, so both endpoints are exact."""
+    the end for the second, so both endpoints are exact. An integer result converts the endpoints to
+    integers first and steps in float64, as the CPU kernel does."""
+    if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
+        start, end = int(start), int(end)
     if steps == 1:
         return jnp.asarray([start], jnp.float64)
     step = (end - start) / (steps - 1)

@@ -224,8 +224,12 @@ def _neuron_sample(sample: Any, host_leaves: frozenset[int]) -> Any:
 
 
 def _widened(sample: Any) -> Any:
-    """The sample with its floating-point tensors in float64 (complex128), for the reference."""
-    return opinfo.sample_input(*widen(_arguments(sample)), sample.output_process_fn_grad)
+    """The sample with its floating-point tensors in float64 (complex128), for the reference; a
+    floating ``dtype=`` argument (a factory's result dtype) becomes float64 too."""
+    input_, args, kwargs = widen(_arguments(sample))
+    if isinstance(kwargs.get("dtype"), torch.dtype) and kwargs["dtype"].is_floating_point:
+        kwargs = {**kwargs, "dtype": torch.float64}
+    return opinfo.sample_input(input_, args, kwargs, sample.output_process_fn_grad)
 
 
 def _judge(
