@@ -98,13 +98,24 @@ def _to_neuron(value: Any, host_leaves: frozenset[int] = frozenset()) -> Any:
     def move(position: int, leaf: Any) -> Any:
         if isinstance(leaf, torch.Tensor) and position not in host_leaves:
             if id(leaf) not in copies:
-                copies[id(leaf)] = leaf.detach().to("neuron").requires_grad_(leaf.requires_grad)
+                copies[id(leaf)] = _same_layout_on_neuron(leaf.detach()).requires_grad_(leaf.requires_grad)
             return copies[id(leaf)]
         if isinstance(leaf, torch.device) and leaf.type == "cpu":
             return torch.device("neuron")
         return leaf
 
     return pytree.tree_unflatten([move(i, leaf) for i, leaf in enumerate(leaves)], spec)
+
+
+def _same_layout_on_neuron(tensor: torch.Tensor) -> torch.Tensor:
+    """A neuron copy of ``tensor`` with the same strides and storage offset over a copy of its whole
+    storage, so that ops which read the storage (``as_strided`` with an absolute offset) see the
+    same elements on both devices."""
+    storage_elements = tensor.untyped_storage().nbytes() // tensor.element_size()
+    if tensor.layout != torch.strided or (tensor.storage_offset() == 0 and storage_elements == tensor.numel()):
+        return tensor.to("neuron")
+    whole = torch.empty(0, dtype=tensor.dtype).set_(tensor.untyped_storage(), 0, (storage_elements,), (1,))
+    return whole.to("neuron").as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
 
 
 def _to_cpu(value: Any) -> Any:
