@@ -439,6 +439,8 @@ def test_boolean_accumulation_is_logical_or_as_on_cpu():
             x.scatter_add(0, index, source),
             torch.put(x, index, source, accumulate=True),
             x.index_put((index,), source, accumulate=True),
+            x.scatter(0, index, source, reduce="add"),
+            x.scatter(0, index, source, reduce="multiply"),
         )
 
     assert_matches_cpu(run, x, index, source)

@@ -144,7 +144,7 @@ def scatter(self, dim, index, src, *, reduce=None):
     if reduce is None:
         result = _set_last(x, key, updates, may_repeat=index.ndim > 0 and index.shape[dim] > 1)
     else:
-        result = getattr(x.at[key], _SCATTER_REDUCE[reduce])(updates, mode="promise_in_bounds")
+        result = _reduce_at(x, key, updates, reduce)
     return result.reshape(self.shape)
 
 
