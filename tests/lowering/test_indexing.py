@@ -444,3 +444,7 @@ def test_boolean_accumulation_is_logical_or_as_on_cpu():
         )
 
     assert_matches_cpu(run, x, index, source)
+
+
+def test_gather_with_an_empty_index_of_another_rank_is_empty_as_on_cpu():
+    assert_matches_cpu(lambda x, i: torch.gather(x, 0, i), torch.randn(5), torch.zeros(2, 0, dtype=torch.int64))

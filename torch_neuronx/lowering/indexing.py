@@ -98,7 +98,10 @@ def index_select(self, dim, index):
 @lowering(aten.gather.default)
 def gather(self, dim, index, *, sparse_grad=False):
     """torch.gather: ``out[i][j] = self[index[i][j]][j]`` (for dim 0); ``index`` may be smaller than
-    ``self`` in the other dimensions; indices must lie in [0, size) (RuntimeError otherwise, as on CPU)."""
+    ``self`` in the other dimensions; indices must lie in [0, size) (RuntimeError otherwise, as on CPU).
+    An empty ``index`` gathers nothing, whatever its rank (as on CPU)."""
+    if index.size == 0:
+        return jnp.zeros(index.shape, self.dtype)
     x, idx = _at_least_1d(self), _at_least_1d(index)
     dim = dim % x.ndim
     x = jax.lax.slice(x, (0,) * x.ndim, tuple(x.shape[d] if d == dim else idx.shape[d] for d in range(x.ndim)))
