@@ -264,3 +264,8 @@ def test_renorm_value_and_gradient_match_cpu(p, dim, dtype):
     assert_matches_cpu(
         run, x, atol=1e-3 if dtype == torch.bfloat16 else None, rtol=1.6e-2 if dtype == torch.bfloat16 else None
     )
+
+
+def test_group_norm_of_an_empty_batch_is_empty_as_on_cpu():
+    x, weight, bias = torch.randn(0, 2), torch.randn(2), torch.randn(2)
+    assert_matches_cpu(lambda x, w, b: F.group_norm(x, 1, w, b), x, weight, bias)

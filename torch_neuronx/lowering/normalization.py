@@ -217,8 +217,8 @@ def batch_norm_backward(
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """F.group_norm: each sample's channels split into ``group`` groups, normalized over the group's
     channels and spatial positions (biased variance), then the per-channel affine; also returns the
-    (N, group) mean and rstd."""
-    x = input.reshape(N, group, -1)
+    (N, group) mean and rstd. An empty batch gives empty results."""
+    x = input.reshape(N, group, (C // group) * HxW)
     mean = jnp.mean(x, axis=-1)
     centered = x - mean[..., None]
     rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=-1) + eps)
