@@ -32,22 +32,23 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     )
 
 
+def _into(out, result):
+    """``out`` resized to ``result``'s shape and holding its values."""
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
 def arange_out(start, end, step=1, *, out):
     """``torch.arange(..., out=)``, which ``torch.arange(..., dtype=)`` also reaches: computed in the
     out tensor's dtype, as the CPU kernel does (an integer out truncates float bounds), not computed
     in the default dtype and then cast."""
-    result = aten.arange.start_step(start, end, step, dtype=out.dtype, device=out.device)
-    if out.shape != result.shape:
-        out.resize_(result.shape)
-    return out.copy_(result)
+    return _into(out, aten.arange.start_step(start, end, step, dtype=out.dtype, device=out.device))
 
 
 def linspace_out(start, end, steps, *, out):
     """``torch.linspace(..., out=)`` (and ``dtype=``), computed in the out tensor's dtype."""
-    result = aten.linspace.default(start, end, steps, dtype=out.dtype, device=out.device)
-    if out.shape != result.shape:
-        out.resize_(result.shape)
-    return out.copy_(result)
+    return _into(out, aten.linspace.default(start, end, steps, dtype=out.dtype, device=out.device))
 
 
 KERNELS = {

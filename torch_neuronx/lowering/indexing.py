@@ -65,10 +65,6 @@ def _reduce_at(target: jax.Array, key: tuple, updates: jax.Array, reduce: str = 
     return getattr(target.at[key], method)(updates, mode="promise_in_bounds")
 
 
-def _add_at(target: jax.Array, key: tuple, updates: jax.Array) -> jax.Array:
-    return _reduce_at(target, key, updates)
-
-
 def _set_last(target: jax.Array, key: tuple, updates: jax.Array, may_repeat: bool) -> jax.Array:
     """``target.at[key].set(updates)`` where, among updates to the same element, the last one in
     row-major order wins (XLA leaves the order of duplicate scatter updates unspecified)."""
@@ -156,7 +152,7 @@ def scatter_add(self, dim, index, src):
     """torch.scatter_add: ``self[index[i][j]][j] += src[i][j]`` (for dim 0); 16-bit floats accumulate
     in float32."""
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
-    return _add_at(x, key, updates).reshape(self.shape)
+    return _reduce_at(x, key, updates).reshape(self.shape)
 
 
 def _identity(reduce: str, dtype: np.dtype) -> jax.Array:
@@ -310,7 +306,7 @@ def index_put(self, indices, values, accumulate=False, unsafe=False):
     shape = _indexed_shape(self.shape, key)
     updates = _broadcast_values(values, shape)
     if accumulate:
-        return _add_at(self, key, updates)
+        return _reduce_at(self, key, updates)
     count = math.prod(_broadcast_shape([k.shape for k in key if not isinstance(k, slice)]))
     return _set_last(self, key, updates, may_repeat=count > 1)
 
@@ -330,7 +326,7 @@ def index_add(self, dim, index, source, *, alpha=1):
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
     updates = _at_least_1d(source) * alpha
-    return _add_at(x, _along(dim, idx), updates).reshape(self.shape)
+    return _reduce_at(x, _along(dim, idx), updates).reshape(self.shape)
 
 
 @lowering(aten.index_reduce.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
@@ -471,7 +467,7 @@ def put(self, index, source, accumulate=False):
     idx = _checked(index.reshape(-1), self.size, message, IndexError, negative=True)
     flat, updates = self.reshape(-1), source.reshape(-1).astype(self.dtype)
     if accumulate:
-        return _add_at(flat, (idx,), updates).reshape(self.shape)
+        return _reduce_at(flat, (idx,), updates).reshape(self.shape)
     return _set_last(flat, (idx,), updates, may_repeat=idx.size > 1).reshape(self.shape)
 
 
