@@ -23,6 +23,15 @@ def to_neuron(value: Any) -> Any:
     return pytree.tree_map(move, value)
 
 
+def _widen_16_bit(value: Any) -> Any:
+    def widen(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16):
+            return t.float()
+        return t
+
+    return pytree.tree_map(widen, value)
+
+
 def to_cpu(value: Any) -> Any:
     return pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, value)
 
@@ -33,14 +42,22 @@ def assert_matches_cpu(
     atol: float | None = None,
     rtol: float | None = None,
     native: bool = True,
+    float32_reference: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Runs ``fn`` on CPU tensors and on their neuron copies and asserts the results match.
 
-    With ``native`` (the default), also asserts nothing fell back to the CPU.
+    With ``native`` (the default), also asserts nothing fell back to the CPU. With
+    ``float32_reference``, the CPU computes 16-bit float inputs in float32 and its results are
+    rounded to their dtypes once: for ops that accumulate (index_add, embedding backward, ...),
+    which neuron computes in float32 as CUDA's accumulate type does, while the CPU kernels round
+    every partial sum to 16 bits (a sum that cancels then differs by many ulps).
     Returns the neuron result.
     """
     expected = fn(*args, **kwargs)
+    if float32_reference:
+        precise = fn(*_widen_16_bit(args), **_widen_16_bit(kwargs))
+        expected = pytree.tree_map(lambda e, p: p.to(e.dtype) if isinstance(e, torch.Tensor) else e, expected, precise)
     torch_neuronx.clear_op_tracking()
     actual = fn(*to_neuron(args), **to_neuron(kwargs))
     if native:
