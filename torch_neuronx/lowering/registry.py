@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -144,27 +145,35 @@ class TraceContext:
         self.checks.append((failed, detail, message, error))
 
 
-_active: list[TraceContext] = []
+class _Active(threading.local):
+    """The contexts of the executables this thread is tracing, innermost last: per thread, because
+    several threads may trace at once (user threads running eager ops, background graph builds)."""
+
+    def __init__(self) -> None:
+        self.stack: list[TraceContext] = []
+
+
+_active = _Active()
 
 
 def active_context() -> TraceContext:
-    if not _active:
+    if not _active.stack:
         raise RuntimeError("neuron: lowerings run only while an executable is traced")
-    return _active[-1]
+    return _active.stack[-1]
 
 
 class tracing:
-    """``with tracing(ctx):`` makes ``ctx`` the context lowerings report to."""
+    """``with tracing(ctx):`` makes ``ctx`` the context this thread's lowerings report to."""
 
     def __init__(self, context: TraceContext) -> None:
         self.context = context
 
     def __enter__(self) -> TraceContext:
-        _active.append(self.context)
+        _active.stack.append(self.context)
         return self.context
 
     def __exit__(self, *exc_info: object) -> None:
-        _active.pop()
+        _active.stack.pop()
 
 
 def device_check(failed: jax.Array, detail: jax.Array, message: str, error: type[Exception] = RuntimeError) -> None:

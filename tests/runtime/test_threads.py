@@ -1,0 +1,63 @@
+"""Eager ops from several Python threads at once (data loaders, serving threads, background builds)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from torch_neuronx.lowering import registry
+
+
+def test_trace_contexts_are_per_thread():
+    """An executable another thread is tracing is not the one this thread's lowerings report to."""
+    entered, release = threading.Event(), threading.Event()
+
+    def trace_and_hold() -> None:
+        with registry.tracing(registry.TraceContext()):
+            entered.set()
+            release.wait()
+
+    other = threading.Thread(target=trace_and_hold)
+    other.start()
+    entered.wait()
+    try:
+        with pytest.raises(RuntimeError, match="lowerings run only while an executable is traced"):
+            registry.active_context()
+    finally:
+        release.set()
+        other.join()
+
+
+def _work(seed: int) -> list[torch.Tensor]:
+    """Ops with random draws and device checks, on a shape of their own (new executables)."""
+    generator = torch.Generator(device="neuron").manual_seed(seed)
+    x = torch.rand(seed + 3, 5, device="neuron", generator=generator)
+    mask = torch.bernoulli(torch.full_like(x, 0.5), generator=generator)
+    index = torch.arange(seed + 3, device="neuron").flip(0)
+    permutation = torch.randperm(seed + 7, device="neuron", generator=generator)
+    return [x, mask, torch.index_select(x, 0, index).cumsum(0), permutation]
+
+
+def test_eager_ops_in_threads_match_the_same_ops_run_in_turn():
+    """Threads tracing executables at once: each op's random stream and checks stay its own."""
+    seeds = range(100, 104)  # shapes no other test uses, so every executable is traced in the threads
+    results: dict[int, list[torch.Tensor]] = {}
+    errors: list[BaseException] = []
+
+    def run(seed: int) -> None:
+        try:
+            results[seed] = _work(seed)
+        except BaseException as error:  # noqa: BLE001 - reported in the main thread below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in seeds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for seed in seeds:
+        for got, want in zip(results[seed], _work(seed), strict=True):
+            torch.testing.assert_close(got.cpu(), want.cpu(), rtol=0, atol=0)
