@@ -269,3 +269,24 @@ def test_renorm_value_and_gradient_match_cpu(p, dim, dtype):
 def test_group_norm_of_an_empty_batch_is_empty_as_on_cpu():
     x, weight, bias = torch.randn(0, 2), torch.randn(2), torch.randn(2)
     assert_matches_cpu(lambda x, w, b: F.group_norm(x, 1, w, b), x, weight, bias)
+
+
+EMPTY_BATCH_NORMS = {
+    "batch_norm_training": lambda x, w, b, m, v: F.batch_norm(x, m.clone(), v.clone(), w, b, training=True),
+    "batch_norm_eval": lambda x, w, b, m, v: F.batch_norm(x, m, v, w, b, training=False),
+    "batch_norm_no_affine": lambda x, w, b, m, v: F.batch_norm(x, None, None, training=True),
+    "instance_norm": lambda x, w, b, m, v: F.instance_norm(x),
+}
+
+
+@pytest.mark.parametrize("form", EMPTY_BATCH_NORMS)
+def test_batch_norm_of_an_empty_batch_is_empty_as_on_cpu(form):
+    """PyTorch's composite makes float64 statistics for an empty batch; neuron has none to make."""
+    x = torch.randn(0, 3, 4, requires_grad=True)
+    weight, bias = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+
+    def run(x, w, b, m, v):
+        y = EMPTY_BATCH_NORMS[form](x, w, b, m, v)
+        return y, *torch.autograd.grad(y.sum(), (x, w, b), allow_unused=True, materialize_grads=True)
+
+    assert_matches_cpu(run, x, weight, bias, torch.randn(3), torch.rand(3) + 0.5)

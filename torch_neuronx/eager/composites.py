@@ -15,6 +15,11 @@ PyTorch does not list (PrivateUse1 included). The composite here computes the fo
 and CUDA kernels do (the norm in float32 for 16-bit inputs, factor maxnorm / (norm + 1e-7) where the
 norm exceeds maxnorm) from differentiable ops, so autograd derives the same gradient in float32.
 
+``batch_norm`` (``_batch_norm_impl_index`` in ``Normalization.cpp``) returns, for an empty input, its
+saved statistics as tensors of the same accumulate type, float64 for float32: the composite here
+computes that case's result (``input * weight[0] + bias[0]``, running statistics untouched) itself and
+hands every other input to PyTorch's ``_batch_norm_impl_index``. ``instance_norm`` reaches it too.
+
 ``linalg.lstsq`` has no meta kernel and, for the ``gelsd``/``gelss`` drivers, a residuals result
 whose shape depends on the computed ranks. Its kernel here (:data:`BACKEND_KERNELS`, PrivateUse1
 only, so PyTorch's autograd formula stays) solves through the SVD and reads the ranks back when
@@ -183,6 +188,30 @@ def renorm(input: torch.Tensor, p: float, dim: int, maxnorm: float) -> torch.Ten
     return input * factor.to(input.dtype)
 
 
+def batch_norm(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+    cudnn_enabled: bool,
+) -> torch.Tensor:
+    """``torch.batch_norm``; an empty batch gives ``input * weight[0] + bias[0]`` as on CPU."""
+    arguments = (input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)
+    if input.numel() == 0:
+        aten._batch_norm_impl_index.default(*(_meta(a) for a in arguments))
+        result = input.clone()  # a new tensor, not a view: it carries the gradient to the input
+        if weight is not None:
+            result = result * weight[0]
+        if bias is not None:
+            result = result + bias[0]
+        return result
+    return aten._batch_norm_impl_index.default(*arguments)[0]
+
+
 BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq}
 
 KERNELS = {
@@ -192,4 +221,5 @@ KERNELS = {
     aten.linalg_matrix_rank.atol_rtol_float: linalg_matrix_rank_float,
     aten.linalg_matrix_rank.default: linalg_matrix_rank_tol,
     aten.renorm.default: renorm,
+    aten.batch_norm.default: batch_norm,
 }
