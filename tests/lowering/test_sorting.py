@@ -190,3 +190,33 @@ def test_bucketize_of_tensors_and_numbers_matches_cpu(right):
         )
 
     assert_matches_cpu(run, values, boundaries)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize(("elements", "tests"), [(20, 6), (6, 40)])  # PyTorch compares directly, or sorts
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_matches_cpu(dtype, elements, tests, invert):
+    """torch.isin runs natively through PyTorch's decomposition (sort, searchsorted, prims.where)."""
+    values, test_values = _with_ties(dtype, (elements,)), _with_ties(dtype, (tests,))
+    assert_matches_cpu(lambda e, t: torch.isin(e, t, invert=invert), values, test_values)
+    assert_matches_cpu(
+        lambda e, t: torch.isin(e, t, assume_unique=True, invert=invert), values.unique(), test_values.unique()
+    )
+
+
+def test_isin_compares_with_ieee_equality():
+    """NaN is in nothing; -0.0 and 0.0 are in each other; inf is found among NaN test elements."""
+    elements = torch.tensor([0.0, -0.0, NAN, float("inf"), 1.0, -float("inf")])
+    tests = torch.tensor([-0.0, float("inf"), NAN, NAN, 2.0, *range(40)])  # long enough to sort on CPU
+    assert_matches_cpu(torch.isin, elements, tests)
+    assert_matches_cpu(torch.isin, elements, tests[:4])
+    assert_matches_cpu(lambda e, t: torch.isin(e, t, invert=True), elements, tests)
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):  # as on CPU
+        torch.isin(torch.tensor([True], device="neuron"), torch.tensor([True], device="neuron"))
+    assert_matches_cpu(torch.isin, torch.arange(6).reshape(2, 3), torch.tensor([], dtype=torch.int64))
+
+
+def test_isin_with_a_scalar():
+    x = torch.tensor([1, 4, 2, 4])
+    assert_matches_cpu(lambda x: torch.isin(x, 4), x)
+    assert_matches_cpu(lambda x: torch.isin(2, x, invert=True), x)

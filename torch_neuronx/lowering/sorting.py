@@ -144,6 +144,28 @@ def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, 
     return _searchsorted(sorted_sequence, self, right, side, sorter)
 
 
+@lowering(aten.isin.Tensor_Tensor, promotion=Promotion.NO_OPMATH, promote=("elements", "test_elements"))
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element equals some test element (``==``, so NaN is in nothing and
+    -0.0 is in [0.0]), negated by ``invert``; the result is correct whether or not ``assume_unique``
+    holds. The test elements are sorted (NaN last) and each element looks up its lower bound.
+
+    PyTorch's decomposition searches with ``searchsorted``, whose comparisons put ``inf`` after the
+    NaNs of the sorted tests, so it misses ``inf``; CPU's kernel compares sorted neighbours and does
+    not."""
+    del assume_unique
+    elements_flat, tests = elements.reshape(-1), test_elements.reshape(-1)
+    if tests.size == 0:
+        found = jnp.zeros(elements_flat.shape, jnp.bool_)
+    else:
+        if jnp.issubdtype(tests.dtype, jnp.inexact):  # -0.0 == 0.0: one of them, for the search
+            tests, elements_flat = (jnp.where(v == 0, jnp.zeros((), v.dtype), v) for v in (tests, elements_flat))
+        tests = jnp.sort(tests)
+        position = jnp.clip(jnp.searchsorted(tests, elements_flat), 0, tests.size - 1)
+        found = tests[position] == elements_flat
+    return (found != invert).reshape(elements.shape)
+
+
 @lowering(aten.bucketize.Tensor, promotion=Promotion.NO_OPMATH, promote=("self", "boundaries"))
 def bucketize(self, boundaries, *, out_int32=False, right=False):
     """torch.bucketize: the bucket of each element of ``self`` among the sorted 1-d ``boundaries``
