@@ -240,3 +240,15 @@ def test_activation_modules_match_cpu(module):
 @pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
 def test_softmax_over_an_empty_dim_is_empty_as_on_cpu(fn):
     assert_matches_cpu(lambda x: (fn(x, 1), fn(x, 0)), torch.randn(3, 0))
+
+
+@pytest.mark.parametrize("weights", [1, 3])
+def test_prelu_and_its_gradients_match_cpu(weights):
+    x = _input(torch.float32).detach().reshape(2, 3, 4).requires_grad_()
+    weight, grad = torch.rand(weights, requires_grad=True), torch.randn(2, 3, 4)
+
+    def run(x, weight, grad):
+        y = F.prelu(x, weight)
+        return y, *torch.autograd.grad(y, (x, weight), grad)
+
+    assert_matches_cpu(run, x, weight, grad)

@@ -358,6 +358,13 @@ def where(condition, self, other):
     return jnp.where(condition, self, other)
 
 
+@lowering(torch.ops.prims.where.default)
+def prims_where(pred, a, b):
+    """prims.where, from PyTorch's reference decompositions (``_prelu_kernel_backward``'s): no
+    promotion, the references have promoted ``a`` and ``b``; either may be a Python number."""
+    return jnp.where(pred, a, b)
+
+
 @lowering(aten.clamp.default, aten.clamp.Tensor, promotion=Promotion.DEFAULT)
 def clamp(self, min=None, max=None):
     """torch.clamp: min(max(self, min), max); NaN propagates; min > max gives max everywhere."""
