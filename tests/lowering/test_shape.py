@@ -59,3 +59,35 @@ def test_bfloat16_linspace_is_no_less_accurate_than_cpu(start, end, steps):
     neuron = torch.linspace(start, end, steps, dtype=torch.bfloat16, device="neuron").cpu().double()
     assert (neuron - exact).abs().max() <= (cpu - exact).abs().max()
     torch.testing.assert_close(neuron, exact.bfloat16().double())
+
+
+PADS = {
+    "1d": ((2, 3, 5), (2, 1)),
+    "2d": ((2, 3, 4, 5), (1, 2, 0, 3)),
+    "3d": ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2)),
+    "crop": ((2, 3, 4, 5), (-1, 2, 1, -2)),
+}
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("case", PADS)
+def test_pad_and_its_gradient_match_cpu(mode, case):
+    shape, padding = PADS[case]
+    if case == "crop" and mode == "reflect":
+        pytest.skip("PyTorch's reflect padding rejects negative padding")
+    x = torch.randn(shape, requires_grad=True)
+
+    def run(x):
+        y = torch.nn.functional.pad(x, padding, mode=mode)
+        (grad,) = torch.autograd.grad(y, x, torch.linspace(-2, 2, y.numel()).reshape(y.shape).to(y))
+        return y, grad
+
+    assert_matches_cpu(run, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_replication_pad_gradient_accumulates_16_bit_in_float32(dtype):
+    x, grad = torch.randn(2, 6, dtype=dtype), torch.randn(2, 14, dtype=dtype)
+    assert_matches_cpu(
+        lambda g, x: torch.ops.aten.replication_pad1d_backward(g, x, [5, 3]), grad, x, float32_reference=True
+    )

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime import layout
 
 aten = torch.ops.aten
@@ -207,6 +207,29 @@ def constant_pad_nd(self, pad, value=0):
     for i in range(len(pad) // 2):
         config[self.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1], 0)
     return jax.lax.pad(self, jnp.asarray(value, self.dtype), config)
+
+
+@lowering(
+    aten.replication_pad1d_backward.default,
+    aten.replication_pad2d_backward.default,
+    aten.replication_pad3d_backward.default,
+    promotion=Promotion.DEFAULT,
+    promote=("grad_output",),
+)
+def replication_pad_backward(grad_output, self, padding):
+    """The gradient of F.pad(mode="replicate") (padding: (before, after) pairs from the last dimension;
+    negative values crop): output position ``o`` of a padded dimension copies input position
+    ``clip(o - before, 0, size - 1)``, so each input position sums the gradients of its copies.
+    16-bit gradients accumulate in float32."""
+    grad = grad_output
+    for i in range(len(padding) // 2):
+        dim = self.ndim - 1 - i
+        size = self.shape[dim]
+        source = jnp.clip(jnp.arange(grad.shape[dim]) - padding[2 * i], 0, size - 1)
+        moved = jnp.moveaxis(grad, dim, 0)
+        summed = jnp.zeros((size, *moved.shape[1:]), grad.dtype).at[source].add(moved, mode="promise_in_bounds")
+        grad = jnp.moveaxis(summed, 0, dim)
+    return grad
 
 
 @lowering(aten.stack.default)
