@@ -1,6 +1,6 @@
 """Order statistics, counting and data-dependent shapes against the CPU: median, nanmedian, mode
 (lowering/sorting.py), histc, histogram, histogramdd, segment_reduce (lowering/reduction.py) and
-unique, unique_consecutive, bincount (eager/host_ops.py)."""
+unique, unique_consecutive, bincount, repeat_interleave (eager/host_ops.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import torch_neuronx
+from tests.utils import assert_matches_cpu
 
 NAN = float("nan")
 
@@ -108,6 +109,18 @@ def test_unique(op, dim, dtype):
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("return_inverse", [False, True])
+def test_legacy_unique_overload(return_inverse):
+    """``torch._unique``, which index_fill's backward calls."""
+    x = _values(3, 5, dtype=torch.int64, high=4)
+    assert_matches_cpu(lambda x: torch._unique(x, return_inverse=return_inverse), x)
+
+
+def test_index_fill_gradient_runs_natively():
+    x, index = torch.randn(3, 4, requires_grad=True), torch.tensor([2, 0, 2])
+    assert_matches_cpu(lambda x, i: torch.autograd.grad(x.index_fill(1, i, -1.0).sum(), x), x, index)
+
+
 def test_unique_nan_elements_are_distinct():
     x = torch.tensor([NAN, NAN, 1.0, 1.0, NAN, 2.0])
     for op in (torch.unique, torch.unique_consecutive):
@@ -137,6 +150,38 @@ def test_bincount(dtype, minlength, weighted):
 def test_bincount_errors(x, weights, error, match):
     with pytest.raises(error, match=match):
         torch.bincount(*_to_neuron((x, weights)))
+
+
+REPEAT_INTERLEAVES = {
+    "indices": lambda r: torch.repeat_interleave(r),
+    "output_size": lambda r: torch.repeat_interleave(r, output_size=int(r.sum())),
+    "rows": lambda r: torch.arange(2.0 * len(r), device=r.device).reshape(-1, 2).repeat_interleave(r, dim=0),
+    "columns": lambda r: torch.ones(2, len(r), device=r.device).cumsum(1).repeat_interleave(r, dim=1),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("form", REPEAT_INTERLEAVES)
+def test_repeat_interleave_with_tensor_repeats(form, dtype):
+    """The output size depends on the repeats: one synchronisation reads it, nothing runs on the CPU."""
+    repeats = torch.tensor([2, 0, 3, 1], dtype=dtype)
+    assert_matches_cpu(REPEAT_INTERLEAVES[form], repeats)
+    assert_matches_cpu(torch.repeat_interleave, repeats[:0])
+
+
+@pytest.mark.parametrize(
+    "repeats, kwargs, match",
+    [
+        (torch.tensor([1, -1]), {}, "repeats can not be negative"),
+        (torch.tensor([[1]]), {}, "only accept 1D vector as repeat"),
+        (torch.tensor([2, 1]), {"output_size": 4}, "allocated size does not match required size"),
+    ],
+)
+def test_repeat_interleave_errors_match_cpu(repeats, kwargs, match):
+    with pytest.raises(RuntimeError, match=match):
+        torch.repeat_interleave(repeats, **kwargs)
+    with pytest.raises(RuntimeError, match=match):
+        torch.repeat_interleave(repeats.to("neuron"), **kwargs)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])

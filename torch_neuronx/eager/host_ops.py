@@ -126,6 +126,24 @@ def _unique2(
     ``sorted=False``, whose order PyTorch leaves unspecified); each NaN is distinct, as on CPU; the
     inverse (input-shaped) and counts are empty unless asked for."""
     tracking.executed["aten::_unique2"] += 1
+    return _distinct(tensor, return_inverse, return_counts)
+
+
+def _unique(
+    tensor: torch.Tensor, sorted: bool = True, return_inverse: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch._unique``, the older overload (``index_fill``'s backward calls it): :func:`_unique2`
+    without the counts."""
+    tracking.executed["aten::_unique"] += 1
+    values, inverse, _ = _distinct(tensor, return_inverse, return_counts=False)
+    return values, inverse
+
+
+def _distinct(
+    tensor: torch.Tensor, return_inverse: bool, return_counts: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The distinct elements of ``tensor`` in ascending order (each NaN distinct), the inverse and the
+    counts (empty unless asked for)."""
     flat = tensor.reshape(-1)
     if flat.numel() == 0:
         inverse = _empty_index(tensor, tuple(tensor.shape) if return_inverse else (0,))
@@ -188,6 +206,28 @@ def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minleng
     if weights is None:
         weights = torch.ones(tensor.shape, dtype=torch.int64, device=tensor.device)
     return torch.zeros(bins, dtype=weights.dtype, device=tensor.device).index_add_(0, tensor.long(), weights)
+
+
+def _repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
+    """``torch.repeat_interleave(repeats)``: each index ``i`` repeated ``repeats[i]`` times, in
+    ``repeats``' dtype (int32 or int64); ``x.repeat_interleave(tensor, dim)`` is built on it. One
+    synchronisation reads the total and the smallest repeat (the output's size, the negativity check),
+    which ``output_size`` does not save: CPU checks it against the total too."""
+    tracking.executed["aten::repeat_interleave"] += 1
+    if repeats.dim() != 1:
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    if repeats.dtype not in (torch.int32, torch.int64):
+        raise RuntimeError("repeats has to be Long or Int tensor")
+    if repeats.numel() == 0:
+        return torch.empty(0, dtype=repeats.dtype, device=repeats.device)
+    ends = torch.cumsum(repeats, 0, dtype=torch.int64)
+    total, smallest = torch.stack([ends[-1], repeats.min().to(torch.int64)]).cpu().tolist()
+    if smallest < 0:
+        raise RuntimeError("repeats can not be negative")
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    positions = torch.arange(total, dtype=torch.int64, device=repeats.device)
+    return torch.searchsorted(ends, positions, right=True).to(repeats.dtype)
 
 
 def _ctc_lengths(name: str, lengths: torch.Tensor) -> list[int]:
@@ -267,8 +307,10 @@ KERNELS = {
     aten.equal.default: _equal,
     aten.unique_consecutive.default: _unique_consecutive,
     aten._unique2.default: _unique2,
+    aten._unique.default: _unique,
     aten.unique_dim.default: _unique_dim,
     aten.bincount.default: _bincount,
+    aten.repeat_interleave.Tensor: _repeat_interleave,
     aten._ctc_loss.Tensor: _ctc_loss_tensor,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward_tensor,
 }
