@@ -328,6 +328,41 @@ def test_ops_with_side_effects_run_in_order_between_compiled_parts():
         compiled(torch.zeros(3, 3, device="neuron"), b.to("neuron"))
 
 
+DEVICE_MOVES = {
+    "to_cpu": (lambda x, y: x.cpu() * 2, False),
+    "cpu_results": (lambda x, y: (x.to("cpu") + 1, x.sum().cpu(), x * 3), False),
+    "cpu_input_moved": (lambda x, y: x + y.to(x.device), False),
+    "cpu_only": (lambda x, y: (y * 2).sum(), False),
+    "other_core": (lambda x, y: (x.to("neuron:1") * 2, x + 1), True),
+    "back_and_forth": (lambda x, y: (x.cpu().sin().to(x.device) * x).sum(), False),
+}
+
+
+@pytest.mark.parametrize("case", DEVICE_MOVES)
+@pytest.mark.parametrize("sizes", [(3,), (3, 4, 5)], ids=["one_shape", "new_shapes"])
+def test_device_moves_inside_a_compiled_function_land_where_eager_puts_them(case, sizes):
+    """Copies off the core and ops on the CPU run eagerly between compiled parts; an executable runs
+    on one core. Also after Dynamo makes the graph dynamic on a shape change."""
+    fn, needs_two_cores = DEVICE_MOVES[case]
+    if needs_two_cores and torch.neuron.device_count() < 2:
+        pytest.skip("requires 2 NeuronCores")
+    compiled = torch.compile(fn, backend="neuron")
+    for size in sizes:
+        x, y = torch.randn(size, device="neuron"), torch.randn(size)
+        got, want = compiled(x, y), fn(x, y)
+        for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want), strict=True):
+            assert g.device == w.device
+            torch.testing.assert_close(g.cpu(), w.cpu())
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_gradient_through_a_copy_to_the_cpu():
+    x = torch.randn(4, 3, device="neuron", requires_grad=True)
+    torch.compile(lambda x: (x.cpu().exp() * 2).sum(), backend="neuron")(x).backward()
+    assert x.grad.device == x.device
+    torch.testing.assert_close(x.grad.cpu(), x.detach().cpu().exp() * 2)
+
+
 def test_float64_inside_a_compiled_graph_raises_the_dtype_policy_error():
     def widen(a):
         return a.double() * 2

@@ -61,8 +61,7 @@ def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: 
     ops that run eagerly (dynamo/partition.py)."""
     from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
-    symbolic = any(_is_symbolic(value) for value in example_inputs)
-    if not symbolic and any(runs_eagerly(node) for node in graph.graph.nodes):
+    if any(runs_eagerly(node) for node in graph.graph.nodes):
         return PartitionedGraph(graph, kind)
     return CompiledGraph(graph, example_inputs, kind)
 

@@ -1,5 +1,5 @@
-"""Graphs with ops the device runs eagerly but cannot lower: custom ops with a neuron kernel, and
-ops with side effects.
+"""Graphs with ops the device runs eagerly but cannot lower: custom ops with a neuron kernel, ops
+with side effects, and ops that move data off the core or compute elsewhere.
 
 A custom op registered with a neuron implementation (``torch.library.custom_op(...,
 device_types="neuron")``, or a kernel for the PrivateUse1 key) is opaque to the compiler: its
@@ -8,6 +8,11 @@ ops becomes one executable (a :class:`~torch_neuronx.dynamo.graph.CompiledGraph`
 runs eagerly between them, on the device, as it would outside torch.compile. AOTAutograd wraps ops
 with side effects in ``with_effects`` nodes threaded by a token (``_linalg_check_errors`` in
 ``torch.linalg.solve`` raises for a singular matrix); those run eagerly too, in graph order.
+
+An executable runs on one core. A copy to another device (``x.cpu()``, ``x.to("neuron:1")``, a CPU
+input moved to neuron) and any op computing on the CPU run eagerly, as PyTorch's own kernels, so
+results land where eager mode puts them; each run of lowerable ops on one core is one executable
+(0-dim CPU tensors, which ops accept beside device tensors, stay runtime inputs of it).
 """
 
 from __future__ import annotations
@@ -24,9 +29,38 @@ from torch_neuronx._compat.torch_internals import has_kernel
 from torch_neuronx.lowering import registry
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in torch.utils._pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def _metas(value: Any) -> Any:
+    return torch.utils._pytree.tree_map_only(torch.fx.Node, lambda n: n.meta.get("val"), value)
+
+
+def core_of(node: torch.fx.Node) -> torch.device | None:
+    """The one neuron core a node with tensor results computes on, or None when it computes elsewhere
+    or moves data between devices: a result off neuron, results on several devices, or an input
+    (other than a 0-dim CPU tensor) on another device than the results."""
+    devices = {t.device for t in _tensors(node.meta.get("val"))}
+    if len(devices) != 1:
+        return None
+    (device,) = devices
+    if device.type != "neuron":
+        return None
+    inputs = _tensors(_metas((node.args, node.kwargs)))
+    if any(t.device != device and not (t.device.type == "cpu" and t.dim() == 0) for t in inputs):
+        return None
+    return device
+
+
 def runs_eagerly(node: torch.fx.Node) -> bool:
-    """Whether ``node`` is an op with no lowering that the device can nevertheless run eagerly."""
-    if node.op != "call_function" or node.target is operator.getitem or node.target in registry.LOWERINGS:
+    """Whether ``node`` runs eagerly between compiled parts: an op with no lowering that the device
+    can nevertheless run, or an op that leaves the core (``core_of`` is None)."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return False
+    if _tensors(node.meta.get("val")) and core_of(node) is None:
+        return True
+    if node.target in registry.LOWERINGS:
         return False
     if node.target is torch.ops.higher_order.with_effects:
         return True  # an op with side effects (a check that raises, a print), ordered by its token
@@ -41,6 +75,7 @@ class _CompiledPart:
         self.part = part
         self.kind = kind
         self.compiled: Any = None
+        self.placeholders = [n for n in part.graph.nodes if n.op == "placeholder"]
         output = next(n for n in part.graph.nodes if n.op == "output")
         self.returns_tuple = isinstance(output.args[0], (tuple, list))
 
@@ -48,7 +83,10 @@ class _CompiledPart:
         from torch_neuronx.dynamo.graph import CompiledGraph
 
         if self.compiled is None:
-            self.compiled = CompiledGraph(self.part, list(args), self.kind)
+            # The part's own example inputs: symbolic ones (automatic dynamic shapes) make it
+            # specialise to each call's sizes, as a whole graph does.
+            examples = [n.meta.get("val", arg) for n, arg in zip(self.placeholders, args, strict=True)]
+            self.compiled = CompiledGraph(self.part, examples, self.kind)
         results = self.compiled(*args)
         return tuple(results) if self.returns_tuple else results[0]
 
@@ -60,7 +98,7 @@ class PartitionedGraph:
     def __init__(self, graph: torch.fx.GraphModule, kind: str) -> None:
         self._boxed_call = True
         partition_of: dict[torch.fx.Node, int] = {}
-        current = 0
+        current, core = 0, None
         for node in graph.graph.nodes:
             if node.op != "call_function":
                 continue
@@ -72,6 +110,10 @@ class PartitionedGraph:
                 # results of an eager op (a token among them) are unpacked eagerly, next to it
                 partition_of[node] = partition_of[node.args[0]]
             else:
+                node_core = core_of(node) if _tensors(node.meta.get("val")) else core
+                if core is not None and node_core != core:
+                    current += 1  # an executable runs on one core
+                core = node_core
                 partition_of[node] = current
         self.split = split_module(graph, None, lambda node: partition_of[node], keep_original_order=True)
         for name, part in list(self.split.named_children()):
