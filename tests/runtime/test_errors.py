@@ -136,9 +136,24 @@ def test_out_of_memory_in_an_op_raises_before_launching():
     assert torch.ones(10, device="neuron").sum().item() == 10.0
 
 
-def test_in_place_result_that_cannot_be_cast_raises_as_on_cpu():
-    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
-        torch.arange(3, device="neuron").mul_(2.5)
+UNCASTABLE_WRITES = {
+    "mul_": lambda d: torch.arange(3, device=d).mul_(2.5),
+    "add_scalar": lambda d: torch.ones(2, dtype=torch.long, device=d).add_(0.5),
+    "sub_tensor": lambda d: torch.ones(2, dtype=torch.int32, device=d).sub_(torch.ones(2, device=d)),
+    "bool_add_": lambda d: torch.ones(2, dtype=torch.bool, device=d).add_(1),
+    "div_": lambda d: torch.ones(2, dtype=torch.long, device=d).div_(2),
+    "add_out": lambda d: torch.add(torch.ones(2, device=d), 1, out=torch.empty(2, dtype=torch.long, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", UNCASTABLE_WRITES)
+def test_in_place_and_out_results_that_cannot_be_cast_raise_as_on_cpu(case):
+    """CPU's TensorIterator message, also where PyTorch's meta kernel words the error its own way."""
+    with pytest.raises(RuntimeError) as on_cpu:
+        UNCASTABLE_WRITES[case]("cpu")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type") as on_neuron:
+        UNCASTABLE_WRITES[case]("neuron")
+    assert str(on_neuron.value) == str(on_cpu.value)
 
 
 @pytest.mark.parametrize(

@@ -221,7 +221,11 @@ class EagerKernel:
         plan = self.plan
         metas = arguments.meta_values(values, described)
         try:
-            result_meta = _call(plan.op, metas)
+            try:
+                result_meta = _call(plan.op, metas)
+            except RuntimeError:
+                _raise_cast_error_as_cpu(self.name, plan, metas, described)
+                raise
             functional_metas = _functional_args(plan, metas)
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
@@ -337,6 +341,23 @@ def _check_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list
     for result in fresh:
         if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
             _C._check_dtype_supported(CODE_OF[result.dtype], name)
+
+
+def _raise_cast_error_as_cpu(name: str, plan: Any, metas: list[Any], described: list[Any]) -> None:
+    """Raises CPU's cast error when an in-place or ``out=`` call's meta kernel rejected it because its
+    result cannot be cast into the written tensor: some meta kernels word that differently from
+    TensorIterator ("Promotion of int.add/sub_(float) in in-place ops ...", "Attempting to cast
+    from ... to out tensor ..."). Returns when that is not the reason (the caller re-raises)."""
+    if not plan.writes or plan.functional is plan.op:
+        return
+    try:
+        functional_result = _call(plan.functional, _functional_args(plan, metas))
+    except RuntimeError:
+        return  # the functional form fails too: the meta kernel's error is about something else
+    written = arguments.flat_tensors(functional_result)[plan.fresh :]
+    targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
+    if len(written) == len(targets):
+        _check_dtypes(name, [], written, targets)
 
 
 def _type_name(dtype: torch.dtype) -> str:
