@@ -31,13 +31,15 @@ def test_trace_contexts_are_per_thread():
 
 
 def _work(seed: int) -> list[torch.Tensor]:
-    """Ops with random draws and device checks, on a shape of their own (new executables)."""
+    """Ops with random draws, device checks and decompositions (traced with FX), on a shape of their
+    own (new executables)."""
     generator = torch.Generator(device="neuron").manual_seed(seed)
     x = torch.rand(seed + 3, 5, device="neuron", generator=generator)
     mask = torch.bernoulli(torch.full_like(x, 0.5), generator=generator)
     index = torch.arange(seed + 3, device="neuron").flip(0)
     permutation = torch.randperm(seed + 7, device="neuron", generator=generator)
-    return [x, mask, torch.index_select(x, 0, index).cumsum(0), permutation]
+    padded = torch.nn.functional.pad(x[None], (1, 2), mode="reflect")
+    return [x, mask, torch.index_select(x, 0, index).cumsum(0), permutation, padded]
 
 
 def test_eager_ops_in_threads_match_the_same_ops_run_in_turn():

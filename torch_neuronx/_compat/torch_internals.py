@@ -13,7 +13,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 # Graph capture of a decomposition (decision 5: ops without a lowering are traced into the same
 # executable through PyTorch's decompositions).
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 __all__ = [
     "ELEMENTWISE_TYPE_PROMOTION_KIND",
@@ -27,6 +27,21 @@ __all__ = [
     "make_fx",
     "register_device_module",
 ]
+
+
+def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.GraphModule]:
+    """PyTorch's ``make_fx``, tracing under Dynamo's compile lock: FX tracing keeps global state
+    (``torch.fx._symbolic_trace``'s patcher), so two threads must not trace at once, and Dynamo and
+    AOTAutograd trace under that lock."""
+    traced = _make_fx(fn, **kwargs)
+
+    def trace(*args: Any) -> torch.fx.GraphModule:
+        from torch._dynamo.convert_frame import compile_lock
+
+        with compile_lock:
+            return traced(*args)
+
+    return trace
 
 
 def has_kernel(op: OpOverload, dispatch_key: str) -> bool:
