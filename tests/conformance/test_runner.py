@@ -38,6 +38,24 @@ def test_isolated_worker_is_replaced_when_it_grows(monkeypatch):
     assert [(row.op, row.outcome) for row in rows if row.sample_index >= 0] == [("abs", "pass"), ("neg", "pass")]
 
 
+def test_isolated_worker_is_replaced_when_its_memory_mappings_near_the_limit(monkeypatch):
+    """Each XLA executable maps memory of its own: past vm.max_map_count, LLVM cannot compile. A worker
+    past its share is replaced after its sample, and the op resumes in the next one."""
+
+    starts = []
+    start = sweep._Isolated._start
+    monkeypatch.setattr(sweep._Isolated, "_start", lambda self: (starts.append(1), start(self)))
+    monkeypatch.setattr(sweep, "_WORKER_MAPPINGS_SHARE", 0)
+    rows = run_conformance(["abs", "neg"], [torch.float32, torch.int64], max_samples_per_op=1, backward=False)
+    assert [(row.op, row.dtype, row.outcome) for row in rows if row.sample_index >= 0] == [
+        ("abs", "float32", "pass"),
+        ("abs", "int64", "pass"),
+        ("neg", "float32", "pass"),
+        ("neg", "int64", "pass"),
+    ]
+    assert len(starts) == 1 + 4  # the first worker, and a fresh one after each of the 4 samples
+
+
 def test_command_line_rejects_unknown_ops_and_dtypes(tmp_path, caplog):
     assert cli.main(["conformance", "--ops", "no_such_op", "--out", str(tmp_path)]) == 2
     assert "matches no OpInfo" in caplog.text

@@ -40,6 +40,11 @@ _STARTUP_TIMEOUT = 300.0
 #: executable cache grows with every op, dtype and shape it has run.
 _WORKER_MEMORY_LIMIT = 3 << 30
 
+#: The share of the kernel's limit on memory mappings (``vm.max_map_count``) past which a worker is
+#: replaced after its current sample: every XLA executable maps memory of its own, and past the limit
+#: LLVM fails to compile the next one ("Cannot allocate memory") long before memory runs out.
+_WORKER_MAPPINGS_SHARE = 0.5
+
 
 def _resident_bytes(pid: int) -> int | None:
     """Resident memory of process ``pid`` (Linux ``/proc``), or None where it cannot be read."""
@@ -50,11 +55,22 @@ def _resident_bytes(pid: int) -> int | None:
         return None
 
 
+def _mappings_full(share: float) -> bool:
+    """Whether this process holds more than ``share`` of the memory mappings the kernel allows."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as limit, open("/proc/self/maps") as maps:
+            allowed = int(limit.read())
+            return sum(1 for _ in maps) > share * allowed
+    except (OSError, ValueError):
+        return False
+
+
 @dataclasses.dataclass(frozen=True)
 class _Options:
     dtypes: tuple[torch.dtype, ...]
     backward: bool
     limit: int | None
+    mappings_share: float
 
 
 @dataclasses.dataclass
@@ -122,9 +138,17 @@ def _worker(tasks: Any, results: Any, options: _Options) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the worker
     ops = {opinfo.full_name(op): op for op in opinfo.op_db()}
     results.put(("ready", None))
+    checked = -math.inf
     for name, op_deadline, done in iter(tasks.get, None):
         for event in _op_events(ops[name], options, op_deadline, done):
             results.put(event)
+            # After a sample that ran (so every worker makes progress), at most every 0.5 s (reading
+            # the mappings costs milliseconds).
+            if event[0] == "row" and event[1].sample_index >= 0 and time.monotonic() - checked > 0.5:
+                checked = time.monotonic()
+                if _mappings_full(options.mappings_share):
+                    results.put(("full", name))  # the parent replaces this worker; the op resumes
+                    return
         results.put(("done", name))
 
 
@@ -210,6 +234,9 @@ class _Isolated:
                     if started is not None:
                         done.add(started[0])
                     started = None
+                elif kind == "full":
+                    self.close()
+                    break
                 else:
                     self._recycle_if_large()
                     return rows
@@ -284,7 +311,7 @@ def run_conformance(
     for dtype in wanted:
         if dtype not in tables.DEVICE_DTYPES:
             raise ValueError(f"dtype {dtype} is not checked on neuron; choose from {tables.DEVICE_DTYPES}")
-    options = _Options(wanted, backward, max_samples_per_op)
+    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE)
     runner = _Isolated(options, timeout) if isolate else _InProcess(options)
     deadline = time.monotonic() + budget_seconds if budget_seconds else math.inf
     rows: list[SampleOutcome] = []
