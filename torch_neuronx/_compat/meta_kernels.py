@@ -1,4 +1,5 @@
-"""Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd).
+"""Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
+the tensor-lr fused Adam(W) steps.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -205,7 +206,21 @@ def _ctc_loss_backward(grad: torch.Tensor, log_probs: torch.Tensor, *args: objec
     return torch.empty_like(log_probs, memory_format=torch.contiguous_format)
 
 
+def _with_float_lr(overload: torch._ops.OpOverload):
+    """The meta kernel of a fused optimizer step's ``tensor_lr`` overload (``Adam(lr=tensor,
+    fused=True)``): PyTorch has them only for the float-lr overloads, and no result depends on lr."""
+
+    def kernel(*args, lr, **kwargs):
+        return overload(*args, lr=1.0, **kwargs)
+
+    return kernel
+
+
 _KERNELS = {
+    **{
+        packet.tensor_lr: _with_float_lr(packet.default)
+        for packet in (aten._fused_adam, aten._fused_adam_, aten._fused_adamw, aten._fused_adamw_)
+    },
     aten._thnn_fused_lstm_cell.default: _thnn_fused_lstm_cell,
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
     aten._thnn_fused_gru_cell_backward.default: _thnn_fused_gru_cell_backward,

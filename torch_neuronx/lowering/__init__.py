@@ -27,6 +27,7 @@ FAMILIES = (
     "attention",
     "loss",
     "foreach",
+    "optimizer",
     "amp",
     "recurrent",
     "fft",
