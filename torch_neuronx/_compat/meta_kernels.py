@@ -1,5 +1,5 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
-the tensor-lr fused Adam(W) steps.
+the fused SGD steps and the tensor-lr fused Adam(W) steps.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -216,7 +216,21 @@ def _with_float_lr(overload: torch._ops.OpOverload):
     return kernel
 
 
+def _fused_sgd(self, grads, momentum_buffer_list, **kwargs):
+    """``_fused_sgd`` (``SGD(fused=True)``), which has no meta kernel: new parameters, gradients and
+    momentum buffers, shaped as the given ones."""
+    return tuple([torch.empty_like(t) for t in tensors] for tensors in (self, grads, momentum_buffer_list))
+
+
+def _fused_sgd_(self, grads, momentum_buffer_list, **kwargs):
+    """``_fused_sgd_``: updates its lists in place."""
+
+
 _KERNELS = {
+    aten._fused_sgd.default: _fused_sgd,
+    aten._fused_sgd_.default: _fused_sgd_,
+    aten._fused_sgd.tensor_lr: _fused_sgd,
+    aten._fused_sgd_.tensor_lr: _fused_sgd_,
     **{
         packet.tensor_lr: _with_float_lr(packet.default)
         for packet in (aten._fused_adam, aten._fused_adam_, aten._fused_adamw, aten._fused_adamw_)

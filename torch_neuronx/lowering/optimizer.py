@@ -1,9 +1,9 @@
-"""Fused optimizer steps: the kernels ``torch.optim.Adam`` and ``AdamW`` call with ``fused=True``.
+"""Fused optimizer steps: the kernels ``torch.optim.Adam``, ``AdamW`` and ``SGD`` call with ``fused=True``.
 
-``_fused_adam``/``_fused_adamw`` update every parameter of a group in one executable; the eager
-layer derives the in-place ``_fused_adam_``/``_fused_adamw_`` the optimizers call from these
-functional lowerings. The arithmetic follows PyTorch's fused kernels (``FusedAdamKernel.cpp``), per
-element in float32 for 16-bit tensors:
+``_fused_adam``/``_fused_adamw``/``_fused_sgd`` update every parameter of a group in one executable;
+the eager layer derives the in-place forms the optimizers call from these functional lowerings.
+The arithmetic follows PyTorch's fused kernels (``FusedAdamKernel.cpp``, ``FusedSGDKernel.cpp``),
+per element in float32 for 16-bit tensors. Adam and AdamW:
 
 - ``grad_scale`` (GradScaler) unscales the gradients, which are written back unscaled; a nonzero
   ``found_inf`` leaves every tensor as it was;
@@ -12,6 +12,11 @@ element in float32 for 16-bit tensors:
 - ``exp_avg`` moves towards the gradient by ``1 - beta1``, ``exp_avg_sq`` is
   ``beta2 * exp_avg_sq + (1 - beta2) * grad**2`` (its running maximum with ``amsgrad``);
 - ``param -= lr / (1 - beta1**step) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2**step) + eps)``.
+
+SGD: the gradient is unscaled and negated as above, gets ``weight_decay * param`` added; with
+``momentum``, the buffer becomes the gradient on the first step and
+``momentum * buffer + (1 - dampening) * grad`` after, and the step takes the buffer (``nesterov``:
+``grad + momentum * buffer``); ``param -= lr * step``.
 
 The bias corrections are computed in float32 from the device's step tensors, as CUDA's fused kernel
 does (CPU's computes them in float64), so results differ from CPU's by float32 rounding of them.
@@ -158,3 +163,44 @@ def fused_adamw(
         grad_scale=grad_scale,
         found_inf=found_inf,
     )
+
+
+@lowering(aten._fused_sgd.default, aten._fused_sgd.tensor_lr, static=("weight_decay", "momentum", "dampening"))
+def fused_sgd(
+    self,
+    grads,
+    momentum_buffer_list,
+    *,
+    weight_decay,
+    momentum,
+    lr,
+    dampening,
+    nesterov,
+    maximize,
+    is_first_step,
+    grad_scale=None,
+    found_inf=None,
+):
+    """torch.optim.SGD(fused=True)'s step: (params, grads, momentum buffers), updated."""
+    results = ([], [], [])
+    for i, (param, grad) in enumerate(zip(self, grads, strict=True)):
+        compute = jnp.float32 if param.dtype in (jnp.bfloat16, jnp.float16) else param.dtype
+        p, g = param.astype(compute), grad.astype(compute)
+        if grad_scale is not None:
+            g = g / grad_scale.reshape(()).astype(compute)
+        unscaled = g
+        if maximize:
+            g = -g
+        if weight_decay != 0:
+            g = g + weight_decay * p
+        updated, originals = [None, unscaled], [param, grad]
+        if momentum != 0:
+            buffer = g if is_first_step else momentum * momentum_buffer_list[i].astype(compute) + (1 - dampening) * g
+            g = g + momentum * buffer if nesterov else buffer
+            updated.append(buffer)
+            originals.append(momentum_buffer_list[i])
+        updated[0] = p - jnp.asarray(lr, compute) * g
+        for result, new, old in zip(results, updated, originals, strict=False):
+            new = new.astype(old.dtype)
+            result.append(new if found_inf is None else jnp.where(found_inf.reshape(()) != 0, old, new))
+    return results
