@@ -25,7 +25,15 @@ _autoload()
 from torch_neuronx.device.streams import Event, Stream  # noqa: E402
 from torch_neuronx.eager.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
 
-__all__ = ["Event", "Stream", "clear_op_tracking", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops"]
+__all__ = [
+    "Event",
+    "Stream",
+    "clear_op_tracking",
+    "executable_cache_info",
+    "get_dynamo_metrics",
+    "get_executed_ops",
+    "get_fallback_ops",
+]
 
 
 def get_dynamo_metrics() -> list[dict]:
@@ -34,6 +42,20 @@ def get_dynamo_metrics() -> list[dict]:
     from torch_neuronx.dynamo import get_dynamo_metrics as metrics
 
     return metrics()
+
+
+def executable_cache_info():
+    """``CacheInfo(size, capacity, evictions)`` of the executables eager kernels and compiled graphs
+    keep: how many are cached now, the bound (``TORCH_NEURONX_EXECUTABLE_CACHE_SIZE``) and how many
+    were evicted, least recently used first, since the start. A call whose executable was evicted
+    is compiled again. Importing this does not start the device.
+
+    Raises:
+        ValueError: ``TORCH_NEURONX_EXECUTABLE_CACHE_SIZE`` is malformed.
+    """
+    from torch_neuronx.runtime.executable_cache import EXECUTABLES
+
+    return EXECUTABLES.info()
 
 
 __version__ = "0.1.0"

@@ -65,3 +65,20 @@ def preserve_compilation_artifacts() -> bool:
 def debug_dir() -> str:
     """``TORCH_NEURONX_DEBUG_DIR`` (default ``./neuron_debug``): where artifacts are kept."""
     return os.environ.get("TORCH_NEURONX_DEBUG_DIR") or os.path.join(os.getcwd(), "neuron_debug")
+
+
+def executable_cache_size() -> int:
+    """``TORCH_NEURONX_EXECUTABLE_CACHE_SIZE``: how many executables eager kernels and compiled graphs
+    keep, least recently used evicted first (runtime/executable_cache.py). The default is a sixteenth
+    of Linux's ``vm.max_map_count`` (4095 of the usual 65,530; each executable maps about six regions)
+    or 4096 where that limit cannot be read. Read when the first executable is cached."""
+    value = os.environ.get("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE")
+    if value is None or value == "":
+        try:
+            with open("/proc/sys/vm/max_map_count") as limit:
+                return max(int(limit.read()) // 16, 256)
+        except (OSError, ValueError):
+            return 4096
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"TORCH_NEURONX_EXECUTABLE_CACHE_SIZE={value!r} is not a positive integer; use e.g. 4096")
+    return int(value)

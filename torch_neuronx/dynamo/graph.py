@@ -28,6 +28,7 @@ from torch_neuronx._compat.torch_internals import dynamo_disabled, make_fx
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, compile_cache, cores, faults, queue
 from torch_neuronx.runtime.dtypes import CODE_OF
+from torch_neuronx.runtime.executable_cache import EXECUTABLES
 from torch_neuronx.runtime.layout import contiguous_strides
 
 _graph_ids = itertools.count()
@@ -116,7 +117,7 @@ class CompiledGraph:
             kind_of = _C.ArgKind.TENSOR if isinstance(value, torch.Tensor) else _C.ArgKind.STATIC
             specs.append(_C.ArgSpec(f"input{index}", kind_of, False, False, None))
         self.signature = _C.CallSignature(f"neuron graph {self.metrics.graph_id} ({kind})", specs)
-        self.cache: dict[bytes, Any] = {}
+        self.cache: dict[bytes, Any] = {}  # bounded by runtime.executable_cache
         self.eager = False
         if not self.symbolic:
             try:
@@ -136,8 +137,10 @@ class CompiledGraph:
         run = self.cache.get(key)
         if run is None:
             with dynamo_disabled():  # building traces and compiles: keep Dynamo out of JAX's frames
-                run = self.cache[key] = self._build(values, inputs)
+                run = self._build(values, inputs)
+                EXECUTABLES.admit(self.cache, key, run)
                 return run(inputs, device, generator, values)
+        EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
         return run(inputs, device, generator, values)
 

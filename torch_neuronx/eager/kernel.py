@@ -28,6 +28,7 @@ from torch_neuronx.eager import fallback, tracking
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, cores, faults, layout, queue
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, jax_dtype
+from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
 
 def op_name(op: OpOverload) -> str:
@@ -185,7 +186,7 @@ class EagerKernel:
         static = lowering.static if lowering is not None else frozenset()
         self.allow_cpu = allow_cpu
         self.signature = call_signature(plan.op, static_scalars=plan.decomposed, static=static, allow_cpu=allow_cpu)
-        self.cache: dict[bytes, Runner] = {}
+        self.cache: dict[bytes, Runner] = {}  # bounded by runtime.executable_cache
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, inputs, device, slot_tensors, generator, values, _, needs_transfer = self.signature.prepare(args, kwargs)
@@ -194,8 +195,10 @@ class EagerKernel:
             if needs_transfer:
                 return self._with_cpu_tensors_moved(device, values)
             with dynamo_disabled():  # building and the first call trace and compile: keep Dynamo out
-                run = self.cache[key] = self._build(args, kwargs)
+                run = self._build(args, kwargs)
+                EXECUTABLES.admit(self.cache, key, run)
                 return run(inputs, device, slot_tensors, generator, values)
+        EXECUTABLES.touch(self.cache, key)
         return run(inputs, device, slot_tensors, generator, values)
 
     def _with_cpu_tensors_moved(self, device: int, values: list[Any]) -> Any:

@@ -25,7 +25,8 @@ def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
     return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
 
 
-@functools.cache
+# Bounded: each is an executable (see runtime/executable_cache.py); views of changing shapes are many.
+@functools.lru_cache(maxsize=512)
 def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
     del nbytes  # part of the cache key only: the buffer length is fixed by it
     sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
@@ -34,7 +35,7 @@ def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View,
     return jax.jit(lambda flat: layout.read(flat, view), out_shardings=sharding)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=512)
 def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
     sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
     if buffer_dtype is None:
