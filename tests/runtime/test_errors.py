@@ -32,7 +32,8 @@ def test_shape_errors_are_pytorchs_own():
     # The message is that of PyTorch's meta kernel for addmm, as for any device without its own.
     with pytest.raises(RuntimeError, match=r"must have same reduction dim, but got \[2, 3\] X \[5, 4\]"):
         torch.nn.functional.linear(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))
-    with pytest.raises(RuntimeError, match="broadcast a dimension of length 3"):
+    # Elementwise ops' broadcasting errors are TensorIterator's, as on the CPU (see SHAPE_ERRORS).
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(2\) must match the size of tensor b \(3\)"):
         torch.ones(2, device="neuron") + torch.ones(3, device="neuron")
 
 
@@ -154,6 +155,102 @@ def test_in_place_and_out_results_that_cannot_be_cast_raise_as_on_cpu(case):
     with pytest.raises(RuntimeError, match="can't be cast to the desired output type") as on_neuron:
         UNCASTABLE_WRITES[case]("neuron")
     assert str(on_neuron.value) == str(on_cpu.value)
+
+
+def _small(d, dtype=torch.float32):
+    return torch.zeros(3, device=d, dtype=dtype)
+
+
+def _wide(d, shape=(2, 3), dtype=torch.float32):
+    return torch.ones(shape, device=d, dtype=dtype)
+
+
+# In-place ops whose result does not fit ``self``, operands that do not broadcast, and copies: each
+# is refused with TensorIterator's message. Several of PyTorch's Python meta kernels resized ``self``
+# to the broadcast shape instead (atan2_, clamp_, eq_ ...), so those calls returned a new shape.
+SHAPE_ERRORS = {
+    "add_": lambda d: _small(d).add_(_wide(d)),
+    "mul_mismatch": lambda d: _small(d).mul_(_wide(d, (4,))),
+    "atan2_": lambda d: _small(d).atan2_(_wide(d)),
+    "hypot_": lambda d: _small(d).hypot_(_wide(d)),
+    "remainder_": lambda d: _small(d).remainder_(_wide(d)),
+    "xlogy_": lambda d: _small(d).xlogy_(_wide(d)),
+    "clamp_": lambda d: _small(d).clamp_(_wide(d)),
+    "clamp_max_": lambda d: _small(d).clamp_(max=_wide(d)),
+    "eq_": lambda d: _small(d).eq_(_wide(d)),
+    "bitwise_and_": lambda d: _small(d, torch.int32).bitwise_and_(_wide(d, dtype=torch.int32)),
+    "heaviside_": lambda d: _small(d).heaviside_(_wide(d)),
+    "lerp_": lambda d: _small(d).lerp_(_small(d), _wide(d)),
+    "addcmul_": lambda d: _small(d).addcmul_(_wide(d), _small(d)),
+    "masked_fill_": lambda d: _small(d).masked_fill_(_wide(d, dtype=torch.bool), 1.0),
+    "add_operands": lambda d: _small(d) + _wide(d, (4,)),
+    "sigmoid_backward": lambda d: torch.ops.aten.sigmoid_backward(_small(d), _wide(d, (4,))),
+    "copy_mismatch": lambda d: _wide(d).copy_(_wide(d, (4,))),
+    "copy_into_smaller": lambda d: _small(d).copy_(_wide(d)),
+    "copy_from_host": lambda d: _wide(d).copy_(torch.ones(4)),
+    "index_add_source": lambda d: torch.zeros(3, 4, device=d).index_add_(
+        0, torch.tensor([0], device=d), torch.ones(1, 5, device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SHAPE_ERRORS)
+def test_shape_errors_raise_as_on_cpu(case):
+    with pytest.raises(RuntimeError) as on_cpu:
+        SHAPE_ERRORS[case]("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        SHAPE_ERRORS[case]("neuron")
+    assert str(on_neuron.value) == str(on_cpu.value)
+
+
+def _int8(d):
+    return torch.zeros(3, dtype=torch.int8, device=d)
+
+
+# Scalars c10 converts with checked_convert: an overflow raises instead of wrapping around.
+OVERFLOWING_SCALARS = {
+    "masked_fill": lambda d: _int8(d).masked_fill(torch.ones(3, dtype=torch.bool, device=d), 1000),
+    "index_fill_": lambda d: _int8(d).index_fill_(0, torch.tensor([0], device=d), 1000),
+    "scatter_value": lambda d: _int8(d).scatter(0, torch.tensor([0], device=d), -1000),
+    "clamp_max": lambda d: _int8(d).clamp(max=1000),
+    "clamp_min_": lambda d: _int8(d).clamp_min_(-1000),
+    "threshold": lambda d: torch.nn.functional.threshold(_int8(d), 1, 1000),
+    "clamp_half": lambda d: torch.zeros(3, dtype=torch.float16, device=d).clamp(max=70000.0),
+    "masked_fill_complex": lambda d: torch.zeros(3, device=d).masked_fill(
+        torch.ones(3, dtype=torch.bool, device=d), 1j
+    ),
+}
+
+
+@pytest.mark.parametrize("case", OVERFLOWING_SCALARS)
+def test_scalars_that_overflow_the_dtype_raise_as_on_cpu(case):
+    with pytest.raises(RuntimeError) as on_cpu:
+        OVERFLOWING_SCALARS[case]("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        OVERFLOWING_SCALARS[case]("neuron")
+        torch.neuron.synchronize()
+    assert "without overflow" in str(on_cpu.value)
+    assert str(on_cpu.value) in str(on_neuron.value)
+
+
+def test_scalars_that_fit_the_dtype_are_not_refused():
+    x = torch.tensor([-5, 3, 120], dtype=torch.int8)
+    mask = torch.tensor([True, False, True])
+    expected = x.masked_fill(mask, -128).clamp(max=127)
+    torch.testing.assert_close(x.to("neuron").masked_fill(mask.to("neuron"), -128).clamp(max=127).cpu(), expected)
+
+
+def test_uniform_bounds_in_the_wrong_order_raise_at_the_call():
+    with pytest.raises(
+        RuntimeError, match=r"^uniform_ expects to return a \[from, to\) range, but found from=3 > to=-1"
+    ):
+        torch.empty(4, device="neuron").uniform_(3, -1)
+
+
+def test_in_place_op_that_broadcasts_within_self_still_works():
+    x, other = torch.randn(2, 3), torch.randn(3)
+    expected = x.clone().atan2_(other)
+    torch.testing.assert_close(x.to("neuron").atan2_(other.to("neuron")).cpu(), expected)
 
 
 @pytest.mark.parametrize(

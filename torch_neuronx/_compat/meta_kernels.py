@@ -184,6 +184,10 @@ def _histogram_bins_tensor(
 def _histogramdd_bin_edges(self: torch.Tensor, bins: list[int], **kwargs: object) -> list[torch.Tensor]:
     """aten::_histogramdd_bin_edges: one edge tensor [bins[d] + 1] per dimension."""
     torch._check(self.dim() >= 2, lambda: "torch.histogramdd: input tensor should have at least 2 dimensions")
+    torch._check(
+        len(bins) == self.size(-1),
+        lambda: "histogramdd: The size of bins must be equal to the innermost dimension of the input.",
+    )
     torch._check(all(b > 0 for b in bins), lambda: f"torch.histogram(): bins must be > 0, but got {list(bins)}")
     return [self.new_empty((b + 1,)) for b in bins]
 
@@ -197,6 +201,13 @@ def _histogramdd_from_bin_cts(self: torch.Tensor, bins: list[int], **kwargs: obj
 def _histogramdd_from_bin_tensors(self: torch.Tensor, bins: list[torch.Tensor], **kwargs: object) -> torch.Tensor:
     """aten::_histogramdd_from_bin_tensors: the histogram, one dimension per edge tensor."""
     torch._check(self.dim() >= 2, lambda: "torch.histogramdd: input tensor should have at least 2 dimensions")
+    torch._check(
+        len(bins) == self.size(-1),
+        lambda: (
+            f"torch.histogramdd: expected {self.size(-1)} sequences of bin edges for a {self.size(-1)}-dimensional "
+            f"histogram but got {len(bins)}"
+        ),
+    )
     return self.new_empty(tuple(b.numel() - 1 for b in bins))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.eager import tracking
+from torch_neuronx.eager import errors, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import convert, numpy_to_torch
 
@@ -27,6 +27,9 @@ aten = torch.ops.aten
 def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     """``destination.copy_(source)`` where at least one side is a neuron tensor."""
     tracking.executed["aten::_copy_from"] += 1
+    if source.shape != destination.shape:
+        # copy_'s TensorIterator: the destination is an operand too, so sizes are checked against it.
+        errors.check_broadcast([destination.shape, source.shape], [destination.shape])
     if destination.numel() == 0:
         return destination
     if source.device.type == "cpu":

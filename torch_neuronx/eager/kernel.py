@@ -24,7 +24,7 @@ from torch._ops import OpOverload
 
 from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import dynamo_disabled
-from torch_neuronx.eager import fallback, tracking
+from torch_neuronx.eager import errors, fallback, tracking
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, cores, faults, layout, queue
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, jax_dtype
@@ -226,9 +226,17 @@ class EagerKernel:
         try:
             try:
                 result_meta = _call(plan.op, metas)
-            except RuntimeError:
-                _raise_cast_error_as_cpu(self.name, plan, metas, described)
-                raise
+            except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
+                raise RuntimeError(errors.in_aten_words(RuntimeError(str(error)))) from None
+            except (RuntimeError, ValueError, IndexError) as error:
+                if isinstance(error, RuntimeError):
+                    _raise_cast_error_as_cpu(self.name, plan, metas, described)
+                    _raise_broadcast_error_as_cpu(plan, metas, described, error)
+                    _raise_conversion_error_as_cpu(metas, error)
+                worded = errors.in_aten_words(error)
+                if worded is error:
+                    raise
+                raise worded from None
             functional_metas = _functional_args(plan, metas)
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
@@ -241,6 +249,11 @@ class EagerKernel:
             )
             if description is not None and plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
         ]
+        arguments_of = plan.op._schema.arguments
+        for position, shape in resized:
+            if not arguments_of[position].kwarg_only:  # an in-place self is never resized (some refs do)
+                target = arguments.tensor_descriptions(described[position])[0][3]
+                raise errors.output_shape_error(target, shape)
         if resized:
             return _resize_runner(plan.op, resized)
         if plan.decomposed:
@@ -338,8 +351,8 @@ def _check_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list
         destination = DTYPE_OF[target[2]]
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
-                f"result type {_type_name(result.dtype)} can't be cast to the desired output type "
-                f"{_type_name(destination)}"
+                f"result type {errors.type_name(result.dtype)} can't be cast to the desired output type "
+                f"{errors.type_name(destination)}"
             )
     for result in fresh:
         if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
@@ -363,9 +376,34 @@ def _raise_cast_error_as_cpu(name: str, plan: Any, metas: list[Any], described: 
         _check_dtypes(name, [], written, targets)
 
 
-def _type_name(dtype: torch.dtype) -> str:
-    """PyTorch's name of a dtype in error messages: Float, Long, BFloat16, ..."""
-    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
+def _raise_conversion_error_as_cpu(metas: list[Any], error: RuntimeError) -> None:
+    """c10's error for a Scalar that does not fit ``self``'s dtype (masked_fill's Python meta kernel
+    says "could not convert to type <class 'int'> without overflow"). Returns for other errors."""
+    if not str(error).startswith("could not convert to type <class"):
+        return
+    target = next((m for m in metas if isinstance(m, torch.Tensor)), None)
+    name = None if target is None else registry.c10_type_name(jax_dtype(target.dtype))
+    if name is not None:
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow") from None
+
+
+def _raise_broadcast_error_as_cpu(plan: Any, metas: list[Any], described: list[Any], error: RuntimeError) -> None:
+    """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
+    (torch._refs) rejected it in its own words. Returns when that is not the reason."""
+    message = str(error)
+    if torch.Tag.pointwise not in plan.functional.tags or not message.startswith(
+        ("Attempting to broadcast a dimension", "output with shape torch.Size")
+    ):
+        return
+    inputs = [tuple(value.shape) for value in _functional_args(plan, metas) if isinstance(value, torch.Tensor)]
+    in_place = [
+        description[3]
+        for position in plan.writes
+        if not plan.op._schema.arguments[position].kwarg_only
+        for description in arguments.tensor_descriptions(described[position])
+        if description is not None
+    ]
+    errors.check_broadcast(inputs, in_place)
 
 
 def _random_elements(lowering: registry.Lowering, result: Any) -> int:

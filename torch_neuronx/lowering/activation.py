@@ -100,7 +100,7 @@ def softplus(self, beta=1, threshold=20):
     return jnp.where(scaled > threshold, self, jnp.log1p(jnp.exp(scaled)) / beta)
 
 
-@lowering(aten.threshold.default, promotion=Promotion.DEFAULT, promote=("self",))
+@lowering(aten.threshold.default, promotion=Promotion.DEFAULT, promote=("self",), checked=("threshold", "value"))
 def threshold(self, threshold, value):
     """F.threshold: value where self <= threshold, else self (NaN stays); the scalars take self's
     dtype, as the CPU kernel converts them."""

@@ -10,43 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import device_check, lowering
+from torch_neuronx.lowering.registry import check_fits, lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
-
-#: c10's names of the types in "value cannot be converted to type X without overflow".
-_C10_NAMES = {
-    np.dtype(jnp.int8): "int8_t",
-    np.dtype(jnp.uint8): "uint8_t",
-    np.dtype(jnp.int16): "int16_t",
-    np.dtype(jnp.int32): "int",
-    np.dtype(jnp.int64): "int64_t",
-    np.dtype(jnp.float16): "c10::Half",
-    np.dtype(jnp.bfloat16): "c10::BFloat16",
-    np.dtype(jnp.float32): "float",
-}
-
-
-def _check_fits(value, dtype) -> None:
-    """c10's overflow check of a Scalar converted to ``dtype`` (c10/util/TypeCast.h ``checked_convert``):
-    integer targets reject NaN, infinities and values outside [lowest, max] (an integer may go down to
-    -max for an unsigned type); floating targets reject finite values beyond their range. Raised at
-    the next synchronisation point, as ``RuntimeError`` with c10's message."""
-    dtype = np.dtype(dtype)
-    name = _C10_NAMES.get(dtype)
-    value = jnp.asarray(value)
-    if name is None or jnp.issubdtype(value.dtype, jnp.complexfloating) or value.dtype == jnp.bool_:
-        return
-    if jnp.issubdtype(dtype, jnp.integer):
-        info = jnp.iinfo(dtype)
-        lowest = -float(info.max) if info.min == 0 and jnp.issubdtype(value.dtype, jnp.integer) else float(info.min)
-        wide = value.astype(jnp.float64)
-        failed = jnp.isnan(wide) | (wide < lowest) | (wide > float(info.max))
-    else:
-        limit = float(jnp.finfo(dtype).max)
-        wide = value.astype(jnp.float64)
-        failed = jnp.isfinite(wide) & (jnp.abs(wide) > limit)
-    device_check(failed, jnp.int64(0), f"value cannot be converted to type {name} without overflow", RuntimeError)
-
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -55,7 +20,7 @@ prims = torch.ops.prims
 @lowering(aten.fill.Scalar)
 def fill(self, value):
     """Tensor.fill_: every element set to the Scalar ``value``, which must fit self's dtype."""
-    _check_fits(value, self.dtype)
+    check_fits(value, self.dtype)
     return jnp.broadcast_to(jnp.asarray(value), self.shape)
 
 
@@ -73,7 +38,7 @@ def zero(self):
 @lowering(aten.full.default, result_dtype=True)
 def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.full: ``fill_value`` must fit the result dtype."""
-    _check_fits(fill_value, result_dtype)
+    check_fits(fill_value, result_dtype)
     return jnp.broadcast_to(jnp.asarray(fill_value), tuple(size))
 
 
@@ -89,7 +54,7 @@ def full_like(
     self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, result_dtype
 ):
     """torch.full_like: ``fill_value`` must fit the result dtype."""
-    _check_fits(fill_value, result_dtype)
+    check_fits(fill_value, result_dtype)
     return jnp.broadcast_to(jnp.asarray(fill_value), self.shape)
 
 

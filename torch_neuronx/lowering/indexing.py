@@ -134,6 +134,7 @@ def _scatter_operands(self, dim, index, src) -> tuple[jax.Array, int, tuple, jax
     aten.scatter.value_reduce,
     promotion=Promotion.NO_OPMATH,
     promote=("self",),
+    checked=("value",),
 )
 def scatter(self, dim, index, src, *, reduce=None):
     """torch.scatter: ``self[index[i][j]][j] = src[i][j]`` (for dim 0; ``src`` may be a scalar
@@ -318,10 +319,36 @@ def _along(dim: int, index: jax.Array) -> tuple:
     return (slice(None),) * dim + (index,)
 
 
+def _check_index_source(name: str, self, dim: int, index, source) -> None:
+    """index_add/index_reduce's shape rules (ATen's index_func_meta_impl; PyTorch's meta kernels omit
+    them), with the CPU's messages.
+
+    Raises:
+        RuntimeError: ``index`` does not have one element per slice of ``source`` along ``dim``, or
+            ``source``'s other dimensions differ from ``self``'s.
+    """
+    self_shape, source_shape = list(self.shape), list(source.shape)
+    if index.size != (source_shape[dim] if source_shape else 1):
+        raise RuntimeError(
+            f"{name}(): Number of indices ({index.size}) should be equal to source.size(dim): "
+            f"({source_shape[dim] if source_shape else 1}), for dim: {dim}"
+        )
+    if self_shape[:dim] + self_shape[dim + 1 :] != source_shape[:dim] + source_shape[dim + 1 :]:
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified dimension. "
+            f"Got self.shape = {self_shape} source.shape = {source_shape}"
+        )
+
+
 @lowering(aten.index_add.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
-    duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU)."""
+    duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU).
+
+    Raises:
+        RuntimeError: ``index`` or ``source`` does not fit ``self`` (see :func:`_check_index_source`).
+    """
+    _check_index_source("index_add_", self, dim % max(self.ndim, 1), index, source)
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
@@ -334,6 +361,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
     ``dim`` with prod, mean, amax or amin; ``include_self=False`` leaves the indexed elements' old
     values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
+    _check_index_source("index_reduce_", self, dim % max(self.ndim, 1), index, source)
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
@@ -375,7 +403,7 @@ def _index_fill(self, dim, index, value):
     return x.at[_along(dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
 
 
-@lowering(aten.index_fill.int_Scalar, promotion=Promotion.NO_OPMATH, promote=("self",))
+@lowering(aten.index_fill.int_Scalar, promotion=Promotion.NO_OPMATH, promote=("self",), checked=("value",))
 def index_fill_scalar(self, dim, index, value):
     """torch.index_fill: the slices at ``index`` along ``dim`` set to ``value`` (in self's dtype);
     negative indices wrap, as on CPU."""
@@ -391,7 +419,7 @@ def index_fill_tensor(self, dim, index, value):
 # --- masks ------------------------------------------------------------------------------------------
 
 
-@lowering(aten.masked_fill.Scalar, promotion=Promotion.NO_OPMATH, promote=("self",))
+@lowering(aten.masked_fill.Scalar, promotion=Promotion.NO_OPMATH, promote=("self",), checked=("value",))
 def masked_fill_scalar(self, mask, value):
     """torch.masked_fill: ``value`` (in self's dtype) where the broadcast ``mask`` is true."""
     return jnp.where(mask, value, self)
@@ -407,7 +435,15 @@ def masked_fill_tensor(self, mask, value):
 @lowering(aten.masked_scatter.default)
 def masked_scatter(self, mask, source):
     """torch.masked_scatter: the k-th true element of the broadcast ``mask`` (row-major) takes
-    ``source.flatten()[k]``; fewer source elements than true mask elements is a RuntimeError."""
+    ``source.flatten()[k]``; fewer source elements than true mask elements is a RuntimeError.
+
+    Raises:
+        RuntimeError: ``mask`` is not boolean (CPU refuses uint8 masks here; PyTorch's meta kernel
+            accepts them).
+    """
+    if mask.dtype != jnp.bool_:
+        name = "Byte" if mask.dtype == jnp.uint8 else str(mask.dtype)
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {name}")
     shape = jnp.broadcast_shapes(self.shape, mask.shape)
     selected = jnp.broadcast_to(mask, shape).reshape(-1)
     rank = jnp.cumsum(selected, dtype=jnp.int64) - 1

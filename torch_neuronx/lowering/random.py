@@ -56,16 +56,18 @@ def _torch_name(dtype) -> str:
 # --- continuous distributions ------------------------------------------------------------------
 
 
-@lowering(aten.uniform.default, random=True)
+@lowering(aten.uniform.default, random=True, static=("from", "to"))
 def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key):
     """torch.Tensor.uniform_ (and torch.rand): U[0, 1) * (to - from) + from computed in float32 and
     rounded to ``self``'s dtype, as PyTorch's CPU kernel does; a value that rounds up to ``to`` (in
     bfloat16, say) becomes ``from``, as on CPU and CUDA, so every result lies in [from, to).
-    from > to raises as on CPU; integer tensors are rejected as on CPU."""
+    The bounds are part of the executable (calls use few distinct ones: nn.init's per layer), so
+    from > to raises at the call, with CPU's message; integer tensors are rejected as on CPU."""
     _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
     dtype = _sample_dtype(self.dtype)
     low, high = _scalar(from_, dtype), _scalar(to, dtype)
-    device_check(low > high, 0, "uniform_ expects to return a [from, to) range, but found from > to")
     value = (_uniform(rng_key, self.shape) * (high - low) + low).astype(self.dtype)
     return jnp.where(value == _scalar(to, self.dtype), _scalar(from_, self.dtype), value)
 

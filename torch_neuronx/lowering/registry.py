@@ -20,6 +20,9 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
   (seed, offset) for this op.
 - ``uncast`` names arguments that take part in promotion but reach the lowering as they are (an
   exponent whose sign matters even when the computation dtype is unsigned).
+- ``checked`` names Scalar arguments that PyTorch's kernels convert with c10's ``checked_convert``
+  (fill values, clamp bounds): a number that does not fit the result's dtype is a device fault
+  with c10's "value cannot be converted to type int8_t without overflow", not a wrapped value.
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
@@ -39,6 +42,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from torch._ops import OpOverload
 
@@ -70,6 +74,7 @@ class Lowering:
     result_dtype: bool
     uncast: frozenset[str] = frozenset()
     metas: bool = False
+    checked: frozenset[str] = frozenset()
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -84,6 +89,7 @@ def lowering(
     result_dtype: bool = False,
     uncast: Sequence[str] = (),
     metas: bool = False,
+    checked: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -107,6 +113,7 @@ def lowering(
                 result_dtype,
                 frozenset(uncast),
                 metas,
+                frozenset(checked),
             )
         return fn
 
@@ -181,6 +188,46 @@ def device_check(failed: jax.Array, detail: jax.Array, message: str, error: type
     active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
 
 
+#: c10's names of the types in "value cannot be converted to type X without overflow".
+_C10_NAMES = {
+    np.dtype(jnp.int8): "int8_t",
+    np.dtype(jnp.uint8): "uint8_t",
+    np.dtype(jnp.int16): "int16_t",
+    np.dtype(jnp.int32): "int",
+    np.dtype(jnp.int64): "int64_t",
+    np.dtype(jnp.float16): "c10::Half",
+    np.dtype(jnp.bfloat16): "c10::BFloat16",
+    np.dtype(jnp.float32): "float",
+}
+
+
+def c10_type_name(dtype: Any) -> str | None:
+    """c10's name of a dtype in conversion errors (``int8_t``, ``c10::Half``); None for the others."""
+    return _C10_NAMES.get(np.dtype(dtype))
+
+
+def check_fits(value: Any, dtype: Any) -> None:
+    """c10's overflow check of a Scalar converted to ``dtype`` (c10/util/TypeCast.h ``checked_convert``):
+    integer targets reject NaN, infinities and values outside [lowest, max] (an integer may go down to
+    -max for an unsigned type); floating targets reject finite values beyond their range. Raised at
+    the next synchronisation point, as ``RuntimeError`` with c10's message."""
+    dtype = np.dtype(dtype)
+    name = _C10_NAMES.get(dtype)
+    value = jnp.asarray(value)
+    if name is None or jnp.issubdtype(value.dtype, jnp.complexfloating) or value.dtype == jnp.bool_:
+        return
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        lowest = -float(info.max) if info.min == 0 and jnp.issubdtype(value.dtype, jnp.integer) else float(info.min)
+        wide = value.astype(jnp.float64)
+        failed = jnp.isnan(wide) | (wide < lowest) | (wide > float(info.max))
+    else:
+        limit = float(jnp.finfo(dtype).max)
+        wide = value.astype(jnp.float64)
+        failed = jnp.isfinite(wide) & (jnp.abs(wide) > limit)
+    device_check(failed, jnp.int64(0), f"value cannot be converted to type {name} without overflow", RuntimeError)
+
+
 def _promotes(argument: torch._C.Argument) -> bool:
     """Whether a number in this schema position takes part in type promotion: a Scalar or float
     argument, or a Tensor one (a Python number PyTorch wrapped, as in ``x * 0.5``). int and bool
@@ -236,6 +283,9 @@ def apply(
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
             if arg is None or names[i] in entry.static or names[i] in entry.uncast:
                 continue
+            if names[i] in entry.checked and _is_number(meta):  # c10 converts to the result's dtype
+                first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
+                check_fits(arg, jax_dtype(first.dtype))
             if i in chosen or (_is_number(meta) and isinstance(arg, jax.Array)):
                 args[i] = jnp.asarray(arg).astype(target)
     kwargs = {}

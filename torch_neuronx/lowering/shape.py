@@ -104,9 +104,34 @@ def diagonal(self, offset=0, dim1=0, dim2=1):
     return jnp.diagonal(self, offset, _dim(dim1, self.ndim), _dim(dim2, self.ndim))
 
 
+def _check_view_fits(self, size, stride, storage_offset) -> None:
+    """c10's setStorage bound: the view may not reach past ``self``'s elements (its storage here).
+
+    Raises:
+        RuntimeError: the view needs more storage than ``self`` has (CPU's message).
+    """
+    itemsize = np.dtype(self.dtype).itemsize
+    needed = (
+        0
+        if 0 in size
+        else (storage_offset + 1 + sum((n - 1) * k for n, k in zip(size, stride, strict=True))) * itemsize
+    )
+    if needed > self.size * itemsize:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {storage_offset}, and itemsize "
+            f"{itemsize} requiring a storage size of {needed} are out of bounds for storage of size "
+            f"{self.size * itemsize}"
+        )
+
+
 @lowering(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(self, size, stride, storage_offset=None):
-    """Tensor.as_strided over the input's elements in row-major order (a graph input is contiguous)."""
+    """Tensor.as_strided over the input's elements in row-major order (a graph input is contiguous).
+
+    Raises:
+        RuntimeError: the view reaches past the input's elements.
+    """
+    _check_view_fits(self, size, stride, storage_offset or 0)
     view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), storage_offset or 0)
     return layout.read(self.reshape(-1), view)
 
@@ -143,7 +168,9 @@ def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
 def as_strided_scatter(self, src, size, stride, storage_offset=None):
     """torch.as_strided_scatter: ``self`` with ``src`` written where ``self.as_strided(size, stride,
     storage_offset)`` looks, over ``self``'s elements in row-major order (a graph input is contiguous).
-    Positions the view repeats (a stride of 0) raise, as in-place writes through such views do."""
+    Positions the view repeats (a stride of 0) raise, as in-place writes through such views do; so does
+    a view that reaches past ``self``'s elements."""
+    _check_view_fits(self, size, stride, storage_offset or 0)
     view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), storage_offset or 0)
     written = layout.write(self.reshape(-1), self.size * self.dtype.itemsize, src, view)
     return written.reshape(self.shape)

@@ -169,13 +169,21 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 @lowering(aten.bucketize.Tensor, promotion=Promotion.NO_OPMATH, promote=("self", "boundaries"))
 def bucketize(self, boundaries, *, out_int32=False, right=False):
     """torch.bucketize: the bucket of each element of ``self`` among the sorted 1-d ``boundaries``
-    (searchsorted with the arguments swapped)."""
+    (searchsorted with the arguments swapped).
+
+    Raises:
+        RuntimeError: ``boundaries`` is not 1-d (CPU's message).
+    """
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return _searchsorted(boundaries, self, right, None, None)
 
 
 @lowering(aten.bucketize.Scalar, promotion=Promotion.NO_OPMATH, promote=("self", "boundaries"))
 def bucketize_scalar(self, boundaries, *, out_int32=False, right=False):
     """torch.bucketize of a number: a 0-dim bucket index."""
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return _searchsorted(boundaries, self, right, None, None)
 
 

@@ -1,0 +1,83 @@
+"""Argument errors worded as the CPU words them.
+
+Eager kernels check a call by running PyTorch's meta kernel for it. Many meta kernels are Python
+(torch/_meta_registrations.py, torch/_refs), and they word some errors differently from the C++
+kernels a CPU or CUDA call reaches: shapes print as ``torch.Size([5, 0])`` rather than ``[5, 0]``,
+dtypes as ``torch.int64`` rather than ``Long``, and broadcasting errors come from
+torch._prims_common instead of TensorIterator. Some refs even resize an in-place ``self`` to the
+broadcast shape instead of refusing the call. This module states TensorIterator's rules (ATen's
+TensorIterator.cpp ``compute_shape`` and ``set_output_raw_strided``, ExpandUtils.cpp
+``infer_size``) and rewrites the meta kernels' wording, so that an error on neuron reads as it does
+on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import torch
+
+_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
+#: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
+_REWORDED = (
+    (  # cat_meta in ATen's TensorShape.cpp
+        re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, but got (\d+)-D .*"),
+        r"Tensors must have same number of dimensions: got \1 and \2",
+    ),
+)
+_DTYPE = re.compile(r"\btorch\.(\w+)\b")
+
+
+def type_name(dtype: torch.dtype) -> str:
+    """ATen's name of a dtype in error messages: Float, Long, BFloat16, ..."""
+    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
+
+
+def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
+    """TensorIterator's error for an in-place or ``out=`` tensor the result does not fit."""
+    return RuntimeError(f"output with shape {list(output)} doesn't match the broadcast shape {list(broadcast)}")
+
+
+def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]] = ()) -> list[int]:
+    """The broadcast shape of ``inputs`` (in operand order), checked as TensorIterator checks it.
+
+    Args:
+        inputs: shapes of the input operands, in the order the op passes them.
+        outputs: shapes of outputs that may not be resized (an in-place ``self``).
+
+    Returns:
+        The broadcast shape.
+
+    Raises:
+        RuntimeError: "The size of tensor a (3) must match the size of tensor b (4) at
+            non-singleton dimension 0" for inputs that do not broadcast, or "output with shape [3]
+            doesn't match the broadcast shape [2, 3]" for an output the result does not fit.
+    """
+    shape = torch.Size()
+    for operand in inputs:
+        if not shape:
+            shape = torch.Size(operand)
+        elif tuple(operand) != tuple(shape):
+            shape = torch._C._infer_size(shape, torch.Size(operand))
+    for output in outputs:
+        if tuple(output) != tuple(shape):
+            raise output_shape_error(output, shape)
+    return list(shape)
+
+
+def in_aten_words(error: Exception) -> Exception:
+    """``error`` with sizes and dtypes printed as ATen prints them (``[5, 0]``, ``Long``) and the
+    wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
+    message = str(error)
+    worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", message))
+    for pattern, replacement in _REWORDED:
+        worded = pattern.sub(replacement, worded)
+    if worded == message or type(error) not in (RuntimeError, ValueError, IndexError):
+        return error
+    return type(error)(worded)
+
+
+def _dtype_word(match: re.Match[str]) -> str:
+    dtype = getattr(torch, match.group(1), None)
+    return type_name(dtype) if isinstance(dtype, torch.dtype) else match.group(0)
