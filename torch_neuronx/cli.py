@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     conformance.add_argument("--no-backward", action="store_true", help="skip the float32 gradient checks")
     conformance.add_argument(
+        "--no-inplace", action="store_true", help="skip the float32 checks of the ops' in-place variants"
+    )
+    conformance.add_argument(
         "--in-process",
         action="store_true",
         help="run the samples in this process (no protection against crashes and hangs)",
@@ -114,6 +117,7 @@ def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
         max_samples_per_op=args.max_samples_per_op,
         budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
         backward=not args.no_backward,
+        in_place=not args.no_inplace,
         timeout=args.timeout,
         isolate=not args.in_process,
         progress=not args.no_progress,

@@ -54,6 +54,8 @@ def _cases() -> Iterator[Any]:
         dtypes, _ = device_dtypes(op, DTYPES)
         for dtype in dtypes or [torch.float32]:
             yield _case(op, dtype, "forward")
+        if op.inplace_variant is not None:
+            yield _case(op, torch.float32, "inplace")
         if full_name(op) in BACKWARD:
             yield _case(op, torch.float32, "backward")
 

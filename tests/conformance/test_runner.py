@@ -17,6 +17,7 @@ def test_in_process_sweep_records_one_outcome_per_sample_and_dtype_skips():
     assert {(dtype, phase) for dtype, phase, _, _ in ran} == {
         ("float32", "forward"),
         ("float32", "backward"),
+        ("float32", "inplace"),
         ("int64", "forward"),
     }
     assert all(outcome == "pass" for *_, outcome in ran)
@@ -34,7 +35,9 @@ def test_report_has_a_parquet_row_per_outcome_and_a_summary(tmp_path):
 
 def test_isolated_worker_is_replaced_when_it_grows(monkeypatch):
     monkeypatch.setattr(sweep, "_WORKER_MEMORY_LIMIT", 0)
-    rows = run_conformance(["abs", "neg"], [torch.float32], max_samples_per_op=1, backward=False, progress=False)
+    rows = run_conformance(
+        ["abs", "neg"], [torch.float32], max_samples_per_op=1, backward=False, in_place=False, progress=False
+    )
     assert [(row.op, row.outcome) for row in rows if row.sample_index >= 0] == [("abs", "pass"), ("neg", "pass")]
 
 
@@ -46,7 +49,9 @@ def test_isolated_worker_is_replaced_when_its_memory_mappings_near_the_limit(mon
     start = sweep._Isolated._start
     monkeypatch.setattr(sweep._Isolated, "_start", lambda self: (starts.append(1), start(self)))
     monkeypatch.setattr(sweep, "_WORKER_MAPPINGS_SHARE", 0)
-    rows = run_conformance(["abs", "neg"], [torch.float32, torch.int64], max_samples_per_op=1, backward=False)
+    rows = run_conformance(
+        ["abs", "neg"], [torch.float32, torch.int64], max_samples_per_op=1, backward=False, in_place=False
+    )
     assert [(row.op, row.dtype, row.outcome) for row in rows if row.sample_index >= 0] == [
         ("abs", "float32", "pass"),
         ("abs", "int64", "pass"),

@@ -97,8 +97,17 @@ def _variants(functional: OpOverload) -> list[OpOverload]:
     found = []
     inplace_packet = getattr(aten, name + "_", None)
     if isinstance(inplace_packet, OpOverloadPacket):
-        inplace = getattr(inplace_packet, functional._overloadname, None)
-        if inplace is not None and _signature(inplace) == _signature(functional):
+        # Usually the same overload name; not always (floor_divide.default, floor_divide_.Tensor).
+        names = [functional._overloadname, *inplace_packet.overloads()]
+        inplace = next(
+            (
+                getattr(inplace_packet, n)
+                for n in names
+                if n in inplace_packet.overloads() and _signature(getattr(inplace_packet, n)) == _signature(functional)
+            ),
+            None,
+        )
+        if inplace is not None:
             found.append(inplace)
     packet = getattr(aten, name)
     # A factory's out= form drops its dtype/device/... arguments; any other keeps them (sum's dtype).
@@ -126,16 +135,20 @@ def plans() -> list[Plan]:
             continue
         if functional in KEEP_COMPOSITE or _is_view(functional) or _dispatcher_decomposes(functional):
             continue
-        if decomposed and has_kernel(functional, "CompositeExplicitAutograd"):
-            continue  # PyTorch's composite kernel already breaks it into ops the device runs
+        # PyTorch's composite kernel already breaks such an op into ops the device runs; its
+        # variants may still lack one (mvlgamma_ calls mvlgamma.out, a CPU/CUDA kernel).
+        composite = decomposed and has_kernel(functional, "CompositeExplicitAutograd")
         written = _written(functional)
         if written:
             if not decomposed:  # an in-place lowering with no functional form: it returns the new values
                 result.setdefault(functional, Plan(functional, functional, written, False))
             continue
-        result.setdefault(functional, Plan(functional, functional, (), decomposed))
+        if not composite:
+            result.setdefault(functional, Plan(functional, functional, (), decomposed))
         for variant in _variants(functional):
             if variant in KEEP_COMPOSITE or _dispatcher_decomposes(variant):
+                continue
+            if composite and has_kernel(variant, "CompositeExplicitAutograd"):
                 continue
             if variant not in registry.LOWERINGS:
                 result.setdefault(variant, Plan(variant, functional, _written(variant), decomposed))

@@ -134,6 +134,18 @@ def _forward(op: Any, sample: Any) -> Any:
     return sample.output_process_fn_grad(op(input_, *args, **kwargs))
 
 
+def _in_place(op: Any, sample: Any) -> Any:
+    """The OpInfo's in-place variant applied to a copy of the sample's input: the values it leaves
+    there. A sample whose input would have to broadcast (``broadcasts_input``) raises on the CPU, and
+    must raise on neuron too."""
+    input_, args, kwargs = _arguments(sample)
+    target = input_.clone()
+    returned = op.inplace_variant(target, *args, **kwargs)
+    if returned is not target:
+        raise RuntimeError(f"{opinfo.full_name(op)}: the in-place variant returned a new tensor, not its input")
+    return target
+
+
 def _differentiable(value: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor) and t.requires_grad]
 
@@ -193,7 +205,8 @@ def run_sample(
 ) -> SampleOutcome:
     """Runs one OpInfo sample (made on CPU) on CPU and on neuron and returns its outcome.
 
-        ``phase`` is ``"forward"`` (compare results) or ``"backward"`` (compare input gradients; the
+        ``phase`` is ``"forward"`` (compare results), ``"inplace"`` (compare what the OpInfo's in-place
+        variant leaves in a copy of the input) or ``"backward"`` (compare input gradients; the
         sample must have been made with ``requires_grad=True``). ``host_leaves`` (see :func:`samples`)
     stay on the CPU in the neuron copy of the sample. Never raises for a failing sample:
         every exception, including one the device raises at the synchronisation that ends the sample,
@@ -212,6 +225,8 @@ def run_sample(
             neuron_sample = _neuron_sample(sample, host_leaves)
             if phase == "forward":
                 run = reference_run = functools.partial(_forward, op)
+            elif phase == "inplace":
+                run = reference_run = functools.partial(_in_place, op)
             else:
                 run = functools.partial(_backward, op, seed=index)
                 reference_run = functools.partial(_backward, op, seed=index, widened=True)
@@ -417,6 +432,8 @@ def check_sample(op: Any, dtype: torch.dtype, phase: str = "forward", index: int
         reason = f"the OpInfo does not support {_dtype_name(dtype)} on CPU"
     if reason is None and phase == "backward" and not op.supports_autograd:
         reason = "the op is not differentiable"
+    if reason is None and phase == "inplace" and op.inplace_variant is None:
+        reason = "the op has no in-place variant"
     if reason is not None:
         return make_row(op, dtype, index, phase, "skipped", reason)
     made = samples(op, dtype, phase == "backward", index + 1)

@@ -71,6 +71,7 @@ class _Options:
     backward: bool
     limit: int | None
     mappings_share: float
+    in_place: bool = True
 
 
 @dataclasses.dataclass
@@ -92,6 +93,8 @@ def _queues(op: Any, options: _Options) -> tuple[list[_Queue], list[SampleOutcom
         phases = ["forward"]
         if options.backward and dtype == torch.float32 and op.supports_autograd:
             phases.append("backward")
+        if options.in_place and dtype == torch.float32 and op.inplace_variant is not None:
+            phases.append("inplace")
         reason = opinfo.opinfo_skip(op, dtype)
         for phase in phases:
             if reason is not None:
@@ -283,6 +286,7 @@ def run_conformance(
     max_samples_per_op: int | None = None,
     budget_seconds: float | None = None,
     backward: bool = True,
+    in_place: bool = True,
     timeout: float = 120.0,
     isolate: bool = True,
     progress: bool = True,
@@ -297,6 +301,7 @@ def run_conformance(
         budget_seconds: stop cleanly when spent. Each op gets an equal share of what is left, which
             always covers its first sample in every dtype and phase; later samples run while it lasts.
         backward: also compare input gradients (float32, differentiable ops).
+        in_place: also compare what the OpInfo's in-place variant leaves in its input (float32).
         timeout: seconds one sample may run before its worker is killed (with ``isolate``).
         isolate: run the samples in a worker process that a crash or a hang cannot take down.
         progress: show a progress bar on stderr.
@@ -311,7 +316,7 @@ def run_conformance(
     for dtype in wanted:
         if dtype not in tables.DEVICE_DTYPES:
             raise ValueError(f"dtype {dtype} is not checked on neuron; choose from {tables.DEVICE_DTYPES}")
-    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE)
+    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE, in_place)
     runner = _Isolated(options, timeout) if isolate else _InProcess(options)
     deadline = time.monotonic() + budget_seconds if budget_seconds else math.inf
     rows: list[SampleOutcome] = []
