@@ -23,6 +23,7 @@ def register() -> None:
     from torch_neuronx._compat.torch_internals import (
         format_values_on_host,
         grad_scaler_without_fp64,
+        linear_cross_entropy_accumulates_in_float32,
         register_device_module,
     )
     from torch_neuronx.eager.fallback import SPARSE_KEYS, boxed_fallback, sparse_fallback
@@ -37,6 +38,7 @@ def register() -> None:
     )
     format_values_on_host()
     grad_scaler_without_fp64()
+    linear_cross_entropy_accumulates_in_float32()
     # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _C._set_python_runtime(RuntimeCallbacks())

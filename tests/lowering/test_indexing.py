@@ -451,3 +451,27 @@ def test_boolean_accumulation_is_logical_or_as_on_cpu():
 
 def test_gather_with_an_empty_index_of_another_rank_is_empty_as_on_cpu():
     assert_matches_cpu(lambda x, i: torch.gather(x, 0, i), torch.randn(5), torch.zeros(2, 0, dtype=torch.int64))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x, i: x.scatter(0, i, 1.0),
+        lambda x, i: x.scatter_add(0, i, torch.ones(i.shape, device=x.device)),
+        lambda x, i: x.scatter_reduce(0, i, torch.ones(i.shape, device=x.device), "amax"),
+    ],
+    ids=["scatter", "scatter_add", "scatter_reduce"],
+)
+def test_scatter_of_an_empty_index_of_another_rank_writes_nothing(write):
+    """gather's gradient of an empty 2-d index into a 1-d input (an OpInfo sample) is such a call."""
+    x, index = torch.arange(5.0), torch.zeros(2, 0, dtype=torch.long)
+    torch.testing.assert_close(write(x.neuron(), index.neuron()).cpu(), write(x, index))
+
+
+def test_gather_gradient_of_an_empty_index():
+    x = torch.arange(5.0, requires_grad=True)
+    index = torch.zeros(2, 0, dtype=torch.long)
+    on_neuron = x.detach().neuron().requires_grad_()
+    torch.gather(on_neuron, 0, index.neuron()).sum().backward()
+    torch.gather(x, 0, index).sum().backward()
+    torch.testing.assert_close(on_neuron.grad.cpu(), x.grad)

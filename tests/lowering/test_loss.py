@@ -300,3 +300,27 @@ def test_loss_module_matches_cpu(name):
         return loss, dx
 
     assert_matches_cpu(run, x.requires_grad_(), target)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+def test_linear_cross_entropy_of_16_bit_inputs_accumulates_in_float32(dtype, reduction):
+    """PyTorch's "auto" options accumulate in float32 on CPU and CUDA only; neuron opts in (in
+    bfloat16 the loss was 6% off). The reference is the loss computed in float32 and rounded once:
+    the CPU's own bfloat16 result rounds its logsumexp and loses a loss of 1.5e-5 to -0.0."""
+    features = torch.randn(6, 8).to(dtype)
+    weight = torch.randn(8, 8).to(dtype)
+    bias = (torch.randn(8) * 6).to(dtype)  # logits of a few units: bfloat16 rounding shows
+    logits = F.linear(features.float(), weight.float(), bias.float())
+    target = logits.argmax(dim=1)  # confident samples: small losses, which bfloat16 logits ruin
+    expected = F.cross_entropy(logits, target, reduction=reduction).to(dtype)
+    chunked = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2)  # PyTorch's batch-chunked op
+    actual = F.linear_cross_entropy(
+        features.neuron(),
+        weight.neuron(),
+        target.neuron(),
+        linear_bias=bias.neuron(),
+        reduction=reduction,
+        options=chunked,
+    )
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -91,3 +91,10 @@ def test_replication_pad_gradient_accumulates_16_bit_in_float32(dtype):
     assert_matches_cpu(
         lambda g, x: torch.ops.aten.replication_pad1d_backward(g, x, [5, 3]), grad, x, float32_reference=True
     )
+
+
+@pytest.mark.parametrize("dims", [(0, 0), (0, -1), (-1, -1)])
+def test_transpose_of_a_zero_dim_tensor_is_itself(dims):
+    x = torch.tensor(3.5)
+    torch.testing.assert_close(torch.transpose_copy(x.neuron(), *dims).cpu(), torch.transpose_copy(x, *dims))
+    torch.testing.assert_close(x.neuron().transpose(*dims).cpu(), x.transpose(*dims))

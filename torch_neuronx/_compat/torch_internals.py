@@ -24,6 +24,7 @@ __all__ = [
     "grad_scaler_without_fp64",
     "has_kernel",
     "keep_dynamo_out_of",
+    "linear_cross_entropy_accumulates_in_float32",
     "make_fx",
     "register_device_module",
 ]
@@ -110,6 +111,35 @@ def grad_scaler_without_fp64() -> None:
 
     unscale_._neuron_host_fp64 = True  # type: ignore[attr-defined]
     grad_scaler.GradScaler.unscale_ = unscale_
+
+
+def linear_cross_entropy_accumulates_in_float32() -> None:
+    """Lets ``F.linear_cross_entropy``'s ``"auto"`` options accumulate 16-bit inputs in float32 on
+    neuron, as they do on CUDA and the CPU.
+
+    ``torch/nn/modules/linear_cross_entropy_options.py`` resolves ``acc_policy="auto"`` and
+    ``acc_dtype=None`` per device type: float32 accumulation for 16-bit inputs on CUDA and the CPU,
+    the input dtype on any other device. On neuron that made the loss of bfloat16 inputs accumulate
+    in bfloat16 (6% off in a sample of PyTorch's OpInfo database), while Trainium's matmuls
+    accumulate in float32. Neuron takes the CPU's pick (``"accurate"``: float32 logits too, where
+    CUDA's ``"compact"`` keeps float16 logits), so its values are the CPU's.
+    """
+    from torch.nn.modules import linear_cross_entropy_options as options
+
+    cls = options.LinearCrossEntropyOptions
+    resolve = cls._resolve_auto_acc_dtype
+    if getattr(resolve, "_neuron_float32", False):
+        return
+
+    def resolve_auto_acc_dtype(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
+        if device is not None and device.type == "neuron" and dtype in (torch.float16, torch.bfloat16):
+            return torch.float32
+        return resolve(dtype, device)
+
+    resolve_auto_acc_dtype._neuron_float32 = True  # type: ignore[attr-defined]
+    cls._resolve_auto_acc_dtype = staticmethod(resolve_auto_acc_dtype)
+    for dtype in (torch.bfloat16, torch.float16):
+        options._AUTO_DEFAULTS.setdefault(("neuron", dtype), options._AUTO_DEFAULTS[("cpu", dtype)])
 
 
 def keep_dynamo_out_of(*modules: str) -> None:

@@ -139,7 +139,10 @@ def _scatter_operands(self, dim, index, src) -> tuple[jax.Array, int, tuple, jax
 def scatter(self, dim, index, src, *, reduce=None):
     """torch.scatter: ``self[index[i][j]][j] = src[i][j]`` (for dim 0; ``src`` may be a scalar
     ``value``, cast to self's dtype); ``reduce="add"/"multiply"`` accumulates instead. Duplicate
-    indices without ``reduce``: the last write wins."""
+    indices without ``reduce``: the last write wins. An empty ``index`` writes nothing, whatever its
+    rank (as on CPU)."""
+    if index.size == 0:
+        return self
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
     if reduce is None:
         result = _set_last(x, key, updates, may_repeat=index.ndim > 0 and index.shape[dim] > 1)
@@ -151,7 +154,10 @@ def scatter(self, dim, index, src, *, reduce=None):
 @lowering(aten.scatter_add.default, promotion=Promotion.DEFAULT, promote=("self", "src"))
 def scatter_add(self, dim, index, src):
     """torch.scatter_add: ``self[index[i][j]][j] += src[i][j]`` (for dim 0); 16-bit floats accumulate
-    in float32."""
+    in float32. An empty ``index`` adds nothing, whatever its rank (gather's gradient of an empty
+    index, as on CPU)."""
+    if index.size == 0:
+        return self
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
     return _reduce_at(x, key, updates).reshape(self.shape)
 
@@ -174,7 +180,10 @@ def _identity(reduce: str, dtype: np.dtype) -> jax.Array:
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     """torch.scatter_reduce: reduces ``src`` into ``self`` at ``index`` along ``dim`` with sum, prod,
     mean, amax or amin; ``include_self=False`` leaves the written elements' old values out. NaN
-    propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
+    propagates through amax/amin; an integer mean rounds down (floor), as on CPU. An empty ``index``
+    reduces nothing."""
+    if index.size == 0:
+        return self
     x, dim, key, updates = _scatter_operands(self, dim, index, src)
     base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
     result = _reduce_at(base, key, updates, reduce)

@@ -44,6 +44,9 @@ def permute(self, dims):
 
 @lowering(aten.transpose.int, aten.transpose_copy.int)
 def transpose(self, dim0, dim1):
+    """Tensor.transpose; a 0-dim tensor transposes to itself (dims 0 and -1 wrap as for a 1-d one)."""
+    if self.ndim == 0:
+        return self
     return jnp.swapaxes(self, _dim(dim0, self.ndim), _dim(dim1, self.ndim))
 
 
