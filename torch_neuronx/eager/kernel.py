@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import torch
@@ -227,16 +227,9 @@ class EagerKernel:
             try:
                 result_meta = _call(plan.op, metas)
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
-                raise RuntimeError(errors.in_aten_words(RuntimeError(str(error)))) from None
+                raise errors.in_aten_words(RuntimeError(str(error))) from None
             except (RuntimeError, ValueError, IndexError) as error:
-                if isinstance(error, RuntimeError):
-                    _raise_cast_error_as_cpu(self.name, plan, metas, described)
-                    _raise_broadcast_error_as_cpu(plan, metas, described, error)
-                    _raise_conversion_error_as_cpu(metas, error)
-                worded = errors.in_aten_words(error)
-                if worded is error:
-                    raise
-                raise worded from None
+                _raise_as_cpu(self.name, plan, metas, described, error)
             functional_metas = _functional_args(plan, metas)
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
@@ -374,6 +367,19 @@ def _raise_cast_error_as_cpu(name: str, plan: Any, metas: list[Any], described: 
     targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
     if len(written) == len(targets):
         _check_dtypes(name, [], written, targets)
+
+
+def _raise_as_cpu(name: str, plan: Any, metas: list[Any], described: list[Any], error: Exception) -> NoReturn:
+    """Raises the meta kernel's ``error`` as the CPU words it (eager/errors.py): TensorIterator's
+    cast, broadcasting and Scalar conversion errors, ATen's sizes and dtype names."""
+    if isinstance(error, RuntimeError):
+        _raise_cast_error_as_cpu(name, plan, metas, described)
+        _raise_broadcast_error_as_cpu(plan, metas, described, error)
+        _raise_conversion_error_as_cpu(metas, error)
+    worded = errors.in_aten_words(error)
+    if worded is error:
+        raise error
+    raise worded from None
 
 
 def _raise_conversion_error_as_cpu(metas: list[Any], error: RuntimeError) -> None:
