@@ -83,86 +83,33 @@ def _step(
     return results
 
 
-@lowering(aten._fused_adam.default, aten._fused_adam.tensor_lr, static=("beta1", "beta2", "weight_decay", "eps"))
-def fused_adam(
-    self,
-    grads,
-    exp_avgs,
-    exp_avg_sqs,
-    max_exp_avg_sqs,
-    state_steps,
-    *,
-    lr,
-    beta1,
-    beta2,
-    weight_decay,
-    eps,
-    amsgrad,
-    maximize,
-    grad_scale=None,
-    found_inf=None,
-):
-    """torch.optim.Adam(fused=True)'s step: (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs),
-    updated; the weight decay is added to the gradient."""
-    return _step(
+def _adam(decoupled: bool, doc: str):
+    """The lowering of one fused Adam overload family: its tensor lists, then the schema's options."""
+
+    def step(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **options):
+        return _step(decoupled, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **options)
+
+    step.__doc__ = doc
+    return step
+
+
+_ADAM_STATIC = ("beta1", "beta2", "weight_decay", "eps")
+
+fused_adam = lowering(aten._fused_adam.default, aten._fused_adam.tensor_lr, static=_ADAM_STATIC)(
+    _adam(
         False,
-        self,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        state_steps,
-        lr=lr,
-        beta1=beta1,
-        beta2=beta2,
-        weight_decay=weight_decay,
-        eps=eps,
-        amsgrad=amsgrad,
-        maximize=maximize,
-        grad_scale=grad_scale,
-        found_inf=found_inf,
+        """torch.optim.Adam(fused=True)'s step: (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs),
+    updated; the weight decay is added to the gradient.""",
     )
+)
 
-
-@lowering(aten._fused_adamw.default, aten._fused_adamw.tensor_lr, static=("beta1", "beta2", "weight_decay", "eps"))
-def fused_adamw(
-    self,
-    grads,
-    exp_avgs,
-    exp_avg_sqs,
-    max_exp_avg_sqs,
-    state_steps,
-    *,
-    lr,
-    beta1,
-    beta2,
-    weight_decay,
-    eps,
-    amsgrad,
-    maximize,
-    grad_scale=None,
-    found_inf=None,
-):
-    """torch.optim.AdamW(fused=True)'s step: as :func:`fused_adam`, with the weight decay applied to
-    the parameter (decoupled, Loshchilov and Hutter, "Decoupled Weight Decay Regularization")."""
-    return _step(
+fused_adamw = lowering(aten._fused_adamw.default, aten._fused_adamw.tensor_lr, static=_ADAM_STATIC)(
+    _adam(
         True,
-        self,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        state_steps,
-        lr=lr,
-        beta1=beta1,
-        beta2=beta2,
-        weight_decay=weight_decay,
-        eps=eps,
-        amsgrad=amsgrad,
-        maximize=maximize,
-        grad_scale=grad_scale,
-        found_inf=found_inf,
+        """torch.optim.AdamW(fused=True)'s step: as :func:`fused_adam`, with the weight decay applied to
+    the parameter (decoupled, Loshchilov and Hutter, "Decoupled Weight Decay Regularization").""",
     )
+)
 
 
 @lowering(aten._fused_sgd.default, aten._fused_sgd.tensor_lr, static=("weight_decay", "momentum", "dampening"))
