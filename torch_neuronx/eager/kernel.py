@@ -234,19 +234,21 @@ class EagerKernel:
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
             return _fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
-        resized = [
-            (i, list(meta.shape))
-            for i in plan.writes
+        resized = []  # (position, the meta kernel's shape, the argument's shape)
+        for i in plan.writes:
             for meta, description in zip(
                 arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
-            )
-            if description is not None and plan.functional is not plan.op and tuple(meta.shape) != tuple(description[3])
-        ]
-        arguments_of = plan.op._schema.arguments
-        for position, shape in resized:
-            if not arguments_of[position].kwarg_only:  # an in-place self is never resized (some refs do)
-                target = arguments.tensor_descriptions(described[position])[0][3]
+            ):
+                if (
+                    description is not None
+                    and plan.functional is not plan.op
+                    and tuple(meta.shape) != tuple(description[3])
+                ):
+                    resized.append((i, list(meta.shape), list(description[3])))
+        for position, shape, target in resized:
+            if not plan.op._schema.arguments[position].kwarg_only:  # in-place: never resized (some refs do)
                 raise errors.output_shape_error(target, shape)
+        resized = [(position, shape) for position, shape, _ in resized]
         if resized:
             return _resize_runner(plan.op, resized)
         if plan.decomposed:
