@@ -188,6 +188,10 @@ SHAPE_ERRORS = {
     "copy_mismatch": lambda d: _wide(d).copy_(_wide(d, (4,))),
     "copy_into_smaller": lambda d: _small(d).copy_(_wide(d)),
     "copy_from_host": lambda d: _wide(d).copy_(torch.ones(4)),
+    "ldexp_": lambda d: torch.zeros(5, 1, device=d).ldexp_(torch.ones(5, 5, device=d)),
+    "mul_out_aliasing_input": lambda d: (lambda x: torch.mul(x, torch.ones(5, 5, device=d), out=x))(
+        torch.ones(5, 1, device=d)
+    ),
     "index_add_source": lambda d: torch.zeros(3, 4, device=d).index_add_(
         0, torch.tensor([0], device=d), torch.ones(1, 5, device=d)
     ),
@@ -245,6 +249,16 @@ def test_uniform_bounds_in_the_wrong_order_raise_at_the_call():
         RuntimeError, match=r"^uniform_ expects to return a \[from, to\) range, but found from=3 > to=-1"
     ):
         torch.empty(4, device="neuron").uniform_(3, -1)
+
+
+@pytest.mark.parametrize("self_shape", [(1,), ()])
+def test_addbmm_in_place_resizes_self_as_on_cpu(self_shape):
+    """addbmm_'s CPU and CUDA kernels resize a ``self`` that broadcasts to the result (the only such
+    in-place op in PyTorch's OpInfo database); the values are beta * broadcast(self) + alpha * sum."""
+    x, a, b = torch.randn(self_shape), torch.randn(5, 3, 4), torch.randn(5, 4, 10)
+    expected = x.clone().addbmm_(a, b, beta=0.5)
+    actual = x.neuron().addbmm_(a.neuron(), b.neuron(), beta=0.5)
+    torch.testing.assert_close(actual.cpu(), expected)
 
 
 def test_in_place_op_that_broadcasts_within_self_still_works():

@@ -142,15 +142,42 @@ def _executable_runner(
     return run
 
 
-def _resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]]) -> Runner:
+def _resize_self_runner(plan: Plan) -> Runner:
+    """An overload of :data:`RESIZES_SELF` whose result does not fit ``self``: the functional form
+    computes it from ``self`` broadcast, then ``self`` takes the result's shape and values."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        result = _call(plan.functional, _functional_args(plan, values))
+        target = values[plan.writes[0]]
+        target.resize_(result.shape)
+        target.copy_(result)
+        return target
+
+    return run
+
+
+def _is_an_input(values: list[Any], position: int) -> bool:
+    """Whether the ``out=`` tensor at ``position`` is also one of the call's inputs (``mul(x, y,
+    out=x)``, which ``ldexp_`` makes): TensorIterator does not resize such an output."""
+    out = values[position]
+    return any(value is out for i, value in enumerate(values) if i != position)
+
+
+#: In-place overloads whose CPU and CUDA kernels resize ``self`` to the result's shape (through
+#: their ``out=`` form, without a warning) instead of refusing a ``self`` the result does not fit.
+RESIZES_SELF = frozenset({torch.ops.aten.addbmm_.default})
+
+
+def _resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True) -> Runner:
     """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
-    ``resize_output`` does (warning when a non-empty tensor changes shape), then call again."""
+    ``resize_output`` does (warning when a non-empty tensor changes shape, unless ``warn`` is
+    False), then call again."""
 
     def run(inputs, device, slot_tensors, generator, values):
         for position, shape in shapes:
             for tensor in arguments.flat_tensors(values[position]):
                 if list(tensor.shape) != shape:
-                    if tensor.numel() != 0:
+                    if warn and tensor.numel() != 0:
                         warnings.warn(
                             f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
                             f"which does not match the required output shape {shape}. This behavior is deprecated, "
@@ -223,6 +250,10 @@ class EagerKernel:
         described, slots, buffer_count, scalar_count = description
         plan = self.plan
         metas = arguments.meta_values(values, described)
+        if plan.op in RESIZES_SELF:
+            shape = list(_call(plan.functional, _functional_args(plan, metas)).shape)
+            if shape != list(metas[plan.writes[0]].shape):
+                return _resize_self_runner(plan)
         try:
             try:
                 result_meta = _call(plan.op, metas)
@@ -248,9 +279,18 @@ class EagerKernel:
         for position, shape, target in resized:
             if not plan.op._schema.arguments[position].kwarg_only:  # in-place: never resized (some refs do)
                 raise errors.output_shape_error(target, shape)
+            if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
+                raise errors.output_shape_error(target, shape)  # TensorIterator: a read-write output
         resized = [(position, shape) for position, shape, _ in resized]
         if resized:
             return _resize_runner(plan.op, resized)
+        if plan.writes:  # a result is written into its argument whole: it must have the argument's shape
+            targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
+            results = arguments.flat_tensors(functional_result)[plan.fresh :]
+            for value, target in zip(results, targets, strict=True):
+                if target is None or not isinstance(value, torch.Tensor) or tuple(value.shape) == tuple(target[3]):
+                    continue
+                raise errors.output_shape_error(target[3], value.shape)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
