@@ -142,6 +142,50 @@ def _executable_runner(
     return run
 
 
+def _resized_outputs(
+    plan: Plan, values: list[Any], metas: list[Any], described: list[Any]
+) -> list[tuple[int, list[int]]]:
+    """The ``out=`` arguments the meta kernel resized, as (schema position, new shape).
+
+    Raises:
+        RuntimeError: an in-place ``self``, or the ``out=`` tensor of a pointwise op that is also one
+            of its inputs, would have to be resized (TensorIterator's "output with shape [3] doesn't
+            match the broadcast shape [2, 3]"); PyTorch's Python meta kernels resize them.
+    """
+    resized = []  # (position, the meta kernel's shape, the argument's shape)
+    for i in plan.writes:
+        for meta, description in zip(
+            arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
+        ):
+            if (
+                description is not None
+                and plan.functional is not plan.op
+                and tuple(meta.shape) != tuple(description[3])
+            ):
+                resized.append((i, list(meta.shape), list(description[3])))
+    for position, shape, target in resized:
+        if not plan.op._schema.arguments[position].kwarg_only:  # in-place: never resized (some refs do)
+            raise errors.output_shape_error(target, shape)
+        if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
+            raise errors.output_shape_error(target, shape)  # TensorIterator: a read-write output
+    return [(position, shape) for position, shape, _ in resized]
+
+
+def _check_written_shapes(plan: Plan, described: list[Any], functional_result: Any) -> None:
+    """A result is written into its argument whole, so it must have the argument's shape.
+
+    Raises:
+        RuntimeError: TensorIterator's "output with shape ... doesn't match the broadcast shape ...".
+    """
+    if plan.writes:
+        targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
+        results = arguments.flat_tensors(functional_result)[plan.fresh :]
+        for value, target in zip(results, targets, strict=True):
+            if target is None or not isinstance(value, torch.Tensor) or tuple(value.shape) == tuple(target[3]):
+                continue
+            raise errors.output_shape_error(target[3], value.shape)
+
+
 def _resize_self_runner(plan: Plan) -> Runner:
     """An overload of :data:`RESIZES_SELF` whose result does not fit ``self``: the functional form
     computes it from ``self`` broadcast, then ``self`` takes the result's shape and values."""
@@ -265,32 +309,10 @@ class EagerKernel:
             functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
             return _fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
-        resized = []  # (position, the meta kernel's shape, the argument's shape)
-        for i in plan.writes:
-            for meta, description in zip(
-                arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
-            ):
-                if (
-                    description is not None
-                    and plan.functional is not plan.op
-                    and tuple(meta.shape) != tuple(description[3])
-                ):
-                    resized.append((i, list(meta.shape), list(description[3])))
-        for position, shape, target in resized:
-            if not plan.op._schema.arguments[position].kwarg_only:  # in-place: never resized (some refs do)
-                raise errors.output_shape_error(target, shape)
-            if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
-                raise errors.output_shape_error(target, shape)  # TensorIterator: a read-write output
-        resized = [(position, shape) for position, shape, _ in resized]
+        resized = _resized_outputs(plan, values, metas, described)
         if resized:
             return _resize_runner(plan.op, resized)
-        if plan.writes:  # a result is written into its argument whole: it must have the argument's shape
-            targets = [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
-            results = arguments.flat_tensors(functional_result)[plan.fresh :]
-            for value, target in zip(results, targets, strict=True):
-                if target is None or not isinstance(value, torch.Tensor) or tuple(value.shape) == tuple(target[3]):
-                    continue
-                raise errors.output_shape_error(target[3], value.shape)
+        _check_written_shapes(plan, described, functional_result)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
