@@ -29,8 +29,8 @@ def test_cpu_scalar_tensors_mix_as_on_cuda():
 
 
 def test_shape_errors_are_pytorchs_own():
-    # The message is that of PyTorch's meta kernel for addmm, as for any device without its own.
-    with pytest.raises(RuntimeError, match=r"must have same reduction dim, but got \[2, 3\] X \[5, 4\]"):
+    # PyTorch's meta kernel for addmm words it "must have same reduction dim"; reworded as the CPU's.
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 5x4\)"):
         torch.nn.functional.linear(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))
     # Elementwise ops' broadcasting errors are TensorIterator's, as on the CPU (see SHAPE_ERRORS).
     with pytest.raises(RuntimeError, match=r"The size of tensor a \(2\) must match the size of tensor b \(3\)"):
@@ -204,6 +204,30 @@ def test_shape_errors_raise_as_on_cpu(case):
         SHAPE_ERRORS[case]("cpu")
     with pytest.raises(RuntimeError) as on_neuron:
         SHAPE_ERRORS[case]("neuron")
+    assert str(on_neuron.value) == str(on_cpu.value)
+
+
+MIXED_DTYPE_MATMULS = {
+    "mm": lambda d: torch.mm(torch.ones(1, 2, dtype=torch.int32, device=d), torch.ones(2, 1, device=d)),
+    "matmul_bf16": lambda d: torch.ones(1, 2, device=d) @ torch.ones(2, 1, dtype=torch.bfloat16, device=d),
+    "addmm": lambda d: torch.addmm(
+        torch.ones(1, 1, dtype=torch.int64, device=d),
+        torch.ones(1, 2, dtype=torch.int64, device=d),
+        torch.ones(2, 1, device=d),
+    ),
+    "linear": lambda d: torch.nn.functional.linear(
+        torch.ones(1, 2, dtype=torch.int32, device=d), torch.ones(1, 2, device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MIXED_DTYPE_MATMULS)
+def test_matmul_of_two_dtypes_raises_as_on_cpu(case):
+    """The CPU does not promote matmul operands; neuron computed int32 @ float32 and truncated it."""
+    with pytest.raises(RuntimeError) as on_cpu:
+        MIXED_DTYPE_MATMULS[case]("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        MIXED_DTYPE_MATMULS[case]("neuron")
     assert str(on_neuron.value) == str(on_cpu.value)
 
 

@@ -21,6 +21,10 @@ import torch
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
+    (  # addmm/mm's shape check in ATen's Blas.cpp
+        re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\."),
+        r"mat1 and mat2 shapes cannot be multiplied (\1x\2 and \3x\4)",
+    ),
     (  # cat_meta in ATen's TensorShape.cpp
         re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, but got (\d+)-D .*"),
         r"Tensors must have same number of dimensions: got \1 and \2",

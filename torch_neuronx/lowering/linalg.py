@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
@@ -21,9 +22,44 @@ def _accumulate(a, b, fn):
     return fn(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
+#: (C++ type, ATen name) of each dtype, as the CPU's matmul dtype errors print them.
+_NAMES = {
+    np.dtype(jnp.bool_): ("bool", "Bool"),
+    np.dtype(jnp.int8): ("signed char", "Char"),
+    np.dtype(jnp.uint8): ("unsigned char", "Byte"),
+    np.dtype(jnp.int16): ("short int", "Short"),
+    np.dtype(jnp.int32): ("int", "Int"),
+    np.dtype(jnp.int64): ("long int", "Long"),
+    np.dtype(jnp.float16): ("c10::Half", "Half"),
+    np.dtype(jnp.bfloat16): ("c10::BFloat16", "BFloat16"),
+    np.dtype(jnp.float32): ("float", "Float"),
+    np.dtype(jnp.complex64): ("c10::complex<float>", "ComplexFloat"),
+}
+
+
+def _check_same_dtype(a, b, aten_message: bool = False) -> None:
+    """The CPU's matmul kernels refuse operands of two dtypes (no promotion: an int32 @ float32
+    product would otherwise be computed and truncated to int32).
+
+    Raises:
+        RuntimeError: the CPU's message, "expected m1 and m2 to have the same dtype, but got: int !=
+            float" (mm), or "self and mat2 must have the same dtype, but got Int and Float" (addmm).
+    """
+    if a.dtype == b.dtype:
+        return
+    first, second = (
+        _NAMES.get(np.dtype(a.dtype), (str(a.dtype),) * 2),
+        _NAMES.get(np.dtype(b.dtype), (str(b.dtype),) * 2),
+    )
+    if aten_message:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {first[1]} and {second[1]}")
+    raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {first[0]} != {second[0]}")
+
+
 @lowering(aten.mm.default)
 def mm(self, mat2):
-    """torch.mm: (n, k) @ (k, m)."""
+    """torch.mm: (n, k) @ (k, m), both of one dtype."""
+    _check_same_dtype(self, mat2)
     return _accumulate(self, mat2, jnp.matmul)
 
 
@@ -35,7 +71,10 @@ def bmm(self, mat2):
 
 @lowering(aten.addmm.default)
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
-    """torch.addmm: beta * self + alpha * (mat1 @ mat2); beta=0 ignores self (NaN included)."""
+    """torch.addmm: beta * self + alpha * (mat1 @ mat2); beta=0 ignores self (NaN included); all
+    three of one dtype."""
+    _check_same_dtype(mat1, mat2, aten_message=True)
+    _check_same_dtype(self, mat2, aten_message=True)
     product = _accumulate(mat1, mat2, jnp.matmul)
     return _scaled_sum(self, product, beta, alpha)
 
