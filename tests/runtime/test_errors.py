@@ -137,6 +137,18 @@ def test_out_of_memory_in_an_op_raises_before_launching():
     assert torch.ones(10, device="neuron").sum().item() == 10.0
 
 
+def _errors_on_cpu_and_neuron(make, synchronize: bool = False) -> tuple[str, str]:
+    """The messages of the RuntimeErrors ``make("cpu")`` and ``make("neuron")`` raise (on neuron after
+    a synchronisation when ``synchronize``: a device fault is raised there)."""
+    with pytest.raises(RuntimeError) as on_cpu:
+        make("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        make("neuron")
+        if synchronize:
+            torch.neuron.synchronize()
+    return str(on_cpu.value), str(on_neuron.value)
+
+
 UNCASTABLE_WRITES = {
     "mul_": lambda d: torch.arange(3, device=d).mul_(2.5),
     "add_scalar": lambda d: torch.ones(2, dtype=torch.long, device=d).add_(0.5),
@@ -200,11 +212,8 @@ SHAPE_ERRORS = {
 
 @pytest.mark.parametrize("case", SHAPE_ERRORS)
 def test_shape_errors_raise_as_on_cpu(case):
-    with pytest.raises(RuntimeError) as on_cpu:
-        SHAPE_ERRORS[case]("cpu")
-    with pytest.raises(RuntimeError) as on_neuron:
-        SHAPE_ERRORS[case]("neuron")
-    assert str(on_neuron.value) == str(on_cpu.value)
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(SHAPE_ERRORS[case])
+    assert on_neuron == on_cpu
 
 
 MIXED_DTYPE_MATMULS = {
@@ -224,11 +233,8 @@ MIXED_DTYPE_MATMULS = {
 @pytest.mark.parametrize("case", MIXED_DTYPE_MATMULS)
 def test_matmul_of_two_dtypes_raises_as_on_cpu(case):
     """The CPU does not promote matmul operands; neuron computed int32 @ float32 and truncated it."""
-    with pytest.raises(RuntimeError) as on_cpu:
-        MIXED_DTYPE_MATMULS[case]("cpu")
-    with pytest.raises(RuntimeError) as on_neuron:
-        MIXED_DTYPE_MATMULS[case]("neuron")
-    assert str(on_neuron.value) == str(on_cpu.value)
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(MIXED_DTYPE_MATMULS[case])
+    assert on_neuron == on_cpu
 
 
 def _int8(d):
@@ -252,13 +258,9 @@ OVERFLOWING_SCALARS = {
 
 @pytest.mark.parametrize("case", OVERFLOWING_SCALARS)
 def test_scalars_that_overflow_the_dtype_raise_as_on_cpu(case):
-    with pytest.raises(RuntimeError) as on_cpu:
-        OVERFLOWING_SCALARS[case]("cpu")
-    with pytest.raises(RuntimeError) as on_neuron:
-        OVERFLOWING_SCALARS[case]("neuron")
-        torch.neuron.synchronize()
-    assert "without overflow" in str(on_cpu.value)
-    assert str(on_cpu.value) in str(on_neuron.value)
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(OVERFLOWING_SCALARS[case], synchronize=True)
+    assert "without overflow" in on_cpu
+    assert on_cpu in on_neuron
 
 
 def test_scalars_that_fit_the_dtype_are_not_refused():

@@ -451,8 +451,9 @@ def masked_scatter(self, mask, source):
             accepts them).
     """
     if mask.dtype != jnp.bool_:
-        name = "Byte" if mask.dtype == jnp.uint8 else str(mask.dtype)
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {name}")
+        raise RuntimeError(
+            f"masked_scatter_ only supports boolean masks, but got mask with dtype {_torch_name(mask.dtype)}"
+        )
     shape = jnp.broadcast_shapes(self.shape, mask.shape)
     selected = jnp.broadcast_to(mask, shape).reshape(-1)
     rank = jnp.cumsum(selected, dtype=jnp.int64) - 1
