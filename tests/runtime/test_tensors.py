@@ -70,6 +70,42 @@ def test_copy_with_dtype_conversion_and_broadcast():
     torch.testing.assert_close(target.to(torch.bfloat16).cpu(), source.float().expand(3, 4).to(torch.bfloat16))
 
 
+@pytest.mark.parametrize(
+    "make_pair",
+    [
+        pytest.param(lambda x: (x, torch.empty_like(x)), id="whole-storage"),
+        pytest.param(lambda x: (x.t(), torch.empty(6, 4, device=x.device)), id="transposed-source"),
+        pytest.param(lambda x: (x[1:], torch.empty(3, 6, device=x.device)), id="source-view"),
+        pytest.param(lambda x: (x, torch.empty(8, 6, device=x.device)[::2]), id="strided-destination"),
+        pytest.param(lambda x: (x, torch.empty(4, 6, dtype=torch.bfloat16, device=x.device)), id="cast"),
+    ],
+)
+def test_device_copies_stay_independent_of_their_source(make_pair):
+    # A whole-buffer copy binds the source's buffer to the destination's storage (runtime/buffers.py
+    # share_whole); writes to either side afterwards must not reach the other.
+    x_cpu = torch.arange(24.0).reshape(4, 6)
+    source, destination = make_pair(x_cpu.to("neuron"))
+    expected_source, expected_destination = make_pair(x_cpu.clone())
+    destination.copy_(source)
+    expected_destination.copy_(expected_source)
+    torch.testing.assert_close(destination.cpu(), expected_destination)
+    source.add_(100)
+    expected_source.add_(100)
+    torch.testing.assert_close(destination.cpu(), expected_destination)
+    destination.mul_(-1)
+    expected_destination.mul_(-1)
+    torch.testing.assert_close(source.cpu(), expected_source)
+    torch.testing.assert_close(destination.cpu(), expected_destination)
+
+
+def test_device_copy_reaches_every_view_of_the_destination():
+    base = torch.zeros(2, 12, device="neuron")
+    view = base.view(4, 6)[2:]
+    base.view(4, 6).copy_(torch.arange(24.0).reshape(4, 6).to("neuron"))
+    torch.testing.assert_close(view.cpu(), torch.arange(12.0, 24.0).reshape(2, 6))
+    torch.testing.assert_close(base.cpu(), torch.arange(24.0).reshape(2, 12))
+
+
 def test_views_read_their_storage():
     x = torch.arange(24.0).reshape(4, 6)
     y = x.to("neuron")

@@ -48,6 +48,12 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         if source.is_neg():
             host = host.neg()
         destination.copy_(host)  # the CPU copy applies the destination's own bits
+    elif (
+        source.is_conj() == destination.is_conj()
+        and source.is_neg() == destination.is_neg()
+        and buffers.share_whole(source, destination)
+    ):
+        pass  # a whole-buffer copy on one core: the destination now holds the source's (immutable) buffer
     else:
         value = buffers.transfer(buffers.read(source), destination.device.index)
         if source.is_conj() != destination.is_conj():

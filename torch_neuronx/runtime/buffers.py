@@ -73,6 +73,29 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     queue.note_launch(device, flat)
 
 
+def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
+    """``destination.copy_(source)`` without running anything, where that is a plain copy of a whole
+    buffer: both tensors are contiguous views of their whole storage, of one dtype and shape, on one
+    core. ``destination``'s storage then holds ``source``'s buffer. Buffers are immutable (every write
+    binds a new one), so the two storages stay independent. Returns False, doing nothing, otherwise.
+    """
+    if source.dtype != destination.dtype or source.shape != destination.shape or source.device != destination.device:
+        return False
+    array, code, offset, _ = _C._storage_buffer(source)
+    if (
+        array is None
+        or code != CODE_OF[source.dtype]
+        or not layout.covers_storage(view_of(source, offset), array.shape[0])
+    ):
+        return False
+    _, _, destination_offset, nbytes = _C._storage_buffer(destination)
+    destination_view = view_of(destination, destination_offset)
+    if not layout.covers_storage(destination_view, nbytes // destination_view.dtype.itemsize):
+        return False
+    _C._bind_buffer(destination, array, code)
+    return True
+
+
 def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
     """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory)."""
     return jax.device_put(torch_to_numpy(source), cores.core(device))
