@@ -227,7 +227,38 @@ MIXED_DTYPE_MATMULS = {
     "linear": lambda d: torch.nn.functional.linear(
         torch.ones(1, 2, dtype=torch.int32, device=d), torch.ones(1, 2, device=d)
     ),
+    "addmm_mat1": lambda d: torch.addmm(
+        torch.ones(1, 1, device=d), torch.ones(1, 2, dtype=torch.int32, device=d), torch.ones(2, 1, device=d)
+    ),
+    "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(3, dtype=torch.int32, device=d)),
+    "mv_matrix": lambda d: torch.mv(torch.ones(2, 3, dtype=torch.bfloat16, device=d), torch.ones(3, device=d)),
+    "matmul_vector": lambda d: torch.ones(2, 3, device=d) @ torch.ones(3, dtype=torch.int64, device=d),
+    "addmv": lambda d: torch.addmv(
+        torch.ones(2, dtype=torch.int32, device=d), torch.ones(2, 3, device=d), torch.ones(3, device=d)
+    ),
+    "addbmm_self": lambda d: torch.addbmm(
+        torch.ones(3, 6, dtype=torch.int32, device=d), torch.ones(2, 3, 4, device=d), torch.ones(2, 4, 6, device=d)
+    ),
+    "addbmm_batch1": lambda d: torch.addbmm(
+        torch.ones(3, 6, device=d), torch.ones(2, 3, 4, dtype=torch.int32, device=d), torch.ones(2, 4, 6, device=d)
+    ),
+    "baddbmm": lambda d: torch.baddbmm(
+        torch.ones(2, 3, 6, dtype=torch.int64, device=d), torch.ones(2, 3, 4, device=d), torch.ones(2, 4, 6, device=d)
+    ),
 }
+
+MATRIX_VECTOR_SHAPE_ERRORS = {
+    "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(4, device=d)),
+    "addmv": lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 3, device=d), torch.ones(4, device=d)),
+    "dot": lambda d: torch.dot(torch.ones(3, device=d), torch.ones(4, device=d)),
+    "vdot": lambda d: torch.vdot(torch.ones(3, device=d), torch.ones(4, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", MATRIX_VECTOR_SHAPE_ERRORS)
+def test_matrix_vector_shape_errors_read_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(MATRIX_VECTOR_SHAPE_ERRORS[case])
+    assert on_neuron == on_cpu
 
 
 @pytest.mark.parametrize("case", MIXED_DTYPE_MATMULS)

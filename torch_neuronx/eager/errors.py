@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import torch
 
+from torch_neuronx.runtime.dtypes import ERROR_NAMES
+
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
@@ -29,8 +31,23 @@ _REWORDED = (
         re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, but got (\d+)-D .*"),
         r"Tensors must have same number of dimensions: got \1 and \2",
     ),
+    (  # addmv's shape check in ATen's Blas.cpp (mv is addmv into a result of the matrix's rows)
+        re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)"),
+        r"size mismatch, got input (\1), mat (\1x\2), vec (\3)",
+    ),
+    (  # dot/vdot's size check (torch/_refs spells "the" "same" without the space between)
+        re.compile(r"to have thesame number of elements"),
+        r"to have the same number of elements",
+    ),
+    (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
+        re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
+        lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(
+            *(_CPP_TYPE.get(name, name) for name in match.groups())
+        ),
+    ),
 )
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
+_CPP_TYPE = {aten: cpp for cpp, aten in ERROR_NAMES.values()}  # Int -> int, Long -> long int
 
 
 def type_name(dtype: torch.dtype) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import ERROR_NAMES
 
 aten = torch.ops.aten
 
@@ -22,44 +23,44 @@ def _accumulate(a, b, fn):
     return fn(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-#: (C++ type, ATen name) of each dtype, as the CPU's matmul dtype errors print them.
-_NAMES = {
-    np.dtype(jnp.bool_): ("bool", "Bool"),
-    np.dtype(jnp.int8): ("signed char", "Char"),
-    np.dtype(jnp.uint8): ("unsigned char", "Byte"),
-    np.dtype(jnp.int16): ("short int", "Short"),
-    np.dtype(jnp.int32): ("int", "Int"),
-    np.dtype(jnp.int64): ("long int", "Long"),
-    np.dtype(jnp.float16): ("c10::Half", "Half"),
-    np.dtype(jnp.bfloat16): ("c10::BFloat16", "BFloat16"),
-    np.dtype(jnp.float32): ("float", "Float"),
-    np.dtype(jnp.complex64): ("c10::complex<float>", "ComplexFloat"),
-}
+#: ATen's matmul dtype errors (Blas.cpp, LinearAlgebra.cpp), formatted with the operands'
+#: (C++ type, ATen name) pairs.
+_MM_DTYPES = "expected m1 and m2 to have the same dtype, but got: {0[0]} != {1[0]}"
+_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {0[1]} and {1[1]}"
+_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0[1]} and {1[1]}"
 
 
-def _check_same_dtype(a, b, aten_message: bool = False) -> None:
+def _names(dtype) -> tuple[str, str]:
+    return ERROR_NAMES.get(np.dtype(dtype), (str(dtype),) * 2)
+
+
+def _check_same_dtype(a, b, message: str) -> None:
     """The CPU's matmul kernels refuse operands of two dtypes (no promotion: an int32 @ float32
     product would otherwise be computed and truncated to int32).
 
     Raises:
-        RuntimeError: the CPU's message, "expected m1 and m2 to have the same dtype, but got: int !=
-            float" (mm), or "self and mat2 must have the same dtype, but got Int and Float" (addmm).
+        RuntimeError: ``message`` (one of the ``_*_DTYPES`` wordings) with the two dtypes' names.
     """
-    if a.dtype == b.dtype:
-        return
-    first, second = (
-        _NAMES.get(np.dtype(a.dtype), (str(a.dtype),) * 2),
-        _NAMES.get(np.dtype(b.dtype), (str(b.dtype),) * 2),
-    )
-    if aten_message:
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got {first[1]} and {second[1]}")
-    raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {first[0]} != {second[0]}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(message.format(_names(a.dtype), _names(b.dtype)))
+
+
+def _check_addmv_dtypes(result_dtype, mat, vec) -> None:
+    """addmv's (and mv's) dtype check in ATen's Blas.cpp: the result, matrix and vector share a dtype.
+    ``mv`` allocates its result with the vector's dtype, so it names that one first.
+
+    Raises:
+        RuntimeError: "addmv input tensors must have the same dtype, but got Int, Float, and Int".
+    """
+    if not result_dtype == mat.dtype == vec.dtype:
+        names = ", ".join(_names(d)[1] for d in (result_dtype, mat.dtype))
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {names}, and {_names(vec.dtype)[1]}")
 
 
 @lowering(aten.mm.default)
 def mm(self, mat2):
     """torch.mm: (n, k) @ (k, m), both of one dtype."""
-    _check_same_dtype(self, mat2)
+    _check_same_dtype(self, mat2, _MM_DTYPES)
     return _accumulate(self, mat2, jnp.matmul)
 
 
@@ -72,9 +73,9 @@ def bmm(self, mat2):
 @lowering(aten.addmm.default)
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm: beta * self + alpha * (mat1 @ mat2); beta=0 ignores self (NaN included); all
-    three of one dtype."""
-    _check_same_dtype(mat1, mat2, aten_message=True)
-    _check_same_dtype(self, mat2, aten_message=True)
+    three of one dtype (self is checked against mat2 first, as ATen does)."""
+    _check_same_dtype(self, mat2, _SELF_MAT2_DTYPES)
+    _check_same_dtype(mat1, mat2, _MAT1_MAT2_DTYPES)
     product = _accumulate(mat1, mat2, jnp.matmul)
     return _scaled_sum(self, product, beta, alpha)
 
@@ -99,18 +100,25 @@ def dot(self, tensor):
 
 @lowering(aten.mv.default)
 def mv(self, vec):
+    """torch.mv: (n, k) @ (k,), both of one dtype."""
+    _check_addmv_dtypes(vec.dtype, self, vec)
     return _accumulate(self, vec, jnp.matmul)
 
 
 @lowering(aten.addmv.default)
 def addmv(self, mat, vec, *, beta=1, alpha=1):
-    """torch.addmv: beta * self + alpha * (mat @ vec); beta=0 ignores self (NaN included)."""
+    """torch.addmv: beta * self + alpha * (mat @ vec); beta=0 ignores self (NaN included); all three
+    of one dtype."""
+    _check_addmv_dtypes(self.dtype, mat, vec)
     return _scaled_sum(self, _accumulate(mat, vec, jnp.matmul), beta, alpha)
 
 
 @lowering(aten.addbmm.default)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
-    """torch.addbmm: beta * self + alpha * sum_b(batch1[b] @ batch2[b]), reduced in the accumulation dtype."""
+    """torch.addbmm: beta * self + alpha * sum_b(batch1[b] @ batch2[b]), reduced in the accumulation
+    dtype; all three of one dtype (ATen computes it with addmm, and words its errors so)."""
+    _check_same_dtype(self, batch2, _SELF_MAT2_DTYPES)
+    _check_same_dtype(batch1, batch2, _MAT1_MAT2_DTYPES)
     product = jnp.sum(_accumulate(batch1, batch2, jnp.matmul), axis=0)
     return _scaled_sum(self, product, beta, alpha)
 

@@ -42,6 +42,22 @@ TORCH_DTYPE: dict[np.dtype, torch.dtype] = {value: key for key, value in JAX_DTY
 JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {CODE_OF[dtype]: jax_dtype for dtype, jax_dtype in JAX_DTYPE.items()}
 
 
+#: JAX dtype -> (C++ type, ATen name), as ATen's kernels print a dtype in their errors: the C++ type
+#: where a message names ``typeid`` (matmul's "got: int != float"), the ATen name elsewhere ("Int").
+ERROR_NAMES: dict[np.dtype, tuple[str, str]] = {
+    np.dtype(jnp.bool_): ("bool", "Bool"),
+    np.dtype(jnp.int8): ("signed char", "Char"),
+    np.dtype(jnp.uint8): ("unsigned char", "Byte"),
+    np.dtype(jnp.int16): ("short int", "Short"),
+    np.dtype(jnp.int32): ("int", "Int"),
+    np.dtype(jnp.int64): ("long int", "Long"),
+    np.dtype(jnp.float16): ("c10::Half", "Half"),
+    np.dtype(jnp.bfloat16): ("c10::BFloat16", "BFloat16"),
+    np.dtype(jnp.float32): ("float", "Float"),
+    np.dtype(jnp.complex64): ("c10::complex<float>", "ComplexFloat"),
+}
+
+
 def jax_dtype(dtype: torch.dtype) -> np.dtype:
     """The JAX dtype of ``dtype``; TypeError for dtypes neuron cannot hold."""
     try:
