@@ -247,6 +247,53 @@ MIXED_DTYPE_MATMULS = {
     ),
 }
 
+
+def _float(d, *shape):
+    return torch.ones(*shape, device=d)
+
+
+def _bf16(d, *shape):
+    return torch.ones(*shape, dtype=torch.bfloat16, device=d)
+
+
+# Ops whose ATen kernels require one dtype (no promotion); neuron promoted and computed them.
+UNPROMOTED_OPERANDS = {
+    "index_put_": lambda d: _float(d, 4).index_put_((torch.tensor([0, 1], device=d),), _bf16(d, 2)),
+    "index_copy_": lambda d: _float(d, 4).index_copy_(0, torch.tensor([0, 1], device=d), _bf16(d, 2)),
+    "index_add_": lambda d: _float(d, 4).index_add_(0, torch.tensor([0, 1], device=d), _bf16(d, 2)),
+    "put_": lambda d: _float(d, 4).put_(torch.tensor([0, 1], device=d), _bf16(d, 2)),
+    "polar": lambda d: torch.polar(_float(d, 3), _bf16(d, 3)),
+    "complex": lambda d: torch.complex(_float(d, 3), _bf16(d, 3)),
+    "complex_half_and_float": lambda d: torch.complex(_float(d, 3), _float(d, 3).half()),
+    "conv2d_bias": lambda d: torch.nn.functional.conv2d(_float(d, 1, 1, 4, 4), _float(d, 1, 1, 3, 3), _bf16(d, 1)),
+}
+
+
+@pytest.mark.parametrize("case", UNPROMOTED_OPERANDS)
+def test_ops_without_promotion_refuse_two_dtypes_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(UNPROMOTED_OPERANDS[case])
+    assert on_neuron == on_cpu
+
+
+@pytest.mark.parametrize(
+    "make_operands",
+    [
+        pytest.param(lambda d: (_float(d, 1, 1, 4, 4), _bf16(d, 1, 1, 3, 3)), id="weight"),
+        pytest.param(lambda d: (_bf16(d, 1, 1, 4), _float(d, 1, 1, 3)), id="input"),
+    ],
+)
+def test_convolution_of_two_dtypes_names_both_and_the_fix(make_operands):
+    # The CPU's wording depends on its kernel (MKLDNN or not); neuron's is ATen's generic check.
+    data, weight = make_operands("neuron")
+    convolve = torch.nn.functional.conv2d if data.dim() == 4 else torch.nn.functional.conv1d
+    with pytest.raises(
+        RuntimeError, match=r"Input type \((float|c10::BFloat16)\) and weight type .* should be the same"
+    ):
+        convolve(data, weight)
+    with pytest.raises(RuntimeError):
+        convolve(data.cpu(), weight.cpu())
+
+
 MATRIX_VECTOR_SHAPE_ERRORS = {
     "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(4, device=d)),
     "addmv": lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 3, device=d), torch.ones(4, device=d)),

@@ -21,8 +21,14 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import ERROR_NAMES, TORCH_DTYPE
 
 aten = torch.ops.aten
+
+
+def _name(dtype) -> str:
+    """The C++ type ATen's convolution errors print (float, c10::BFloat16)."""
+    return ERROR_NAMES[jnp.dtype(dtype)][0]
 
 
 def _accumulation(dtype) -> dict:
@@ -107,7 +113,18 @@ def _forward(input, weight, stride, padding, dilation, transposed, output_paddin
 @lowering(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """torch.nn.functional.conv{1,2,3}d / conv_transpose{1,2,3}d: ``aten::convolution``; bias (if any)
-    is added per output channel before the single rounding."""
+    is added per output channel before the single rounding.
+
+    Raises:
+        RuntimeError: ``weight`` or ``bias`` is not of ``input``'s dtype (ATen's Convolution.cpp
+            ``check_input_same_type_as_parameters``: convolutions do not promote).
+    """
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is not None and parameter.dtype != input.dtype:
+            raise RuntimeError(
+                f"Input type ({_name(input.dtype)}) and {name} type ({_name(parameter.dtype)}) should be the same; "
+                f"convert one of them, e.g. {name}.to({TORCH_DTYPE[jnp.dtype(input.dtype)]})"
+            )
     out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * (out.ndim - 2))

@@ -301,7 +301,15 @@ def _mask_put(self, leading: int, mask: jax.Array, values: jax.Array, accumulate
     return jnp.where(where, spread, flat).reshape(self.shape)
 
 
-@lowering(aten.index_put.default, aten._index_put_impl.default)
+@lowering(
+    aten.index_put.default,
+    aten._index_put_impl.default,
+    same_dtype=(
+        ("self", "values"),
+        "Index put requires the source and destination dtypes match, got {0} for the destination "
+        "and {1} for the source.",
+    ),
+)
 def index_put(self, indices, values, accumulate=False, unsafe=False):
     """Tensor.index_put / ``self[indices] = values``: ``values`` broadcast to the indexed shape;
     ``accumulate`` sums duplicate indices, otherwise the last duplicate wins. A boolean (or uint8)
@@ -349,7 +357,12 @@ def _check_index_source(name: str, self, dim: int, index, source) -> None:
         )
 
 
-@lowering(aten.index_add.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
+@lowering(
+    aten.index_add.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "source"),
+    same_dtype=(("self", "source"), "index_add_(): self ({0}) and source ({1}) must have the same scalar type"),
+)
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
     duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU).
@@ -384,7 +397,13 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return result.reshape(self.shape)
 
 
-@lowering(aten.index_copy.default)
+@lowering(
+    aten.index_copy.default,
+    same_dtype=(
+        ("self", "source"),
+        "index_copy_(): self and source expected to have the same dtype, but got (self) {0} and (source) {1}",
+    ),
+)
 def index_copy(self, dim, index, source):
     """torch.index_copy: ``self[..., index[i], ...] = source[..., i, ...]`` along ``dim``; indices
     must be int64 in [0, size); the last of duplicate indices wins."""
@@ -505,7 +524,13 @@ def take(self, index):
     return jnp.take(self.reshape(-1), idx, mode="clip")
 
 
-@lowering(aten.put.default)
+@lowering(
+    aten.put.default,
+    same_dtype=(
+        ("self", "source"),
+        "put_(): self and source expected to have the same dtype, but got self.dtype = {0} and source.dtype = {1}",
+    ),
+)
 def put(self, index, source, accumulate=False):
     """torch.put: ``self.flatten()[index] = source`` (added when ``accumulate``); negative indices
     wrap; an index out of range raises IndexError; the last of duplicate indices wins."""

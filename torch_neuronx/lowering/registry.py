@@ -23,6 +23,9 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
 - ``checked`` names Scalar arguments that PyTorch's kernels convert with c10's ``checked_convert``
   (fill values, clamp bounds): a number that does not fit the result's dtype is a device fault
   with c10's "value cannot be converted to type int8_t without overflow", not a wrapped value.
+- ``same_dtype`` is ``(names, message)``: tensor arguments that the op's ATen kernel requires to be of
+  one dtype (no promotion); otherwise ``message``, formatted with their ATen dtype names in ``names``'
+  order, is raised as ``RuntimeError`` when the call is traced, before any promotion.
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
@@ -47,7 +50,7 @@ import torch
 from torch._ops import OpOverload
 
 from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-from torch_neuronx.runtime.dtypes import convert, jax_dtype
+from torch_neuronx.runtime.dtypes import ERROR_NAMES, convert, jax_dtype
 
 
 class Promotion(enum.Enum):
@@ -75,6 +78,7 @@ class Lowering:
     uncast: frozenset[str] = frozenset()
     metas: bool = False
     checked: frozenset[str] = frozenset()
+    same_dtype: tuple[tuple[str, ...], str] | None = None
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -90,6 +94,7 @@ def lowering(
     uncast: Sequence[str] = (),
     metas: bool = False,
     checked: Sequence[str] = (),
+    same_dtype: tuple[Sequence[str], str] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -114,6 +119,7 @@ def lowering(
                 frozenset(uncast),
                 metas,
                 frozenset(checked),
+                (tuple(same_dtype[0]), same_dtype[1]) if same_dtype else None,
             )
         return fn
 
@@ -228,6 +234,14 @@ def check_fits(value: Any, dtype: Any) -> None:
     device_check(failed, jnp.int64(0), f"value cannot be converted to type {name} without overflow", RuntimeError)
 
 
+def _check_same_dtype(rule: tuple[tuple[str, ...], str], metas: dict[str, Any]) -> None:
+    """Raises ``rule``'s message when its tensor arguments (those given) differ in dtype."""
+    names, message = rule
+    dtypes = [metas[name].dtype for name in names if isinstance(metas.get(name), torch.Tensor)]
+    if len(set(dtypes)) > 1:
+        raise RuntimeError(message.format(*(ERROR_NAMES[jax_dtype(dtype)][1] for dtype in dtypes)))
+
+
 def _promotes(argument: torch._C.Argument) -> bool:
     """Whether a number in this schema position takes part in type promotion: a Scalar or float
     argument, or a Tensor one (a Python number PyTorch wrapped, as in ``x * 0.5``). int and bool
@@ -267,6 +281,8 @@ def apply(
     schema = entry.op._schema
     names = [argument.name for argument in schema.arguments]
     args = list(args)
+    if entry.same_dtype is not None:
+        _check_same_dtype(entry.same_dtype, dict(zip(names, metas, strict=True)))
     if entry.promotion is not None:
         if entry.promote is not None:
             chosen = [i for i, name in enumerate(names) if name in entry.promote]

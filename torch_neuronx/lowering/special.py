@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.runtime.dtypes import ERROR_NAMES
 
 aten = torch.ops.aten
 
@@ -600,15 +601,31 @@ def lcm(self: jax.Array, other: jax.Array) -> jax.Array:
     return jnp.where(g == 0, 0, jnp.abs(product)).astype(self.dtype)
 
 
+def _check_complex_parts(first: jax.Array, second: jax.Array) -> None:
+    """ATen's complex_check_dtype (torch.complex, torch.polar): both parts float32 (or float16) and
+    of one dtype; there is no promotion."""
+    names = [ERROR_NAMES.get(jnp.dtype(part.dtype), (str(part.dtype),) * 2)[1] for part in (first, second)]
+    if not all(jnp.dtype(part.dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float16)) for part in (first, second)):
+        raise RuntimeError(
+            f"Expected both inputs to be Half, Float or Double tensors but got {names[0]} and {names[1]}"
+        )
+    if first.dtype != second.dtype:
+        raise RuntimeError(
+            f"Expected object of scalar type {names[0]} but got scalar type {names[1]} for second argument"
+        )
+
+
 @lowering(aten.complex.default)
 def complex_(real: jax.Array, imag: jax.Array) -> jax.Array:
-    """torch.complex(real, imag), broadcast (PyTorch requires both of one float dtype)."""
+    """torch.complex(real, imag), broadcast; both of one float dtype (RuntimeError otherwise, as on CPU)."""
+    _check_complex_parts(real, imag)
     return jax.lax.complex(*jnp.broadcast_arrays(real, imag))
 
 
 @lowering(aten.polar.default)
 def polar(abs: jax.Array, angle: jax.Array) -> jax.Array:
-    """torch.polar: abs * cos(angle) + i abs * sin(angle)."""
+    """torch.polar: abs * cos(angle) + i abs * sin(angle); both of one float dtype."""
+    _check_complex_parts(abs, angle)
     return jax.lax.complex(*jnp.broadcast_arrays(abs * jnp.cos(angle), abs * jnp.sin(angle)))
 
 
