@@ -294,6 +294,49 @@ def test_convolution_of_two_dtypes_names_both_and_the_fix(make_operands):
         convolve(data.cpu(), weight.cpu())
 
 
+def _norm_operands(d, data, weight, bias, running):
+    def make(dtype, size):
+        return None if dtype is None else torch.rand(size, generator=torch.Generator().manual_seed(0)).to(d, dtype)
+
+    return make(data, (2, 4, 3)), make(weight, 4), make(bias, 4), make(running, 4), make(running, 4)
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "group_norm", "batch_norm"])
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        pytest.param((torch.float32, torch.bfloat16, None, torch.float32), id="float32-input-bf16-weight"),
+        pytest.param((torch.float32, torch.float32, torch.bfloat16, torch.float32), id="bf16-bias"),
+        pytest.param((torch.bfloat16, torch.float32, torch.bfloat16, torch.float32), id="mixed-with-bf16-bias"),
+        pytest.param((torch.bfloat16, torch.bfloat16, torch.float32, torch.float32), id="bf16-weight-float32-bias"),
+        pytest.param((torch.bfloat16, None, None, torch.float16), id="half-running-stats"),
+        pytest.param((torch.bfloat16, torch.float32, torch.float32, torch.float32), id="allowed-mixed"),
+        pytest.param((torch.float16, None, torch.float32, torch.float32), id="allowed-mixed-bias-only"),
+    ],
+)
+def test_normalizations_take_the_cpu_s_parameter_dtypes(norm, dtypes):
+    """ATen's mixed_data_type.h rule: parameters of the input's dtype, or all float32 with a 16-bit
+    input (neuron promoted any mix). The CPU's "(CPU)" in its mixed-dtype message reads "(neuron)"."""
+
+    def call(d):
+        data, weight, bias, mean, var = _norm_operands(d, *dtypes)
+        if norm == "layer_norm":
+            return torch.nn.functional.layer_norm(data.transpose(1, 2), (4,), weight, bias)
+        if norm == "group_norm":
+            return torch.nn.functional.group_norm(data, 2, weight, bias)
+        return torch.nn.functional.batch_norm(data, mean, var, weight, bias, training=True)
+
+    try:
+        expected = call("cpu")
+    except RuntimeError as error:
+        cpu_message = str(error).replace("(CPU)", "(neuron)")
+        with pytest.raises(RuntimeError) as raised:
+            call("neuron")
+        assert str(raised.value).startswith(cpu_message)
+    else:
+        torch.testing.assert_close(call("neuron").cpu(), expected)
+
+
 MATRIX_VECTOR_SHAPE_ERRORS = {
     "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(4, device=d)),
     "addmv": lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 3, device=d), torch.ones(4, device=d)),

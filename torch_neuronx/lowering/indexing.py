@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering, same_dtype
 
 aten = torch.ops.aten
 
@@ -304,7 +304,7 @@ def _mask_put(self, leading: int, mask: jax.Array, values: jax.Array, accumulate
 @lowering(
     aten.index_put.default,
     aten._index_put_impl.default,
-    same_dtype=(
+    dtype_rule=same_dtype(
         ("self", "values"),
         "Index put requires the source and destination dtypes match, got {0} for the destination "
         "and {1} for the source.",
@@ -361,7 +361,9 @@ def _check_index_source(name: str, self, dim: int, index, source) -> None:
     aten.index_add.default,
     promotion=Promotion.DEFAULT,
     promote=("self", "source"),
-    same_dtype=(("self", "source"), "index_add_(): self ({0}) and source ({1}) must have the same scalar type"),
+    dtype_rule=same_dtype(
+        ("self", "source"), "index_add_(): self ({0}) and source ({1}) must have the same scalar type"
+    ),
 )
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
@@ -399,7 +401,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
 
 @lowering(
     aten.index_copy.default,
-    same_dtype=(
+    dtype_rule=same_dtype(
         ("self", "source"),
         "index_copy_(): self and source expected to have the same dtype, but got (self) {0} and (source) {1}",
     ),
@@ -526,7 +528,7 @@ def take(self, index):
 
 @lowering(
     aten.put.default,
-    same_dtype=(
+    dtype_rule=same_dtype(
         ("self", "source"),
         "put_(): self and source expected to have the same dtype, but got self.dtype = {0} and source.dtype = {1}",
     ),

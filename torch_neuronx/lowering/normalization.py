@@ -6,6 +6,10 @@ two-pass variance, mean((x - mean)^2). Results take the dtypes of PyTorch's meta
 ``mean``/``rstd`` have the shapes and dtypes PyTorch gives them. Backward formulas follow
 ``torch/_decomp/decompositions.py`` (the same algebra as the CPU kernels).
 
+Operand dtypes follow the CPU's rule (ATen's ``native/mixed_data_type.h``, used by its layer, group
+and batch norm kernels): the parameters (weight, bias, running statistics) are all of the input's
+dtype, or, "mixed", all float32 with a 16-bit input; anything else raises the CPU's error.
+
 Batch norm's running statistics: ``_native_batch_norm_legit_functional`` and
 ``_batch_norm_with_update_functional`` return the new running mean and (unbiased) running variance
 after the op's outputs; the eager layer writes them into the module's buffers for the mutating
@@ -20,9 +24,43 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.lowering.registry import Promotion, error_name, lowering
 
 aten = torch.ops.aten
+
+
+def _cpu_parameter_rule(*parameters: str):
+    """The ``dtype_rule`` of a normalization whose input is ``input`` and whose ``parameters`` are
+    named: when the first parameter given has the input's dtype, every parameter must (the CPU's
+    kernel reads them as that type: "expected scalar type Float but found BFloat16"); otherwise the
+    call is mixed, and the parameters must all be float32 and the input 16-bit (ATen's
+    ``check_mixed_data_type``)."""
+
+    def rule(arguments: dict) -> None:
+        data = arguments["input"]
+        given = [arguments[name] for name in parameters if isinstance(arguments.get(name), torch.Tensor)]
+        if not given:
+            return
+        if given[0].dtype == data.dtype:
+            for parameter in given:
+                if parameter.dtype != data.dtype:
+                    raise RuntimeError(
+                        f"expected scalar type {error_name(data.dtype)} but found {error_name(parameter.dtype)}"
+                    )
+            return
+        if any(parameter.dtype != torch.float32 for parameter in given):
+            raise RuntimeError(
+                "mixed dtype (neuron): expect parameter to have scalar type of Float (a 16-bit input may take "
+                "float32 weights, bias and running statistics; convert them with .float() or to the input's dtype)"
+            )
+        if data.dtype not in (torch.bfloat16, torch.float16):
+            raise RuntimeError("mixed dtype (neuron): expect input to have scalar type of BFloat16 or Half")
+
+    return rule
+
+
+_LAYER_NORM_RULE = _cpu_parameter_rule("weight", "bias")
+_BATCH_NORM_RULE = _cpu_parameter_rule("weight", "bias", "running_mean", "running_var")
 
 
 def _sum(x, axes):
@@ -32,7 +70,7 @@ def _sum(x, axes):
 # --- layer norm -------------------------------------------------------------------------------
 
 
-@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT)
+@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT, dtype_rule=_LAYER_NORM_RULE)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """F.layer_norm over the trailing ``normalized_shape`` dimensions: (x - mean) * rstd * weight +
     bias with the biased variance; also returns mean and rstd = 1/sqrt(var + eps), shaped like the
@@ -124,21 +162,31 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return out, mean, invstd, new_mean, new_var
 
 
-@lowering(aten._native_batch_norm_legit_functional.default, promotion=Promotion.DEFAULT, static=("training",))
+@lowering(
+    aten._native_batch_norm_legit_functional.default,
+    promotion=Promotion.DEFAULT,
+    static=("training",),
+    dtype_rule=_BATCH_NORM_RULE,
+)
 def native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """Functional batch norm (what AOTAutograd and the eager layer use for the in-place running-stat
     update): (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
-@lowering(aten._native_batch_norm_legit.no_stats, promotion=Promotion.DEFAULT, static=("training",))
+@lowering(
+    aten._native_batch_norm_legit.no_stats,
+    promotion=Promotion.DEFAULT,
+    static=("training",),
+    dtype_rule=_BATCH_NORM_RULE,
+)
 def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
     """Batch norm without running statistics (``track_running_stats=False``): batch statistics;
     PyTorch requires ``training`` here, as evaluation needs running statistics."""
     return _batch_norm(input, weight, bias, None, None, training, momentum, eps)[:3]
 
 
-@lowering(aten._native_batch_norm_legit_no_training.default, promotion=Promotion.DEFAULT)
+@lowering(aten._native_batch_norm_legit_no_training.default, promotion=Promotion.DEFAULT, dtype_rule=_BATCH_NORM_RULE)
 def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
     """Inference batch norm with the running statistics: (output, running_mean, invstd)."""
     return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
@@ -148,7 +196,7 @@ def _empty_reserve():
     return jnp.zeros((0,), jnp.uint8)
 
 
-@lowering(aten._batch_norm_with_update_functional.default, promotion=Promotion.DEFAULT)
+@lowering(aten._batch_norm_with_update_functional.default, promotion=Promotion.DEFAULT, dtype_rule=_BATCH_NORM_RULE)
 def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
     """Training batch norm of the consolidated API: (output, save_mean, save_invstd, reserve,
     new_running_mean, new_running_var); the reserve is empty (no cuDNN workspace)."""
@@ -158,7 +206,7 @@ def batch_norm_with_update_functional(input, weight, bias, running_mean, running
     return out, mean, invstd, _empty_reserve(), new_mean, new_var
 
 
-@lowering(aten._batch_norm_no_update.default, promotion=Promotion.DEFAULT)
+@lowering(aten._batch_norm_no_update.default, promotion=Promotion.DEFAULT, dtype_rule=_BATCH_NORM_RULE)
 def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
     """Inference batch norm of the consolidated API: (output, save_mean, save_invstd, reserve)."""
     out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
@@ -213,7 +261,12 @@ def batch_norm_backward(
 # --- group norm -------------------------------------------------------------------------------
 
 
-@lowering(aten.native_group_norm.default, promotion=Promotion.DEFAULT, static=("N", "C", "HxW", "group"))
+@lowering(
+    aten.native_group_norm.default,
+    promotion=Promotion.DEFAULT,
+    static=("N", "C", "HxW", "group"),
+    dtype_rule=_LAYER_NORM_RULE,
+)
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """F.group_norm: each sample's channels split into ``group`` groups, normalized over the group's
     channels and spatial positions (biased variance), then the per-channel affine; also returns the

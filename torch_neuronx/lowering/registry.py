@@ -23,9 +23,9 @@ Shared semantics are applied here, once, and declared per op (STYLE.md, principl
 - ``checked`` names Scalar arguments that PyTorch's kernels convert with c10's ``checked_convert``
   (fill values, clamp bounds): a number that does not fit the result's dtype is a device fault
   with c10's "value cannot be converted to type int8_t without overflow", not a wrapped value.
-- ``same_dtype`` is ``(names, message)``: tensor arguments that the op's ATen kernel requires to be of
-  one dtype (no promotion); otherwise ``message``, formatted with their ATen dtype names in ``names``'
-  order, is raised as ``RuntimeError`` when the call is traced, before any promotion.
+- ``dtype_rule`` is a function of the arguments as PyTorch sees them (by name) that raises the ATen
+  kernel's error for operand dtypes it refuses: checked when the call is traced, before any
+  promotion. :func:`same_dtype` makes the common rule (no promotion at all).
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
@@ -78,7 +78,7 @@ class Lowering:
     uncast: frozenset[str] = frozenset()
     metas: bool = False
     checked: frozenset[str] = frozenset()
-    same_dtype: tuple[tuple[str, ...], str] | None = None
+    dtype_rule: Callable[[dict[str, Any]], None] | None = None
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -94,7 +94,7 @@ def lowering(
     uncast: Sequence[str] = (),
     metas: bool = False,
     checked: Sequence[str] = (),
-    same_dtype: tuple[Sequence[str], str] | None = None,
+    dtype_rule: Callable[[dict[str, Any]], None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -119,7 +119,7 @@ def lowering(
                 frozenset(uncast),
                 metas,
                 frozenset(checked),
-                (tuple(same_dtype[0]), same_dtype[1]) if same_dtype else None,
+                dtype_rule,
             )
         return fn
 
@@ -234,12 +234,22 @@ def check_fits(value: Any, dtype: Any) -> None:
     device_check(failed, jnp.int64(0), f"value cannot be converted to type {name} without overflow", RuntimeError)
 
 
-def _check_same_dtype(rule: tuple[tuple[str, ...], str], metas: dict[str, Any]) -> None:
-    """Raises ``rule``'s message when its tensor arguments (those given) differ in dtype."""
-    names, message = rule
-    dtypes = [metas[name].dtype for name in names if isinstance(metas.get(name), torch.Tensor)]
-    if len(set(dtypes)) > 1:
-        raise RuntimeError(message.format(*(ERROR_NAMES[jax_dtype(dtype)][1] for dtype in dtypes)))
+def error_name(dtype: torch.dtype) -> str:
+    """ATen's name of a dtype in its kernels' errors: Float, BFloat16, Long."""
+    return ERROR_NAMES[jax_dtype(dtype)][1]
+
+
+def same_dtype(names: Sequence[str], message: str) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule``: the tensor arguments ``names`` (those given) share one dtype, else
+    ``RuntimeError(message)`` formatted with their ATen dtype names in ``names``' order."""
+    names = tuple(names)
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtypes = [arguments[name].dtype for name in names if isinstance(arguments.get(name), torch.Tensor)]
+        if len(set(dtypes)) > 1:
+            raise RuntimeError(message.format(*(error_name(dtype) for dtype in dtypes)))
+
+    return rule
 
 
 def _promotes(argument: torch._C.Argument) -> bool:
@@ -281,8 +291,8 @@ def apply(
     schema = entry.op._schema
     names = [argument.name for argument in schema.arguments]
     args = list(args)
-    if entry.same_dtype is not None:
-        _check_same_dtype(entry.same_dtype, dict(zip(names, metas, strict=True)))
+    if entry.dtype_rule is not None:
+        entry.dtype_rule(dict(zip(names, metas, strict=True)))
     if entry.promotion is not None:
         if entry.promote is not None:
             chosen = [i for i, name in enumerate(names) if name in entry.promote]
