@@ -337,6 +337,42 @@ def test_normalizations_take_the_cpu_s_parameter_dtypes(norm, dtypes):
         torch.testing.assert_close(call("neuron").cpu(), expected)
 
 
+def _arange(d):
+    return torch.arange(9.0, device=d)
+
+
+# TensorIterator's and copy_'s memory-overlap rule: a written tensor and an input may be the same
+# memory or disjoint, not partly the same. neuron computed these (as if the input were cloned).
+OVERLAPPING_WRITES = {
+    "copy_": lambda d: (lambda a: a[1:].copy_(a[:-1]))(_arange(d)),
+    "add_": lambda d: (lambda a: a[1:].add_(a[:-1]))(_arange(d)),
+    "add_transposed_self": lambda d: (lambda a: a.add_(a.t()))(_arange(d).reshape(3, 3)),
+    "exp_out": lambda d: (lambda a: torch.exp(a[:-1], out=a[1:]))(_arange(d)),
+    "addcmul_": lambda d: (lambda a: a[1:].addcmul_(a[:-1], a[1:]))(_arange(d)),
+}
+
+# The same memory, or disjoint parts of one storage: allowed.
+ALIASED_WRITES = {
+    "copy_self": lambda d: (lambda a: a.copy_(a))(_arange(d)),
+    "copy_disjoint": lambda d: (lambda a: a[5:].copy_(a[:4]))(_arange(d)),
+    "mul_self": lambda d: (lambda a: a.mul_(a))(_arange(d)),
+    "add_out_self": lambda d: (lambda a: torch.add(a, 1, out=a))(_arange(d)),
+    "clamp_interleaved": lambda d: (lambda a: a[::2].clamp_(min=a[1::2]))(_arange(d)[:8]),
+}
+
+
+@pytest.mark.parametrize("case", OVERLAPPING_WRITES)
+def test_partly_overlapping_writes_raise_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(OVERLAPPING_WRITES[case])
+    assert on_neuron == on_cpu
+    assert on_cpu.startswith("unsupported operation: some elements of the input tensor")
+
+
+@pytest.mark.parametrize("case", ALIASED_WRITES)
+def test_writes_into_the_same_or_disjoint_memory_match_cpu(case):
+    torch.testing.assert_close(ALIASED_WRITES[case]("neuron").cpu(), ALIASED_WRITES[case]("cpu"))
+
+
 MATRIX_VECTOR_SHAPE_ERRORS = {
     "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(4, device=d)),
     "addmv": lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 3, device=d), torch.ones(4, device=d)),

@@ -8,8 +8,13 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-# Elementwise type promotion exactly as PyTorch's references compute it.
-from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+# Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
+# memory-overlap checks (MemoryOverlap.cpp) decide with.
+from torch._prims_common import (
+    ELEMENTWISE_TYPE_PROMOTION_KIND,
+    elementwise_dtypes,
+    is_non_overlapping_and_dense_or_false,
+)
 
 # Graph capture of a decomposition (decision 5: ops without a lowering are traced into the same
 # executable through PyTorch's decompositions).
@@ -23,6 +28,7 @@ __all__ = [
     "format_values_on_host",
     "grad_scaler_without_fp64",
     "has_kernel",
+    "is_non_overlapping_and_dense_or_false",
     "keep_dynamo_out_of",
     "linear_cross_entropy_accumulates_in_float32",
     "make_fx",

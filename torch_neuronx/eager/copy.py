@@ -32,6 +32,7 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         errors.check_broadcast([destination.shape, source.shape], [destination.shape])
     if destination.numel() == 0:
         return destination
+    errors.check_no_partial_overlap(destination, source)
     if source.device.type == "cpu":
         host = source.to(destination.dtype) if source.dtype != destination.dtype else source
         host = host.resolve_conj().resolve_neg()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
+from torch_neuronx._compat.torch_internals import is_non_overlapping_and_dense_or_false
 from torch_neuronx.runtime.dtypes import ERROR_NAMES
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
@@ -58,6 +59,37 @@ def type_name(dtype: torch.dtype) -> str:
 def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
     """TensorIterator's error for an in-place or ``out=`` tensor the result does not fit."""
     return RuntimeError(f"output with shape {list(output)} doesn't match the broadcast shape {list(broadcast)}")
+
+
+def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
+    """ATen's ``assert_no_partial_overlap`` (aten/src/ATen/MemoryOverlap.cpp), which TensorIterator
+    and ``copy_`` apply to each input of a written tensor: the two may be the same memory (``x.add_(x)``)
+    or disjoint, not partly the same (``x[1:].copy_(x[:-1])``). Like ATen it decides only for tensors
+    that are non-overlapping and dense, and lets the rest through.
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
+            written-to tensor refer to a single memory location. Please clone() the tensor before
+            performing the operation."
+    """
+    if written is read or written.numel() == 0 or read.numel() == 0 or written.device != read.device:
+        return
+    if written.untyped_storage().data_ptr() != read.untyped_storage().data_ptr():
+        return
+    if not (is_non_overlapping_and_dense_or_false(written) and is_non_overlapping_and_dense_or_false(read)):
+        return
+    written_begin, read_begin = written.data_ptr(), read.data_ptr()
+    written_end = written_begin + written.numel() * written.element_size()
+    read_end = read_begin + read.numel() * read.element_size()
+    if written_begin == read_begin and written_end == read_end:
+        partial = written.stride() != read.stride()
+    else:
+        partial = written_begin < read_end and read_begin < written_end
+    if partial:
+        raise RuntimeError(
+            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
 
 
 def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]] = ()) -> list[int]:

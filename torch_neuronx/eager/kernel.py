@@ -186,6 +186,25 @@ def _check_written_shapes(plan: Plan, described: list[Any], functional_result: A
             raise errors.output_shape_error(target[3], value.shape)
 
 
+def _check_no_partial_overlap(plan: Plan, values: list[Any]) -> None:
+    """TensorIterator's memory-overlap check of a pointwise op: each written tensor against each input
+    (errors.check_no_partial_overlap). Aliasing, offsets and strides are part of the call's cache key,
+    so checking when an executable is built covers every call that reuses it."""
+    written = [t for i in plan.writes for t in arguments.flat_tensors(values[i]) if isinstance(t, torch.Tensor)]
+    if not written:
+        return
+    read = [
+        t
+        for i, value in enumerate(values)
+        if i not in plan.writes or not plan.op._schema.arguments[i].kwarg_only  # an in-place self is read too
+        for t in arguments.flat_tensors(value)
+        if isinstance(t, torch.Tensor)
+    ]
+    for target in written:
+        for source in read:
+            errors.check_no_partial_overlap(target, source)
+
+
 def _resize_self_runner(plan: Plan) -> Runner:
     """An overload of :data:`RESIZES_SELF` whose result does not fit ``self``: the functional form
     computes it from ``self`` broadcast, then ``self`` takes the result's shape and values."""
@@ -313,6 +332,8 @@ class EagerKernel:
         if resized:
             return _resize_runner(plan.op, resized)
         _check_written_shapes(plan, described, functional_result)
+        if torch.Tag.pointwise in plan.functional.tags:
+            _check_no_partial_overlap(plan, values)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
