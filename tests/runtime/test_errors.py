@@ -266,6 +266,16 @@ UNPROMOTED_OPERANDS = {
     "complex": lambda d: torch.complex(_float(d, 3), _bf16(d, 3)),
     "complex_half_and_float": lambda d: torch.complex(_float(d, 3), _float(d, 3).half()),
     "conv2d_bias": lambda d: torch.nn.functional.conv2d(_float(d, 1, 1, 4, 4), _float(d, 1, 1, 3, 3), _bf16(d, 1)),
+    "cross_entropy_weight": lambda d: torch.nn.functional.cross_entropy(
+        _float(d, 2, 3), torch.tensor([0, 1], device=d), weight=_bf16(d, 3)
+    ),
+    "nll_loss_int32_target": lambda d: torch.nn.functional.nll_loss(
+        _float(d, 2, 3), torch.tensor([0, 1], dtype=torch.int32, device=d)
+    ),
+    "binary_cross_entropy_target": lambda d: torch.nn.functional.binary_cross_entropy(
+        _float(d, 3) / 2, _bf16(d, 3) / 2
+    ),
+    "cdist": lambda d: torch.cdist(_float(d, 2, 3), _bf16(d, 2, 3)),
 }
 
 

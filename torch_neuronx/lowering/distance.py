@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import lowering, same_dtype
 
 aten = torch.ops.aten
 
@@ -27,7 +27,11 @@ def _minkowski(diff: jax.Array, p: float) -> jax.Array:
     return jnp.sum(magnitude**p, axis=-1) ** (1 / p)
 
 
-@lowering(aten._cdist_forward.default, static=("p",))
+@lowering(
+    aten._cdist_forward.default,
+    static=("p",),
+    dtype_rule=same_dtype(("x1", "x2"), "expected scalar type {0} but found {1}"),
+)
 def cdist_forward(x1, x2, p, compute_mode):
     """torch.cdist (direct form): p-norm distances between the rows of x1 and x2; batch dimensions
     broadcast. The matrix-product form of ``compute_mode`` reaches ``_euclidean_dist`` instead."""

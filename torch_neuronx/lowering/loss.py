@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from torch_neuronx._compat import meta_kernels
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, device_check, error_name, lowering, same_dtype
 
 aten = torch.ops.aten
 meta_kernels.register()
@@ -56,11 +56,22 @@ def _class_weights(self, target, weight, ignore_index):
     return channel, valid, safe, jnp.where(valid, picked, 0)
 
 
+def _nll_loss_dtypes(arguments: dict) -> None:
+    """ATen's nll_loss checks (LossNLL.cpp): an int64 (or uint8) target, and class weights of the
+    input's dtype; neither is promoted."""
+    self, target, weight = arguments["self"], arguments["target"], arguments["weight"]
+    if target.dtype not in (torch.int64, torch.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {error_name(target.dtype)}")
+    if weight is not None and weight.dtype != self.dtype:
+        raise RuntimeError(f"expected scalar type {error_name(self.dtype)} but found {error_name(weight.dtype)}")
+
+
 @lowering(
     aten.nll_loss_forward.default,
     aten.nll_loss2d_forward.default,
     promotion=Promotion.DEFAULT,
     promote=("self", "weight"),
+    dtype_rule=_nll_loss_dtypes,
 )
 def nll_loss_forward(self, target, weight, reduction, ignore_index):
     """F.nll_loss on (C,), (N, C) or (N, C, d1, ...) log-probabilities: -weight[t] * self[t] per
@@ -154,7 +165,12 @@ def huber_loss_backward(grad_output, self, target, reduction, delta):
 # --- classification losses on probabilities and logits ----------------------------------------
 
 
-@lowering(aten.binary_cross_entropy.default, promotion=Promotion.DEFAULT, static=("reduction",))
+@lowering(
+    aten.binary_cross_entropy.default,
+    promotion=Promotion.DEFAULT,
+    static=("reduction",),
+    dtype_rule=same_dtype(("target", "self"), "Found dtype {0} but expected {1}"),
+)
 def binary_cross_entropy(self, target, weight=None, reduction=_MEAN):
     """F.binary_cross_entropy: -(t * log(x) + (1 - t) * log(1 - x)) * weight with each log clamped
     to >= -100, as PyTorch does, reduced. An input or target outside [0, 1] (or NaN) raises
