@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ __all__ = [
     "ELEMENTWISE_TYPE_PROMOTION_KIND",
     "decomposition_table",
     "dynamo_disabled",
+    "without_aot_first_call_analysis",
     "elementwise_dtypes",
     "format_values_on_host",
     "grad_scaler_without_fp64",
@@ -179,3 +181,23 @@ class dynamo_disabled:
         from torch._C._dynamo.eval_frame import set_eval_frame
 
         set_eval_frame(self._previous)
+
+
+@contextlib.contextmanager
+def without_aot_first_call_analysis() -> Iterator[None]:
+    """Runs a block outside the TorchDispatchMode AOTAutograd puts around a compiled function's first
+    call (``_AnalyzeCustomOpInputOutputMode``, which checks that custom ops do not alias their inputs).
+
+    The backend builds a graph's executable on that first call; under the mode, every meta-kernel call
+    the lowering makes (each element of an optimizer's foreach op) went through the mode's Python
+    ``__torch_dispatch__``: about 0.25 s of an AdamW step's first call. The block is the backend's
+    own build, which runs no custom op; the graph's ops are analyzed by AOTAutograd as before.
+    """
+    from torch._functorch._aot_autograd.runtime_wrappers import _AnalyzeCustomOpInputOutputMode
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+    if isinstance(_get_current_dispatch_mode(), _AnalyzeCustomOpInputOutputMode):
+        with _pop_mode_temporarily():
+            yield
+    else:
+        yield

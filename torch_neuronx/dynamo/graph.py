@@ -24,7 +24,7 @@ import torch
 import torch.fx
 
 from torch_neuronx import _C, _config
-from torch_neuronx._compat.torch_internals import dynamo_disabled, make_fx
+from torch_neuronx._compat.torch_internals import dynamo_disabled, make_fx, without_aot_first_call_analysis
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, compile_cache, cores, faults, queue
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -136,7 +136,9 @@ class CompiledGraph:
         self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:
-            with dynamo_disabled():  # building traces and compiles: keep Dynamo out of JAX's frames
+            # Building traces and compiles: keep Dynamo out of JAX's frames, and AOTAutograd's
+            # first-call analysis out of the lowering's meta-kernel calls.
+            with dynamo_disabled(), without_aot_first_call_analysis():
                 run = self._build(values, inputs)
                 EXECUTABLES.admit(self.cache, key, run)
                 return run(inputs, device, generator, values)
