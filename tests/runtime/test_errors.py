@@ -276,6 +276,7 @@ UNPROMOTED_OPERANDS = {
         _float(d, 3) / 2, _bf16(d, 3) / 2
     ),
     "cdist": lambda d: torch.cdist(_float(d, 2, 3), _bf16(d, 2, 3)),
+    "linalg_cross": lambda d: torch.linalg.cross(_float(d, 3), _bf16(d, 3)),  # a decomposition on neuron
 }
 
 

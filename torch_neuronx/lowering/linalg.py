@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import ERROR_NAMES
 
 aten = torch.ops.aten
@@ -136,3 +136,9 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
 def int_mm(self, mat2):
     """torch._int_mm: int8 (n, k) @ int8 (k, m) accumulated and returned in int32."""
     return jnp.matmul(self, mat2, preferred_element_type=jnp.int32)
+
+
+# torch.linalg.cross runs as PyTorch's decomposition, which would promote; ATen's kernel does not.
+DECOMPOSED_DTYPE_RULES[aten.linalg_cross.default] = same_dtype(
+    ("self", "other"), "expected scalar type {0} but found {1}"
+)

@@ -83,6 +83,19 @@ class Lowering:
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
 
+#: ``dtype_rule``s of ops that run as PyTorch's decomposition (no lowering of their own): the eager
+#: kernel checks them on the call's metas before tracing the decomposition, which would promote.
+DECOMPOSED_DTYPE_RULES: dict[OpOverload, Callable[[dict[str, Any]], None]] = {}
+
+
+def check_dtypes(op: OpOverload, metas: Sequence[Any]) -> None:
+    """Applies the ``dtype_rule`` of ``op`` (a lowered or decomposed overload), if any, to its arguments
+    as PyTorch sees them (schema order)."""
+    entry = LOWERINGS.get(op)
+    rule = entry.dtype_rule if entry is not None else DECOMPOSED_DTYPE_RULES.get(op)
+    if rule is not None:
+        rule(dict(zip([argument.name for argument in op._schema.arguments], metas, strict=True)))
+
 
 def lowering(
     *ops: OpOverload,
@@ -291,8 +304,7 @@ def apply(
     schema = entry.op._schema
     names = [argument.name for argument in schema.arguments]
     args = list(args)
-    if entry.dtype_rule is not None:
-        entry.dtype_rule(dict(zip(names, metas, strict=True)))
+    check_dtypes(entry.op, metas)
     if entry.promotion is not None:
         if entry.promote is not None:
             chosen = [i for i, name in enumerate(names) if name in entry.promote]
