@@ -426,9 +426,26 @@ OVERFLOWING_SCALARS = {
 
 @pytest.mark.parametrize("case", OVERFLOWING_SCALARS)
 def test_scalars_that_overflow_the_dtype_raise_as_on_cpu(case):
-    on_cpu, on_neuron = _errors_on_cpu_and_neuron(OVERFLOWING_SCALARS[case], synchronize=True)
+    # At the call, as on the CPU (the eager kernel checks its runtime scalars on the host).
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(OVERFLOWING_SCALARS[case])
     assert "without overflow" in on_cpu
-    assert on_cpu in on_neuron
+    assert on_neuron == on_cpu
+
+
+@pytest.mark.parametrize("value", [1000, -129, float("nan"), float("inf")])
+def test_an_overflowing_fill_leaves_the_tensor_unchanged(value):
+    x = torch.tensor([1, 2, 3], dtype=torch.int8, device="neuron")
+    with pytest.raises(RuntimeError, match="^value cannot be converted to type int8_t without overflow$"):
+        x.masked_fill_(torch.tensor([True, False, True], device="neuron"), value)
+    torch.testing.assert_close(x.cpu(), torch.tensor([1, 2, 3], dtype=torch.int8))
+    x.masked_fill_(torch.tensor([True, False, True], device="neuron"), 127)  # the same executable, in range
+    torch.testing.assert_close(x.cpu(), torch.tensor([127, 2, 127], dtype=torch.int8))
+
+
+def test_a_compiled_constant_that_overflows_raises_when_compiled():
+    clamp = torch.compile(lambda x: x.clamp(max=1000), backend="neuron")
+    with pytest.raises(Exception, match="value cannot be converted to type int8_t without overflow"):
+        clamp(torch.zeros(3, dtype=torch.int8, device="neuron"))
 
 
 def test_scalars_that_fit_the_dtype_are_not_refused():

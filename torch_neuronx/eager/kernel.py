@@ -318,14 +318,16 @@ class EagerKernel:
             if shape != list(metas[plan.writes[0]].shape):
                 return _resize_self_runner(plan)
         try:
+            functional_metas = _functional_args(plan, metas)
             try:
                 result_meta = _call(plan.op, metas)
+                functional_result = (
+                    result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
+                )
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
                 raise errors.in_aten_words(RuntimeError(str(error))) from None
-            except (RuntimeError, ValueError, IndexError) as error:
+            except (RuntimeError, ValueError, IndexError, OverflowError) as error:
                 _raise_as_cpu(self.name, plan, metas, described, error)
-            functional_metas = _functional_args(plan, metas)
-            functional_result = result_meta if plan.functional is plan.op else _call(plan.functional, functional_metas)
         except NotImplementedError:
             return _fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
         resized = _resized_outputs(plan, values, metas, described)
@@ -354,12 +356,16 @@ class EagerKernel:
         flatteners = [None if layout_ is None else layout_[2] for layout_ in output_layouts]
         _check_dtypes(self.name, fresh_metas, arguments.flat_tensors(functional_result)[fresh:], write_targets)
 
+        host_checks = [] if graph is not None else _host_checked_scalars(plan, values, functional_result)
+
         def compute(*flat_inputs: Any) -> tuple[Any, ...]:
             slot_arrays, jax_args, seed, offset = arguments.unpack(
                 flat_inputs, described, slots, buffer_count, scalar_count, bool(random_elements)
             )
             functional_args = _functional_args(plan, jax_args)
             context = registry.TraceContext(seed, offset)
+            if host_checks:
+                context.host_checked = plan.functional
             with registry.tracing(context):
                 if graph is not None:
                     leaves = jax.tree_util.tree_leaves(functional_args, is_leaf=lambda v: v is None)
@@ -396,9 +402,37 @@ class EagerKernel:
             )
             if not all(isinstance(t, torch.Tensor) for t in fresh_metas):
                 returns = _with_undefined(returns, fresh_metas)
-        return _executable_runner(
+        runner = _executable_runner(
             self.name, executable, random_elements, checks, outputs, written_slots, codes, returns
         )
+        return _with_host_checks(runner, host_checks) if host_checks else runner
+
+
+def _host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) -> list[tuple[int, Any]]:
+    """(position in the call, dtype) of each Python number the op's lowering lists as ``checked``:
+    c10 converts it to the result's dtype, and an overflow raises at the call, as on the CPU, when
+    the runner checks it on the host before each launch (a runtime scalar changes between calls)."""
+    entry = registry.LOWERINGS.get(plan.functional)
+    if entry is None or not entry.checked:
+        return []
+    first = arguments.flat_tensors(functional_result)[0]
+    if not isinstance(first, torch.Tensor):
+        return []
+    names = [argument.name for argument in plan.op._schema.arguments]
+    return [
+        (i, jax_dtype(first.dtype))
+        for i, name in enumerate(names)
+        if name in entry.checked and registry.is_number(values[i])
+    ]
+
+
+def _with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]]) -> Runner:
+    def run(inputs, device, slot_tensors, generator, values):
+        for position, dtype in host_checks:
+            registry.raise_if_overflows(values[position], dtype)
+        return runner(inputs, device, slot_tensors, generator, values)
+
+    return run
 
 
 def _output_layout(meta: Any) -> tuple[torch.Tensor, tuple[int, ...], Callable[[Any], Any]] | None:
@@ -461,17 +495,21 @@ def _raise_as_cpu(name: str, plan: Any, metas: list[Any], described: list[Any], 
     if isinstance(error, RuntimeError):
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
-        _raise_conversion_error_as_cpu(metas, error)
+    _raise_conversion_error_as_cpu(metas, error)
     worded = errors.in_aten_words(error)
     if worded is error:
         raise error
     raise worded from None
 
 
-def _raise_conversion_error_as_cpu(metas: list[Any], error: RuntimeError) -> None:
+def _raise_conversion_error_as_cpu(metas: list[Any], error: Exception) -> None:
     """c10's error for a Scalar that does not fit ``self``'s dtype (masked_fill's Python meta kernel
-    says "could not convert to type <class 'int'> without overflow"). Returns for other errors."""
-    if not str(error).startswith("could not convert to type <class"):
+    says "could not convert to type <class 'int'> without overflow", or lets Python's ``int()`` raise
+    ValueError for NaN and infinities). Returns for other errors."""
+    message = str(error)
+    if not message.startswith(
+        ("could not convert to type <class", "cannot convert float NaN to integer", "cannot convert float infinity")
+    ):
         return
     target = next((m for m in metas if isinstance(m, torch.Tensor)), None)
     name = None if target is None else registry.c10_type_name(jax_dtype(target.dtype))

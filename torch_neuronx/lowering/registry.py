@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -152,6 +153,9 @@ class TraceContext:
         self._offset = offset
         self.random_elements = 0
         self.checks: list[tuple[jax.Array, jax.Array, str, type[Exception]]] = []
+        #: The op whose ``checked`` runtime scalars the caller checks on the host before each launch
+        #: (the eager kernel of a lowered op), so the executable need not.
+        self.host_checked: OpOverload | None = None
 
     def next_key(self, elements: int) -> jax.Array:
         if self._seed is None:
@@ -186,6 +190,10 @@ def active_context() -> TraceContext:
     if not _active.stack:
         raise RuntimeError("neuron: lowerings run only while an executable is traced")
     return _active.stack[-1]
+
+
+def _host_checked_op() -> OpOverload | None:
+    return _active.stack[-1].host_checked if _active.stack else None
 
 
 class tracing:
@@ -228,10 +236,21 @@ def c10_type_name(dtype: Any) -> str | None:
 def check_fits(value: Any, dtype: Any) -> None:
     """c10's overflow check of a Scalar converted to ``dtype`` (c10/util/TypeCast.h ``checked_convert``):
     integer targets reject NaN, infinities and values outside [lowest, max] (an integer may go down to
-    -max for an unsigned type); floating targets reject finite values beyond their range. Raised at
-    the next synchronisation point, as ``RuntimeError`` with c10's message."""
+    -max for an unsigned type); floating targets reject finite values beyond their range.
+
+    A concrete value (a Python number: a static argument, a graph constant) raises now, as on the CPU.
+    A traced one (a runtime scalar of the executable) is checked inside it and raised at the next
+    synchronisation point; the eager kernel checks its runtime scalars on the host instead
+    (:func:`raise_if_overflows`, before each launch), so eager calls raise at the call.
+
+    Raises:
+        RuntimeError: c10's "value cannot be converted to type int8_t without overflow".
+    """
     dtype = np.dtype(dtype)
     name = _C10_NAMES.get(dtype)
+    if is_number(value) or isinstance(value, np.generic):
+        raise_if_overflows(value, dtype)
+        return
     value = jnp.asarray(value)
     if name is None or jnp.issubdtype(value.dtype, jnp.complexfloating) or value.dtype == jnp.bool_:
         return
@@ -244,7 +263,32 @@ def check_fits(value: Any, dtype: Any) -> None:
         limit = float(jnp.finfo(dtype).max)
         wide = value.astype(jnp.float64)
         failed = jnp.isfinite(wide) & (jnp.abs(wide) > limit)
-    device_check(failed, jnp.int64(0), f"value cannot be converted to type {name} without overflow", RuntimeError)
+    device_check(failed, jnp.int64(0), _overflow_message(name), RuntimeError)
+
+
+def raise_if_overflows(value: Any, dtype: Any) -> None:
+    """:func:`check_fits` for a concrete number, on the host (exact for integers of any size)."""
+    dtype = np.dtype(dtype)
+    name = _C10_NAMES.get(dtype)
+    if name is None or isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
+        return
+    if np.issubdtype(dtype, np.integer):
+        info = jnp.iinfo(dtype)
+        integral = isinstance(value, (int, np.integer))
+        if not integral and not math.isfinite(float(value)):
+            raise RuntimeError(_overflow_message(name))
+        lowest = -int(info.max) if info.min == 0 and integral else int(info.min)
+        number = int(value) if integral else float(value)
+        failed = number < lowest or number > int(info.max)
+    else:
+        wide = float(value)
+        failed = math.isfinite(wide) and abs(wide) > float(jnp.finfo(dtype).max)  # NumPy lacks bfloat16's
+    if failed:
+        raise RuntimeError(_overflow_message(name))
+
+
+def _overflow_message(name: str) -> str:
+    return f"value cannot be converted to type {name} without overflow"
 
 
 def error_name(dtype: torch.dtype) -> str:
@@ -279,7 +323,7 @@ def _promotes(argument: torch._C.Argument) -> bool:
     )
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
     return isinstance(value, (bool, int, float, complex)) and not isinstance(value, torch.Tensor)
 
 
@@ -313,7 +357,7 @@ def apply(
                 i
                 for i, meta in enumerate(metas)
                 if isinstance(meta, torch.Tensor)
-                or (_is_number(meta) and names[i] not in entry.static and _promotes(schema.arguments[i]))
+                or (is_number(meta) and names[i] not in entry.static and _promotes(schema.arguments[i]))
             ]
         participants = [metas[i] for i in chosen if metas[i] is not None]
         computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
@@ -321,10 +365,10 @@ def apply(
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
             if arg is None or names[i] in entry.static or names[i] in entry.uncast:
                 continue
-            if names[i] in entry.checked and _is_number(meta):  # c10 converts to the result's dtype
+            if names[i] in entry.checked and is_number(meta) and _host_checked_op() is not entry.op:
                 first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
-                check_fits(arg, jax_dtype(first.dtype))
-            if i in chosen or (_is_number(meta) and isinstance(arg, jax.Array)):
+                check_fits(arg, jax_dtype(first.dtype))  # c10 converts to the result's dtype
+            if i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
                 args[i] = jnp.asarray(arg).astype(target)
     kwargs = {}
     positional = []
