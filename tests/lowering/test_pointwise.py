@@ -183,3 +183,34 @@ def test_division_by_a_broadcast_divisor_is_exact_as_on_cpu(divide):
     x = torch.arange(1.0, 2001.0).reshape(-1, 4)
     y = torch.tensor([22.0, 7.0, 13.0, 3.0])
     assert_matches_cpu(divide, x, y, atol=0, rtol=0)
+
+
+# A Python number operand of a 16-bit float op is a wrapped 0-dim tensor of the operands' dtype:
+# the CPU rounds it to that dtype first (bf16 0.7 == 0.7 is True). mul and div read the number's
+# original value instead (ATen's BinaryOpsKernel.cpp, original_scalar_value).
+NUMBER_OPERANDS = {
+    "eq": lambda x, s: x == s,
+    "lt": lambda x, s: x < s,
+    "ge": lambda x, s: x >= s,
+    "add": lambda x, s: x + s,
+    "rsub": lambda x, s: s - x,
+    "remainder": lambda x, s: x % s,
+    "fmod": lambda x, s: torch.fmod(x, s),
+    "rpow": lambda x, s: s**x,
+    "where": lambda x, s: torch.where(x > 1, x, s),
+    "add_": lambda x, s: x.clone().add_(s),
+    "mul_original_value": lambda x, s: x * s,
+    "div_original_value": lambda x, s: x / s,
+    "addcmul_value": lambda x, s: torch.addcmul(x, x, x, value=s),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("number", [0.7, 0.1, 1 / 3])
+@pytest.mark.parametrize("op", NUMBER_OPERANDS)
+def test_number_operands_of_16_bit_ops_are_rounded_as_on_cpu(op, number, dtype):
+    x = torch.cat([torch.rand(500, generator=torch.Generator().manual_seed(0)) * 4, torch.tensor([0.7, 0.1, 1 / 3])])
+    x = x.to(dtype)
+    expected = NUMBER_OPERANDS[op](x, number)
+    actual = NUMBER_OPERANDS[op](x.to("neuron"), number).cpu()
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)

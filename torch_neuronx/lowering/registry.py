@@ -192,6 +192,26 @@ def active_context() -> TraceContext:
     return _active.stack[-1]
 
 
+#: Kernels that compute with a Python number's original value rather than the number rounded to a
+#: 16-bit operand dtype (ATen's BinaryOpsKernel.cpp: mul, div and its rounding modes read
+#: ``original_scalar_value``).
+_ORIGINAL_SCALAR_OPS: frozenset[OpOverload] = frozenset(
+    {
+        torch.ops.aten.mul.Tensor,
+        torch.ops.aten.mul.Scalar,
+        torch.ops.aten.div.Tensor,
+        torch.ops.aten.div.Scalar,
+        torch.ops.aten.div.Tensor_mode,
+        torch.ops.aten.div.Scalar_mode,
+        torch.ops.aten.floor_divide.default,
+        torch.ops.aten.floor_divide.Scalar,
+    }
+)
+#: Schema names of operands: a number there is a wrapped 0-dim tensor. Numbers in other positions
+#: (alpha, value, weight, negative_slope, beta ...) are kernel parameters, used at their value.
+_OPERAND_NAMES = frozenset({"self", "other", "exponent"})
+
+
 def _host_checked_op() -> OpOverload | None:
     return _active.stack[-1].host_checked if _active.stack else None
 
@@ -362,13 +382,24 @@ def apply(
         participants = [metas[i] for i in chosen if metas[i] is not None]
         computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
         target = jax_dtype(computation)
+        # TensorIterator wraps a Python number as a 0-dim tensor of the operands' common dtype: a
+        # 16-bit computation sees the number rounded to it (bf16(0.7) == 0.7 is True on the CPU),
+        # except in the kernels that read the scalar's original value (_ORIGINAL_SCALAR_OPS).
+        _, common = elementwise_dtypes(*participants, type_promotion_kind=Promotion.DEFAULT.value)
+        scalar_dtype = (
+            jax_dtype(common)
+            if common in (torch.bfloat16, torch.float16) and entry.op not in _ORIGINAL_SCALAR_OPS
+            else None
+        )
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
             if arg is None or names[i] in entry.static or names[i] in entry.uncast:
                 continue
             if names[i] in entry.checked and is_number(meta) and _host_checked_op() is not entry.op:
                 first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
                 check_fits(arg, jax_dtype(first.dtype))  # c10 converts to the result's dtype
-            if i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
+            if is_number(meta) and scalar_dtype is not None and i in chosen and names[i] in _OPERAND_NAMES:
+                args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
+            elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
                 args[i] = jnp.asarray(arg).astype(target)
     kwargs = {}
     positional = []
