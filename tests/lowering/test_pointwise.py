@@ -214,3 +214,9 @@ def test_number_operands_of_16_bit_ops_are_rounded_as_on_cpu(op, number, dtype):
     expected = NUMBER_OPERANDS[op](x, number)
     actual = NUMBER_OPERANDS[op](x.to("neuron"), number).cpu()
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("value", [2.5, -2.5, 3])
+def test_addcmul_of_integers_truncates_a_float_value_as_on_cpu(value):
+    a = torch.tensor([1, 2, 3, -4])
+    assert_matches_cpu(lambda x: torch.addcmul(x, x, x, value=value), a)

@@ -393,13 +393,16 @@ def lerp(self, end, weight):
     return jnp.where(jnp.abs(weight) < 0.5, self + weight * difference, end - difference * (1 - weight))
 
 
-@lowering(aten.addcmul.default, promotion=Promotion.DEFAULT)
+@lowering(aten.addcmul.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
 def addcmul(self, tensor1, tensor2, *, value=1):
-    """torch.addcmul: self + value * tensor1 * tensor2."""
+    """torch.addcmul: self + value * tensor1 * tensor2. ``value`` takes no part in promotion: an
+    integer computation uses it converted to its dtype (2.5 -> 2), as ATen's kernel does."""
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        value = jnp.asarray(value).astype(self.dtype)
     return self + value * tensor1 * tensor2
 
 
-@lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT)
+@lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
 def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here)."""
     return self + value * _true_divide(tensor1, tensor2)
