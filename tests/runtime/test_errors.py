@@ -384,6 +384,28 @@ def test_writes_into_the_same_or_disjoint_memory_match_cpu(case):
     torch.testing.assert_close(ALIASED_WRITES[case]("neuron").cpu(), ALIASED_WRITES[case]("cpu"))
 
 
+# Reductions the CPU refuses that neuron computed (zeros over an empty dimension, a std of integers).
+REFUSED_REDUCTIONS = {
+    "mode_empty": lambda d: torch.mode(torch.empty(3, 0, device=d), 1),
+    "max_empty_dim": lambda d: torch.empty(3, 0, device=d).max(1),
+    "min_empty_dim": lambda d: torch.empty(0, device=d).min(-1),
+    "std_int": lambda d: torch.tensor([1, 5, 9], device=d).std(),
+    "var_int": lambda d: torch.tensor([[1, 5, 9]], device=d).var(1),
+    "argmax_bool": lambda d: torch.tensor([True, False], device=d).argmax(),
+    "argmin_bool": lambda d: torch.tensor([[True, False]], device=d).argmin(1),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_REDUCTIONS)
+def test_reductions_the_cpu_refuses_raise_as_on_cpu(case):
+    def raised(d):
+        with pytest.raises((RuntimeError, IndexError)) as error:
+            REFUSED_REDUCTIONS[case](d)
+        return type(error.value), str(error.value)
+
+    assert raised("neuron") == raised("cpu")
+
+
 MATRIX_VECTOR_SHAPE_ERRORS = {
     "mv": lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(4, device=d)),
     "addmv": lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 3, device=d), torch.ones(4, device=d)),

@@ -60,6 +60,30 @@ def _require_nonempty(self, name: str) -> None:
         )
 
 
+def _require_nonempty_dim(self, dim: int, name: str) -> int:
+    """ATen's check of a reduction without identity over one dimension (``zero_numel_check_dims``):
+    that dimension may not be empty. Returns the wrapped dimension.
+
+    Raises:
+        IndexError: "max(): Expected reduction dim 1 to have non-zero size."
+    """
+    axis = dim % builtins.max(self.ndim, 1)
+    if self.ndim and self.shape[axis] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
+    return axis
+
+
+def _require_not_bool(self, name: str) -> None:
+    if self.dtype == jnp.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
+
+
+def _require_floating(self, name: str) -> None:
+    """std/var's dtype check: integer and bool inputs have no variance dtype."""
+    if not jnp.issubdtype(self.dtype, jnp.inexact):
+        raise RuntimeError(f"{name} only support floating point and complex dtypes")
+
+
 # --- sums and products -------------------------------------------------------------------------
 
 
@@ -151,7 +175,9 @@ def min_all(self):
 
 @lowering(aten.max.dim)
 def max_dim(self, dim, keepdim=False):
-    """torch.max(input, dim): (values, indices); the first maximum (or first NaN) is selected."""
+    """torch.max(input, dim): (values, indices); the first maximum (or first NaN) is selected; an
+    empty ``dim`` raises IndexError as on CPU."""
+    _require_nonempty_dim(self, dim, "max")
     axes = _axes(self, dim)
     axis = None if axes is None else axes[0]
     return jnp.max(self, axis=axis, keepdims=keepdim), jnp.argmax(self, axis=axis, keepdims=keepdim)
@@ -159,7 +185,9 @@ def max_dim(self, dim, keepdim=False):
 
 @lowering(aten.min.dim)
 def min_dim(self, dim, keepdim=False):
-    """torch.min(input, dim): (values, indices); the first minimum (or first NaN) is selected."""
+    """torch.min(input, dim): (values, indices); the first minimum (or first NaN) is selected; an
+    empty ``dim`` raises IndexError as on CPU."""
+    _require_nonempty_dim(self, dim, "min")
     axes = _axes(self, dim)
     axis = None if axes is None else axes[0]
     return jnp.min(self, axis=axis, keepdims=keepdim), jnp.argmin(self, axis=axis, keepdims=keepdim)
@@ -168,14 +196,16 @@ def min_dim(self, dim, keepdim=False):
 @lowering(aten.argmax.default)
 def argmax(self, dim=None, keepdim=False):
     """torch.argmax: index of the first maximum (of the flattened input when ``dim`` is None); a NaN
-    counts as the maximum."""
+    counts as the maximum. Bool inputs raise, as on CPU."""
+    _require_not_bool(self, "argmax")
     axes = _axes(self, dim)
     return jnp.argmax(self, axis=None if axes is None else axes[0], keepdims=keepdim)
 
 
 @lowering(aten.argmin.default)
 def argmin(self, dim=None, keepdim=False):
-    """torch.argmin: index of the first minimum; a NaN counts as the minimum."""
+    """torch.argmin: index of the first minimum; a NaN counts as the minimum. Bool inputs raise."""
+    _require_not_bool(self, "argmin")
     axes = _axes(self, dim)
     return jnp.argmin(self, axis=None if axes is None else axes[0], keepdims=keepdim)
 
@@ -239,19 +269,22 @@ def _welford_mean(self, dim, mean):
 
 @lowering(aten.var.correction)
 def var(self, dim=None, *, correction=None, keepdim=False):
-    """torch.var with ``correction`` (1 by default)."""
+    """torch.var with ``correction`` (1 by default); floating or complex inputs only, as on CPU."""
+    _require_floating(self, "std and var")
     return _moments(self, dim, correction, keepdim)[0]
 
 
 @lowering(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
     """torch.std: square root of torch.var."""
+    _require_floating(self, "std and var")
     return jnp.sqrt(_moments(self, dim, correction, keepdim)[0])
 
 
 @lowering(aten.var_mean.correction)
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.var_mean: (var, mean); with infinite elements the mean follows CPU's Welford update."""
+    _require_floating(self, "var_mean")
     variance, mean = _moments(self, dim, correction, keepdim)
     return variance, _welford_mean(self, dim, mean)
 
@@ -259,6 +292,7 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 @lowering(aten.std_mean.correction)
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.std_mean: (std, mean); with infinite elements the mean follows CPU's Welford update."""
+    _require_floating(self, "std_mean")
     variance, mean = _moments(self, dim, correction, keepdim)
     return jnp.sqrt(variance), _welford_mean(self, dim, mean)
 

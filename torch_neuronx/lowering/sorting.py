@@ -282,6 +282,8 @@ def mode(self, dim=-1, keepdim=False):
     CPU kernel, among equally frequent values the smallest wins, and each NaN counts as a distinct
     value (NaN != NaN); which index of the mode is returned is unspecified (this returns the last
     in a stable sort)."""
+    if self.ndim and self.shape[dim % self.ndim] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {dim % self.ndim} to have non-zero size.")
     if self.ndim == 0:
         return self, jnp.zeros((), jnp.int64)
     dim = dim % self.ndim
