@@ -533,3 +533,20 @@ def test_sparse_coo_tensors_raise_naming_the_op_and_the_fix():
     with pytest.raises(NotImplementedError, match=r"sparse COO tensors are not supported on neuron.*\.to_dense\(\)"):
         dense.to_sparse().to("neuron")
     assert (dense.to("neuron") + 1).cpu().tolist() == (dense + 1).tolist()
+
+
+FILLS_THAT_OVERFLOW = {
+    "fill_": lambda d: torch.zeros(3, dtype=torch.uint8, device=d).fill_(300),
+    "full": lambda d: torch.full((2,), 300, dtype=torch.uint8, device=d),
+    "full_like": lambda d: torch.full_like(torch.zeros(2, dtype=torch.int8, device=d), 200),
+    "scalar_tensor": lambda d: torch.scalar_tensor(256, dtype=torch.uint8, device=d),
+    "setitem": lambda d: torch.zeros(3, dtype=torch.uint8, device=d).__setitem__(1, 300),
+}
+
+
+@pytest.mark.parametrize("case", FILLS_THAT_OVERFLOW)
+def test_fills_that_overflow_raise_at_the_call_as_on_cpu(case):
+    # t[1] = 300 on uint8 makes a scalar_tensor, which wrapped to 44 without any error.
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(FILLS_THAT_OVERFLOW[case])
+    assert on_neuron == on_cpu
+    assert "without overflow" in on_cpu

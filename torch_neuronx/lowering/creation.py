@@ -10,17 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import check_fits, lowering
+from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
 aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-@lowering(aten.fill.Scalar)
+@lowering(aten.fill.Scalar, checked=("value",))
 def fill(self, value):
     """Tensor.fill_: every element set to the Scalar ``value``, which must fit self's dtype."""
-    check_fits(value, self.dtype)
     return jnp.broadcast_to(jnp.asarray(value), self.shape)
 
 
@@ -35,10 +34,9 @@ def zero(self):
     return jnp.zeros(self.shape, self.dtype)
 
 
-@lowering(aten.full.default, result_dtype=True)
+@lowering(aten.full.default, result_dtype=True, checked=("fill_value",))
 def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.full: ``fill_value`` must fit the result dtype."""
-    check_fits(fill_value, result_dtype)
     return jnp.broadcast_to(jnp.asarray(fill_value), tuple(size))
 
 
@@ -49,17 +47,18 @@ def efficient_zero_tensor(size, *, dtype=None, layout=None, device=None, pin_mem
     return jnp.zeros(tuple(size), result_dtype)
 
 
-@lowering(aten.full_like.default, result_dtype=True)
+@lowering(aten.full_like.default, result_dtype=True, checked=("fill_value",))
 def full_like(
     self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, result_dtype
 ):
     """torch.full_like: ``fill_value`` must fit the result dtype."""
-    check_fits(fill_value, result_dtype)
     return jnp.broadcast_to(jnp.asarray(fill_value), self.shape)
 
 
-@lowering(aten.scalar_tensor.default)
+@lowering(aten.scalar_tensor.default, checked=("s",))
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.scalar_tensor: a 0-dim tensor of ``s``, which must fit its dtype (``t[i] = 300`` on a
+    uint8 tensor makes one)."""
     return jnp.asarray(s)
 
 

@@ -369,6 +369,11 @@ def apply(
     names = [argument.name for argument in schema.arguments]
     args = list(args)
     check_dtypes(entry.op, metas)
+    if entry.checked and _host_checked_op() is not entry.op:  # c10 converts to the result's dtype
+        first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
+        for arg, meta, name in zip(args, metas, names, strict=True):
+            if name in entry.checked and is_number(meta):
+                check_fits(arg, jax_dtype(first.dtype))
     if entry.promotion is not None:
         if entry.promote is not None:
             chosen = [i for i, name in enumerate(names) if name in entry.promote]
@@ -394,9 +399,6 @@ def apply(
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
             if arg is None or names[i] in entry.static or names[i] in entry.uncast:
                 continue
-            if names[i] in entry.checked and is_number(meta) and _host_checked_op() is not entry.op:
-                first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
-                check_fits(arg, jax_dtype(first.dtype))  # c10 converts to the result's dtype
             if is_number(meta) and scalar_dtype is not None and i in chosen and names[i] in _OPERAND_NAMES:
                 args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
             elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
