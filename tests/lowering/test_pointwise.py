@@ -197,6 +197,7 @@ NUMBER_OPERANDS = {
     "remainder": lambda x, s: x % s,
     "fmod": lambda x, s: torch.fmod(x, s),
     "rpow": lambda x, s: s**x,
+    "pow": lambda x, s: x**s,  # the CPU kernel converts the exponent to the tensor's dtype
     "where": lambda x, s: torch.where(x > 1, x, s),
     "add_": lambda x, s: x.clone().add_(s),
     "mul_original_value": lambda x, s: x * s,

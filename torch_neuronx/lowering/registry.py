@@ -397,7 +397,11 @@ def apply(
             else None
         )
         for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
-            if arg is None or names[i] in entry.static or names[i] in entry.uncast:
+            if arg is None or names[i] in entry.static:
+                continue
+            if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
+                if is_number(meta) and scalar_dtype is not None and names[i] in _OPERAND_NAMES:
+                    args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
                 continue
             if is_number(meta) and scalar_dtype is not None and i in chosen and names[i] in _OPERAND_NAMES:
                 args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
