@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from torch_neuronx._compat.torch_internals import is_non_overlapping_and_dense_or_false
-from torch_neuronx.runtime.dtypes import ERROR_NAMES
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
@@ -48,12 +48,7 @@ _REWORDED = (
     ),
 )
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
-_CPP_TYPE = {aten: cpp for cpp, aten in ERROR_NAMES.values()}  # Int -> int, Long -> long int
-
-
-def type_name(dtype: torch.dtype) -> str:
-    """ATen's name of a dtype in error messages: Float, Long, BFloat16, ..."""
-    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
+_CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
 
 
 def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
@@ -133,4 +128,4 @@ def in_aten_words(error: Exception) -> Exception:
 
 def _dtype_word(match: re.Match[str]) -> str:
     dtype = getattr(torch, match.group(1), None)
-    return type_name(dtype) if isinstance(dtype, torch.dtype) else match.group(0)
+    return aten_name(dtype) if isinstance(dtype, torch.dtype) else match.group(0)

@@ -27,7 +27,7 @@ from torch_neuronx._compat.torch_internals import dynamo_disabled
 from torch_neuronx.eager import errors, fallback, tracking
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, cores, faults, layout, queue
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, jax_dtype
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, aten_name, jax_dtype
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
 
@@ -464,8 +464,8 @@ def _check_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list
         destination = DTYPE_OF[target[2]]
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
-                f"result type {errors.type_name(result.dtype)} can't be cast to the desired output type "
-                f"{errors.type_name(destination)}"
+                f"result type {aten_name(result.dtype)} can't be cast to the desired output type "
+                f"{aten_name(destination)}"
             )
     for result in fresh:
         if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):

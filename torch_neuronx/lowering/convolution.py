@@ -21,14 +21,9 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime.dtypes import ERROR_NAMES, TORCH_DTYPE
+from torch_neuronx.runtime.dtypes import TORCH_DTYPE, cpp_name
 
 aten = torch.ops.aten
-
-
-def _name(dtype) -> str:
-    """The C++ type ATen's convolution errors print (float, c10::BFloat16)."""
-    return ERROR_NAMES[jnp.dtype(dtype)][0]
 
 
 def _accumulation(dtype) -> dict:
@@ -122,8 +117,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     for name, parameter in (("weight", weight), ("bias", bias)):
         if parameter is not None and parameter.dtype != input.dtype:
             raise RuntimeError(
-                f"Input type ({_name(input.dtype)}) and {name} type ({_name(parameter.dtype)}) should be the same; "
-                f"convert one of them, e.g. {name}.to({TORCH_DTYPE[jnp.dtype(input.dtype)]})"
+                f"Input type ({cpp_name(input.dtype)}) and {name} type ({cpp_name(parameter.dtype)}) should be "
+                f"the same; convert one of them, e.g. {name}.to({TORCH_DTYPE[jnp.dtype(input.dtype)]})"
             )
     out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:

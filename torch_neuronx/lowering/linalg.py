@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, lowering, same_dtype
-from torch_neuronx.runtime.dtypes import ERROR_NAMES
+from torch_neuronx.runtime.dtypes import aten_name, cpp_name
 
 aten = torch.ops.aten
 
@@ -23,15 +22,11 @@ def _accumulate(a, b, fn):
     return fn(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-#: ATen's matmul dtype errors (Blas.cpp, LinearAlgebra.cpp), formatted with the operands'
-#: (C++ type, ATen name) pairs.
-_MM_DTYPES = "expected m1 and m2 to have the same dtype, but got: {0[0]} != {1[0]}"
-_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {0[1]} and {1[1]}"
-_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0[1]} and {1[1]}"
-
-
-def _names(dtype) -> tuple[str, str]:
-    return ERROR_NAMES.get(np.dtype(dtype), (str(dtype),) * 2)
+#: ATen's matmul dtype errors (Blas.cpp, LinearAlgebra.cpp), formatted with the operands' C++ types
+#: (``cpp``) or ATen names (``aten``).
+_MM_DTYPES = "expected m1 and m2 to have the same dtype, but got: {cpp[0]} != {cpp[1]}"
+_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
+_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
 
 
 def _check_same_dtype(a, b, message: str) -> None:
@@ -42,7 +37,8 @@ def _check_same_dtype(a, b, message: str) -> None:
         RuntimeError: ``message`` (one of the ``_*_DTYPES`` wordings) with the two dtypes' names.
     """
     if a.dtype != b.dtype:
-        raise RuntimeError(message.format(_names(a.dtype), _names(b.dtype)))
+        dtypes = (a.dtype, b.dtype)
+        raise RuntimeError(message.format(cpp=[cpp_name(d) for d in dtypes], aten=[aten_name(d) for d in dtypes]))
 
 
 def _check_addmv_dtypes(result_dtype, mat, vec) -> None:
@@ -53,8 +49,8 @@ def _check_addmv_dtypes(result_dtype, mat, vec) -> None:
         RuntimeError: "addmv input tensors must have the same dtype, but got Int, Float, and Int".
     """
     if not result_dtype == mat.dtype == vec.dtype:
-        names = ", ".join(_names(d)[1] for d in (result_dtype, mat.dtype))
-        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {names}, and {_names(vec.dtype)[1]}")
+        names = ", ".join(aten_name(d) for d in (result_dtype, mat.dtype))
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {names}, and {aten_name(vec.dtype)}")
 
 
 @lowering(aten.mm.default)

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from torch_neuronx._compat import meta_kernels
-from torch_neuronx.lowering.registry import Promotion, device_check, error_name, lowering, same_dtype
+from torch_neuronx.lowering.registry import Promotion, device_check, lowering, same_dtype
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 meta_kernels.register()
@@ -61,9 +62,9 @@ def _nll_loss_dtypes(arguments: dict) -> None:
     input's dtype; neither is promoted."""
     self, target, weight = arguments["self"], arguments["target"], arguments["weight"]
     if target.dtype not in (torch.int64, torch.uint8):
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {error_name(target.dtype)}")
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {aten_name(target.dtype)}")
     if weight is not None and weight.dtype != self.dtype:
-        raise RuntimeError(f"expected scalar type {error_name(self.dtype)} but found {error_name(weight.dtype)}")
+        raise RuntimeError(f"expected scalar type {aten_name(self.dtype)} but found {aten_name(weight.dtype)}")
 
 
 @lowering(

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, error_name, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -45,7 +46,7 @@ def _cpu_parameter_rule(*parameters: str):
             for parameter in given:
                 if parameter.dtype != data.dtype:
                     raise RuntimeError(
-                        f"expected scalar type {error_name(data.dtype)} but found {error_name(parameter.dtype)}"
+                        f"expected scalar type {aten_name(data.dtype)} but found {aten_name(parameter.dtype)}"
                     )
             return
         if any(parameter.dtype != torch.float32 for parameter in given):

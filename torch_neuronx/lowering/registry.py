@@ -51,7 +51,7 @@ import torch
 from torch._ops import OpOverload
 
 from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-from torch_neuronx.runtime.dtypes import ERROR_NAMES, convert, jax_dtype
+from torch_neuronx.runtime.dtypes import aten_name, convert, jax_dtype
 
 
 class Promotion(enum.Enum):
@@ -311,11 +311,6 @@ def _overflow_message(name: str) -> str:
     return f"value cannot be converted to type {name} without overflow"
 
 
-def error_name(dtype: torch.dtype) -> str:
-    """ATen's name of a dtype in its kernels' errors: Float, BFloat16, Long."""
-    return ERROR_NAMES[jax_dtype(dtype)][1]
-
-
 def same_dtype(names: Sequence[str], message: str) -> Callable[[dict[str, Any]], None]:
     """A ``dtype_rule``: the tensor arguments ``names`` (those given) share one dtype, else
     ``RuntimeError(message)`` formatted with their ATen dtype names in ``names``' order."""
@@ -324,7 +319,7 @@ def same_dtype(names: Sequence[str], message: str) -> Callable[[dict[str, Any]],
     def rule(arguments: dict[str, Any]) -> None:
         dtypes = [arguments[name].dtype for name in names if isinstance(arguments.get(name), torch.Tensor)]
         if len(set(dtypes)) > 1:
-            raise RuntimeError(message.format(*(error_name(dtype) for dtype in dtypes)))
+            raise RuntimeError(message.format(*(aten_name(dtype) for dtype in dtypes)))
 
     return rule
 

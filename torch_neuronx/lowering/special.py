@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, device_check, lowering
-from torch_neuronx.runtime.dtypes import ERROR_NAMES
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -604,7 +604,7 @@ def lcm(self: jax.Array, other: jax.Array) -> jax.Array:
 def _check_complex_parts(first: jax.Array, second: jax.Array) -> None:
     """ATen's complex_check_dtype (torch.complex, torch.polar): both parts float32 (or float16) and
     of one dtype; there is no promotion."""
-    names = [ERROR_NAMES.get(jnp.dtype(part.dtype), (str(part.dtype),) * 2)[1] for part in (first, second)]
+    names = [aten_name(part.dtype) for part in (first, second)]
     if not all(jnp.dtype(part.dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float16)) for part in (first, second)):
         raise RuntimeError(
             f"Expected both inputs to be Half, Float or Double tensors but got {names[0]} and {names[1]}"

@@ -42,20 +42,32 @@ TORCH_DTYPE: dict[np.dtype, torch.dtype] = {value: key for key, value in JAX_DTY
 JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {CODE_OF[dtype]: jax_dtype for dtype, jax_dtype in JAX_DTYPE.items()}
 
 
-#: JAX dtype -> (C++ type, ATen name), as ATen's kernels print a dtype in their errors: the C++ type
-#: where a message names ``typeid`` (matmul's "got: int != float"), the ATen name elsewhere ("Int").
-ERROR_NAMES: dict[np.dtype, tuple[str, str]] = {
-    np.dtype(jnp.bool_): ("bool", "Bool"),
-    np.dtype(jnp.int8): ("signed char", "Char"),
-    np.dtype(jnp.uint8): ("unsigned char", "Byte"),
-    np.dtype(jnp.int16): ("short int", "Short"),
-    np.dtype(jnp.int32): ("int", "Int"),
-    np.dtype(jnp.int64): ("long int", "Long"),
-    np.dtype(jnp.float16): ("c10::Half", "Half"),
-    np.dtype(jnp.bfloat16): ("c10::BFloat16", "BFloat16"),
-    np.dtype(jnp.float32): ("float", "Float"),
-    np.dtype(jnp.complex64): ("c10::complex<float>", "ComplexFloat"),
+#: JAX dtype -> the C++ type ATen's errors print where they name ``typeid`` (matmul's "got: int !=
+#: float", convolution's "Input type (float)").
+CPP_TYPE_NAMES: dict[np.dtype, str] = {
+    np.dtype(jnp.bool_): "bool",
+    np.dtype(jnp.int8): "signed char",
+    np.dtype(jnp.uint8): "unsigned char",
+    np.dtype(jnp.int16): "short int",
+    np.dtype(jnp.int32): "int",
+    np.dtype(jnp.int64): "long int",
+    np.dtype(jnp.float16): "c10::Half",
+    np.dtype(jnp.bfloat16): "c10::BFloat16",
+    np.dtype(jnp.float32): "float",
+    np.dtype(jnp.complex64): "c10::complex<float>",
 }
+
+
+def aten_name(dtype: torch.dtype | np.dtype) -> str:
+    """ATen's name of a torch or JAX dtype in its kernels' errors: Float, BFloat16, Long, Byte."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = TORCH_DTYPE[np.dtype(dtype)]
+    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
+
+
+def cpp_name(dtype: np.dtype) -> str:
+    """The C++ type of a JAX dtype as ATen's ``typeid``-based errors print it (see CPP_TYPE_NAMES)."""
+    return CPP_TYPE_NAMES.get(np.dtype(dtype), str(dtype))
 
 
 def jax_dtype(dtype: torch.dtype) -> np.dtype:
