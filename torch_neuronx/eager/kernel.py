@@ -337,7 +337,7 @@ class EagerKernel:
         if torch.Tag.pointwise in plan.functional.tags:
             _check_no_partial_overlap(plan, values)
         if plan.decomposed:
-            registry.check_dtypes(plan.functional, functional_metas)
+            registry.check_decomposed_dtypes(plan.functional, functional_metas)
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
                 random_elements = engine.random_elements(graph)

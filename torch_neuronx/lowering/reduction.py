@@ -60,9 +60,9 @@ def _require_nonempty(self, name: str) -> None:
         )
 
 
-def _require_nonempty_dim(self, dim: int, name: str) -> int:
+def _require_nonempty_dim(self, dim: int, name: str) -> None:
     """ATen's check of a reduction without identity over one dimension (``zero_numel_check_dims``):
-    that dimension may not be empty. Returns the wrapped dimension.
+    that dimension may not be empty.
 
     Raises:
         IndexError: "max(): Expected reduction dim 1 to have non-zero size."
@@ -70,7 +70,6 @@ def _require_nonempty_dim(self, dim: int, name: str) -> int:
     axis = dim % builtins.max(self.ndim, 1)
     if self.ndim and self.shape[axis] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
-    return axis
 
 
 def _require_not_bool(self, name: str) -> None:

@@ -89,11 +89,10 @@ LOWERINGS: dict[OpOverload, Lowering] = {}
 DECOMPOSED_DTYPE_RULES: dict[OpOverload, Callable[[dict[str, Any]], None]] = {}
 
 
-def check_dtypes(op: OpOverload, metas: Sequence[Any]) -> None:
-    """Applies the ``dtype_rule`` of ``op`` (a lowered or decomposed overload), if any, to its arguments
-    as PyTorch sees them (schema order)."""
-    entry = LOWERINGS.get(op)
-    rule = entry.dtype_rule if entry is not None else DECOMPOSED_DTYPE_RULES.get(op)
+def check_decomposed_dtypes(op: OpOverload, metas: Sequence[Any]) -> None:
+    """Applies the ``dtype_rule`` of ``op`` (an op that runs as its decomposition), if any, to its
+    arguments as PyTorch sees them (schema order)."""
+    rule = DECOMPOSED_DTYPE_RULES.get(op)
     if rule is not None:
         rule(dict(zip([argument.name for argument in op._schema.arguments], metas, strict=True)))
 
@@ -363,7 +362,8 @@ def apply(
     schema = entry.op._schema
     names = [argument.name for argument in schema.arguments]
     args = list(args)
-    check_dtypes(entry.op, metas)
+    if entry.dtype_rule is not None:
+        entry.dtype_rule(dict(zip(names, metas, strict=True)))
     if entry.checked and _host_checked_op() is not entry.op:  # c10 converts to the result's dtype
         first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
         for arg, meta, name in zip(args, metas, names, strict=True):
