@@ -396,7 +396,7 @@ def test_out_of_range_index_raises_at_synchronization(case):
     torch.testing.assert_close((x + 1).cpu(), torch.arange(1.0, 26.0).reshape(5, 5))
 
 
-@pytest.mark.skipif(_config.launch_blocking, reason="NEURON_LAUNCH_BLOCKING=1 raises faults at the op")
+@pytest.mark.skipif(_config.launch_blocking(), reason="NEURON_LAUNCH_BLOCKING=1 raises faults at the op")
 def test_out_of_range_fault_waits_for_synchronization():
     """The fault is not raised when the op is launched (it runs asynchronously) but at the next host read."""
     x = torch.arange(5.0, device="neuron")
