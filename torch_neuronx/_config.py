@@ -67,6 +67,10 @@ def debug_dir() -> str:
     return os.environ.get("TORCH_NEURONX_DEBUG_DIR") or os.path.join(os.getcwd(), "neuron_debug")
 
 
+#: Linux's bound on a process's memory mappings, which the executable cache's default follows.
+MAX_MAP_COUNT_FILE = "/proc/sys/vm/max_map_count"
+
+
 def executable_cache_size() -> int:
     """``TORCH_NEURONX_EXECUTABLE_CACHE_SIZE``: how many executables eager kernels and compiled graphs
     keep, least recently used evicted first (runtime/executable_cache.py). The default is a sixteenth
@@ -75,7 +79,7 @@ def executable_cache_size() -> int:
     value = os.environ.get("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE")
     if value is None or value == "":
         try:
-            with open("/proc/sys/vm/max_map_count") as limit:
+            with open(MAX_MAP_COUNT_FILE) as limit:
                 return max(int(limit.read()) // 16, 256)
         except (OSError, ValueError):
             return 4096

@@ -78,12 +78,18 @@ def test_malformed_capacity_raises(monkeypatch, value):
         _config.executable_cache_size()
 
 
-def test_default_capacity_follows_the_kernel_mapping_limit(monkeypatch):
-    """Each executable maps memory of its own; the default keeps them within vm.max_map_count."""
+@pytest.mark.parametrize(("limit", "expected"), [("65530\n", 4095), ("262144\n", 16384), ("1000\n", 256)])
+def test_default_capacity_is_a_sixteenth_of_the_mapping_limit(monkeypatch, tmp_path, limit, expected):
+    """Each executable maps about six regions; the default keeps them well within vm.max_map_count,
+    and at least 256."""
     monkeypatch.delenv("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE", raising=False)
-    try:
-        with open("/proc/sys/vm/max_map_count") as limit:
-            expected = max(int(limit.read()) // 16, 256)
-    except OSError:
-        expected = 4096
+    limit_file = tmp_path / "max_map_count"
+    limit_file.write_text(limit)
+    monkeypatch.setattr(_config, "MAX_MAP_COUNT_FILE", str(limit_file))
     assert _config.executable_cache_size() == expected
+
+
+def test_default_capacity_without_a_readable_limit(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE", raising=False)
+    monkeypatch.setattr(_config, "MAX_MAP_COUNT_FILE", str(tmp_path / "absent"))
+    assert _config.executable_cache_size() == 4096
