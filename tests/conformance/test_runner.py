@@ -49,16 +49,12 @@ def test_isolated_worker_is_replaced_when_its_memory_mappings_near_the_limit(mon
     start = sweep._Isolated._start
     monkeypatch.setattr(sweep._Isolated, "_start", lambda self: (starts.append(1), start(self)))
     monkeypatch.setattr(sweep, "_WORKER_MAPPINGS_SHARE", 0)
-    rows = run_conformance(
-        ["abs", "neg"], [torch.float32, torch.int64], max_samples_per_op=1, backward=False, in_place=False
-    )
+    rows = run_conformance(["abs"], [torch.float32, torch.int64], max_samples_per_op=1, backward=False, in_place=False)
     assert [(row.op, row.dtype, row.outcome) for row in rows if row.sample_index >= 0] == [
         ("abs", "float32", "pass"),
         ("abs", "int64", "pass"),
-        ("neg", "float32", "pass"),
-        ("neg", "int64", "pass"),
     ]
-    assert len(starts) == 1 + 4  # the first worker, and a fresh one after each of the 4 samples
+    assert len(starts) == 1 + 2  # the first worker, and a fresh one after each of the 2 samples
 
 
 def test_command_line_rejects_unknown_ops_and_dtypes(tmp_path, caplog):
