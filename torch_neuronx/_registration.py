@@ -3,7 +3,7 @@
 Cheap by design (decision 1): it loads the C++ core (allocator, guard, hooks, generator and metadata
 kernels register themselves as it loads), renames PrivateUse1, installs ``torch.neuron``, generates
 the ``Tensor.neuron()``-style methods and registers the PrivateUse1 fallback. JAX is imported later,
-by the fallback, when the first op reaches the device.
+when the first op reaches that fallback and starts the device (``_startup.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def register() -> None:
         linear_cross_entropy_accumulates_in_float32,
         register_device_module,
     )
-    from torch_neuronx.eager.fallback import SPARSE_KEYS, boxed_fallback, sparse_fallback
+    from torch_neuronx._startup import boxed_fallback
+    from torch_neuronx.eager.fallback import SPARSE_KEYS, sparse_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
     torch.utils.rename_privateuse1_backend("neuron")

@@ -102,7 +102,7 @@ class Walker {
         if (!describe_) {
           return py::none();
         }
-        return py::make_tuple("C", index, static_cast<int>(t.scalar_type()), wrapped);
+        return py::cast(HostScalarArg{static_cast<int>(index), static_cast<int>(t.scalar_type()), wrapped});
       }
       if (where.is_cpu() && spec.allow_cpu) {
         needs_transfer_ = true;
@@ -142,7 +142,7 @@ class Walker {
         buffers_.append(py::handle(allocation->buffer.array));
       }
       if (describe_) {
-        slot_descriptions_.append(py::make_tuple(has_buffer, static_cast<int>(buffer_dtype), slot_bytes));
+        slot_infos_.push_back(SlotInfo{has_buffer, static_cast<int>(buffer_dtype), static_cast<int64_t>(slot_bytes)});
       }
     }
     put_tag('T');
@@ -157,8 +157,7 @@ class Walker {
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple("T", slot, static_cast<int>(t.scalar_type()), py::tuple(py::cast(sizes.vec())),
-                          py::tuple(py::cast(strides.vec())), offset);
+    return py::cast(TensorArg{slot, static_cast<int>(t.scalar_type()), sizes.vec(), strides.vec(), offset});
   }
 
   py::object tensor_list(PyObject* obj, const ArgSpec& spec) {
@@ -181,7 +180,7 @@ class Walker {
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple("L", descriptions);
+    return py::cast(TensorListArg{descriptions});
   }
 
   py::object scalar(PyObject* obj, const ArgSpec& spec) {
@@ -207,17 +206,17 @@ class Walker {
     }
     put_tag('R');
     put(static_cast<int32_t>(items.size()));
-    py::list indices;
+    std::vector<int> indices;
     for (auto item : items) {
       char tag = number_tag(item.ptr());
       put_tag(tag);
-      indices.append(scalars_.size());
+      indices.push_back(static_cast<int>(py::len(scalars_)));
       scalars_.append(item);
     }
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple("R", indices);
+    return py::cast(NumberListArg{std::move(indices)});
   }
 
   py::object static_value(PyObject* obj, const ArgSpec& spec) {
@@ -225,7 +224,7 @@ class Walker {
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple("S", py::handle(obj));
+    return py::cast(StaticArg{py::reinterpret_borrow<py::object>(obj)});
   }
 
   py::object generator(PyObject* obj, const ArgSpec& spec) {
@@ -238,7 +237,7 @@ class Walker {
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple("G");
+    return py::cast(GeneratorArg{});
   }
 
   void finish_device(const pybind11::list& values) {
@@ -258,20 +257,19 @@ class Walker {
     device_ = current_device();
   }
 
-  py::tuple result(py::list values) {
-    finish_device(values);
-    put_tag('@');
-    put(static_cast<int16_t>(device_));
-    size_t buffer_count = py::len(buffers_);
+  py::tuple prepared(py::list values) {
+    finish(values);
     py::list inputs = buffers_;
     for (auto scalar : scalars_) {
       inputs.append(scalar);
     }
-    py::object description = describe_
-        ? py::object(py::make_tuple(argument_descriptions, slot_descriptions_, buffer_count, py::len(scalars_)))
-        : py::object(py::none());
-    return py::make_tuple(py::bytes(key_), inputs, device_, slot_tensors_, generator_, values, description,
-                          needs_transfer_);
+    return py::make_tuple(py::bytes(key_), inputs, device_, slot_tensors_, generator_, values, needs_transfer_);
+  }
+
+  CallDescription described(py::list values) {
+    finish(values);
+    return CallDescription{argument_descriptions, slot_infos_, static_cast<int>(py::len(buffers_)),
+                           static_cast<int>(py::len(scalars_)), device_, values};
   }
 
   py::list argument_descriptions;
@@ -285,7 +283,13 @@ class Walker {
     if (!describe_) {
       return py::none();
     }
-    return py::make_tuple(std::string(1, kind), index, number_type_name(tag));
+    return py::cast(NumberArg{static_cast<int>(index), number_type_name(tag)});
+  }
+
+  void finish(const py::list& values) {
+    finish_device(values);
+    put_tag('@');
+    put(static_cast<int16_t>(device_));
   }
 
   void note_device(c10::DeviceIndex index, const std::string& name) {
@@ -362,7 +366,7 @@ class Walker {
   py::list buffers_;
   py::list scalars_;
   py::list slot_tensors_;
-  py::list slot_descriptions_;
+  std::vector<SlotInfo> slot_infos_;
   std::vector<const void*> slots_;
   py::object generator_ = py::none();
   int device_ = -1;
@@ -390,7 +394,16 @@ void check_in_bounds(const at::Tensor& t, int64_t offset, size_t storage_bytes, 
 CallSignature::CallSignature(std::string op_name, std::vector<ArgSpec> args)
     : op_name_(std::move(op_name)), args_(std::move(args)) {}
 
-py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, bool describe) const {
+py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs) const {
+  return walk<py::tuple>(args, kwargs, /*describe=*/false);
+}
+
+CallDescription CallSignature::describe(const py::tuple& args, const py::dict& kwargs) const {
+  return walk<CallDescription>(args, kwargs, /*describe=*/true);
+}
+
+template <typename Result>
+Result CallSignature::walk(const py::tuple& args, const py::dict& kwargs, bool describe) const {
   check_not_forked();
   TORCH_CHECK_TYPE(args.size() <= args_.size(), op_name_, " on neuron: expected at most ", args_.size(),
                    " arguments, got ", args.size());
@@ -441,7 +454,11 @@ py::tuple CallSignature::prepare(const py::tuple& args, const py::dict& kwargs, 
   }
   TORCH_CHECK_TYPE(kwargs_used == kwargs.size(), op_name_, " on neuron: unexpected keyword argument among ",
                    py::str(kwargs.attr("keys")()).cast<std::string>());
-  return walker.result(std::move(values));
+  if constexpr (std::is_same_v<Result, CallDescription>) {
+    return walker.described(std::move(values));
+  } else {
+    return walker.prepared(std::move(values));
+  }
 }
 
 void bind_call_signature(py::module_& m) {
@@ -464,10 +481,66 @@ void bind_call_signature(py::module_& m) {
       .def_readonly("kind", &ArgSpec::kind)
       .def_readonly("kwarg_only", &ArgSpec::kwarg_only);
 
+  py::class_<TensorArg>(m, "TensorArg", "A neuron tensor argument: a view of the storage in `slot`.")
+      .def_readonly("slot", &TensorArg::slot)
+      .def_readonly("dtype_code", &TensorArg::dtype_code)
+      .def_property_readonly("sizes", [](const TensorArg& a) { return py::tuple(py::cast(a.sizes)); })
+      .def_property_readonly("strides", [](const TensorArg& a) { return py::tuple(py::cast(a.strides)); })
+      .def_readonly("offset", &TensorArg::offset)
+      .def("__repr__", [](const TensorArg& a) {
+        return "TensorArg(slot=" + std::to_string(a.slot) + ", dtype_code=" + std::to_string(a.dtype_code) +
+            ", sizes=" + py::str(py::tuple(py::cast(a.sizes))).cast<std::string>() + ", strides=" +
+            py::str(py::tuple(py::cast(a.strides))).cast<std::string>() + ", offset=" + std::to_string(a.offset) + ")";
+      });
+  py::class_<TensorListArg>(m, "TensorListArg", "A tensor list argument, item by item.")
+      .def_readonly("items", &TensorListArg::items)
+      .def("__repr__", [](const TensorListArg& a) { return "TensorListArg(" + py::repr(a.items).cast<std::string>() + ")"; });
+  py::class_<HostScalarArg>(m, "HostScalarArg", "A 0-dim CPU tensor argument: runtime scalar `index`.")
+      .def_readonly("index", &HostScalarArg::index)
+      .def_readonly("dtype_code", &HostScalarArg::dtype_code)
+      .def_readonly("wrapped", &HostScalarArg::wrapped)
+      .def("__repr__", [](const HostScalarArg& a) {
+        return "HostScalarArg(index=" + std::to_string(a.index) + ", dtype_code=" + std::to_string(a.dtype_code) +
+            ", wrapped=" + (a.wrapped ? "True" : "False") + ")";
+      });
+  py::class_<NumberArg>(m, "NumberArg", "A Python number argument: runtime scalar `index`.")
+      .def_readonly("index", &NumberArg::index)
+      .def_readonly("type_name", &NumberArg::type_name)
+      .def("__repr__", [](const NumberArg& a) {
+        return "NumberArg(index=" + std::to_string(a.index) + ", type_name='" + a.type_name + "')";
+      });
+  py::class_<NumberListArg>(m, "NumberListArg", "A list of Python numbers: the runtime scalars at `indices`.")
+      .def_property_readonly("indices", [](const NumberListArg& a) { return py::tuple(py::cast(a.indices)); })
+      .def("__repr__", [](const NumberListArg& a) {
+        return "NumberListArg(indices=" + py::str(py::tuple(py::cast(a.indices))).cast<std::string>() + ")";
+      });
+  py::class_<GeneratorArg>(m, "GeneratorArg", "A Generator? argument.").def("__repr__", [](const GeneratorArg&) {
+    return std::string("GeneratorArg()");
+  });
+  py::class_<StaticArg>(m, "StaticArg", "A constant of the executable.")
+      .def_readonly("value", &StaticArg::value)
+      .def("__repr__", [](const StaticArg& a) { return "StaticArg(" + py::repr(a.value).cast<std::string>() + ")"; });
+  py::class_<SlotInfo>(m, "SlotInfo", "A storage slot of a call.")
+      .def_readonly("has_buffer", &SlotInfo::has_buffer)
+      .def_readonly("dtype_code", &SlotInfo::dtype_code)
+      .def_readonly("nbytes", &SlotInfo::nbytes)
+      .def("__repr__", [](const SlotInfo& a) {
+        return std::string("SlotInfo(has_buffer=") + (a.has_buffer ? "True" : "False") +
+            ", dtype_code=" + std::to_string(a.dtype_code) + ", nbytes=" + std::to_string(a.nbytes) + ")";
+      });
+  py::class_<CallDescription>(m, "CallDescription", "Where each argument of a call sits (CallSignature.describe).")
+      .def_readonly("arguments", &CallDescription::arguments)
+      .def_property_readonly("slots", [](const CallDescription& d) { return py::tuple(py::cast(d.slots)); })
+      .def_readonly("buffer_count", &CallDescription::buffer_count)
+      .def_readonly("scalar_count", &CallDescription::scalar_count)
+      .def_readonly("device", &CallDescription::device)
+      .def_readonly("values", &CallDescription::values);
+
   py::class_<CallSignature>(m, "CallSignature")
       .def(py::init<std::string, std::vector<ArgSpec>>())
       .def_property_readonly("op_name", &CallSignature::op_name)
-      .def("prepare", &CallSignature::prepare, py::arg("args"), py::arg("kwargs"), py::arg("describe") = false);
+      .def("prepare", &CallSignature::prepare, py::arg("args"), py::arg("kwargs"))
+      .def("describe", &CallSignature::describe, py::arg("args"), py::arg("kwargs"));
 }
 
 } // namespace c10::neuron

@@ -1,7 +1,8 @@
 #pragma once
 
-// The eager fast path's one C++ step (decision 6): from the arguments of an ATen call to the key of
-// its cached executable and the executable's inputs, without FX work or per-argument Python calls.
+// The fast path's one C++ step (decision 6): from the arguments of a call (an ATen op's, or a
+// compiled graph's) to the key of its cached executable and the executable's inputs, without FX
+// work or per-argument Python calls.
 //
 // An executable reads storages, not tensors: each distinct storage among the arguments is one
 // "slot", passed as its flat PJRT buffer (or absent, for a storage never written, which reads as
@@ -35,6 +36,68 @@ struct ArgSpec {
   bool allow_cpu; // CPU tensors are accepted (moved to the device by the kernel)
 };
 
+// Where each argument of a call sits, built on a cache miss only (CallSignature::describe). The
+// executable is traced from these descriptions, never from the call's tensors, which it must not hold.
+
+// A neuron tensor: a view (dtype, sizes, strides, element offset) of the storage in slot `slot`.
+struct TensorArg {
+  int slot;
+  int dtype_code;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset;
+};
+
+// A tensor list: each item a TensorArg, a NumberArg, a HostScalarArg or None.
+struct TensorListArg {
+  pybind11::list items;
+};
+
+// A 0-dim CPU tensor beside device tensors (as CUDA accepts them): runtime scalar `index`.
+// `wrapped` is true for a Python number PyTorch wrapped, which promotes as a number.
+struct HostScalarArg {
+  int index;
+  int dtype_code;
+  bool wrapped;
+};
+
+// A Python number (bool, int, float or complex: `type_name`): runtime scalar `index`.
+struct NumberArg {
+  int index;
+  std::string type_name;
+};
+
+// A list of Python numbers (Scalar[]): the runtime scalars at `indices`.
+struct NumberListArg {
+  std::vector<int> indices;
+};
+
+// A Generator? argument: the executable takes the generator's (seed, offset) as inputs.
+struct GeneratorArg {};
+
+// Anything else: a constant of the executable (its value is part of the key).
+struct StaticArg {
+  pybind11::object value;
+};
+
+// One storage slot: whether it has a buffer (a never-written storage has none and reads as
+// zeros), the buffer's dtype code (-1 without one) and the storage's bytes.
+struct SlotInfo {
+  bool has_buffer;
+  int dtype_code;
+  int64_t nbytes;
+};
+
+// A whole call: per-argument descriptions in schema order, the slots, the executable's input
+// counts (the slots' buffers, then the runtime scalars), its core, and every argument's value.
+struct CallDescription {
+  pybind11::list arguments;
+  std::vector<SlotInfo> slots;
+  int buffer_count;
+  int scalar_count;
+  int device;
+  pybind11::list values;
+};
 
 class CallSignature {
  public:
@@ -42,19 +105,24 @@ class CallSignature {
 
   // Fast path. Returns the tuple
   //   (key: bytes, inputs: list, device: int, slot_tensors: list, generator, values: list,
-  //    description, needs_transfer: bool)
+  //    needs_transfer: bool)
   // where inputs are the buffers of the slots that have one followed by the runtime scalars,
   // slot_tensors holds one tensor per slot, values every argument with defaults filled in, and
-  // description (only when `describe`, on a cache miss) says where each argument sits:
-  //   (per-argument descriptions, per-slot (has_buffer, buffer dtype, nbytes), #buffers, #scalars).
+  // needs_transfer says a CPU tensor sits where the kernel moves it to the device first.
   // Raises PyTorch's "Expected all tensors to be on the same device" error for mixed devices.
-  pybind11::tuple prepare(const pybind11::tuple& args, const pybind11::dict& kwargs, bool describe) const;
+  pybind11::tuple prepare(const pybind11::tuple& args, const pybind11::dict& kwargs) const;
+
+  // The cache-miss path: the same walk, described argument by argument.
+  CallDescription describe(const pybind11::tuple& args, const pybind11::dict& kwargs) const;
 
   const std::string& op_name() const {
     return op_name_;
   }
 
  private:
+  template <typename Result>
+  Result walk(const pybind11::tuple& args, const pybind11::dict& kwargs, bool describe) const;
+
   std::string op_name_;
   std::vector<ArgSpec> args_;
 };

@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from torch_neuronx.lowering import registry
+from torch_neuronx.runtime import tracing
 
 
 def test_trace_contexts_are_per_thread():
@@ -15,7 +15,7 @@ def test_trace_contexts_are_per_thread():
     entered, release = threading.Event(), threading.Event()
 
     def trace_and_hold() -> None:
-        with registry.tracing(registry.TraceContext()):
+        with tracing.tracing(tracing.TraceContext()):
             entered.set()
             release.wait()
 
@@ -24,7 +24,7 @@ def test_trace_contexts_are_per_thread():
     entered.wait()
     try:
         with pytest.raises(RuntimeError, match="lowerings run only while an executable is traced"):
-            registry.active_context()
+            tracing.active_context()
     finally:
         release.set()
         other.join()

@@ -7,7 +7,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
+
+# Overloads and their packets (``torch.ops.aten.add.Tensor``, ``torch.ops.aten.add``): PyTorch names
+# their types only in torch._ops.
+from torch._ops import OpOverload, OpOverloadPacket
 
 # Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
 # memory-overlap checks (MemoryOverlap.cpp) decide with.
@@ -21,8 +24,27 @@ from torch._prims_common import (
 # executable through PyTorch's decompositions).
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
+# Nested containers of tensors (flatten, map): PyTorch 2.13 has no public pytree module.
+from torch.utils import _pytree as pytree
+
+#: The type of an argument of an operator schema (``schema_of(op).arguments[i]``).
+SchemaArgument = torch._C.Argument
+
 __all__ = [
     "ELEMENTWISE_TYPE_PROMOTION_KIND",
+    "OpOverload",
+    "OpOverloadPacket",
+    "SchemaArgument",
+    "aot_autograd",
+    "assumes_static_shapes_by_default",
+    "infer_size",
+    "is_fallthrough",
+    "mark_boxed",
+    "op_name",
+    "overload_name",
+    "pytree",
+    "requested_dynamic_dims",
+    "schema_of",
     "decomposition_table",
     "dynamo_disabled",
     "without_aot_first_call_analysis",
@@ -53,9 +75,67 @@ def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.Gra
     return trace
 
 
+def schema_of(op: OpOverload) -> torch._C.FunctionSchema:
+    """The schema of an overload (its arguments, returns and alias annotations): PyTorch offers it
+    only as ``op._schema``."""
+    return op._schema
+
+
+def op_name(op: OpOverload) -> str:
+    """``aten::add.Tensor`` for ``aten.add.Tensor``, ``aten::relu.default`` for ``aten.relu.default``:
+    the name under which the backend reports an overload (op tracking, errors, faults)."""
+    return f"{op._schema.name}.{op._overloadname}"
+
+
+def overload_name(op: OpOverload) -> str:
+    """The overload's name within its packet: ``Tensor`` for ``aten.add.Tensor``, ``default``."""
+    return op._overloadname
+
+
 def has_kernel(op: OpOverload, dispatch_key: str) -> bool:
     """Whether ``op`` has a kernel registered for ``dispatch_key`` (e.g. "CompositeImplicitAutograd")."""
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), dispatch_key)
+
+
+def is_fallthrough(op: OpOverload, dispatch_key: str) -> bool:
+    """Whether ``op``'s kernel for ``dispatch_key`` (e.g. "Conjugate") is a fallthrough: the dispatcher
+    passes the call on to the next key."""
+    return has_kernel(op, dispatch_key) and torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(
+        op.name(), getattr(torch._C.DispatchKey, dispatch_key)
+    )
+
+
+def infer_size(a: torch.Size, b: torch.Size) -> torch.Size:
+    """The broadcast shape of two shapes, with ATen's error (ExpandUtils.cpp ``infer_size``: "The size
+    of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0");
+    ``torch.broadcast_shapes`` words it differently."""
+    return torch._C._infer_size(a, b)
+
+
+def aot_autograd(**kwargs: Any) -> Callable[..., Any]:
+    """Dynamo's AOTAutograd backend factory (``torch._dynamo.backends.common.aot_autograd``)."""
+    from torch._dynamo.backends.common import aot_autograd as factory
+
+    return factory(**kwargs)
+
+
+def mark_boxed(compiled: Any) -> None:
+    """Tells AOTAutograd that ``compiled`` takes its inputs as one list it may clear (the boxed calling
+    convention, so inputs can be freed early): an instance attribute, which Dynamo's wrapper around
+    backward compilers copies."""
+    compiled._boxed_call = True
+
+
+def assumes_static_shapes_by_default() -> bool:
+    """Dynamo's ``assume_static_by_default``: False under ``torch.compile(dynamic=True)``."""
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.assume_static_by_default
+
+
+def requested_dynamic_dims(example: Any) -> set[int]:
+    """The dimensions of a graph input's example tensor that ``torch._dynamo.mark_dynamic`` marked."""
+    return set(getattr(example, "_dynamo_dynamic_indices", set()))
 
 
 def decomposition_table() -> dict[OpOverload, Callable[..., Any]]:

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from torch_neuronx.dynamo.graph import compile_graph
+from torch_neuronx._compat.torch_internals import aot_autograd, assumes_static_shapes_by_default, requested_dynamic_dims
+from torch_neuronx.dynamo.graph import CompiledGraph
+from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
 __all__ = ["neuron_backend"]
 
@@ -24,9 +26,7 @@ __all__ = ["neuron_backend"]
 def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
     """The first symbolic dimension the user asked for (dynamic=True or torch._dynamo.mark_dynamic),
     described for the error message; None when shapes are static or Dynamo made them dynamic itself."""
-    import torch._dynamo.config as dynamo_config
-
-    requested_everywhere = not dynamo_config.assume_static_by_default
+    requested_everywhere = not assumes_static_shapes_by_default()
     for node in graph.graph.nodes:
         if node.op != "placeholder":
             continue
@@ -34,7 +34,7 @@ def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
         if not isinstance(value, torch.Tensor):
             continue
         grapharg = node.meta.get("grapharg")
-        marked = getattr(grapharg.example if grapharg is not None else None, "_dynamo_dynamic_indices", set())
+        marked = requested_dynamic_dims(grapharg.example if grapharg is not None else None)
         for dim, size in enumerate(value.shape):
             if isinstance(size, torch.SymInt) and (requested_everywhere or dim in marked):
                 source = getattr(grapharg, "source", None)
@@ -42,6 +42,14 @@ def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
                 source = name() if callable(name) else name
                 return f"dimension {dim} of {source} (symbolic size {size})"
     return None
+
+
+def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
+    """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
+    that run eagerly (dynamo/partition.py)."""
+    if any(runs_eagerly(node) for node in graph.graph.nodes):
+        return PartitionedGraph(graph, kind)
+    return CompiledGraph(graph, example_inputs, kind)
 
 
 def neuron_backend(
@@ -58,9 +66,8 @@ def neuron_backend(
         RuntimeError: the user asked for dynamic shapes (``dynamic=True``, ``mark_dynamic``): neuron
             compiles static shapes, one executable per input shape.
     """
-    from torch._dynamo.backends.common import aot_autograd
-
     from torch_neuronx import runtime
+    from torch_neuronx.eager import registration
     from torch_neuronx.lowering import engine
 
     if options:
@@ -78,7 +85,10 @@ def neuron_backend(
             "(dynamic=True or torch._dynamo.mark_dynamic). Use dynamic=False (or leave it unset): each new "
             "input shape then compiles its own graph."
         )
-    runtime.ensure_started()
+    # The device starts here if no op has run yet: which ops have neuron kernels decides how a graph
+    # is partitioned (dynamo/partition.py).
+    runtime.start()
+    registration.register_kernels()
 
     def compiler(kind: str):
         return lambda gm, inputs: compile_graph(gm, list(inputs), kind)

@@ -14,22 +14,25 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-import jax
 import torch
 import torch.fx
 
 from torch_neuronx import _C, _config
-from torch_neuronx._compat.torch_internals import dynamo_disabled, make_fx, without_aot_first_call_analysis
-from torch_neuronx.lowering import engine, registry
-from torch_neuronx.runtime import arguments, compile_cache, cores, faults, queue
+from torch_neuronx._compat.torch_internals import (
+    dynamo_disabled,
+    make_fx,
+    mark_boxed,
+    pytree,
+    without_aot_first_call_analysis,
+)
+from torch_neuronx.lowering import engine
+from torch_neuronx.runtime import arguments, executable
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
-from torch_neuronx.runtime.layout import contiguous_strides
 
 _graph_ids = itertools.count()
 
@@ -55,16 +58,6 @@ class GraphMetrics:
 
 
 METRICS: list[GraphMetrics] = []
-
-
-def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
-    """The callable AOTAutograd gets for one graph: one executable, or compiled parts around custom
-    ops that run eagerly (dynamo/partition.py)."""
-    from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
-
-    if any(runs_eagerly(node) for node in graph.graph.nodes):
-        return PartitionedGraph(graph, kind)
-    return CompiledGraph(graph, example_inputs, kind)
 
 
 class CompileError(RuntimeError):
@@ -105,18 +98,13 @@ class CompiledGraph:
     with the inputs as separate arguments is accepted too."""
 
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> None:
-        # An instance attribute, so that Dynamo's wrapper around backward compilers copies it.
-        self._boxed_call = True
+        mark_boxed(self)
         self.graph = graph
         self.kind = kind
         self.metrics = GraphMetrics(next(_graph_ids), kind, sum(n.op == "call_function" for n in graph.graph.nodes))
         METRICS.append(self.metrics)
         self.symbolic = any(_is_symbolic(value) for value in example_inputs)
-        specs = []
-        for index, value in enumerate(example_inputs):
-            kind_of = _C.ArgKind.TENSOR if isinstance(value, torch.Tensor) else _C.ArgKind.STATIC
-            specs.append(_C.ArgSpec(f"input{index}", kind_of, False, False, None))
-        self.signature = _C.CallSignature(f"neuron graph {self.metrics.graph_id} ({kind})", specs)
+        self.signature = arguments.graph_signature(f"neuron graph {self.metrics.graph_id} ({kind})", example_inputs)
         self.cache: dict[bytes, Any] = {}  # bounded by runtime.executable_cache
         self.eager = False
         if not self.symbolic:
@@ -132,19 +120,19 @@ class CompiledGraph:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
-        key, inputs, device, _, generator, values, _, _ = self.signature.prepare(args, {})
+        key, inputs, device, slot_tensors, generator, values, _ = self.signature.prepare(args, {})
         self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:
             # Building traces and compiles: keep Dynamo out of JAX's frames, and AOTAutograd's
             # first-call analysis out of the lowering's meta-kernel calls.
             with dynamo_disabled(), without_aot_first_call_analysis():
-                run = self._build(values, inputs)
+                run = self._build(args, inputs)
                 EXECUTABLES.admit(self.cache, key, run)
-                return run(inputs, device, generator, values)
+                return run(inputs, device, slot_tensors, generator, values)
         EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
-        return run(inputs, device, generator, values)
+        return run(inputs, device, slot_tensors, generator, values)
 
     def _check_lowerable(self, graph: torch.fx.GraphModule) -> None:
         _check_dtypes(graph)
@@ -168,72 +156,44 @@ class CompiledGraph:
         self._check_lowerable(graph)
         return graph
 
-    def _build(self, values: list[Any], inputs: list[Any]) -> Any:
-        _, _, device, _, _, _, description, _ = self.signature.prepare(tuple(values), {}, describe=True)
-        described, slots, buffer_count, scalar_count = description
-        start = time.perf_counter()
+    def _build(self, args: tuple[Any, ...], inputs: list[Any]) -> executable.Runner:
         if self.eager:
             return self._eager_fallback()
+        description = self.signature.describe(args, {})
         try:
-            graph = self._specialised(values) if self.symbolic else self.graph
+            graph = self._specialised(list(description.values)) if self.symbolic else self.graph
         except CompileError:
             if _config.disable_fallback_execution():
                 raise
             return self._eager_fallback()
-        random_elements = engine.random_elements(graph)
-        checks: list[tuple[str, type[Exception]]] = []  # filled when the executable is traced
-
-        def compute(*flat_inputs: Any) -> tuple[Any, ...]:
-            _, graph_inputs, seed, offset = arguments.unpack(
-                flat_inputs, described, slots, buffer_count, scalar_count, bool(random_elements)
-            )
-            context = registry.TraceContext(seed, offset)
-            with registry.tracing(context):
-                results = engine.run_graph(graph, graph_inputs)
-            checks[:] = [(message, error) for _, _, message, error in context.checks]
-            check_outputs = [x for failed, detail, _, _ in context.checks for x in (failed, detail)]
-            tensors = [r.reshape(-1) for r, meta in zip(results, output_metas, strict=True) if _is_tensor(meta)]
-            return (*tensors, *check_outputs)
-
         output_node = next(n for n in graph.graph.nodes if n.op == "output")
         output_metas = [
             leaf.meta["val"] if isinstance(leaf, torch.fx.Node) else leaf
-            for leaf in torch.utils._pytree.tree_leaves(output_node.args[0])
+            for leaf in pytree.tree_leaves(output_node.args[0])
         ]
-        jitted = jax.jit(compute, out_shardings=jax.sharding.SingleDeviceSharding(cores.core(device)))
-        lowered = jitted.lower(*inputs, *((0, 0) if random_elements else ()))
-        lowered_at = time.perf_counter()
-        hits_before = compile_cache.hits
-        executable = lowered.compile()
-        compiled_at = time.perf_counter()
-        self.metrics.signatures += 1
-        self.metrics.lowering_s += lowered_at - start
-        self.metrics.compile_s += compiled_at - lowered_at
-        self.metrics.persistent_cache_hits += compile_cache.hits - hits_before
-        self._keep_artifacts(graph, lowered)
-        layout = _C.OutputLayout(
-            [
-                (list(m.shape), list(contiguous_strides(tuple(m.shape))), CODE_OF[m.dtype])
-                for m in output_metas
-                if _is_tensor(m)
-            ]
+
+        def compute(context: Any, graph_inputs: list[Any]) -> list[Any]:
+            return engine.run_graph(graph, graph_inputs)
+
+        built = executable.build(
+            self.signature.op_name,
+            description,
+            inputs,
+            compute,
+            results=[
+                executable.ResultLayout.of(meta, keep_strides=False)
+                if isinstance(meta, torch.Tensor)
+                else _host_value(meta)
+                for meta in output_metas
+            ],
+            random_elements=engine.random_elements(graph),
+            keep_text=self._artifact_keeper(graph),
         )
-        name = self.signature.op_name
-
-        def run(inputs: list[Any], device: int, generator: Any, values: list[Any]) -> list[Any]:
-            tensors = layout.allocate(device)  # before the launch: an OOM raises with nothing in flight
-            if random_elements:
-                inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
-            results = executable(*inputs)
-            if checks:
-                faults.record(device, name, list(results[-2 * len(checks) :]), checks)
-            if results:
-                queue.note_launch(device, results[0])
-            layout.bind(tensors, results)
-            produced = iter(tensors)
-            return [next(produced) if _is_tensor(meta) else _host_value(meta) for meta in output_metas]
-
-        return run
+        self.metrics.signatures += 1
+        self.metrics.lowering_s += built.times.lowering_s
+        self.metrics.compile_s += built.times.compile_s
+        self.metrics.persistent_cache_hits += built.times.persistent_cache_hit
+        return built.launch
 
     def _eager_fallback(self) -> Any:
         """Runs the graph op by op on the device's eager kernels (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0)."""
@@ -245,24 +205,24 @@ class CompiledGraph:
         )
         graph = self.graph
 
-        def run(inputs: list[Any], device: int, generator: Any, values: list[Any]) -> list[Any]:
+        def run(
+            inputs: list[Any], device: int, slot_tensors: list[Any], generator: Any, values: list[Any]
+        ) -> list[Any]:
             outputs = graph(*values)
             return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
         return run
 
-    def _keep_artifacts(self, graph: torch.fx.GraphModule, lowered: Any) -> None:
+    def _artifact_keeper(self, graph: torch.fx.GraphModule) -> Any:
+        """With TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1, what keeps the graph's FX code and, given
+        to the executable builder, its StableHLO text under TORCH_NEURONX_DEBUG_DIR; else None."""
         if not _config.preserve_compilation_artifacts():
-            return
+            return None
         folder = Path(_config.debug_dir()) / f"graph_{self.metrics.graph_id}_{self.kind}"
         folder.mkdir(parents=True, exist_ok=True)
-        signature = self.metrics.signatures
+        signature = self.metrics.signatures + 1  # this signature, counted once it is built
         (folder / f"fx_graph_{signature}.py").write_text(graph.print_readable(print_output=False))
-        (folder / f"stablehlo_{signature}.mlir").write_text(lowered.as_text())
-
-
-def _is_tensor(meta: Any) -> bool:
-    return isinstance(meta, torch.Tensor)
+        return (folder / f"stablehlo_{signature}.mlir").write_text
 
 
 def _host_value(meta: Any) -> Any:

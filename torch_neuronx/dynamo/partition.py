@@ -22,19 +22,19 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._ops import OpOverload
 from torch.fx.passes.split_module import split_module
 
-from torch_neuronx._compat.torch_internals import has_kernel
+from torch_neuronx._compat.torch_internals import OpOverload, has_kernel, mark_boxed, pytree
+from torch_neuronx.dynamo.graph import CompiledGraph
 from torch_neuronx.lowering import registry
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in torch.utils._pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
 def _metas(value: Any) -> Any:
-    return torch.utils._pytree.tree_map_only(torch.fx.Node, lambda n: n.meta.get("val"), value)
+    return pytree.tree_map_only(torch.fx.Node, lambda n: n.meta.get("val"), value)
 
 
 def core_of(node: torch.fx.Node) -> torch.device | None:
@@ -80,8 +80,6 @@ class _CompiledPart:
         self.returns_tuple = isinstance(output.args[0], (tuple, list))
 
     def __call__(self, *args: Any) -> Any:
-        from torch_neuronx.dynamo.graph import CompiledGraph
-
         if self.compiled is None:
             # The part's own example inputs: symbolic ones (automatic dynamic shapes) make it
             # specialise to each call's sizes, as a whole graph does.
@@ -96,7 +94,7 @@ class PartitionedGraph:
     CompiledGraph: one list of inputs, or the inputs as arguments; returns a list)."""
 
     def __init__(self, graph: torch.fx.GraphModule, kind: str) -> None:
-        self._boxed_call = True
+        mark_boxed(self)
         partition_of: dict[torch.fx.Node, int] = {}
         current, core = 0, None
         for node in graph.graph.nodes:

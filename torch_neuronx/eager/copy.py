@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.eager import errors, tracking
+from torch_neuronx.eager import rules, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import convert, numpy_to_torch
 
@@ -29,10 +29,10 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
     tracking.executed["aten::_copy_from"] += 1
     if source.shape != destination.shape:
         # copy_'s TensorIterator: the destination is an operand too, so sizes are checked against it.
-        errors.check_broadcast([destination.shape, source.shape], [destination.shape])
+        rules.check_broadcast([destination.shape, source.shape], [destination.shape])
     if destination.numel() == 0:
         return destination
-    errors.check_no_partial_overlap(destination, source)
+    rules.check_no_partial_overlap(destination, source)
     if source.device.type == "cpu":
         host = source.to(destination.dtype) if source.dtype != destination.dtype else source
         host = host.resolve_conj().resolve_neg()

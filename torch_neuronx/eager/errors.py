@@ -4,24 +4,26 @@ Eager kernels check a call by running PyTorch's meta kernel for it. Many meta ke
 (torch/_meta_registrations.py, torch/_refs), and they word some errors differently from the C++
 kernels a CPU or CUDA call reaches: shapes print as ``torch.Size([5, 0])`` rather than ``[5, 0]``,
 dtypes as ``torch.int64`` rather than ``Long``, and broadcasting errors come from
-torch._prims_common instead of TensorIterator. Some refs even resize an in-place ``self`` to the
-broadcast shape instead of refusing the call. This module states TensorIterator's rules (ATen's
-TensorIterator.cpp ``compute_shape`` and ``set_output_raw_strided``, ExpandUtils.cpp
-``infer_size``) and rewrites the meta kernels' wording, so that an error on neuron reads as it does
-on the CPU.
+torch._prims_common instead of TensorIterator. :func:`raise_as_cpu` re-raises a meta kernel's error
+in the CPU's words (TensorIterator's rules are stated in eager/rules.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import torch
 
-from torch_neuronx._compat.torch_internals import is_non_overlapping_and_dense_or_false
-from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name
+from torch_neuronx.eager import rules
+from torch_neuronx.eager.plan import Plan, call
+from torch_neuronx.lowering.overflow import c10_type_name
+from torch_neuronx.runtime import arguments
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, jax_dtype
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
+_DTYPE = re.compile(r"\btorch\.(\w+)\b")
+_CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
     (  # addmm/mm's shape check in ATen's Blas.cpp
@@ -47,71 +49,6 @@ _REWORDED = (
         ),
     ),
 )
-_DTYPE = re.compile(r"\btorch\.(\w+)\b")
-_CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
-
-
-def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
-    """TensorIterator's error for an in-place or ``out=`` tensor the result does not fit."""
-    return RuntimeError(f"output with shape {list(output)} doesn't match the broadcast shape {list(broadcast)}")
-
-
-def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
-    """ATen's ``assert_no_partial_overlap`` (aten/src/ATen/MemoryOverlap.cpp), which TensorIterator
-    and ``copy_`` apply to each input of a written tensor: the two may be the same memory (``x.add_(x)``)
-    or disjoint, not partly the same (``x[1:].copy_(x[:-1])``). Like ATen it decides only for tensors
-    that are non-overlapping and dense, and lets the rest through.
-
-    Raises:
-        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
-            written-to tensor refer to a single memory location. Please clone() the tensor before
-            performing the operation."
-    """
-    if written is read or written.numel() == 0 or read.numel() == 0 or written.device != read.device:
-        return
-    if written.untyped_storage().data_ptr() != read.untyped_storage().data_ptr():
-        return
-    if not (is_non_overlapping_and_dense_or_false(written) and is_non_overlapping_and_dense_or_false(read)):
-        return
-    written_begin, read_begin = written.data_ptr(), read.data_ptr()
-    written_end = written_begin + written.numel() * written.element_size()
-    read_end = read_begin + read.numel() * read.element_size()
-    if written_begin == read_begin and written_end == read_end:
-        partial = written.stride() != read.stride()
-    else:
-        partial = written_begin < read_end and read_begin < written_end
-    if partial:
-        raise RuntimeError(
-            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
-
-
-def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]] = ()) -> list[int]:
-    """The broadcast shape of ``inputs`` (in operand order), checked as TensorIterator checks it.
-
-    Args:
-        inputs: shapes of the input operands, in the order the op passes them.
-        outputs: shapes of outputs that may not be resized (an in-place ``self``).
-
-    Returns:
-        The broadcast shape.
-
-    Raises:
-        RuntimeError: "The size of tensor a (3) must match the size of tensor b (4) at
-            non-singleton dimension 0" for inputs that do not broadcast, or "output with shape [3]
-            doesn't match the broadcast shape [2, 3]" for an output the result does not fit.
-    """
-    shape = torch.Size()
-    for operand in inputs:
-        if not shape:
-            shape = torch.Size(operand)
-        elif tuple(operand) != tuple(shape):
-            shape = torch._C._infer_size(shape, torch.Size(operand))
-    for output in outputs:
-        if tuple(output) != tuple(shape):
-            raise output_shape_error(output, shape)
-    return list(shape)
 
 
 def in_aten_words(error: Exception) -> Exception:
@@ -129,3 +66,67 @@ def in_aten_words(error: Exception) -> Exception:
 def _dtype_word(match: re.Match[str]) -> str:
     dtype = getattr(torch, match.group(1), None)
     return aten_name(dtype) if isinstance(dtype, torch.dtype) else match.group(0)
+
+
+def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], error: Exception) -> NoReturn:
+    """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
+    Scalar conversion errors, ATen's sizes and dtype names."""
+    if isinstance(error, RuntimeError):
+        _raise_cast_error_as_cpu(name, plan, metas, described)
+        _raise_broadcast_error_as_cpu(plan, metas, described, error)
+    _raise_conversion_error_as_cpu(metas, error)
+    worded = in_aten_words(error)
+    if worded is error:
+        raise error
+    raise worded from None
+
+
+def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any]) -> None:
+    """Raises CPU's cast error when an in-place or ``out=`` call's meta kernel rejected it because its
+    result cannot be cast into the written tensor: some meta kernels word that differently from
+    TensorIterator ("Promotion of int.add/sub_(float) in in-place ops ...", "Attempting to cast
+    from ... to out tensor ..."). Returns when that is not the reason (the caller re-raises)."""
+    if not plan.writes or plan.functional is plan.op:
+        return
+    try:
+        functional_result = call(plan.functional, plan.functional_args(metas))
+    except RuntimeError:
+        return  # the functional form fails too: the meta kernel's error is about something else
+    written = arguments.flat_tensors(functional_result)[plan.fresh :]
+    targets = rules.write_targets(plan, described)
+    if len(written) == len(targets):
+        rules.check_result_dtypes(name, [], written, targets)
+
+
+def _raise_conversion_error_as_cpu(metas: list[Any], error: Exception) -> None:
+    """c10's error for a Scalar that does not fit ``self``'s dtype (masked_fill's Python meta kernel
+    says "could not convert to type <class 'int'> without overflow", or lets Python's ``int()`` raise
+    ValueError for NaN and infinities). Returns for other errors."""
+    message = str(error)
+    if not message.startswith(
+        ("could not convert to type <class", "cannot convert float NaN to integer", "cannot convert float infinity")
+    ):
+        return
+    target = next((m for m in metas if isinstance(m, torch.Tensor)), None)
+    type_name = None if target is None else c10_type_name(jax_dtype(target.dtype))
+    if type_name is not None:
+        raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
+
+
+def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[Any], error: RuntimeError) -> None:
+    """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
+    (torch._refs) rejected it in its own words. Returns when that is not the reason."""
+    message = str(error)
+    if torch.Tag.pointwise not in plan.functional.tags or not message.startswith(
+        ("Attempting to broadcast a dimension", "output with shape torch.Size")
+    ):
+        return
+    inputs = [tuple(value.shape) for value in plan.functional_args(metas) if isinstance(value, torch.Tensor)]
+    in_place = [
+        description.sizes
+        for position in plan.writes
+        if plan.is_in_place_self(position)
+        for description in arguments.tensor_descriptions(described[position])
+        if description is not None
+    ]
+    rules.check_broadcast(inputs, in_place)

@@ -1,10 +1,10 @@
-"""The PrivateUse1 fallback: starts the runtime, then runs unsupported ops on the CPU, visibly.
+"""The CPU fallback: ops the device cannot compute run on the CPU, visibly (decision 7).
 
-Registered for every op at import (cheap: no JAX). The first op that reaches it starts the runtime,
-which registers the eager kernels, and is dispatched again. After that, an op that still reaches it
-has no lowering and no decomposition: it runs on the CPU with its inputs copied to the host and its
-results copied back, warns once, and is counted in ``torch_neuronx.get_fallback_ops()`` (decision 7).
-``NEURON_FALLBACK_ENABLED=0`` makes it a NotImplementedError that names the op instead.
+The PrivateUse1 fallback (registered by ``torch_neuronx._startup``, which starts the device on the
+first op) hands every op without a neuron kernel to :func:`run_on_cpu`: it has no lowering and no
+decomposition, so it runs on the CPU with its inputs copied to the host and its results copied back,
+warns once, and is counted in ``torch_neuronx.get_fallback_ops()``. ``NEURON_FALLBACK_ENABLED=0``
+makes it a NotImplementedError that names the op instead.
 
 Sparse layouts have no neuron kernels and no CPU fallback (a sparse neuron tensor could not hold the
 CPU result): :func:`sparse_fallback` raises for every op on them, naming the op and the way out.
@@ -16,23 +16,12 @@ import warnings
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
-from torch.utils import _pytree as pytree
 
 from torch_neuronx import _config
+from torch_neuronx._compat.torch_internals import OpOverload, op_name, pytree, schema_of
 from torch_neuronx.eager import tracking
 
 _warned: set[str] = set()
-
-
-def boxed_fallback(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
-    """The function registered with ``Library("_", "IMPL").fallback(..., "PrivateUse1")``."""
-    from torch_neuronx import runtime
-
-    if not runtime.started():
-        runtime.ensure_started()
-        return op(*args, **kwargs)
-    return run_on_cpu(op, args, kwargs)
 
 
 #: The dispatch keys of neuron's sparse layouts, and the layout each stands for.
@@ -44,15 +33,11 @@ def sparse_fallback(layout: str) -> Any:
 
     def raise_unsupported(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"{_name(op)}: {layout} tensors are not supported on neuron. Keep sparse tensors on the CPU, "
+            f"{op_name(op)}: {layout} tensors are not supported on neuron. Keep sparse tensors on the CPU, "
             "or convert them with .to_dense() before moving them to neuron."
         )
 
     return raise_unsupported
-
-
-def _name(op: OpOverload) -> str:
-    return f"{op._schema.name}.{op._overloadname}"
 
 
 def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -61,7 +46,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     Raises:
         NotImplementedError: NEURON_FALLBACK_ENABLED=0.
     """
-    name = _name(op)
+    name = op_name(op)
     if not _config.fallback_enabled():
         raise NotImplementedError(
             f"{name} has no neuron lowering or decomposition, and the CPU fallback is disabled "
@@ -97,7 +82,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     cpu_args, cpu_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
     result = op(*cpu_args, **cpu_kwargs)
 
-    schema = op._schema
+    schema = schema_of(op)
     originals = list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
     copies = list(cpu_args) + [cpu_kwargs.get(a.name) for a in schema.arguments[len(args) :]]
     aliases: dict[Any, Any] = {}

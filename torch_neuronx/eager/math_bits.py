@@ -19,9 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
 
-_KEYS = (torch._C.DispatchKey.Conjugate, torch._C.DispatchKey.Negative)
+from torch_neuronx._compat.torch_internals import OpOverload, is_fallthrough, schema_of
+
+_KEYS = ("Conjugate", "Negative")
 
 _registered: list[torch.library.Library] = []
 
@@ -32,7 +33,7 @@ def register_copy_fallthroughs() -> None:
     if _registered:
         return
     for key in _KEYS:
-        library = torch.library.Library("aten", "IMPL", key.name)
+        library = torch.library.Library("aten", "IMPL", key)
         for name in ("_copy_from", "_copy_from_and_resize"):
             library.impl(name, torch.library.fallthrough_kernel)
         _registered.append(library)
@@ -40,12 +41,7 @@ def register_copy_fallthroughs() -> None:
 
 def reaches_backend_with_bits(op: OpOverload) -> bool:
     """Whether PyTorch passes ``op`` through its Conjugate or Negative key without resolving the bits."""
-    name = op._schema.name + ("" if op._overloadname == "default" else f".{op._overloadname}")
-    return any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-        and torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(name, key)
-        for key in _KEYS
-    )
+    return any(is_fallthrough(op, key) for key in _KEYS)
 
 
 def _has_bit(value: Any) -> bool:
@@ -56,7 +52,7 @@ def resolving(op: OpOverload, kernel: Callable[..., Any]) -> Callable[..., Any]:
     """``kernel`` for arguments whose bits are resolved: each neuron tensor with a bit is replaced by
     a resolved copy, and a written argument (in-place ``self``, ``out=``) gets the result copied back
     into it (``copy_`` stores it in the argument's own representation)."""
-    arguments = op._schema.arguments
+    arguments = schema_of(op).arguments
     written = frozenset(a.name for a in arguments if a.alias_info is not None and a.alias_info.is_write)
     positional = [a.name for a in arguments if not a.kwarg_only]
 

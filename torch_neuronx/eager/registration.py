@@ -10,12 +10,21 @@ Everything else reaches the fallback (fallback.py).
 
 from __future__ import annotations
 
-import torch
-from torch._ops import OpOverload, OpOverloadPacket
+import threading
 
-from torch_neuronx._compat.torch_internals import has_kernel
+import torch
+
+from torch_neuronx._compat.torch_internals import (
+    OpOverload,
+    OpOverloadPacket,
+    has_kernel,
+    op_name,
+    overload_name,
+    schema_of,
+)
 from torch_neuronx.eager import composites, copy, host_ops, math_bits, redirects
-from torch_neuronx.eager.kernel import EagerKernel, Plan, op_name
+from torch_neuronx.eager.kernel import EagerKernel
+from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
 
 aten = torch.ops.aten
@@ -59,11 +68,12 @@ KEEP_COMPOSITE: frozenset[OpOverload] = frozenset(
 )
 
 _registered: list[torch.library.Library] = []
+_lock = threading.Lock()
 
 
 def _is_view(op: OpOverload) -> bool:
     """Returns alias an input without writing it: a view (its C++/composite kernel only touches metadata)."""
-    schema = op._schema
+    schema = schema_of(op)
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
@@ -75,7 +85,7 @@ def _dispatcher_decomposes(op: OpOverload) -> bool:
 
 
 def _written(op: OpOverload) -> tuple[int, ...]:
-    return tuple(i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+    return tuple(i for i, a in enumerate(schema_of(op).arguments) if a.alias_info is not None and a.alias_info.is_write)
 
 
 #: Arguments of a factory's functional form that its ``out=`` form takes from ``out`` instead.
@@ -83,22 +93,22 @@ _FACTORY_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
 
 
 def _signature(op: OpOverload, skip: tuple[int, ...] = ()) -> list[tuple[str, str]]:
-    return [(a.name, str(a.type)) for i, a in enumerate(op._schema.arguments) if i not in skip]
+    return [(a.name, str(a.type)) for i, a in enumerate(schema_of(op).arguments) if i not in skip]
 
 
 def _out_signature(op: OpOverload) -> list[tuple[str, str]]:
     """A functional overload's arguments as its ``out=`` form has them (no factory options)."""
-    return [(a.name, str(a.type)) for a in op._schema.arguments if not (a.kwarg_only and a.name in _FACTORY_OPTIONS)]
+    return [(a.name, str(a.type)) for a in schema_of(op).arguments if not (a.kwarg_only and a.name in _FACTORY_OPTIONS)]
 
 
 def _variants(functional: OpOverload) -> list[OpOverload]:
     """The in-place overload and the ``out=`` overloads computed by ``functional``."""
-    name = functional._schema.name.split("::")[1]
+    name = schema_of(functional).name.split("::")[1]
     found = []
     inplace_packet = getattr(aten, name + "_", None)
     if isinstance(inplace_packet, OpOverloadPacket):
         # Usually the same overload name; not always (floor_divide.default, floor_divide_.Tensor).
-        names = [functional._overloadname, *inplace_packet.overloads()]
+        names = [overload_name(functional), *inplace_packet.overloads()]
         inplace = next(
             (
                 getattr(inplace_packet, n)
@@ -112,13 +122,13 @@ def _variants(functional: OpOverload) -> list[OpOverload]:
     packet = getattr(aten, name)
     # A factory's out= form drops its dtype/device/... arguments; any other keeps them (sum's dtype).
     expected = (_signature(functional), _out_signature(functional))
-    for overload_name in packet.overloads():
-        candidate = getattr(packet, overload_name)
+    for candidate_name in packet.overloads():
+        candidate = getattr(packet, candidate_name)
         written = _written(candidate)
         if candidate is functional or not written:
             continue
         if (
-            all(candidate._schema.arguments[i].kwarg_only for i in written)
+            all(schema_of(candidate).arguments[i].kwarg_only for i in written)
             and _signature(candidate, written) in expected
         ):
             found.append(candidate)
@@ -154,15 +164,24 @@ def plans() -> list[Plan]:
                 result.setdefault(variant, Plan(variant, functional, _written(variant), decomposed))
     for op, functional in FUNCTIONAL_FORM.items():
         if functional in registry.LOWERINGS or functional in engine.decompositions():
-            fresh = sum(r.alias_info is None for r in op._schema.returns)
+            fresh = sum(r.alias_info is None for r in schema_of(op).returns)
             result[op] = Plan(op, functional, _written(op), functional not in registry.LOWERINGS, fresh)
     return list(result.values())
 
 
 def register_kernels() -> None:
-    """Registers every eager kernel for PrivateUse1 (once, when the runtime starts)."""
-    if _registered:
-        return
+    """Registers every eager kernel for PrivateUse1 (once, after the runtime started; thread-safe)."""
+    with _lock:
+        if not _registered:
+            _register_kernels()
+
+
+def registered() -> bool:
+    """Whether the eager kernels are registered."""
+    return bool(_registered)
+
+
+def _register_kernels() -> None:
     load_lowerings()
     math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")

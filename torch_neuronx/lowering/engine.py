@@ -3,7 +3,7 @@
 Eager runs a single op through :func:`lower_op`, or, for an op with no lowering, the graph that
 PyTorch's decomposition of it traces to (:func:`trace_decomposition`, then :func:`run_graph`).
 torch.compile runs the graphs AOTAutograd produces through the same :func:`run_graph`. Either way
-each node is computed by its registered lowering through :func:`registry.apply`, so promotion,
+each node is computed by its registered lowering through :func:`lower_op`, so promotion,
 result dtypes and random streams follow one set of rules.
 """
 
@@ -14,13 +14,14 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import jax.numpy as jnp
 import torch
 import torch.fx
-from torch._ops import OpOverload
-from torch.utils import _pytree as pytree
 
-from torch_neuronx._compat.torch_internals import decomposition_table, make_fx
-from torch_neuronx.lowering import registry
+from torch_neuronx._compat.torch_internals import OpOverload, decomposition_table, make_fx, pytree, schema_of
+from torch_neuronx.lowering import overflow, promotion, registry
+from torch_neuronx.runtime import tracing
+from torch_neuronx.runtime.dtypes import convert, jax_dtype
 
 
 class Unsupported(Exception):
@@ -34,7 +35,7 @@ class Unsupported(Exception):
 def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """``op``'s arguments in schema order, defaults filled in."""
     values = []
-    for index, argument in enumerate(op._schema.arguments):
+    for index, argument in enumerate(schema_of(op).arguments):
         if index < len(args) and not argument.kwarg_only:
             values.append(args[index])
         elif argument.name in kwargs:
@@ -47,11 +48,80 @@ def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any) -> Any:
-    """Computes ``op`` at trace time with its registered lowering (arguments in schema order)."""
+    """Computes ``op`` at trace time with its registered lowering, applying what the registry
+    declares for it: its dtype rule, the overflow check of its ``checked`` scalars, type promotion,
+    its random key, and the cast of every result to the dtype PyTorch's meta kernel reports.
+
+    Args:
+        args: the op's arguments in schema order; tensors as JAX arrays, runtime scalars as 0-d
+            arrays, everything else as Python values.
+        metas: the same arguments as PyTorch sees them: meta tensors (or 0-dim CPU tensors),
+            Python numbers, Python values.
+        result_meta: PyTorch's meta result (a tensor or a tuple/list of them).
+
+    Returns:
+        The result(s), cast to ``result_meta``'s dtypes; a tuple/list when the op returns several.
+
+    Raises:
+        Unsupported: ``op`` has no lowering.
+        RuntimeError: the lowering returned a result of another count or shape than PyTorch's meta
+            kernel (a lowering bug), or a dtype rule or overflow check refused the call.
+    """
     entry = registry.LOWERINGS.get(op)
     if entry is None:
         raise Unsupported(op)
-    return registry.apply(entry, args, metas, result_meta)
+    schema = schema_of(entry.op)
+    names = [argument.name for argument in schema.arguments]
+    args = list(args)
+    if entry.dtype_rule is not None:
+        entry.dtype_rule(dict(zip(names, metas, strict=True)))
+    context = tracing.current_context()
+    if entry.checked and (
+        context is None or context.host_checked is not entry.op
+    ):  # c10 converts to the result's dtype
+        first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
+        for arg, meta, name in zip(args, metas, names, strict=True):
+            if name in entry.checked and promotion.is_number(meta):
+                overflow.check_fits(arg, jax_dtype(first.dtype))
+    if entry.promotion is not None:
+        args = promotion.promote(entry, args, metas)
+    kwargs = {}
+    positional = []
+    for argument, arg in zip(schema.arguments, args, strict=True):
+        if argument.kwarg_only:
+            kwargs[argument.name] = arg
+        else:
+            positional.append(arg)
+    results = result_meta if isinstance(result_meta, (tuple, list)) else (result_meta,)
+    if entry.random:
+        kwargs["rng_key"] = tracing.active_context().next_key(
+            sum(r.numel() for r in results if isinstance(r, torch.Tensor))
+        )
+    if entry.result_dtype:
+        kwargs["result_dtype"] = jax_dtype(results[0].dtype)
+    if entry.metas:
+        kwargs["metas"] = metas
+    value = entry.fn(*positional, **kwargs)
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    if len(values) != len(results):
+        raise RuntimeError(
+            f"lowering of {entry.op} returned {len(values)} results, PyTorch's meta kernel {len(results)}"
+        )
+    cast = []
+    for produced, expected in zip(values, results, strict=True):
+        if expected is None or not isinstance(expected, torch.Tensor):
+            cast.append(produced)
+            continue
+        produced = jnp.asarray(produced)
+        if tuple(produced.shape) != tuple(expected.shape):
+            raise RuntimeError(
+                f"lowering of {entry.op} returned shape {tuple(produced.shape)}, PyTorch's meta kernel "
+                f"says {tuple(expected.shape)}"
+            )
+        cast.append(convert(produced, jax_dtype(expected.dtype)))
+    if isinstance(result_meta, (tuple, list)):
+        return type(result_meta)(cast)
+    return cast[0]
 
 
 @functools.cache
@@ -77,7 +147,7 @@ def trace_decomposition(op: OpOverload, metas: list[Any]) -> tuple[torch.fx.Grap
     """
     leaves, spec = pytree.tree_flatten(metas)
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    schema = op._schema
+    schema = schema_of(op)
 
     def call(*tensors: torch.Tensor) -> Any:
         filled = list(leaves)
@@ -99,6 +169,15 @@ def check_lowerable(graph: torch.fx.GraphModule) -> None:
     for node in graph.graph.nodes:
         if node.op == "call_function" and node.target is not operator.getitem and node.target not in registry.LOWERINGS:
             raise Unsupported(node.target)
+
+
+def op_random_elements(op: OpOverload, result: Any) -> int:
+    """Random draws of one op, as the generator counts them: one per element of its results (at
+    least one) for a random op, else 0."""
+    entry = registry.LOWERINGS.get(op)
+    if entry is None or not entry.random:
+        return 0
+    return max(sum(t.numel() for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)), 1)
 
 
 def random_elements(graph: torch.fx.GraphModule) -> int:

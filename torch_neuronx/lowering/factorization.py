@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

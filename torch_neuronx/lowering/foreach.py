@@ -1,7 +1,7 @@
 """Foreach ops (``torch._foreach_*``), the fused multi-tensor kernels of torch.optim and clip_grad_norm_.
 
 A ``_foreach_X`` call over N tensors runs as one executable: its lowering applies the elementwise
-op's own lowering (``aten.X``) to each element through :func:`registry.apply`, so every element gets
+op's own lowering (``aten.X``) to each element through :func:`engine.lower_op`, so every element gets
 exactly the promotion, opmath and result dtype PyTorch gives ``torch.X`` on it (the semantics of
 PyTorch's per-tensor "slow path", which CPU runs). The in-place forms (``_foreach_X_``) are derived
 by the eager layer from these functional lowerings.
@@ -20,11 +20,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-from torch._ops import OpOverload
 
+from torch_neuronx._compat.torch_internals import OpOverload, SchemaArgument, overload_name, schema_of
 from torch_neuronx.lowering import pointwise, reduction
-from torch_neuronx.lowering.engine import schema_values
-from torch_neuronx.lowering.registry import LOWERINGS, apply, lowering
+from torch_neuronx.lowering.engine import lower_op, schema_values
+from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.arguments import ArgumentType, argument_type
 from torch_neuronx.runtime.dtypes import TORCH_DTYPE
 
 aten = torch.ops.aten
@@ -33,10 +34,10 @@ aten = torch.ops.aten
 _ELEMENTWISE_FAMILIES = (pointwise, reduction)
 
 
-def _meta(value: Any, argument: torch._C.Argument) -> Any:
+def _meta(value: Any, argument: SchemaArgument) -> Any:
     """``value`` (a JAX array or Python value) as PyTorch's meta kernel for ``argument`` sees it."""
     if isinstance(value, jax.Array):
-        if str(argument.type).startswith("Optional[Tensor]") or str(argument.type) == "Tensor":
+        if argument_type(argument) is ArgumentType.TENSOR:
             return torch.empty(value.shape, dtype=TORCH_DTYPE[jnp.dtype(value.dtype)], device="meta")
         return _python_number(value)
     return value
@@ -56,24 +57,27 @@ def _python_number(value: jax.Array) -> bool | int | float | complex:
 def elementwise(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
     """``op`` (a lowered ATen overload) applied at trace time to JAX arrays, with PyTorch's semantics
     for them: promotion, result dtype, shape checks (errors are its meta kernel's)."""
-    entry = LOWERINGS[op]
     values = schema_values(op, args, kwargs)
-    metas = [_meta(v, a) for v, a in zip(values, op._schema.arguments, strict=True)]
-    positional = [m for m, a in zip(metas, op._schema.arguments, strict=True) if not a.kwarg_only]
-    keywords = {a.name: m for m, a in zip(metas, op._schema.arguments, strict=True) if a.kwarg_only}
-    return apply(entry, values, metas, op(*positional, **keywords))
+    metas = [_meta(v, a) for v, a in zip(values, schema_of(op).arguments, strict=True)]
+    positional = [m for m, a in zip(metas, schema_of(op).arguments, strict=True) if not a.kwarg_only]
+    keywords = {a.name: m for m, a in zip(metas, schema_of(op).arguments, strict=True) if a.kwarg_only}
+    return lower_op(op, values, metas, op(*positional, **keywords))
 
 
 def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> Callable[..., list[Any]]:
     """The lowering of ``foreach``: ``op`` applied to each element, its arguments taken from the
     foreach arguments ``names`` (in ``op``'s schema order; a list argument contributes its i-th item)."""
-    lists = {a.name for a in foreach._schema.arguments if str(a.type).startswith("List")}
-    keyword = {a.name for a in op._schema.arguments if a.kwarg_only}
-    targets = [a.name for a in op._schema.arguments]
+    lists = {
+        a.name
+        for a in schema_of(foreach).arguments
+        if argument_type(a) in (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
+    }
+    keyword = {a.name for a in schema_of(op).arguments if a.kwarg_only}
+    targets = [a.name for a in schema_of(op).arguments]
 
     def lower(*args: Any, **kwargs: Any) -> list[Any]:
         given = dict(
-            zip([a.name for a in foreach._schema.arguments], schema_values(foreach, args, kwargs), strict=True)
+            zip([a.name for a in schema_of(foreach).arguments], schema_values(foreach, args, kwargs), strict=True)
         )
         count = len(next(given[name] for name in names if name in lists))
         results = []
@@ -84,8 +88,10 @@ def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> C
             results.append(elementwise(op, *positional, **keywords))
         return results
 
-    lower.__doc__ = f"torch.{foreach._schema.name[6:]}: aten.{op._schema.name[6:]} on each tensor, in one executable."
-    lower.__qualname__ = lower.__name__ = f"{foreach._schema.name[6:]}_{foreach._overloadname}"
+    lower.__doc__ = (
+        f"torch.{schema_of(foreach).name[6:]}: aten.{schema_of(op).name[6:]} on each tensor, in one executable."
+    )
+    lower.__qualname__ = lower.__name__ = f"{schema_of(foreach).name[6:]}_{overload_name(foreach)}"
     return lower
 
 

@@ -2,11 +2,11 @@
 masked_fill/masked_scatter, embedding, take.
 
 Index tensors are never promoted with the values. An index out of range is a device fault
-(:func:`registry.device_check`), raised at the next synchronisation point with the message PyTorch's
-CPU kernel gives; the executable clamps the index only so that it keeps reading inside the tensor.
-Each op accepts negative indices exactly where PyTorch's CPU kernel does (index, index_put,
-index_fill, take wrap them; index_select, gather, scatter, index_add, index_copy, embedding reject
-them). Where PyTorch leaves duplicate indices of a non-accumulating write unspecified, the last
+(:func:`~torch_neuronx.runtime.tracing.device_check`), raised at the next synchronisation point
+with the message PyTorch's CPU kernel gives; the executable clamps the index only so that it keeps
+reading inside the tensor. Each op accepts negative indices exactly where PyTorch's CPU kernel does
+(index, index_put, index_fill, take wrap them; index_select, gather, scatter, index_add, index_copy,
+embedding reject them). Where PyTorch leaves duplicate indices of a non-accumulating write unspecified, the last
 update in row-major order wins, deterministically.
 """
 
@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering, same_dtype
+from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

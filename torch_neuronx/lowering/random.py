@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import device_check, lowering
+from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import TORCH_DTYPE
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

@@ -20,8 +20,9 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, device_check, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 

@@ -1,7 +1,8 @@
-"""The device runtime: cores, storage buffers, executables in flight, device faults.
+"""The device runtime: cores, storage buffers, executables and their launches, device faults.
 
-Started on the first use of the device (the first op that reaches a neuron kernel), not at
-``import torch``: that is when JAX is imported and configured and the eager kernels registered.
+Started on the first use of the device (``torch_neuronx._startup``), not at ``import torch``: that
+is when JAX is imported and configured for the cores. The runtime knows nothing of the layers above
+it (lowering, eager, dynamo): they build on it.
 """
 
 from __future__ import annotations
@@ -9,16 +10,17 @@ from __future__ import annotations
 import threading
 
 _started = False
-_lock = threading.RLock()
+_lock = threading.Lock()
 
 
 def started() -> bool:
-    """Whether the runtime has started (JAX configured, kernels registered)."""
+    """Whether the runtime has started (JAX configured for the cores)."""
     return _started
 
 
-def ensure_started() -> None:
-    """Starts the runtime once; later calls return at once.
+def start() -> None:
+    """Starts the runtime once (JAX configured for the visible cores, the persistent executable
+    cache opened); later calls return at once.
 
     Raises:
         ValueError: the core environment variables are malformed.
@@ -36,7 +38,4 @@ def ensure_started() -> None:
         _C._note_runtime_started()
         cores.configure()
         compile_cache.configure()
-        from torch_neuronx.eager import registration
-
-        registration.register_kernels()
         _started = True

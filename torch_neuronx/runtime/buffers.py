@@ -17,6 +17,7 @@ import torch
 from torch_neuronx import _C
 from torch_neuronx.runtime import cores, layout, queue
 from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
+from torch_neuronx.runtime.executable import jit_on_core
 
 
 def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
@@ -29,18 +30,16 @@ def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
 @functools.lru_cache(maxsize=512)
 def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
     del nbytes  # part of the cache key only: the buffer length is fixed by it
-    sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
     if buffer_dtype is None:
-        return jax.jit(lambda: layout.read(None, view), out_shardings=sharding)
-    return jax.jit(lambda flat: layout.read(flat, view), out_shardings=sharding)
+        return jit_on_core(lambda: layout.read(None, view), device)
+    return jit_on_core(lambda flat: layout.read(flat, view), device)
 
 
 @functools.lru_cache(maxsize=512)
 def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
-    sharding = jax.sharding.SingleDeviceSharding(cores.core(device))
     if buffer_dtype is None:
-        return jax.jit(lambda value: layout.write(None, nbytes, value, view), out_shardings=sharding)
-    return jax.jit(lambda flat, value: layout.write(flat, nbytes, value, view), out_shardings=sharding)
+        return jit_on_core(lambda value: layout.write(None, nbytes, value, view), device)
+    return jit_on_core(lambda flat, value: layout.write(flat, nbytes, value, view), device)
 
 
 def read(tensor: torch.Tensor) -> jax.Array:

@@ -39,7 +39,7 @@ class RuntimeCallbacks:
         if not _runtime_started():
             from torch_neuronx import runtime
 
-            runtime.ensure_started()
+            runtime.start()
         from torch_neuronx.runtime import events
 
         events.record(event_id, device, timing)

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.testing._comparison import default_tolerances
-from torch.utils import _pytree as pytree
+
+from torch_neuronx._compat.testing_internals import default_tolerances
+from torch_neuronx._compat.torch_internals import pytree
 
 __all__ = ["Comparison", "compare", "widen"]
 

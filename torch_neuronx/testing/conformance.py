@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.testing._comparison import default_tolerances
-from torch.utils import _pytree as pytree
 
 import torch_neuronx
+from torch_neuronx._compat.testing_internals import default_tolerances
+from torch_neuronx._compat.torch_internals import pytree
 from torch_neuronx.testing import opinfo, tables
 from torch_neuronx.testing.compare import compare, widen
 
@@ -357,6 +357,7 @@ def _drain_faults() -> None:
 @functools.cache
 def _lowering_families() -> tuple[dict[str, str], dict[str, str]]:
     """(ATen packet name -> family, ``aten::name.overload`` -> family) from the lowering modules."""
+    from torch_neuronx._compat.torch_internals import op_name
     from torch_neuronx.lowering import load_lowerings, registry
 
     load_lowerings()
@@ -366,8 +367,9 @@ def _lowering_families() -> tuple[dict[str, str], dict[str, str]]:
         package, _, module = entry.fn.__module__.rpartition(".")
         if package != "torch_neuronx.lowering":
             continue  # a JAX function registered as it is: its module names no family
-        packets.setdefault(overload._schema.name.split("::")[-1], module)
-        overloads[f"{overload._schema.name}.{overload._overloadname}"] = module
+        name = op_name(overload)
+        packets.setdefault(name.split("::")[-1].rsplit(".", 1)[0], module)
+        overloads[name] = module
     return packets, overloads
 
 

@@ -1,8 +1,8 @@
 """PyTorch's OpInfo database as the conformance runner sees it: names, dtypes, tolerances, skips.
 
-This is the only module that touches ``torch.testing._internal`` (STYLE.md, principle 9). Importing
-the OpInfo database takes a few seconds and needs the ``expecttest`` package, so it happens on the
-first call of :func:`op_db`, not at import.
+It reaches ``torch.testing._internal`` through ``_compat/testing_internals.py`` (STYLE.md, principle
+9). Importing the OpInfo database takes a few seconds and needs the ``expecttest`` package, so it
+happens on the first call of :func:`op_db`, not at import.
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.testing._comparison import default_tolerances
 
+from torch_neuronx._compat.testing_internals import (
+    decorate_info_type,
+    default_tolerances,
+    opinfo_database,
+    sample_input_type,
+)
+from torch_neuronx._compat.torch_internals import schema_of
 from torch_neuronx.testing import tables
 
 __all__ = [
@@ -43,12 +49,11 @@ def op_db() -> list[Any]:
 @functools.cache
 def _op_db() -> list[Any]:
     try:
-        from torch.testing._internal.common_methods_invocations import op_db as database
+        return opinfo_database()
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
             f"PyTorch's OpInfo database needs the {err.name!r} package: pip install 'torchneuron[conformance]'"
         ) from err
-    return list(database)
 
 
 def full_name(op: Any) -> str:
@@ -90,13 +95,12 @@ def device_dtypes(op: Any, wanted: Iterable[torch.dtype] = tables.DEVICE_DTYPES)
 
 def _active(op: Any, dtype: torch.dtype) -> list[Any]:
     """The decorators of ``op`` that PyTorch applies to its CPU comparison test on a new device."""
-    from torch.testing._internal.opinfo.core import DecorateInfo
-
+    decorate_info = decorate_info_type()
     found = []
     for info in op.decorators:
-        if not isinstance(info, DecorateInfo):
+        if not isinstance(info, decorate_info):
             found.append(info)
-        elif info.is_active(*_COMPARE_TEST, torch._C._get_privateuse1_backend_name(), dtype, {}):
+        elif info.is_active(*_COMPARE_TEST, "neuron", dtype, {}):
             found += info.decorators
     return found
 
@@ -157,9 +161,7 @@ _PREFIX_FAMILIES = {
 
 def sample_input(input_: Any, args: Sequence[Any], kwargs: dict[str, Any], output_process_fn_grad: Any) -> Any:
     """An OpInfo ``SampleInput`` of these arguments."""
-    from torch.testing._internal.opinfo.core import SampleInput
-
-    return SampleInput(input_, args=tuple(args), kwargs=kwargs, output_process_fn_grad=output_process_fn_grad)
+    return sample_input_type()(input_, args=tuple(args), kwargs=kwargs, output_process_fn_grad=output_process_fn_grad)
 
 
 def dim_argument(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
@@ -167,7 +169,7 @@ def dim_argument(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
     these arguments after the input, or its default (the first overload with a ``dim`` argument:
     ``median.dim`` for median, whose default overload has none)."""
     packet = getattr(torch.ops.aten, op.aten_name)
-    overloads = [getattr(packet, name)._schema for name in packet.overloads()]
+    overloads = [schema_of(getattr(packet, name)) for name in packet.overloads()]
     schema = next(s for s in overloads if any(argument.name == "dim" for argument in s.arguments))
     position = next(i for i, argument in enumerate(schema.arguments) if argument.name == "dim")
     if "dim" in kwargs:

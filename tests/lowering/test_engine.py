@@ -1,0 +1,82 @@
+"""The one lowering engine (lowering/engine.py) used directly: an FX graph of ATen ops interpreted
+with JAX values, decompositions traced until every node has a lowering, and what it refuses."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+from torch_neuronx._compat.torch_internals import make_fx
+from torch_neuronx.lowering import engine, registry
+from torch_neuronx.runtime import tracing
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _device_started():
+    """The runtime configures JAX (64-bit types) and loads every lowering when the device starts."""
+    torch.zeros(1, device="neuron")
+
+
+def _run(graph, *inputs):
+    """Interprets ``graph`` inside a jitted function on CPU tensors' values; returns torch tensors."""
+
+    def fn(*arrays):
+        with tracing.tracing(tracing.TraceContext(np.uint64(0), np.uint64(0))):
+            return engine.run_graph(graph, list(arrays))
+
+    return [torch.from_numpy(np.array(r)) for r in jax.jit(fn)(*[t.numpy() for t in inputs])]
+
+
+def test_graph_of_aten_ops_matches_cpu():
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).softmax(-1).sum(0)
+
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    graph = make_fx(f, decomposition_table=engine.decompositions())(x, w)
+    engine.check_lowerable(graph)
+    (result,) = _run(graph, x, w)
+    torch.testing.assert_close(result, f(x, w))
+
+
+def test_decomposition_is_traced_until_every_node_has_a_lowering():
+    op = aten.celu.default
+    assert op not in registry.LOWERINGS and engine.has_decomposition(op)
+    x = torch.randn(6)
+    graph, positions = engine.trace_decomposition(op, [torch.empty(6, device="meta"), 1.0])
+    assert positions == [0]
+    targets = {n.target for n in graph.graph.nodes if n.op == "call_function"}
+    assert targets and all(t in registry.LOWERINGS for t in targets)
+    (result,) = _run(graph, x)
+    torch.testing.assert_close(result, torch.nn.functional.celu(x))
+
+
+def test_graph_with_an_unlowered_op_is_refused_naming_it():
+    def f(x):
+        return torch.linalg.ldl_factor(x).LD
+
+    graph = make_fx(f)(torch.eye(3))
+    with pytest.raises(engine.Unsupported, match="no lowering for aten.linalg_ldl_factor_ex.default") as raised:
+        engine.check_lowerable(graph)
+    assert raised.value.op is aten.linalg_ldl_factor_ex.default
+
+
+def test_random_elements_count_each_random_ops_results():
+    graph = make_fx(lambda x, y: aten.uniform.default(x).sum() + aten.bernoulli.p(y, 0.5))(
+        torch.empty(4, 5), torch.empty(3, 2)
+    )
+    assert engine.random_elements(graph) == 4 * 5 + 3 * 2
+    assert engine.random_elements(make_fx(lambda x: x + 1)(torch.empty(3))) == 0
+
+
+def test_schema_values_fill_defaults_in_schema_order():
+    assert engine.schema_values(aten.add.Tensor, (1, 2), {}) == [1, 2, 1]
+    assert engine.schema_values(aten.sum.dim_IntList, (1,), {"keepdim": True}) == [1, None, True, None]
+
+
+def test_lowering_an_op_without_lowering_raises_unsupported():
+    with pytest.raises(engine.Unsupported):
+        engine.lower_op(aten.linalg_ldl_factor_ex.default, [], [], None)

@@ -1,0 +1,56 @@
+"""The C++ call signature's typed descriptions (csrc/runtime/NeuronCallSignature.h): what a cache
+miss sees of each argument, and the key that tells calls apart."""
+
+from __future__ import annotations
+
+import torch
+
+from torch_neuronx.runtime import arguments
+
+aten = torch.ops.aten
+
+
+def test_tensor_views_share_the_slot_of_their_storage():
+    base = torch.zeros(4, 6, device="neuron")
+    call = arguments.call_signature(aten.add.Tensor).describe((base[1:, 2:], base.t()), {"alpha": 2})
+    first, second, alpha = call.arguments
+    assert (first.slot, first.sizes, first.strides, first.offset) == (0, (3, 4), (6, 1), 8)
+    assert (second.slot, second.sizes, second.strides, second.offset) == (0, (6, 4), (1, 6), 0)
+    assert isinstance(alpha, arguments.NumberArg) and (alpha.index, alpha.type_name) == (0, "int")
+    (slot,) = call.slots
+    assert slot.nbytes == 4 * 6 * 4 and call.buffer_count == int(slot.has_buffer)
+    assert (call.scalar_count, call.device) == (1, 0)
+
+
+def test_every_kind_of_argument_is_described():
+    x = torch.ones(3, device="neuron")
+    host = torch.tensor(2.0)
+    add = arguments.call_signature(aten.add.Tensor).describe((x, host), {})
+    assert isinstance(add.arguments[1], arguments.HostScalarArg)
+    assert (add.arguments[1].index, add.arguments[1].wrapped) == (0, False)
+    assert isinstance(add.arguments[2], arguments.StaticArg) and add.arguments[2].value == 1  # alpha's default
+
+    foreach = arguments.call_signature(aten._foreach_add.ScalarList).describe(([x, x], [1.0, 2]), {})
+    tensors, scalars = foreach.arguments
+    assert isinstance(tensors, arguments.TensorListArg) and [t.slot for t in tensors.items] == [0, 0]
+    assert isinstance(scalars, arguments.NumberListArg) and scalars.indices == (0, 1)
+
+    generator = torch.Generator(device="neuron")
+    bernoulli = arguments.call_signature(aten.bernoulli.p).describe((x, 0.5), {"generator": generator})
+    assert isinstance(bernoulli.arguments[2], arguments.GeneratorArg)
+
+
+def test_key_tells_views_dtypes_and_number_types_apart():
+    signature = arguments.call_signature(aten.add.Tensor)
+    x = torch.zeros(4, 4, device="neuron")
+
+    def key(*args):
+        return signature.prepare(args, {})[0]
+
+    y = torch.ones(4, 4, device="neuron")
+    assert key(x, x) == key(y, y)  # the same layout of other storages
+    assert key(x, x) != key(x, y)  # one slot, or two
+    assert key(x, x) != key(x, x.t())
+    assert key(x, 1) != key(x, 1.0)
+    assert key(x, 1.0) == key(x, 2.5)  # a number is a runtime input: its value is not in the key
+    assert key(x, x) != key(x.int(), x.int())

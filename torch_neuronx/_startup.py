@@ -1,0 +1,53 @@
+"""Starts the device at its first use: the runtime, then the eager kernels (decision 1).
+
+``import torch`` only registers the device (``_registration.py``); the PrivateUse1 fallback it
+registers is :func:`boxed_fallback`. The first op that reaches it starts the device, here: the
+runtime (JAX configured for the cores) and then every eager kernel, after which the op is dispatched
+again and reaches its kernel. Later, only ops the device cannot compute reach the fallback, which
+runs them on the CPU (eager/fallback.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_ready = False
+_lock = threading.RLock()
+
+
+def ready() -> bool:
+    """Whether the device has started: the runtime and the eager kernels."""
+    return _ready
+
+
+def ensure_started() -> None:
+    """Starts the runtime and registers the eager kernels, once; later calls return at once.
+
+    Raises:
+        ValueError: the core environment variables (or another setting read at start) are malformed.
+        RuntimeError: JAX was initialised by other code with too few CPU devices.
+    """
+    global _ready
+    if _ready:
+        return
+    with _lock:
+        if _ready:
+            return
+        from torch_neuronx import runtime
+        from torch_neuronx.eager import registration
+
+        runtime.start()
+        registration.register_kernels()
+        _ready = True
+
+
+def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """The PrivateUse1 fallback (``Library("_", "IMPL").fallback``): starts the device at the first
+    op, then hands ops without a neuron kernel to the CPU fallback."""
+    if not _ready:
+        ensure_started()
+        return op(*args, **kwargs)
+    from torch_neuronx.eager import fallback
+
+    return fallback.run_on_cpu(op, args, kwargs)

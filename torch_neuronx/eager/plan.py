@@ -1,0 +1,81 @@
+"""How an overload is computed (a :class:`Plan`), and calling overloads by their schema.
+
+Every eager kernel has a plan: an overload is computed by its own lowering, by its functional form
+(in-place and ``out=`` overloads compute the functional form's results and write them into the
+arguments they mutate), or by PyTorch's decomposition. The helpers here move between an overload's
+arguments in schema order and its functional form's, and build the value the overload returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx.runtime.arguments import ArgumentType, argument_type
+from torch_neuronx.runtime.executable import first_result
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How an overload is computed.
+
+    ``functional`` computes the values. The first ``fresh`` of its results are returned as new
+    tensors; the rest are written, in order, into the arguments at the schema positions ``writes``
+    (in-place ``self``, ``out=`` tensors, running statistics). A functional plan has no writes and
+    returns every result. ``decomposed`` marks a functional op computed through its decomposition.
+    """
+
+    op: OpOverload
+    functional: OpOverload
+    writes: tuple[int, ...]
+    decomposed: bool
+    fresh: int = 0
+
+    def functional_args(self, values: list[Any]) -> list[Any]:
+        """The functional overload's arguments from the op's (schema order): the op's, minus the
+        ``out=`` tensors; a factory's ``out=`` form has no dtype/device/... arguments, so the
+        functional form's defaults apply to those."""
+        if self.functional is self.op:
+            return list(values)
+        by_name = {a.name: v for a, v in zip(schema_of(self.op).arguments, values, strict=True)}
+        return [by_name.get(a.name, a.default_value) for a in schema_of(self.functional).arguments]
+
+    def is_in_place_self(self, position: int) -> bool:
+        """Whether the written argument at ``position`` is an in-place ``self`` (positional), as
+        opposed to an ``out=`` tensor (keyword-only)."""
+        return not schema_of(self.op).arguments[position].kwarg_only
+
+
+def split(op: OpOverload, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Schema-ordered values as positional and keyword arguments."""
+    schema_arguments = schema_of(op).arguments
+    positional = [v for a, v in zip(schema_arguments, values, strict=True) if not a.kwarg_only]
+    keywords = {a.name: v for a, v in zip(schema_arguments, values, strict=True) if a.kwarg_only}
+    return positional, keywords
+
+
+def call(op: OpOverload, values: list[Any]) -> Any:
+    """Calls ``op`` with its arguments in schema order."""
+    positional, keywords = split(op, values)
+    return op(*positional, **keywords)
+
+
+def returns(plan: Plan) -> Callable[[list[Any], list[Any]], Any]:
+    """How the op's return value is built from its arguments and its new results (the
+    executable's ``returns``)."""
+    schema_returns = schema_of(plan.op).returns
+    if not schema_returns:
+        return lambda values, outputs: None
+    if plan.writes and not plan.fresh:
+        if len(schema_returns) == 1:
+            position = plan.writes[0]
+            return lambda values, outputs: values[position]
+        written = list(plan.writes)
+        return lambda values, outputs: tuple(values[i] for i in written)
+    if len(schema_returns) == 1:
+        if argument_type(schema_returns[0]) is ArgumentType.TENSOR_LIST:
+            return lambda values, outputs: list(outputs)
+        return first_result
+    return lambda values, outputs: tuple(outputs)

@@ -1,0 +1,180 @@
+"""What an eager call must satisfy before its executable is built, decided from its metas alone.
+
+PyTorch's meta kernels describe a call's results, but some (Python refs among them) skip rules that
+ATen's TensorIterator and its kernels apply: an in-place ``self`` is never resized, a result is
+written into its argument whole, a written tensor must not partly overlap an input, and a result's
+dtype must cast into the tensor it is written to. Those rules are stated here (ATen's
+TensorIterator.cpp, MemoryOverlap.cpp), with the CPU's messages. Aliasing, offsets and strides are
+part of a call's cache key, so checking once, when the executable is built, covers every call that
+reuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from torch_neuronx import _C
+from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false
+from torch_neuronx.eager.plan import Plan
+from torch_neuronx.runtime import arguments
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, aten_name
+
+
+def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
+    """TensorIterator's error for an in-place or ``out=`` tensor the result does not fit."""
+    return RuntimeError(f"output with shape {list(output)} doesn't match the broadcast shape {list(broadcast)}")
+
+
+def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]] = ()) -> list[int]:
+    """The broadcast shape of ``inputs`` (in operand order), checked as TensorIterator checks it
+    (ATen's TensorIterator.cpp ``compute_shape``, ExpandUtils.cpp ``infer_size``).
+
+    Args:
+        inputs: shapes of the input operands, in the order the op passes them.
+        outputs: shapes of outputs that may not be resized (an in-place ``self``).
+
+    Returns:
+        The broadcast shape.
+
+    Raises:
+        RuntimeError: "The size of tensor a (3) must match the size of tensor b (4) at
+            non-singleton dimension 0" for inputs that do not broadcast, or "output with shape [3]
+            doesn't match the broadcast shape [2, 3]" for an output the result does not fit.
+    """
+    shape = torch.Size()
+    for operand in inputs:
+        if not shape:
+            shape = torch.Size(operand)
+        elif tuple(operand) != tuple(shape):
+            shape = infer_size(shape, torch.Size(operand))
+    for output in outputs:
+        if tuple(output) != tuple(shape):
+            raise output_shape_error(output, shape)
+    return list(shape)
+
+
+def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
+    """ATen's ``assert_no_partial_overlap`` (aten/src/ATen/MemoryOverlap.cpp), which TensorIterator
+    and ``copy_`` apply to each input of a written tensor: the two may be the same memory (``x.add_(x)``)
+    or disjoint, not partly the same (``x[1:].copy_(x[:-1])``). Like ATen it decides only for tensors
+    that are non-overlapping and dense, and lets the rest through.
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
+            written-to tensor refer to a single memory location. Please clone() the tensor before
+            performing the operation."
+    """
+    if written is read or written.numel() == 0 or read.numel() == 0 or written.device != read.device:
+        return
+    if written.untyped_storage().data_ptr() != read.untyped_storage().data_ptr():
+        return
+    if not (is_non_overlapping_and_dense_or_false(written) and is_non_overlapping_and_dense_or_false(read)):
+        return
+    written_begin, read_begin = written.data_ptr(), read.data_ptr()
+    written_end = written_begin + written.numel() * written.element_size()
+    read_end = read_begin + read.numel() * read.element_size()
+    if written_begin == read_begin and written_end == read_end:
+        partial = written.stride() != read.stride()
+    else:
+        partial = written_begin < read_end and read_begin < written_end
+    if partial:
+        raise RuntimeError(
+            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+
+
+def resized_outputs(
+    plan: Plan, values: list[Any], metas: list[Any], described: list[Any]
+) -> list[tuple[int, list[int]]]:
+    """The ``out=`` arguments the meta kernel resized, as (schema position, new shape).
+
+    Raises:
+        RuntimeError: an in-place ``self``, or the ``out=`` tensor of a pointwise op that is also one
+            of its inputs, would have to be resized (TensorIterator's "output with shape [3] doesn't
+            match the broadcast shape [2, 3]"); PyTorch's Python meta kernels resize them.
+    """
+    resized = []  # (position, the meta kernel's shape, the argument's shape)
+    for i in plan.writes:
+        for meta, description in zip(
+            arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
+        ):
+            if description is not None and plan.functional is not plan.op and tuple(meta.shape) != description.sizes:
+                resized.append((i, list(meta.shape), list(description.sizes)))
+    for position, shape, target in resized:
+        if plan.is_in_place_self(position):  # in-place: never resized (some refs do)
+            raise output_shape_error(target, shape)
+        if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
+            raise output_shape_error(target, shape)  # TensorIterator: a read-write output
+    return [(position, shape) for position, shape, _ in resized]
+
+
+def _is_an_input(values: list[Any], position: int) -> bool:
+    """Whether the ``out=`` tensor at ``position`` is also one of the call's inputs (``mul(x, y,
+    out=x)``, which ``ldexp_`` makes): TensorIterator does not resize such an output."""
+    out = values[position]
+    return any(value is out for i, value in enumerate(values) if i != position)
+
+
+def write_targets(plan: Plan, described: list[Any]) -> list[arguments.TensorArg | None]:
+    """The tensors the written results go into, in order (None where the argument is None, e.g. no
+    running statistics)."""
+    return [d for i in plan.writes for d in arguments.tensor_descriptions(described[i])]
+
+
+def check_written_shapes(plan: Plan, described: list[Any], functional_result: Any) -> None:
+    """A result is written into its argument whole, so it must have the argument's shape.
+
+    Raises:
+        RuntimeError: TensorIterator's "output with shape ... doesn't match the broadcast shape ...".
+    """
+    if not plan.writes:
+        return
+    results = arguments.flat_tensors(functional_result)[plan.fresh :]
+    for value, target in zip(results, write_targets(plan, described), strict=True):
+        if target is None or not isinstance(value, torch.Tensor) or tuple(value.shape) == target.sizes:
+            continue
+        raise output_shape_error(target.sizes, value.shape)
+
+
+def check_pointwise_overlap(plan: Plan, values: list[Any]) -> None:
+    """TensorIterator's memory-overlap check of a pointwise op: each written tensor against each input
+    (:func:`check_no_partial_overlap`)."""
+    written = [t for i in plan.writes for t in arguments.flat_tensors(values[i]) if isinstance(t, torch.Tensor)]
+    if not written:
+        return
+    read = [
+        t
+        for i, value in enumerate(values)
+        if i not in plan.writes or plan.is_in_place_self(i)  # an in-place self is read too
+        for t in arguments.flat_tensors(value)
+        if isinstance(t, torch.Tensor)
+    ]
+    for target in written:
+        for source in read:
+            check_no_partial_overlap(target, source)
+
+
+def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets: list[Any]) -> None:
+    """PyTorch's dtype rules for results, which its meta kernels do not always apply.
+
+    Raises:
+        RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
+            (TensorIterator's "result type ... can't be cast to the desired output type ...").
+        TypeError: a new result would be float64/complex128, which neuron does not hold (decision 8).
+    """
+    for result, target in zip(written, targets, strict=True):
+        if target is None or not isinstance(result, torch.Tensor):
+            continue
+        destination = DTYPE_OF[target.dtype_code]
+        if not torch.can_cast(result.dtype, destination):
+            raise RuntimeError(
+                f"result type {aten_name(result.dtype)} can't be cast to the desired output type "
+                f"{aten_name(destination)}"
+            )
+    for result in fresh:
+        if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
+            _C._check_dtype_supported(CODE_OF[result.dtype], name)

@@ -1,0 +1,103 @@
+"""Runners of eager calls that do not simply launch an executable.
+
+A runner is what an eager kernel caches per call signature (runtime/executable.py's ``Runner``). Most
+are an executable's launch; the ones here resize ``out=`` tensors first, resize an in-place
+``self`` as a few CPU kernels do, run the call on the CPU, or check runtime scalars on the host
+before each launch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx.eager import fallback
+from torch_neuronx.eager.plan import Plan, call, split
+from torch_neuronx.lowering import overflow, registry
+from torch_neuronx.runtime import arguments
+from torch_neuronx.runtime.dtypes import jax_dtype
+from torch_neuronx.runtime.executable import Runner
+
+#: In-place overloads whose CPU and CUDA kernels resize ``self`` to the result's shape (through
+#: their ``out=`` form, without a warning) instead of refusing a ``self`` the result does not fit.
+RESIZES_SELF = frozenset({torch.ops.aten.addbmm_.default})
+
+
+def resize_self_runner(plan: Plan) -> Runner:
+    """An overload of :data:`RESIZES_SELF` whose result does not fit ``self``: the functional form
+    computes it from ``self`` broadcast, then ``self`` takes the result's shape and values."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        result = call(plan.functional, plan.functional_args(values))
+        target = values[plan.writes[0]]
+        target.resize_(result.shape)
+        target.copy_(result)
+        return target
+
+    return run
+
+
+def resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True) -> Runner:
+    """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
+    ``resize_output`` does (warning when a non-empty tensor changes shape, unless ``warn`` is
+    False), then call again."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        for position, shape in shapes:
+            for tensor in arguments.flat_tensors(values[position]):
+                if list(tensor.shape) != shape:
+                    if warn and tensor.numel() != 0:
+                        warnings.warn(
+                            f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
+                            f"which does not match the required output shape {shape}. This behavior is deprecated, "
+                            "and in a future PyTorch release outputs will not be resized unless they have zero "
+                            "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                            "elements with t.resize_(0).",
+                            stacklevel=4,
+                        )
+                    tensor.resize_(shape)
+        return call(op, values)
+
+    return run
+
+
+def fallback_runner(op: OpOverload) -> Runner:
+    """A call the device cannot compute (no meta kernel, or a decomposition with an unlowered op)."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        positional, keywords = split(op, values)
+        return fallback.run_on_cpu(op, tuple(positional), keywords)
+
+    return run
+
+
+def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) -> list[tuple[int, Any]]:
+    """(position in the call, dtype) of each Python number the op's lowering lists as ``checked``:
+    c10 converts it to the result's dtype, and an overflow raises at the call, as on the CPU, when
+    the runner checks it on the host before each launch (a runtime scalar changes between calls)."""
+    entry = registry.LOWERINGS.get(plan.functional)
+    if entry is None or not entry.checked:
+        return []
+    first = arguments.flat_tensors(functional_result)[0]
+    if not isinstance(first, torch.Tensor):
+        return []
+    names = [argument.name for argument in schema_of(plan.op).arguments]
+    return [
+        (i, jax_dtype(first.dtype))
+        for i, name in enumerate(names)
+        if name in entry.checked and overflow.is_number(values[i])
+    ]
+
+
+def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]]) -> Runner:
+    """``runner`` preceded by c10's overflow check of the runtime scalars ``host_checks`` names."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        for position, dtype in host_checks:
+            overflow.raise_if_overflows(values[position], dtype)
+        return runner(inputs, device, slot_tensors, generator, values)
+
+    return run

@@ -1,0 +1,97 @@
+"""c10's overflow check of a Scalar converted to a tensor's dtype (``checked_convert``).
+
+PyTorch's kernels convert fill values, clamp bounds and other Scalar parameters with
+c10/util/TypeCast.h ``checked_convert``: a value that does not fit the result's dtype raises "value
+cannot be converted to type int8_t without overflow" instead of wrapping. Lowerings list such
+arguments as ``checked``; the engine checks them here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from torch_neuronx.lowering.promotion import is_number
+from torch_neuronx.runtime.tracing import device_check
+
+#: c10's names of the types in "value cannot be converted to type X without overflow".
+_C10_NAMES = {
+    np.dtype(jnp.int8): "int8_t",
+    np.dtype(jnp.uint8): "uint8_t",
+    np.dtype(jnp.int16): "int16_t",
+    np.dtype(jnp.int32): "int",
+    np.dtype(jnp.int64): "int64_t",
+    np.dtype(jnp.float16): "c10::Half",
+    np.dtype(jnp.bfloat16): "c10::BFloat16",
+    np.dtype(jnp.float32): "float",
+}
+
+__all__ = ["c10_type_name", "check_fits", "is_number", "raise_if_overflows"]
+
+
+def c10_type_name(dtype: Any) -> str | None:
+    """c10's name of a dtype in conversion errors (``int8_t``, ``c10::Half``); None for the others."""
+    return _C10_NAMES.get(np.dtype(dtype))
+
+
+def check_fits(value: Any, dtype: Any) -> None:
+    """c10's overflow check of a Scalar converted to ``dtype``: integer targets reject NaN, infinities
+    and values outside [lowest, max] (an integer may go down to -max for an unsigned type); floating
+    targets reject finite values beyond their range.
+
+    A concrete value (a Python number: a static argument, a graph constant) raises now, as on the CPU.
+    A traced one (a runtime scalar of the executable) is checked inside it and raised at the next
+    synchronisation point; the eager kernel checks its runtime scalars on the host instead
+    (:func:`raise_if_overflows`, before each launch), so eager calls raise at the call.
+
+    Raises:
+        RuntimeError: c10's "value cannot be converted to type int8_t without overflow".
+    """
+    dtype = np.dtype(dtype)
+    name = _C10_NAMES.get(dtype)
+    if is_number(value) or isinstance(value, np.generic):
+        raise_if_overflows(value, dtype)
+        return
+    value = jnp.asarray(value)
+    if name is None or jnp.issubdtype(value.dtype, jnp.complexfloating) or value.dtype == jnp.bool_:
+        return
+    wide = value.astype(jnp.float64)
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        lowest = -float(info.max) if info.min == 0 and jnp.issubdtype(value.dtype, jnp.integer) else float(info.min)
+        failed = jnp.isnan(wide) | (wide < lowest) | (wide > float(info.max))
+    else:
+        failed = jnp.isfinite(wide) & (jnp.abs(wide) > float(jnp.finfo(dtype).max))
+    device_check(failed, jnp.int64(0), _overflow_message(name), RuntimeError)
+
+
+def raise_if_overflows(value: Any, dtype: Any) -> None:
+    """:func:`check_fits` for a concrete number, on the host (exact for integers of any size).
+
+    Raises:
+        RuntimeError: c10's "value cannot be converted to type int8_t without overflow".
+    """
+    dtype = np.dtype(dtype)
+    name = _C10_NAMES.get(dtype)
+    if name is None or isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
+        return
+    if np.issubdtype(dtype, np.integer):
+        info = jnp.iinfo(dtype)
+        integral = isinstance(value, (int, np.integer))
+        if not integral and not math.isfinite(float(value)):
+            raise RuntimeError(_overflow_message(name))
+        lowest = -int(info.max) if info.min == 0 and integral else int(info.min)
+        number = int(value) if integral else float(value)
+        failed = number < lowest or number > int(info.max)
+    else:
+        wide = float(value)
+        failed = math.isfinite(wide) and abs(wide) > float(jnp.finfo(dtype).max)  # NumPy lacks bfloat16's
+    if failed:
+        raise RuntimeError(_overflow_message(name))
+
+
+def _overflow_message(name: str) -> str:
+    return f"value cannot be converted to type {name} without overflow"

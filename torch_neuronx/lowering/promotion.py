@@ -1,0 +1,112 @@
+"""PyTorch's elementwise type promotion, applied to a lowering's arguments at trace time.
+
+A lowering registered with a ``promotion`` kind receives its participating arguments (every Tensor
+and Scalar argument, or those it names in ``promote``) cast to the computation dtype PyTorch's
+``elementwise_dtypes`` gives for them (float32 "opmath" for 16-bit floats, as CPU kernels compute),
+and so are all other runtime scalars. A Python number operand of a 16-bit computation is rounded to
+the operands' dtype first, as TensorIterator wraps it in a 0-dim tensor of that dtype, except in the
+kernels that read the number's original value.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, schema_of
+from torch_neuronx.runtime.arguments import ArgumentType, argument_type
+from torch_neuronx.runtime.dtypes import jax_dtype
+
+
+class Promotion(enum.Enum):
+    """PyTorch's elementwise type-promotion kinds (``torch._prims_common``)."""
+
+    DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+    NO_OPMATH = ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH
+    INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
+    ALWAYS_BOOL = ELEMENTWISE_TYPE_PROMOTION_KIND.ALWAYS_BOOL
+    COMPLEX_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.COMPLEX_TO_FLOAT
+    BOOL_TO_LONG = ELEMENTWISE_TYPE_PROMOTION_KIND.BOOL_TO_LONG
+
+
+#: Kernels that compute with a Python number's original value rather than the number rounded to a
+#: 16-bit operand dtype (ATen's BinaryOpsKernel.cpp: mul, div and its rounding modes read
+#: ``original_scalar_value``).
+_ORIGINAL_SCALAR_OPS = frozenset(
+    {
+        torch.ops.aten.mul.Tensor,
+        torch.ops.aten.mul.Scalar,
+        torch.ops.aten.div.Tensor,
+        torch.ops.aten.div.Scalar,
+        torch.ops.aten.div.Tensor_mode,
+        torch.ops.aten.div.Scalar_mode,
+        torch.ops.aten.floor_divide.default,
+        torch.ops.aten.floor_divide.Scalar,
+    }
+)
+#: Schema names of operands: a number there is a wrapped 0-dim tensor. Numbers in other positions
+#: (alpha, value, weight, negative_slope, beta ...) are kernel parameters, used at their value.
+_OPERAND_NAMES = frozenset({"self", "other", "exponent"})
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is a Python number (bool, int, float or complex)."""
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, torch.Tensor)
+
+
+def promotes(argument: Any) -> bool:
+    """Whether a number in this schema position takes part in type promotion: a Scalar or float
+    argument, or a Tensor one (a Python number PyTorch wrapped, as in ``x * 0.5``). int and bool
+    arguments (dims, flags, sizes) never do."""
+    return argument_type(argument) in (ArgumentType.NUMBER, ArgumentType.TENSOR)
+
+
+def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
+    """``args`` (schema order, at trace time) cast as ``entry``'s promotion kind says.
+
+    Args:
+        entry: a registry ``Lowering`` with a ``promotion`` kind.
+        args: the op's arguments; tensors as JAX arrays, runtime scalars as 0-d arrays.
+        metas: the same arguments as PyTorch sees them (meta tensors, Python numbers).
+    """
+    schema = schema_of(entry.op)
+    names = [argument.name for argument in schema.arguments]
+    args = list(args)
+    if entry.promote is not None:
+        chosen = [i for i, name in enumerate(names) if name in entry.promote]
+    else:
+        chosen = [
+            i
+            for i, meta in enumerate(metas)
+            if isinstance(meta, torch.Tensor)
+            or (is_number(meta) and names[i] not in entry.static and promotes(schema.arguments[i]))
+        ]
+    participants = [metas[i] for i in chosen if metas[i] is not None]
+    computation, _ = elementwise_dtypes(*participants, type_promotion_kind=entry.promotion.value)
+    target = jax_dtype(computation)
+    # TensorIterator wraps a Python number as a 0-dim tensor of the operands' common dtype: a
+    # 16-bit computation sees the number rounded to it (bf16(0.7) == 0.7 is True on the CPU),
+    # except in the kernels that read the scalar's original value (_ORIGINAL_SCALAR_OPS).
+    _, common = elementwise_dtypes(*participants, type_promotion_kind=Promotion.DEFAULT.value)
+    scalar_dtype = (
+        jax_dtype(common)
+        if common in (torch.bfloat16, torch.float16) and entry.op not in _ORIGINAL_SCALAR_OPS
+        else None
+    )
+    for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
+        if arg is None or names[i] in entry.static:
+            continue
+        rounded_operand = is_number(meta) and scalar_dtype is not None and names[i] in _OPERAND_NAMES
+        if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
+            if rounded_operand:
+                args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
+            continue
+        if rounded_operand and i in chosen:
+            args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
+        elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
+            args[i] = jnp.asarray(arg).astype(target)
+    return args

@@ -1,0 +1,129 @@
+"""The state of an executable while it is traced: its random keys and its device checks.
+
+Lowerings run only while an executable is traced (runtime/executable.py). They reach the trace of
+their thread with :func:`active_context`: a random op draws its JAX PRNG key from it, and an op
+that detects a data-dependent error (an index out of range) reports it with :func:`device_check`,
+which becomes two extra outputs of the executable, raised at the next synchronisation point
+(runtime/faults.py, decision 9).
+
+Random keys follow decision 11: the executable takes the generator's (seed, offset) as runtime
+inputs, and the i-th random element drawn in the trace is offset + i, as Philox counters are, so a
+result depends only on the seed and the sequence of random ops, not on which executable ran them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def random_key(seed: Any, offset: Any) -> jax.Array:
+    """The JAX PRNG key of the random op whose first element is ``offset`` under ``seed`` (both
+    uint64 values, traced or concrete): threefry folding in the 32-bit halves of each."""
+    seed = jnp.asarray(seed, jnp.uint64)
+    offset = jnp.asarray(offset, jnp.uint64)
+    key = jax.random.key(seed.astype(jnp.uint32))
+    key = jax.random.fold_in(key, (seed >> 32).astype(jnp.uint32))
+    key = jax.random.fold_in(key, (offset & 0xFFFFFFFF).astype(jnp.uint32))
+    return jax.random.fold_in(key, (offset >> 32).astype(jnp.uint32))
+
+
+class DeviceCheck:
+    """A device-side assertion of a traced executable: ``error(message)`` is raised when ``failed``
+    (a bool scalar) is true; ``detail`` (an int64 scalar) is formatted into it as ``{detail}``."""
+
+    __slots__ = ("detail", "error", "failed", "message")
+
+    def __init__(self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception]) -> None:
+        self.failed = failed
+        self.detail = detail
+        self.message = message
+        self.error = error
+
+
+class TraceContext:
+    """One executable being traced: where its random ops take their keys, and its device checks.
+
+    Args:
+        seed, offset: the generator's (seed, offset), runtime inputs of the executable; None for an
+            executable without random ops (drawing a key then raises).
+    """
+
+    def __init__(self, seed: Any = None, offset: Any = None) -> None:
+        self._seed = seed
+        self._offset = offset
+        self.random_elements = 0
+        self.checks: list[DeviceCheck] = []
+        #: The op whose checked runtime scalars the launcher checks on the host before each launch
+        #: (an eager kernel of a lowered op), so the executable need not.
+        self.host_checked: Any = None
+
+    def next_key(self, elements: int) -> jax.Array:
+        """The key of the next random op, which draws ``elements`` elements (at least one is counted).
+
+        Raises:
+            RuntimeError: the executable was traced without generator inputs.
+        """
+        if self._seed is None:
+            raise RuntimeError("neuron: a random op was traced without generator inputs")
+        key = random_key(self._seed, jnp.asarray(self._offset, jnp.uint64) + self.random_elements)
+        self.random_elements += max(int(elements), 1)
+        return key
+
+    def check(self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception]) -> None:
+        """Records a device-side assertion (see :class:`DeviceCheck`)."""
+        self.checks.append(DeviceCheck(failed, detail, message, error))
+
+
+class _Active(threading.local):
+    """The contexts of the executables this thread is tracing, innermost last: per thread, because
+    several threads may trace at once (user threads running eager ops, background graph builds)."""
+
+    def __init__(self) -> None:
+        self.stack: list[TraceContext] = []
+
+
+_active = _Active()
+
+
+def active_context() -> TraceContext:
+    """The context of the executable this thread is tracing.
+
+    Raises:
+        RuntimeError: no executable is being traced.
+    """
+    if not _active.stack:
+        raise RuntimeError("neuron: lowerings run only while an executable is traced")
+    return _active.stack[-1]
+
+
+def current_context() -> TraceContext | None:
+    """The context of the executable this thread is tracing, or None."""
+    return _active.stack[-1] if _active.stack else None
+
+
+class tracing:
+    """``with tracing(ctx):`` makes ``ctx`` the context this thread's lowerings report to."""
+
+    def __init__(self, context: TraceContext) -> None:
+        self.context = context
+
+    def __enter__(self) -> TraceContext:
+        _active.stack.append(self.context)
+        return self.context
+
+    def __exit__(self, *exc_info: object) -> None:
+        _active.stack.pop()
+
+
+def device_check(failed: Any, detail: Any, message: str, error: type[Exception] = RuntimeError) -> None:
+    """For lowerings: when ``failed`` is true on the device, ``error(message)`` is raised at the next
+    synchronisation point, naming the op; ``{detail}`` in ``message`` is replaced by ``detail``.
+
+    Raises:
+        RuntimeError: no executable is being traced.
+    """
+    active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
