@@ -20,6 +20,7 @@ def register() -> None:
     if _library:
         return
     from torch_neuronx import _C
+    from torch_neuronx._compat import accelerate_memory
     from torch_neuronx._compat.torch_internals import (
         format_values_on_host,
         grad_scaler_without_fp64,
@@ -40,6 +41,7 @@ def register() -> None:
     format_values_on_host()
     grad_scaler_without_fp64()
     linear_cross_entropy_accumulates_in_float32()
+    accelerate_memory.install()
     # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _C._set_python_runtime(RuntimeCallbacks())
