@@ -122,11 +122,41 @@ def call(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     spec = _call_spec(kernel, arguments, names)
     tensors = [arguments[n] for n in names]
     traced = spec.trace(tensors)  # the rules are checked here, before anything runs
+    _check_aliasing(kernel, names, tensors, traced.written)
     results = torch.ops.nki.kernel_call(tensors, spec.key)
     outputs, updates = results[: len(traced.outputs)], results[len(traced.outputs) :]
     for position, value in zip(traced.written, updates, strict=True):
         tensors[position].copy_(value)
     return simulation.rebuild(traced.returns, outputs, tensors)
+
+
+def _storage(tensor: torch.Tensor) -> int | None:
+    """The address of a real tensor's storage (None for fake and meta tensors, which have none)."""
+    if tensor.device.type == "meta":
+        return None
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+
+
+def _check_aliasing(kernel: Any, names: list[str], tensors: list[torch.Tensor], written: list[int]) -> None:
+    """A kernel sees each tensor argument as its own HBM tensor: one it writes may not share memory
+    with another argument (the emulation would read the old values where hardware reads the new).
+
+    Raises:
+        RuntimeError: naming the kernel and both arguments.
+    """
+    if not written:
+        return
+    storages = [_storage(t) for t in tensors]
+    for position in written:
+        for other, storage in enumerate(storages):
+            if other != position and storage is not None and storage == storages[position]:
+                raise RuntimeError(
+                    f"NKI kernel '{kernel.name}' writes argument '{names[position]}', which shares memory with "
+                    f"argument '{names[other]}'; pass a copy ({names[other]}.clone()) or a separate output tensor"
+                )
 
 
 def call_numpy(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -270,3 +270,9 @@ def test_direct_kernel_call_inside_compile_says_to_use_nki_op():
     compiled = torch.compile(lambda a: add_kernel(a, a), backend="neuron", fullgraph=True)
     with pytest.raises(Exception, match="register the function that calls it as an op with torch_neuronx.nki_op"):
         compiled(torch.ones(128, 4, device="neuron"))
+
+
+def test_a_written_argument_may_not_share_memory_with_another():
+    a = torch.ones(128, 8, device="neuron")
+    with pytest.raises(RuntimeError, match="writes argument 'b_out', which shares memory with argument 'a'"):
+        scaled_add_inplace(a, a)
