@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test lint bench coverage install clean
+.PHONY: main test lint bench coverage nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -20,6 +20,9 @@ bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 coverage: install  ## PyTorch's OpInfo database on neuron against the CPU (about an hour): docs/coverage.md.
 	$(BIN)/torch-neuronx conformance --budget-minutes 60 --out reports/conformance
 	cp reports/conformance/summary.md docs/coverage.md
+
+nki-sweep: install  ## The NKI kernel library against PyTorch on larger shapes (minutes): reports/nki/summary.md.
+	$(BIN)/python -m nki.sweep --out reports/nki
 
 install: $(VENV)/.installed torch_neuronx/.built
 

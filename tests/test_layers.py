@@ -1,5 +1,6 @@
 """The package's layout as docs/architecture.md draws it: layers that import downwards only, no
-import circles, and private PyTorch internals only in ``_compat/``.
+import circles, and private PyTorch internals only in ``_compat/``. The NKI packages (``nki``, and
+``neuronxcc``, its legacy import path) are a layer of their own above ``lowering``.
 
 These read the source (every import, at module level or inside a function), so they hold for code
 paths no other test runs.
@@ -12,7 +13,10 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "torch_neuronx"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "torch_neuronx"
+#: Every package of the repository: torch_neuronx and the kernel language.
+PACKAGES = [PACKAGE, ROOT / "nki", ROOT / "neuronxcc"]
 
 #: Each layer and the layers below it that it may import. The entry points (the package's
 #: ``__init__``, ``_registration``, ``_startup``) and the tools (``testing``, ``cli``) sit above all.
@@ -25,6 +29,9 @@ ALLOWED = {
     "eager": {"_C", "_config", "_compat", "runtime", "lowering"},
     "dynamo": {"_C", "_config", "_compat", "runtime", "lowering", "eager"},
     "device": {"_C", "_config", "_compat", "runtime"},
+    # The kernel language: traced to JAX, launched through runtime/executable.py, lowered inside
+    # compiled graphs through the lowering registry; never eager or dynamo.
+    "nki": {"_C", "_config", "_compat", "runtime", "lowering", "nki"},
 }
 TOP = {"torch_neuronx", "torch_neuronx._registration", "torch_neuronx._startup"}
 
@@ -40,10 +47,11 @@ PRIVATE_ATTRIBUTES = {"_schema", "_overloadname", "_boxed_call", "_dynamo_dynami
 
 def _modules() -> dict[str, pathlib.Path]:
     found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
+    for package in PACKAGES:
+        for path in package.rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
     return found
 
 
@@ -79,7 +87,7 @@ def _imports(name: str) -> set[str]:
         else:
             continue
         for candidate in candidates:
-            if candidate.startswith("torch_neuronx"):
+            if candidate.split(".")[0] in ("torch_neuronx", "nki", "neuronxcc"):
                 resolved = _resolve(candidate)
                 if resolved is not None and resolved != name:
                     targets.add(resolved)
@@ -91,6 +99,8 @@ GRAPH = {name: _imports(name) for name in MODULES}
 
 def _layer(name: str) -> str | None:
     parts = name.split(".")
+    if parts[0] in ("nki", "neuronxcc"):
+        return "nki"
     return parts[1] if len(parts) > 1 else None
 
 
@@ -199,11 +209,18 @@ def _private_uses(path: pathlib.Path) -> list[str]:
 
 def test_private_torch_names_only_in_compat():
     uses = {
-        str(path.relative_to(PACKAGE.parent)): found
-        for path in sorted(PACKAGE.rglob("*.py"))
+        str(path.relative_to(ROOT)): found
+        for package in PACKAGES
+        for path in sorted(package.rglob("*.py"))
         if "_compat" not in path.parts and (found := _private_uses(path))
     }
     assert uses == {}
+
+
+def test_the_kernel_language_sits_above_lowering_only():
+    """nki may not reach eager or dynamo (the engine lowers its op; kernels launch through runtime)."""
+    graph = {"nki.framework": {"torch_neuronx.eager.kernel"}, "torch_neuronx.eager.kernel": set()}
+    assert _layer_violations(graph) == ["nki.framework imports torch_neuronx.eager.kernel"]
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,21 @@ __all__ = [
     "get_dynamo_metrics",
     "get_executed_ops",
     "get_fallback_ops",
+    "nki_op",
+    "wrap_nki",
 ]
+
+#: Names served by the NKI package, imported at first use (it imports JAX; ``import torch`` must not).
+_NKI_NAMES = {"nki_op", "wrap_nki"}
+
+
+def __getattr__(name: str):
+    """``torch_neuronx.nki_op`` / ``torch_neuronx.wrap_nki`` (see :mod:`nki.op`), loaded lazily."""
+    if name in _NKI_NAMES:
+        from nki import op
+
+        return getattr(op, name)
+    raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
 
 
 def get_dynamo_metrics() -> list[dict]:

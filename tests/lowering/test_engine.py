@@ -80,3 +80,37 @@ def test_schema_values_fill_defaults_in_schema_order():
 def test_lowering_an_op_without_lowering_raises_unsupported():
     with pytest.raises(engine.Unsupported):
         engine.lower_op(aten.linalg_ldl_factor_ex.default, [], [], None)
+
+
+@torch.library.custom_op("engine_tests::scale_", mutates_args={"x"}, device_types="neuron")
+def _scale_(x: torch.Tensor, factor: float) -> None:
+    x.mul_(factor)
+
+
+@registry.lowering(torch.ops.engine_tests.scale_.default, returns_mutated=True)
+def _scale_lowering(x, factor):
+    """A mutating custom op's lowering: no results, then the new value of ``x``."""
+    return (x * factor,)
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_mutating_custom_op_lowers_through_auto_functionalized(view):
+    """AOTAutograd wraps the op in auto_functionalized_v2 (on a view of a base when ``view``); the
+    engine lowers it with the op's returns_mutated lowering, inside the graph's one executable."""
+    import torch_neuronx
+
+    base = torch.randn(6, 4)
+    expected = base.clone()
+    (expected[2:] if view else expected).mul_(3.0)
+
+    def fn(t):
+        _scale_(t[2:] if view else t, 3.0)
+        return t.sum()
+
+    on_device = base.to("neuron")
+    before = len(torch_neuronx.get_dynamo_metrics())
+    total = torch.compile(fn, backend="neuron", fullgraph=True)(on_device)
+    torch.testing.assert_close(on_device.cpu(), expected)
+    torch.testing.assert_close(total.cpu(), expected.sum())
+    graphs = torch_neuronx.get_dynamo_metrics()[before:]
+    assert len(graphs) == 1 and not graphs[0]["eager_fallback"]

@@ -4,7 +4,10 @@ Eager runs a single op through :func:`lower_op`, or, for an op with no lowering,
 PyTorch's decomposition of it traces to (:func:`trace_decomposition`, then :func:`run_graph`).
 torch.compile runs the graphs AOTAutograd produces through the same :func:`run_graph`. Either way
 each node is computed by its registered lowering through :func:`lower_op`, so promotion,
-result dtypes and random streams follow one set of rules.
+result dtypes and random streams follow one set of rules. A custom op that mutates its arguments
+(an NKI kernel's op with ``mutates_args``) appears in AOTAutograd's graphs inside an
+``auto_functionalized`` node; :func:`lower_auto_functionalized` lowers it through the op's
+``returns_mutated`` lowering.
 """
 
 from __future__ import annotations
@@ -12,16 +15,21 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 import torch.fx
 
 from torch_neuronx._compat.torch_internals import OpOverload, decomposition_table, make_fx, pytree, schema_of
 from torch_neuronx.lowering import overflow, promotion, registry
-from torch_neuronx.runtime import tracing
+from torch_neuronx.runtime import layout, tracing
 from torch_neuronx.runtime.dtypes import convert, jax_dtype
+
+#: AOTAutograd's wrappers of a mutating op in a functional graph (their outputs: the op's results,
+#: then the new values of its mutated arguments, or of the bases those are views of).
+AUTO_FUNCTIONALIZED = (torch.ops.higher_order.auto_functionalized, torch.ops.higher_order.auto_functionalized_v2)
 
 
 class Unsupported(Exception):
@@ -167,7 +175,13 @@ def trace_decomposition(op: OpOverload, metas: list[Any]) -> tuple[torch.fx.Grap
 def check_lowerable(graph: torch.fx.GraphModule) -> None:
     """Raises Unsupported for the first node that has no lowering."""
     for node in graph.graph.nodes:
-        if node.op == "call_function" and node.target is not operator.getitem and node.target not in registry.LOWERINGS:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if node.target in AUTO_FUNCTIONALIZED:
+            entry = registry.LOWERINGS.get(node.args[0])
+            if entry is None or not entry.returns_mutated:
+                raise Unsupported(node.args[0])
+        elif node.target not in registry.LOWERINGS:
             raise Unsupported(node.target)
 
 
@@ -214,6 +228,9 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
                 container, index = node.args
                 env[node] = env[container][index]
                 continue
+            if node.target in AUTO_FUNCTIONALIZED:
+                env[node] = lower_auto_functionalized(node, env)
+                continue
             if not isinstance(node.target, OpOverload):
                 raise Unsupported(node.target)
             values = schema_values(node.target, node.args, node.kwargs)
@@ -225,3 +242,120 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
         else:
             raise Unsupported(node.op)
     raise RuntimeError("graph has no output node")
+
+
+def _strided_view(base: Any, base_meta: torch.Tensor, size: Any, stride: Any, offset: int) -> layout.View:
+    """The view ``as_strided(size, stride, offset)`` of a base that is a whole contiguous tensor (its
+    storage in row-major order), the layout AOTAutograd's graph inputs have.
+
+    Raises:
+        Unsupported: the base is itself a strided view of a larger storage.
+    """
+    contiguous = layout.contiguous_strides(tuple(base_meta.shape))
+    if base_meta.storage_offset() != 0 or any(
+        n != 1 and s != c for n, s, c in zip(base_meta.shape, base_meta.stride(), contiguous, strict=True)
+    ):
+        raise Unsupported("auto_functionalized view of a non-contiguous base")
+    return layout.View(np.dtype(base.dtype), tuple(int(n) for n in size), tuple(int(s) for s in stride), int(offset))
+
+
+class _BaseView(NamedTuple):
+    """A mutated argument of an ``auto_functionalized_v2`` node: a view of one of its bases."""
+
+    base: int
+    view: layout.View
+
+
+def lower_auto_functionalized(node: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> tuple[Any, ...]:
+    """Lowers ``auto_functionalized(op, **kwargs)`` (or ``auto_functionalized_v2``): the op's
+    ``returns_mutated`` lowering computes its results and its mutated arguments' new values, which
+    (v2) are written back into the bases the arguments view.
+
+    Raises:
+        Unsupported: the op has no such lowering, or mutates a list of tensors.
+    """
+    op = node.args[0]
+    entry = registry.LOWERINGS.get(op)
+    if entry is None or not entry.returns_mutated:
+        raise Unsupported(op)
+    schema = schema_of(op)
+    mutated = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    kwargs = dict(node.kwargs)
+
+    def value(v: Any) -> Any:
+        return pytree.tree_map_only(torch.fx.Node, env.__getitem__, v)
+
+    def meta(v: Any) -> Any:
+        return pytree.tree_map_only(torch.fx.Node, _meta, v)
+
+    views: dict[str, tuple[int, layout.View | None] | None] = {}
+    bases: list[Any] = []
+    base_metas: list[Any] = []
+    if node.target is torch.ops.higher_order.auto_functionalized_v2:
+        kwargs.pop("_only_clone_these_bases", None)
+        base_nodes = kwargs.pop("_all_bases")
+        bases, base_metas = [value(b) for b in base_nodes], [meta(b) for b in base_nodes]
+        for name in mutated:
+            if f"_{name}_length" in kwargs:
+                raise Unsupported(f"{op} mutating the tensor list {name}")
+            index = kwargs.pop(f"_{name}_base_index")
+            if index is None:
+                views[name] = None
+            elif kwargs.pop(f"_{name}_alias", False):
+                views[name] = (index, None)
+            elif f"_{name}_storage_offset" in kwargs:
+                size, stride = kwargs.pop(f"_{name}_size"), kwargs.pop(f"_{name}_stride")
+                offset = kwargs.pop(f"_{name}_storage_offset")
+                views[name] = (index, _strided_view(bases[index], base_metas[index], size, stride, offset))
+            elif f"_{name}_slice_dim" in kwargs:
+                dim, start, end = (kwargs.pop(f"_{name}_slice_{p}") for p in ("dim", "start", "end"))
+                sliced = torch.ops.aten.slice.Tensor(base_metas[index], dim, start, end)
+                views[name] = (
+                    index,
+                    _strided_view(
+                        bases[index], base_metas[index], sliced.shape, sliced.stride(), sliced.storage_offset()
+                    ),
+                )
+            else:
+                views[name] = (index, None)
+            view = views[name]
+            if view is None:
+                kwargs[name] = None
+            elif view[1] is None:
+                kwargs[name] = base_nodes[view[0]]
+            else:
+                kwargs[name] = _BaseView(*view)
+    arguments, metas = [], []
+    for argument in schema.arguments:
+        given = kwargs.get(argument.name, argument.default_value if argument.has_default_value() else None)
+        if isinstance(given, _BaseView):
+            arguments.append(layout.read(bases[given.base].reshape(-1), given.view))
+            metas.append(base_metas[given.base].as_strided(given.view.sizes, given.view.strides, given.view.offset))
+        else:
+            arguments.append(value(given))
+            metas.append(meta(given))
+    positional = [a for a, s in zip(arguments, schema.arguments, strict=True) if not s.kwarg_only]
+    keywords = {s.name: a for a, s in zip(arguments, schema.arguments, strict=True) if s.kwarg_only}
+    if entry.metas:
+        keywords["metas"] = metas
+    produced = list(entry.fn(*positional, **keywords))
+    returned, new_values = produced[: len(schema.returns)], produced[len(schema.returns) :]
+    by_name = dict(zip(mutated, new_values, strict=True))
+    returned = returned if returned else [None]
+    if node.target is torch.ops.higher_order.auto_functionalized:
+        return (*returned, *(by_name[name] for name in mutated))
+    new_bases = list(bases)
+    for name in mutated:
+        view = views[name]
+        if view is None:
+            continue
+        index, strided = view
+        new = convert(jnp.asarray(by_name[name]), jnp.dtype(bases[index].dtype))
+        if strided is None:
+            new_bases[index] = new.reshape(bases[index].shape)
+        else:
+            nbytes = bases[index].size * bases[index].dtype.itemsize
+            new_bases[index] = layout.write(new_bases[index].reshape(-1), nbytes, new, strided).reshape(
+                bases[index].shape
+            )
+    return (*returned, *new_bases)

@@ -32,6 +32,10 @@ Shared semantics are declared here per op and applied once, by the engine when i
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
   inputs' strides), to lowerings whose PyTorch kernel depends on the layout (``_linalg_det``
   factors the transpose of a contiguous input, and its backward relies on that).
+- ``returns_mutated=True`` is for an op that mutates arguments (a custom op with ``mutates_args``,
+  such as an NKI kernel's op): its lowering returns the op's results and then the new values of its
+  mutated arguments, in schema order. Such an op reaches a graph only inside AOTAutograd's
+  ``auto_functionalized`` nodes, which the engine lowers through it.
 
 The in-place and ``out=`` forms are derived from the functional lowering by the eager layer.
 """
@@ -74,6 +78,7 @@ class Lowering:
     metas: bool = False
     checked: frozenset[str] = frozenset()
     dtype_rule: Callable[[dict[str, Any]], None] | None = None
+    returns_mutated: bool = False
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -102,6 +107,7 @@ def lowering(
     metas: bool = False,
     checked: Sequence[str] = (),
     dtype_rule: Callable[[dict[str, Any]], None] | None = None,
+    returns_mutated: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -127,6 +133,7 @@ def lowering(
                 metas,
                 frozenset(checked),
                 dtype_rule,
+                returns_mutated,
             )
         return fn
 

@@ -1,0 +1,66 @@
+"""The kernel library against PyTorch on the CPU: each kernel simulated on the host CPU
+(nki.simulate), and the flash attention op on the device with its backward. Small shapes here;
+``make nki-sweep`` (python -m nki.sweep) runs larger ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import nki
+from nki.kernels import flash_attention as fa
+from nki.kernels.rmsnorm import rms_norm_kernel
+from nki.kernels.rope import rope_kernel
+from nki.kernels.swiglu import swiglu_mlp_kernel
+from nki.sweep import attention_reference, rope_reference, swiglu_reference
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm(dtype):
+    x, w = torch.randn(200, 96, dtype=dtype), torch.randn(96, dtype=dtype)
+    out = nki.simulate(rms_norm_kernel)(x, w, 1e-5)
+    expected = torch.nn.functional.rms_norm(x.float(), (96,), w.float(), 1e-5).to(dtype)
+    torch.testing.assert_close(out, expected)
+
+
+def test_rope():
+    x, angles = torch.randn(150, 64), torch.randn(150, 32)
+    out = nki.simulate(rope_kernel)(x, angles.cos(), angles.sin())
+    torch.testing.assert_close(out, rope_reference(x, angles.cos(), angles.sin()))
+
+
+def test_swiglu_mlp():
+    x = torch.randn(130, 128)
+    weights = [torch.randn(128, 256) * 0.05, torch.randn(128, 256) * 0.05, torch.randn(256, 128) * 0.05]
+    out = nki.simulate(swiglu_mlp_kernel)(x, *weights)
+    torch.testing.assert_close(out, swiglu_reference(x, *weights), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_forward_and_backward(causal):
+    """Grouped-query attention (two query heads per key/value head), 128 tokens."""
+    q, k, v = torch.randn(2, 128, 32), torch.randn(1, 128, 32), torch.randn(1, 128, 32)
+    scale = 32**-0.5
+    out, lse = nki.simulate(fa.flash_fwd_kernel[2])(q, k, v, scale, causal)
+    expected, expected_lse, grads = attention_reference(q, k, v, scale, causal, grad_seed=1)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(lse, expected_lse)
+    grad_out, *expected_grads = grads
+    got = nki.simulate(fa.flash_bwd_kernel[1])(q, k, v, expected, grad_out, lse, scale, causal)
+    for actual, wanted in zip(got, expected_grads, strict=True):
+        torch.testing.assert_close(actual, wanted, rtol=1e-4, atol=1e-5)
+
+
+def test_flash_attention_op_on_the_device_with_autograd():
+    from nki.kernels.ops import flash_attention
+
+    q, k, v = torch.randn(1, 2, 128, 32), torch.randn(1, 1, 128, 32), torch.randn(1, 1, 128, 32)
+    qn, kn, vn = (t.to("neuron").requires_grad_() for t in (q, k, v))
+    out = flash_attention(qn, kn, vn, causal=True)
+    out.square().sum().backward()
+    qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
+    expected = torch.nn.functional.scaled_dot_product_attention(qc, kc, vc, is_causal=True, enable_gqa=True)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    for got, wanted in ((qn, qc), (kn, kc), (vn, vc)):
+        torch.testing.assert_close(got.grad.cpu(), wanted.grad, rtol=1e-4, atol=1e-5)
