@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test lint bench coverage nki-sweep install clean
+.PHONY: main test test-adaptive lint bench coverage nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -13,6 +13,9 @@ test: install  ## Lint, format check and the test suite.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --durations=15 tests
+
+test-adaptive: install  ## The lowering tests and the OpInfo sample with adaptive eager on (about 40 minutes).
+	TORCH_NEURONX_ADAPTIVE_EAGER=1 $(BIN)/python -m pytest -n 2 tests/lowering tests/conformance/test_opinfo_sample.py tests/dynamo tests/workloads
 
 bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 	$(BIN)/python -m bench.eager_ops

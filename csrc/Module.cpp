@@ -146,6 +146,26 @@ PYBIND11_MODULE(_C, m) {
       assign_buffer(allocation->buffer, array, scalar_type_of(dtype));
     }
   });
+  m.def("_bind_stand_in", [](const at::Tensor& tensor, py::handle stand_in, int dtype) -> uint64_t {
+    // Binds a stand-in buffer (runtime/recording.py) to a tensor's allocation and returns the
+    // allocation's address (for _rebind_held), or 0 for a 0-byte storage, which holds no buffer.
+    Allocation* allocation = resolve_tensor_storage(tensor).allocation;
+    if (allocation == nullptr) {
+      return 0;
+    }
+    assign_buffer(allocation->buffer, stand_in, scalar_type_of(dtype));
+    return allocation->address;
+  });
+  m.def("_rebind_held", [](uint64_t address, py::handle held, py::handle array, int dtype) -> bool {
+    // Binds `array` to the allocation at `address` if that allocation still holds `held` (a
+    // stand-in buffer); false when it was freed or rebound since.
+    Allocation* allocation = allocation_at(address);
+    if (allocation == nullptr || allocation->buffer.array != held.ptr()) {
+      return false;
+    }
+    assign_buffer(allocation->buffer, array, scalar_type_of(dtype));
+    return true;
+  });
   m.def("_rebind", [](const py::list& tensors, const py::sequence& arrays, const std::vector<int>& dtypes) {
     for (size_t i = 0; i < dtypes.size(); ++i) {
       const at::Tensor& tensor = THPVariable_Unpack(tensors[i].ptr());

@@ -22,11 +22,14 @@ import torch  # noqa: E402
 
 _autoload()
 
+from torch_neuronx.adaptive import adaptive_eager, adaptive_eager_metrics, reset_adaptive_eager_metrics  # noqa: E402
 from torch_neuronx.device.streams import Event, Stream  # noqa: E402
 from torch_neuronx.eager.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: E402
 
 __all__ = [
     "Event",
+    "adaptive_eager",
+    "adaptive_eager_metrics",
     "Stream",
     "clear_op_tracking",
     "executable_cache_info",
@@ -34,6 +37,7 @@ __all__ = [
     "get_executed_ops",
     "get_fallback_ops",
     "nki_op",
+    "reset_adaptive_eager_metrics",
     "wrap_nki",
 ]
 

@@ -86,3 +86,20 @@ def executable_cache_size() -> int:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"TORCH_NEURONX_EXECUTABLE_CACHE_SIZE={value!r} is not a positive integer; use e.g. 4096")
     return int(value)
+
+
+def adaptive_eager() -> bool:
+    """``TORCH_NEURONX_ADAPTIVE_EAGER`` (default 0): record eager ops and fuse runs of them into one
+    executable for the whole process (torch_neuronx/adaptive/). Read when the device starts."""
+    return _flag("TORCH_NEURONX_ADAPTIVE_EAGER", False)
+
+
+def adaptive_eager_max_ops() -> int:
+    """``TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS`` (default 512): ops recorded into one trace before it
+    is run (larger traces compile longer)."""
+    value = os.environ.get("TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS")
+    if value is None or value == "":
+        return 512
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS={value!r} is not a positive integer; use e.g. 512")
+    return int(value)

@@ -34,12 +34,16 @@ def ensure_started() -> None:
     with _lock:
         if _ready:
             return
-        from torch_neuronx import runtime
+        from torch_neuronx import _config, runtime
         from torch_neuronx.eager import registration
 
         runtime.start()
         registration.register_kernels()
         _ready = True
+        if _config.adaptive_eager():
+            from torch_neuronx.adaptive import trace
+
+            trace.set_active(True)
 
 
 def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:

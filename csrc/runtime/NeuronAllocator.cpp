@@ -491,6 +491,17 @@ ResolvedStorage resolve_storage(const c10::StorageImpl* storage) {
               "there with .to('neuron')");
 }
 
+Allocation* allocation_at(uint64_t address) {
+  int device = device_of_address(address);
+  if (device < 0) {
+    return nullptr;
+  }
+  CoreMemory& memory = cores()[device];
+  std::lock_guard<std::mutex> lock(memory.mutex);
+  auto it = memory.blocks.find(address);
+  return it == memory.blocks.end() ? nullptr : it->second.allocation;
+}
+
 int device_of_address(uint64_t address) noexcept {
   for (c10::DeviceIndex device = 0; device < device_count(); ++device) {
     if (address >= range_base(device) && address < range_base(device) + kRangeBytes) {

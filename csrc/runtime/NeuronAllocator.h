@@ -71,6 +71,9 @@ struct ResolvedStorage {
 // Raises for a storage whose address is not inside any live neuron allocation.
 ResolvedStorage resolve_storage(const c10::StorageImpl* storage);
 
+// The live allocation that starts at `address`, or nullptr.
+Allocation* allocation_at(uint64_t address);
+
 // Device index encoded in a virtual address, or -1 when it is not a neuron address.
 int device_of_address(uint64_t address) noexcept;
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import cores, layout, queue
+from torch_neuronx.runtime import cores, layout, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
 from torch_neuronx.runtime.executable import jit_on_core
 
@@ -42,9 +42,19 @@ def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View
     return jit_on_core(lambda flat, value: layout.write(flat, nbytes, value, view), device)
 
 
+def _storage_buffer(tensor: torch.Tensor) -> tuple[jax.Array | None, int, int, int]:
+    """(buffer or None, its dtype code, the tensor's element offset in it, the buffer's bytes),
+    with a pending buffer's recorded trace run first (runtime/recording.py)."""
+    array, code, offset, nbytes = _C._storage_buffer(tensor)
+    if type(array) is recording.PendingBuffer:
+        recording.flush(array.device, "buffer access")
+        array, code, offset, nbytes = _C._storage_buffer(tensor)
+    return array, code, offset, nbytes
+
+
 def read(tensor: torch.Tensor) -> jax.Array:
     """The value of a neuron tensor as a JAX array of its shape (asynchronous)."""
-    array, code, offset, nbytes = _C._storage_buffer(tensor)
+    array, code, offset, nbytes = _storage_buffer(tensor)
     view = view_of(tensor, offset)
     device = tensor.device.index
     if array is None:
@@ -56,7 +66,7 @@ def read(tensor: torch.Tensor) -> jax.Array:
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
     """``tensor[...] = value`` for a JAX value on ``tensor``'s core, cast and broadcast as needed."""
-    array, code, offset, nbytes = _C._storage_buffer(tensor)
+    array, code, offset, nbytes = _storage_buffer(tensor)
     if nbytes == 0:
         return
     view = view_of(tensor, offset)
@@ -80,14 +90,14 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
     """
     if source.dtype != destination.dtype or source.shape != destination.shape or source.device != destination.device:
         return False
-    array, code, offset, _ = _C._storage_buffer(source)
+    array, code, offset, _ = _storage_buffer(source)
     if (
         array is None
         or code != CODE_OF[source.dtype]
         or not layout.covers_storage(view_of(source, offset), array.shape[0])
     ):
         return False
-    _, _, destination_offset, nbytes = _C._storage_buffer(destination)
+    _, _, destination_offset, nbytes = _storage_buffer(destination)
     destination_view = view_of(destination, destination_offset)
     if not layout.covers_storage(destination_view, nbytes // destination_view.dtype.itemsize):
         return False
@@ -103,6 +113,7 @@ def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
 def device_to_host(tensor: torch.Tensor) -> np.ndarray:
     """The value of a neuron tensor on the host. A synchronisation point: waits for the tensor's
     core and raises any pending device fault first."""
+    recording.flush(tensor.device.index, "host read")
     value = read(tensor)
     queue.synchronize(tensor.device.index)
     return np.asarray(value)
@@ -110,6 +121,7 @@ def device_to_host(tensor: torch.Tensor) -> np.ndarray:
 
 def transfer(array: jax.Array, device: int) -> jax.Array:
     """``array`` on ``neuron:device`` (the same array when it is there already)."""
+    array = recording.resolved(array, "transfer between cores")
     target = cores.core(device)
     if array.devices() == {target}:
         return array
@@ -118,6 +130,7 @@ def transfer(array: jax.Array, device: int) -> jax.Array:
 
 def resize(array: jax.Array, dtype_code: int, nbytes: int) -> jax.Array:
     """The buffer of a storage resized to ``nbytes``: truncated, or zero-extended."""
+    array = recording.resolved(array, "resize")
     itemsize = JAX_DTYPE_OF_CODE[dtype_code].itemsize
     count, remainder = divmod(nbytes, itemsize)
     if remainder:

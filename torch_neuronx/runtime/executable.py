@@ -33,7 +33,7 @@ import jax
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import arguments, compile_cache, cores, faults, layout, queue
+from torch_neuronx.runtime import arguments, compile_cache, cores, faults, layout, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.tracing import TraceContext, tracing
 
@@ -106,6 +106,7 @@ class Executable:
         name: str,
         device: int,
         program: Any,
+        traced: Callable[..., tuple[Any, ...]],
         checks: list[tuple[str, type[Exception]]],
         results: Sequence[Any],
         written_slots: list[int],
@@ -118,6 +119,8 @@ class Executable:
         self.name = name
         self.device = device
         self.program = program
+        #: The program's JAX function over its flat inputs (recorded traces compose it).
+        self.traced = traced
         self.checks = checks
         self.results = list(results)
         self.written_slots = written_slots
@@ -126,30 +129,49 @@ class Executable:
         self.returns = returns
         self.counter = counter
         self.times = times
-        self.launch: Runner = self._launcher()
-
-    def _launcher(self) -> Runner:
-        name, program, checks, returns, counter = self.name, self.program, self.checks, self.returns, self.counter
-        random_elements, written_slots, written_codes = self.random_elements, self.written_slots, self.written_codes
+        #: The shapes and dtypes of the program's outputs (``jax.ShapeDtypeStruct``), once a
+        #: recorder has traced it abstractly (runtime/recording.py); None before.
+        self.output_avals: tuple[Any, ...] | None = None
         layouts = [r for r in self.results if isinstance(r, ResultLayout)]
-        outputs = (
+        #: The new tensors' layout (allocates them), or None without new tensors.
+        self.outputs = (
             _C.OutputLayout([(list(r.sizes), list(r.strides), CODE_OF[r.dtype]) for r in layouts]) if layouts else None
         )
-        fresh = len(layouts)
-        constants = None if fresh == len(self.results) else self.results
+        self.fresh = len(layouts)
+        #: The launch that runs the program now, whatever recorder is installed.
+        self.run: Runner = self._launcher(deferrable=False)
+        #: The call signature's runner: the installed recorder's, when there is one, else ``run``.
+        self.launch: Runner = self._launcher(deferrable=True)
+
+    def assemble(self, tensors: list[Any]) -> list[Any]:
+        """The results of a launch: the new tensors, with the given values at positions whose
+        result is not a device tensor."""
+        if self.fresh == len(self.results):
+            return tensors
+        produced = iter(tensors)
+        return [next(produced) if isinstance(r, ResultLayout) else r for r in self.results]
+
+    def _launcher(self, deferrable: bool) -> Runner:
+        name, program, checks, returns, counter = self.name, self.program, self.checks, self.returns, self.counter
+        random_elements, written_slots, written_codes = self.random_elements, self.written_slots, self.written_codes
+        outputs, fresh, assemble = self.outputs, self.fresh, self.assemble
         note_launch, record = queue.note_launch, faults.record
+        deferral = recording.state if deferrable else None
+        executable = self
 
         if (
             fresh
             and not random_elements
             and not written_slots
-            and constants is None
+            and fresh == len(self.results)
             and returns is first_result
             and counter is not None
         ):
             allocate, bind = outputs.allocate, outputs.bind
 
             def launch_functional(inputs, device, slot_tensors, generator, values):
+                if deferral is not None and deferral.recorder is not None:
+                    return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
                 counter[name] += 1
                 tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
                 results = program(*inputs)
@@ -162,6 +184,8 @@ class Executable:
             return launch_functional
 
         def launch(inputs, device, slot_tensors, generator, values):
+            if deferral is not None and deferral.recorder is not None:
+                return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
             if counter is not None:
                 counter[name] += 1
             tensors = outputs.allocate(device) if fresh else []
@@ -176,10 +200,7 @@ class Executable:
                 outputs.bind(tensors, results)
             if written_slots:
                 _C._rebind([slot_tensors[s] for s in written_slots], results[fresh:], written_codes)
-            if constants is not None:
-                produced = iter(tensors)
-                tensors = [next(produced) if isinstance(r, ResultLayout) else r for r in constants]
-            return returns(values, tensors)
+            return returns(values, assemble(tensors))
 
         return launch
 
@@ -265,7 +286,7 @@ def build(
     jitted = jit_on_core(traced, device)
     times = None
     if ahead_of_time:
-        lowered = jitted.lower(*inputs, *((0, 0) if random_elements else ()))
+        lowered = jitted.lower(*map(recording.abstract, inputs), *((0, 0) if random_elements else ()))
         lowered_at = time.perf_counter()
         hits_before = compile_cache.hits
         program = lowered.compile()
@@ -278,6 +299,7 @@ def build(
         name,
         device,
         program,
+        traced,
         checks,
         results,
         written_slots,

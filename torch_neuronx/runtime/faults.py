@@ -37,9 +37,22 @@ _LAUNCH_BLOCKING = _config.launch_blocking()
 _pending: dict[int, list[PendingCheck]] = {}
 
 
-def record(device: int, op: str, outputs: list[jax.Array], checks: list[tuple[str, type[Exception]]]) -> None:
-    """Records the checks of one launch: ``outputs`` holds (failed, detail) per check."""
-    stack = "".join(traceback.format_stack()[:-3]) if _RECORD_STACKS else None
+def launch_stack() -> str | None:
+    """The Python stack of the launch being made, with TORCH_NEURONX_ENABLE_STACK_TRACE=1 (else None)."""
+    return "".join(traceback.format_stack()[:-4]) if _RECORD_STACKS else None
+
+
+def record(
+    device: int,
+    op: str,
+    outputs: list[jax.Array],
+    checks: list[tuple[str, type[Exception]]],
+    stack: str | None = None,
+) -> None:
+    """Records the checks of one launch: ``outputs`` holds (failed, detail) per check; ``stack`` is
+    where it was launched (default: the caller's stack, with TORCH_NEURONX_ENABLE_STACK_TRACE=1)."""
+    if stack is None and _RECORD_STACKS:
+        stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
     queue = _pending.setdefault(device, [])
     for (message, error), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):

@@ -18,7 +18,7 @@ from collections import deque
 import jax
 
 from torch_neuronx import _config
-from torch_neuronx.runtime import faults
+from torch_neuronx.runtime import faults, recording
 
 _launched: dict[int, deque[jax.Array]] = {}
 _BLOCKING = _config.launch_blocking()  # read when the runtime starts: this module loads then
@@ -42,17 +42,22 @@ def note_launch(device: int, output: jax.Array) -> None:
 
 
 def in_flight(device: int) -> list[jax.Array]:
-    """One output of each launch on ``device`` that may still be running."""
+    """One output of each launch on ``device`` that may still be running (recorded launches are
+    launched first: runtime/recording.py)."""
+    recording.flush(device, "event")
     return list(_launched.get(device, ()))
 
 
 def is_idle(device: int) -> bool:
     """True when every launch on ``device`` has finished (faults are not raised)."""
+    recording.flush(device, "stream query")
     return all(array.is_ready() for array in _launched.get(device, ()))
 
 
 def synchronize(device: int) -> None:
-    """Waits for every launch on ``device``, then raises the earliest pending device fault."""
+    """Waits for every launch on ``device``, recorded ones included, then raises the earliest
+    pending device fault."""
+    recording.flush(device, "synchronize")
     pending = _launched.pop(device, None)
     if pending:
         jax.block_until_ready(list(pending))

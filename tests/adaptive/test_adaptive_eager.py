@@ -1,0 +1,264 @@
+"""Adaptive eager: recorded runs of ops fused into one executable, with eager's values, random
+stream, autograd, memory statistics and faults, flushed wherever a value or an order shows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_neuronx
+
+
+@pytest.fixture(autouse=True)
+def _fresh_metrics():
+    torch_neuronx.reset_adaptive_eager_metrics()
+    yield
+
+
+def _metrics():
+    return torch_neuronx.adaptive_eager_metrics()
+
+
+def _chain(x):
+    return (x * 2 + 1).sin().exp() - 3
+
+
+def test_a_run_of_ops_is_one_executable_with_eagers_bits():
+    x = torch.randn(64, 64, device="neuron")
+    plain = _chain(x).cpu()
+    with torch_neuronx.adaptive_eager():
+        fused = _chain(x)
+        assert _metrics()["traces_run"] == 0  # recorded, not run
+    assert _metrics()["fused_ops"] == {5: 1}
+    assert _metrics()["flush_reasons"] == {"leaving adaptive_eager()": 1}
+    assert torch.equal(fused.cpu(), plain)  # elementwise work computes bit for bit as eager
+
+
+def test_a_reduction_fused_with_its_producers_matches_eager():
+    """XLA may fuse a producer into a reduction (YNNPACK's reduce fusion), which can change the
+    last bits of the sum, as compiled code does: values match eager within float32's rounding."""
+    x = torch.randn(64, 64, device="neuron")
+    plain = _chain(x).sum(0).cpu()
+    with torch_neuronx.adaptive_eager():
+        fused = _chain(x).sum(0)
+    torch.testing.assert_close(fused.cpu(), plain, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.cpu(),
+        lambda t: t.sum().item(),
+        lambda t: t.tolist(),
+        lambda t: repr(t),
+        lambda t: bool(t.sum() > -1e9),
+        lambda t: torch.nonzero(t > 0),
+        lambda t: t.cumsum(0).to("neuron:1") if torch.neuron.device_count() > 1 else t.cpu(),
+    ],
+    ids=["cpu", "item", "tolist", "print", "bool", "data_dependent_shape", "copy_between_cores"],
+)
+def test_host_reads_and_shape_dependent_ops_flush(read):
+    x = torch.randn(16, device="neuron")
+    expected = _chain(x).cpu()
+    with torch_neuronx.adaptive_eager():
+        y = _chain(x)
+        read(y)
+        assert _metrics()["traces_run"] >= 1 and max(_metrics()["fused_ops"]) >= 5  # the chain ran
+        torch.testing.assert_close(y.cpu(), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        lambda: torch.neuron.synchronize(),
+        lambda: torch.neuron.current_stream().synchronize(),
+        lambda: torch.neuron.current_stream().query(),
+        lambda: torch_neuronx.Event().record(),
+    ],
+    ids=["synchronize", "stream_synchronize", "stream_query", "event_record"],
+)
+def test_synchronization_streams_and_events_flush(order):
+    x = torch.randn(16, device="neuron")
+    with torch_neuronx.adaptive_eager():
+        _chain(x)
+        order()
+        assert _metrics()["traces_run"] == 1
+
+
+def test_event_timing_measures_the_recorded_work():
+    x = torch.randn(256, 256, device="neuron")
+    start, end = torch_neuronx.Event(enable_timing=True), torch_neuronx.Event(enable_timing=True)
+    with torch_neuronx.adaptive_eager():
+        start.record()
+        for _ in range(4):
+            x = x @ x / 256
+        end.record()
+        end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def test_a_cpu_fallback_op_flushes_and_its_result_is_right():
+    x = torch.eye(3, device="neuron") * 4
+    with torch_neuronx.adaptive_eager(), pytest.warns(UserWarning, match="not supported natively"):
+        factor = torch.linalg.ldl_factor(x + 1)
+    torch.testing.assert_close(factor.LD.cpu(), torch.linalg.ldl_factor(torch.eye(3) * 4 + 1).LD)
+    assert "aten::linalg_ldl_factor_ex.out" in torch_neuronx.get_fallback_ops()
+
+
+def test_size_limit_splits_a_long_run(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS", "4")
+    x = torch.zeros(8, device="neuron")
+    with torch_neuronx.adaptive_eager():
+        for _ in range(10):
+            x = x + 1
+    assert _metrics()["fused_ops"] == {4: 2, 2: 1}
+    assert _metrics()["flush_reasons"]["size limit"] == 2
+    torch.testing.assert_close(x.cpu(), torch.full((8,), 10.0))
+
+
+def test_enabled_false_runs_plain_eager_inside():
+    x = torch.randn(8, device="neuron")
+    with torch_neuronx.adaptive_eager():
+        y = x + 1
+        with torch_neuronx.adaptive_eager(enabled=False):
+            z = y * 2  # runs now, after what was recorded
+            assert _metrics()["traces_run"] == 1
+        w = z - 1
+    torch.testing.assert_close(w.cpu(), (x.cpu() + 1) * 2 - 1)
+
+
+def test_deterministic_algorithms_run_plain_eager():
+    x = torch.randn(8, device="neuron")
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch_neuronx.adaptive_eager():
+            x + 1
+            assert _metrics()["ops_recorded"] == 0 and _metrics()["plain_launches"] == 1
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_in_place_ops_on_views_write_through_to_the_base():
+    base = torch.arange(12.0).reshape(3, 4)
+    device_base = base.to("neuron")
+    with torch_neuronx.adaptive_eager():
+        view = device_base[1:, ::2]
+        view.mul_(-1).add_(100)
+        column = device_base[:, 1].clone()
+        device_base.t()[0].zero_()
+    expected = base.clone()
+    expected[1:, ::2] = expected[1:, ::2] * -1 + 100
+    expected_column = expected[:, 1].clone()
+    expected.t()[0] = 0
+    torch.testing.assert_close(device_base.cpu(), expected)
+    torch.testing.assert_close(column.cpu(), expected_column)
+
+
+def test_random_stream_is_eagers():
+    torch.manual_seed(5)
+    plain = [torch.nn.functional.dropout(torch.ones(1000, device="neuron"), 0.3).cpu() for _ in range(2)]
+    torch.manual_seed(5)
+    with torch_neuronx.adaptive_eager():
+        fused = [torch.nn.functional.dropout(torch.ones(1000, device="neuron"), 0.3) for _ in range(2)]
+    assert all(torch.equal(a, b.cpu()) for a, b in zip(plain, fused, strict=True))
+
+
+def _train(adaptive: bool, optimizer: str, steps: int = 4):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(16, 1))
+    model = model.to("neuron")
+    if optimizer == "fused":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, foreach=True)
+    data = torch.randn(steps, 16, 8, generator=torch.Generator().manual_seed(1))
+    losses, compiled = [], []
+    with torch_neuronx.adaptive_eager(enabled=adaptive):
+        for step in range(steps):
+            opt.zero_grad()
+            loss = model(data[step].to("neuron")).square().mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            compiled.append(_metrics()["compiled"])
+    return losses, [p.detach().cpu() for p in model.parameters()], compiled
+
+
+@pytest.mark.parametrize("optimizer", ["fused", "foreach"])
+def test_training_matches_eager_and_compiles_nothing_after_its_first_step(optimizer):
+    plain_losses, plain_params, _ = _train(False, optimizer)
+    losses, params, compiled = _train(True, optimizer)
+    torch.testing.assert_close(losses, plain_losses, rtol=1e-5, atol=1e-6)
+    for got, want in zip(params, plain_params, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert compiled[1] == compiled[-1]  # every later step replays cached executables
+    assert _metrics()["cache_hits"] > 0
+
+
+def test_autocast_and_executed_ops_as_in_eager():
+    x, w = torch.randn(4, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        plain = (x @ w).relu()
+    torch_neuronx.clear_op_tracking()
+    with torch_neuronx.adaptive_eager(), torch.autocast("neuron", dtype=torch.bfloat16):
+        fused = (x @ w).relu()
+    assert fused.dtype == torch.bfloat16
+    assert torch.equal(fused.cpu(), plain.cpu())
+    executed = torch_neuronx.get_executed_ops()
+    assert executed["aten::mm.default"] == 1 and executed["aten::relu.default"] == 1
+
+
+def test_memory_statistics_are_eagers():
+    torch.neuron.synchronize()
+    before = torch.neuron.memory_allocated()
+    with torch_neuronx.adaptive_eager():
+        x = torch.ones(1024, device="neuron")
+        y = x * 2
+        assert torch.neuron.memory_allocated() == before + 2 * 4096
+        del x
+        assert torch.neuron.memory_allocated() == before + 4096
+    torch.testing.assert_close(y.cpu(), torch.full((1024,), 2.0))
+    del y
+    assert torch.neuron.memory_allocated() == before
+
+
+def test_a_device_fault_names_the_op_that_caused_it():
+    x = torch.arange(5.0, device="neuron")
+    with torch_neuronx.adaptive_eager():
+        picked = torch.index_select(x, 0, torch.tensor([0, 7], device="neuron"))
+        doubled = picked * 2
+        with pytest.raises(IndexError, match=r"aten::index_select.default on neuron:0: .*index 7 is out of bounds"):
+            doubled.cpu()
+        torch.testing.assert_close((x + 1).cpu(), torch.arange(1.0, 6.0))  # the device stays usable
+
+
+def test_an_error_of_a_recorded_op_raises_at_the_op():
+    with torch_neuronx.adaptive_eager():
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch.ones(3, dtype=torch.int64, device="neuron").add_(0.5)
+
+
+def test_compiled_graphs_compose_with_recorded_ops():
+    compiled = torch.compile(lambda t: torch.nn.functional.softplus(t) * 3, backend="neuron")
+    x = torch.randn(32, device="neuron")
+    expected = compiled(x + 1).cpu() - 1
+    with torch_neuronx.adaptive_eager():
+        result = compiled(x + 1) - 1
+    torch.testing.assert_close(result.cpu(), expected)
+
+
+def test_the_environment_variable_turns_it_on_for_the_process():
+    code = (
+        "import torch, torch_neuronx\n"
+        "x = torch.randn(64, 64, device='neuron')\n"
+        "y = ((x * 2 + 1).sin().exp() - 3).cpu()\n"
+        "print(torch_neuronx.adaptive_eager_metrics()['fused_ops'])\n"
+    )
+    env = dict(os.environ, TORCH_NEURONX_ADAPTIVE_EAGER="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "{6: 1}"  # randn's normal_ and the chain's five ops: one trace
