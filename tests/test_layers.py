@@ -25,6 +25,9 @@ ALLOWED = {
     "eager": {"_C", "_config", "_compat", "runtime", "lowering"},
     "dynamo": {"_C", "_config", "_compat", "runtime", "lowering", "eager"},
     "device": {"_C", "_config", "_compat", "runtime"},
+    # torch.profiler's neuron side: reads what the runtime recorded of the launches that eager,
+    # dynamo (and NKI) make; nothing imports it but the entry points and the CLI.
+    "profiling": {"_C", "_config", "_compat", "runtime", "lowering", "eager", "dynamo"},
 }
 TOP = {"torch_neuronx", "torch_neuronx._registration", "torch_neuronx._startup"}
 
