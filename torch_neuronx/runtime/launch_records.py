@@ -139,7 +139,12 @@ def program_id(program: Any) -> int:
     return found
 
 
-_thread = threading.local()
+class _ThreadState(threading.local):
+    #: When the last JAX compilation on this thread ended (:data:`now`), 0 for none.
+    compiled_until = 0
+
+
+_thread = _ThreadState()
 
 
 def _note_compilation(event: str, duration_s: float, **kwargs: Any) -> None:
@@ -256,7 +261,7 @@ def _describe(value: Any) -> Any:
 
 
 def _dispatch_begin(dispatched: int) -> int:
-    return max(dispatched, getattr(_thread, "compiled_until", 0))
+    return max(dispatched, _thread.compiled_until)
 
 
 def launched(
@@ -272,7 +277,7 @@ def launched(
     """An executable launch on ``neuron:device``, dispatched at ``dispatched`` (:data:`now`), whose
     outputs become ready with ``output``."""
     ready = output.is_ready()
-    begin = max(dispatched, getattr(_thread, "compiled_until", 0))
+    begin = max(dispatched, _thread.compiled_until)
     token = _C._profiler_record_device(_EXECUTABLE, name, device, executable_id, begin, 0, ready)
     if token < 0:
         return
