@@ -2,6 +2,7 @@
 // and aten/.
 
 #include "aten/native/Metadata.h"
+#include "profiler/NeuronProfilerBindings.h"
 #include "runtime/NeuronAllocator.h"
 #include "runtime/NeuronCallSignature.h"
 #include "runtime/NeuronDevice.h"
@@ -211,4 +212,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_disable_python_runtime", &disable_python_runtime);
 
   bind_call_signature(m);
+  profiler::bind_profiler(m);
 }

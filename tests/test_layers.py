@@ -33,6 +33,9 @@ ALLOWED = {
     # compiled graphs through the lowering registry; never eager or dynamo.
     "nki": {"_C", "_config", "_compat", "runtime", "lowering", "nki"},
     "adaptive": {"_C", "_config", "_compat", "runtime"},
+    # torch.profiler's neuron side: reads what the runtime recorded of the launches that eager,
+    # dynamo (and NKI) make; nothing imports it but the entry points and the CLI.
+    "profiling": {"_C", "_config", "_compat", "runtime", "lowering", "eager", "dynamo"},
 }
 #: Modules above every layer: the tools, which may import any of them.
 TOOLS = {"testing", "cli"}

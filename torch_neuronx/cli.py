@@ -2,6 +2,9 @@
 
 ``torch-neuronx conformance`` runs PyTorch's OpInfo database on neuron against the CPU and writes
 ``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing`).
+``torch-neuronx profile summarize DIR`` reports where a profile's time went, from the Parquet
+tables ``NeuronProfiler.export_trace`` wrote (see :mod:`torch_neuronx.profiling`); ``--plot FILE.png``
+draws it.
 """
 
 from __future__ import annotations
@@ -76,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     conformance.add_argument(
         "--out", default="reports/conformance", metavar="DIR", help="report directory (default reports/conformance)"
     )
+    profile = commands.add_parser("profile", help="read profiles written by torch_neuronx.profiling.NeuronProfiler")
+    profile_commands = profile.add_subparsers(dest="profile_command", required=True)
+    summarize = profile_commands.add_parser(
+        "summarize",
+        help="the top ops and executables by device time, compile time, transfers and fallbacks",
+        description="Reads every profile's Parquet tables in DIR and prints where the time went.",
+    )
+    summarize.add_argument("directory", metavar="DIR", help="a NeuronConfig's profile_output_dir")
+    summarize.add_argument("--top", type=int, default=10, metavar="N", help="rows per ranking (default 10)")
+    summarize.add_argument("--plot", metavar="FILE.png", help="also draw where the time goes into FILE.png")
     return parser
 
 
@@ -130,14 +143,27 @@ def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from torch_neuronx.profiling import summary
+
+    if args.top < 1:
+        raise ValueError(f"--top must be positive, got {args.top}")
+    sys.stdout.write(summary.summarize(args.directory, top=args.top))
+    if args.plot:
+        logger.info("wrote %s", summary.plot(args.directory, args.plot, top=args.top))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line ``argv`` (default: ``sys.argv[1:]``) and returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        if args.command == "profile":
+            return _profile(args)
         return _conformance(args, argv)
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         logger.error("torch-neuronx %s: %s", args.command, err)
         return 2
 

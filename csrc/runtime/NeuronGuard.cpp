@@ -205,6 +205,10 @@ int stream_priority(const c10::Stream& stream) {
   return it == priorities().end() ? 0 : it->second;
 }
 
+c10::StreamId current_stream_id(c10::DeviceIndex device) noexcept {
+  return device >= 0 && device < kMaxCores ? tls_current_stream[device] : 0;
+}
+
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
 
 } // namespace c10::neuron

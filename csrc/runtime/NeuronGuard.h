@@ -44,4 +44,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 // Priority a stream was created with (0 for the default stream).
 int stream_priority(const c10::Stream& stream);
 
+// Id of this thread's current stream on `device` (0, the default stream, unless a stream guard or
+// torch.neuron.set_stream changed it); the profiler records it with each launch.
+c10::StreamId current_stream_id(c10::DeviceIndex device) noexcept;
+
 } // namespace c10::neuron

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 
 from torch_neuronx import _C, _config
-from torch_neuronx.runtime import executable, faults, queue, recording
+from torch_neuronx.runtime import executable, faults, launch_records, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 from torch_neuronx.runtime.recording import PendingBuffer
@@ -214,15 +214,17 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
     live = [(output, output.pending()) for output in trace.outputs]
     live = [(output, pending) for output, pending in live if pending is not None]
     key = (tuple((op.executable, op.wiring) for op in trace.ops), tuple((o.op, o.index) for o, _ in live))
-    fused = _fused.get(key)
-    if fused is None:
-        fused = _compile(trace, [(o.op, o.index) for o, _ in live])
-        EXECUTABLES.admit(_fused, key, fused)
+    entry = _fused.get(key)
+    if entry is None:
+        entry = (_compile(trace, [(o.op, o.index) for o, _ in live]), launch_records.new_executable_id())
+        EXECUTABLES.admit(_fused, key, entry)
         METRICS.compiled += 1
     else:
         EXECUTABLES.touch(_fused, key)
         METRICS.cache_hits += 1
+    fused, fused_id = entry
     _flushing.on = True
+    dispatched = launch_records.now() if launch_records.active else 0
     try:
         results = fused(*trace.inputs)
     finally:
@@ -240,6 +242,9 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
             position += count
     if results:
         queue.note_launch(trace.device, results[0])
+        if dispatched:
+            name = f"adaptive eager trace ({len(trace.ops)} ops)"
+            launch_records.launched(fused_id, name, "trace", trace.device, fused, trace.inputs, dispatched, results[0])
 
 
 def _compile(trace: _Trace, live: list[tuple[int, int]]) -> Any:

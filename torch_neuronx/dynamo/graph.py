@@ -30,7 +30,7 @@ from torch_neuronx._compat.torch_internals import (
     without_aot_first_call_analysis,
 )
 from torch_neuronx.lowering import engine
-from torch_neuronx.runtime import arguments, executable
+from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
@@ -126,10 +126,17 @@ class CompiledGraph:
         if run is None:
             # Building traces and compiles: keep Dynamo out of JAX's frames, and AOTAutograd's
             # first-call analysis out of the lowering's meta-kernel calls.
+            started = launch_records.now() if launch_records.active else 0
+            compile_before = self.metrics.lowering_s + self.metrics.compile_s
             with dynamo_disabled(), without_aot_first_call_analysis():
                 run = self._build(args, inputs)
                 EXECUTABLES.admit(self.cache, key, run)
-                return run(inputs, device, slot_tensors, generator, values)
+                outputs = run(inputs, device, slot_tensors, generator, values)
+            if started:
+                built_s = self.metrics.lowering_s + self.metrics.compile_s - compile_before
+                detail = f"{self.signature.op_name}: lowering and compilation {built_s * 1e3:.3f} ms"
+                launch_records.runtime_event("neuronCacheMiss", device, started, 0, detail)
+            return outputs
         EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
         return run(inputs, device, slot_tensors, generator, values)
@@ -188,6 +195,7 @@ class CompiledGraph:
             ],
             random_elements=engine.random_elements(graph),
             keep_text=self._artifact_keeper(graph),
+            kind="graph",
         )
         self.metrics.signatures += 1
         self.metrics.lowering_s += built.times.lowering_s

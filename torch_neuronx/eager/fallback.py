@@ -20,6 +20,7 @@ import torch
 from torch_neuronx import _config
 from torch_neuronx._compat.torch_internals import OpOverload, op_name, pytree, schema_of
 from torch_neuronx.eager import tracking
+from torch_neuronx.runtime import launch_records
 
 _warned: set[str] = set()
 
@@ -61,6 +62,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             stacklevel=3,
         )
     tracking.fallback[name] += 1
+    started = launch_records.now() if launch_records.active else 0
     # The results go to the first neuron tensor's device, or a factory's device= argument.
     device = next(
         (
@@ -101,6 +103,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         return value.to(device) if isinstance(value, torch.Tensor) and device is not None else value
 
     if not schema.returns:
+        _record_fallback(name, device, started)
         return None
     results = result if len(schema.returns) > 1 else (result,)
     mapped = []
@@ -109,4 +112,12 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             mapped.append(aliases[frozenset(returned.alias_info.before_set)])
         else:
             mapped.append(pytree.tree_map(to_device, value))
+    _record_fallback(name, device, started)
     return mapped[0] if len(schema.returns) == 1 else tuple(mapped)
+
+
+def _record_fallback(name: str, device: torch.device | None, started: int) -> None:
+    """The fallback of ``name`` as a runtime event (copies to and from the host included)."""
+    if started:
+        index = device.index if device is not None and device.index is not None else -1
+        launch_records.runtime_event("neuronCpuFallback", index, started, 0, name)

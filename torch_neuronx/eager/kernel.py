@@ -23,7 +23,7 @@ from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytr
 from torch_neuronx.eager import errors, rules, runners, tracking
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
-from torch_neuronx.runtime import arguments, executable
+from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
 
@@ -48,10 +48,16 @@ class EagerKernel:
         if run is None:
             if needs_transfer:
                 return self._with_cpu_tensors_moved(device, values)
+            started = launch_records.now() if launch_records.active else 0
             with dynamo_disabled():  # building traces and compiles: keep Dynamo out
                 run = self._build(args, kwargs, inputs)
                 EXECUTABLES.admit(self.cache, key, run)
-                return run(inputs, device, slot_tensors, generator, values)
+                result = run(inputs, device, slot_tensors, generator, values)
+            if started:
+                # The first run of a new executable traces and compiles it (or loads it from the
+                # persistent cache): the event spans both, and the launch itself.
+                launch_records.runtime_event("neuronCacheMiss", device, started, 0, self.name)
+            return result
         EXECUTABLES.touch(self.cache, key)
         return run(inputs, device, slot_tensors, generator, values)
 

@@ -33,9 +33,10 @@ def start() -> None:
         if _started:
             return
         from torch_neuronx import _C
-        from torch_neuronx.runtime import compile_cache, cores
+        from torch_neuronx.runtime import compile_cache, cores, launch_records
 
         _C._note_runtime_started()
         cores.configure()
         compile_cache.configure()
+        launch_records.install()
         _started = True

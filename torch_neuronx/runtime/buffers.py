@@ -8,6 +8,7 @@ host, core to core, and the small cached executables that read or write one view
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import cores, layout, queue, recording
+from torch_neuronx.runtime import cores, launch_records, layout, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
 from torch_neuronx.runtime.executable import jit_on_core
 
@@ -52,16 +53,28 @@ def _storage_buffer(tensor: torch.Tensor) -> tuple[jax.Array | None, int, int, i
     return array, code, offset, nbytes
 
 
+def _run_view_program(name: str, program: Any, device: int, *args: Any) -> jax.Array:
+    """``program(*args)``, recorded as a launch named ``name`` while a profiling session runs."""
+    dispatched = launch_records.now() if launch_records.active else 0
+    value = program(*args)
+    if dispatched:
+        launch_records.launched(
+            launch_records.program_id(program), name, "view", device, program, list(args), dispatched, value
+        )
+    return value
+
+
 def read(tensor: torch.Tensor) -> jax.Array:
     """The value of a neuron tensor as a JAX array of its shape (asynchronous)."""
     array, code, offset, nbytes = _storage_buffer(tensor)
     view = view_of(tensor, offset)
     device = tensor.device.index
     if array is None:
-        return _read_program(None, nbytes, view, device)()
+        return _run_view_program("neuron::read_view", _read_program(None, nbytes, view, device), device)
     if code == CODE_OF[tensor.dtype] and layout.covers_storage(view, array.shape[0]):
         return array.reshape(view.sizes)
-    return _read_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)(array)
+    program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)
+    return _run_view_program("neuron::read_view", program, device, array)
 
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
@@ -75,9 +88,10 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     if layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes:
         flat = value.reshape(-1)
     elif array is None:
-        flat = _write_program(None, nbytes, view, device)(value)
+        flat = _run_view_program("neuron::write_view", _write_program(None, nbytes, view, device), device, value)
     else:
-        flat = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)(array, value)
+        program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)
+        flat = _run_view_program("neuron::write_view", program, device, array, value)
     _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
     queue.note_launch(device, flat)
 
@@ -107,7 +121,11 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
 
 def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
     """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory)."""
-    return jax.device_put(torch_to_numpy(source), cores.core(device))
+    dispatched = launch_records.now() if launch_records.active else 0
+    value = jax.device_put(torch_to_numpy(source), cores.core(device))
+    if dispatched:
+        launch_records.copied("Memcpy HtoD", device, dispatched, value, source.nbytes)
+    return value
 
 
 def device_to_host(tensor: torch.Tensor) -> np.ndarray:
@@ -115,8 +133,14 @@ def device_to_host(tensor: torch.Tensor) -> np.ndarray:
     core and raises any pending device fault first."""
     recording.flush(tensor.device.index, "host read")
     value = read(tensor)
-    queue.synchronize(tensor.device.index)
-    return np.asarray(value)
+    device = tensor.device.index
+    queue.synchronize(device, "neuronHostReadSynchronize")
+    if not launch_records.active:
+        return np.asarray(value)
+    dispatched = launch_records.now()
+    host = np.asarray(value)
+    launch_records.copied("Memcpy DtoH", device, dispatched, None, host.nbytes)
+    return host
 
 
 def transfer(array: jax.Array, device: int) -> jax.Array:
@@ -125,7 +149,11 @@ def transfer(array: jax.Array, device: int) -> jax.Array:
     target = cores.core(device)
     if array.devices() == {target}:
         return array
-    return jax.device_put(array, target)
+    dispatched = launch_records.now() if launch_records.active else 0
+    moved = jax.device_put(array, target)
+    if dispatched:
+        launch_records.copied("Memcpy DtoD", device, dispatched, moved, moved.nbytes)
+    return moved
 
 
 def resize(array: jax.Array, dtype_code: int, nbytes: int) -> jax.Array:

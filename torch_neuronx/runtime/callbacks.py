@@ -1,5 +1,7 @@
 """What the C++ core calls in Python (csrc/runtime/NeuronPython.h, ``call_runtime``).
 
+The profiler's Kineto session (csrc/profiler) starts and stops the launch records here too.
+
 Registered when the package is imported, before JAX is: each method imports the runtime only when
 there is device work to act on, so ``import torch`` stays cheap (decision 1). Streams multiplex onto
 one queue per core (decision 10): stream operations act on their core's queue.
@@ -23,10 +25,13 @@ class RuntimeCallbacks:
         if _runtime_started():
             from torch_neuronx.runtime import queue
 
-            queue.synchronize(device)
+            queue.synchronize(device, "neuronDeviceSynchronize")
 
     def stream_synchronize(self, device: int, stream_id: int) -> None:
-        self.device_synchronize(device)
+        if _runtime_started():
+            from torch_neuronx.runtime import queue
+
+            queue.synchronize(device, "neuronStreamSynchronize")
 
     def stream_query(self, device: int, stream_id: int) -> bool:
         if not _runtime_started():
@@ -73,6 +78,21 @@ class RuntimeCallbacks:
             from torch_neuronx.runtime import events
 
             events.destroy(event_id)
+
+    def profiler_start(self, config: str) -> tuple[list[int], int, bool, bool, bool]:
+        from torch_neuronx.runtime import launch_records
+
+        return launch_records.start(config)
+
+    def profiler_stop(self) -> None:
+        from torch_neuronx.runtime import launch_records
+
+        launch_records.stop()
+
+    def profiler_stopped(self, dropped_over_limit: int, dropped_unfinished: int) -> None:
+        from torch_neuronx.runtime import launch_records
+
+        launch_records.stopped(dropped_over_limit, dropped_unfinished)
 
     def resize_buffer(self, array: Any, dtype_code: int, nbytes: int) -> Any:
         from torch_neuronx.runtime import buffers

@@ -17,7 +17,7 @@ from typing import Any
 
 import jax
 
-from torch_neuronx.runtime import faults, queue
+from torch_neuronx.runtime import faults, launch_records, queue
 
 
 @dataclasses.dataclass
@@ -49,6 +49,7 @@ def _watch() -> None:
 
 def record(event_id: int, device: int, timing: bool) -> None:
     """Records ``event_id`` on ``device`` at the current end of its work."""
+    started = launch_records.now() if launch_records.active else 0
     entry = EventRecord(device, queue.in_flight(device), timing)
     _records[event_id] = entry
     if not entry.pending:
@@ -59,6 +60,9 @@ def record(event_id: int, device: int, timing: bool) -> None:
             thread.start()
             _watcher.append(thread)
         _timing.put(entry)
+    if started:
+        detail = f"event {event_id} after {len(entry.pending)} launches in flight" + (", timed" if timing else "")
+        launch_records.runtime_event("neuronEventRecord", device, started, 0, detail)
 
 
 def query(event_id: int) -> bool:
@@ -74,11 +78,14 @@ def synchronize(event_id: int) -> None:
     entry = _records.get(event_id)
     if entry is None:
         return
+    started = launch_records.now() if launch_records.active else 0
     if entry.timed:
         entry.finished.wait()  # the watcher stamps the completion time
     elif not entry.finished.is_set():
         jax.block_until_ready(entry.pending)
         entry.complete()
+    if started:
+        launch_records.runtime_event("neuronEventSynchronize", entry.device, started, 0, f"event {event_id}")
     faults.raise_pending(entry.device)
 
 
@@ -95,8 +102,12 @@ def wait(event_id: int, device: int) -> None:
     """Makes later work on ``device`` wait for the event. On the event's own core the shared queue
     already orders it; another core's work waits on the host until the event completes."""
     entry = _records.get(event_id)
+    started = launch_records.now() if launch_records.active else 0
     if entry is not None and entry.device != device:
         synchronize(event_id)
+    if started:
+        where = "same core: ordered by its queue" if entry is None or entry.device == device else "waited on the host"
+        launch_records.runtime_event("neuronStreamWaitEvent", device, started, 0, f"event {event_id} ({where})")
 
 
 def destroy(event_id: int) -> None:

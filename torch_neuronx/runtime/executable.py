@@ -14,8 +14,9 @@ compiled graph's (dynamo/graph.py), and the small view programs that copies use
 2. :meth:`Executable.launch` runs it for a call: it allocates the new tensors first (an
    out-of-memory error raises with nothing in flight), appends the generator's (seed, offset) for
    random work, calls the executable (asynchronously, PJRT's dispatch), records its device checks
-   (runtime/faults.py) and the launch (runtime/queue.py), then binds the results: new buffers to
-   the new tensors, rebinding the written slots.
+   (runtime/faults.py) and the launch (runtime/queue.py, and runtime/launch_records.py while a
+   profiling session runs), then binds the results: new buffers to the new tensors, rebinding the
+   written slots.
 
 The launch is specialised once per executable to what it needs, so the common case (one new
 tensor, nothing written, no random draws) costs a handful of Python operations.
@@ -33,7 +34,7 @@ import jax
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import arguments, compile_cache, cores, faults, layout, queue, recording
+from torch_neuronx.runtime import arguments, compile_cache, cores, faults, launch_records, layout, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.tracing import TraceContext, tracing
 
@@ -99,6 +100,8 @@ class Executable:
     ``launch(inputs, device, slot_tensors, generator, values)`` is the :data:`Runner` of the call
     signature: it runs the program and returns ``returns(values, results)``, where results are the
     new tensors (and, at positions whose result is not a device tensor, the value given for it).
+    ``id`` names it in profiles; ``kind`` says what it computes (``op``: an eager op, ``graph``: a
+    compiled graph, ``nki``: a kernel).
     """
 
     def __init__(
@@ -115,7 +118,10 @@ class Executable:
         returns: Returns,
         counter: Counter[str] | None,
         times: BuildTimes | None,
+        kind: str = "op",
     ) -> None:
+        self.id = launch_records.new_executable_id()
+        self.kind = kind
         self.name = name
         self.device = device
         self.program = program
@@ -158,6 +164,7 @@ class Executable:
         note_launch, record = queue.note_launch, faults.record
         deferral = recording.state if deferrable else None
         executable = self
+        executable_id, kind, launched = self.id, self.kind, launch_records.launched
 
         if (
             fresh
@@ -174,10 +181,13 @@ class Executable:
                     return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
                 counter[name] += 1
                 tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
+                dispatched = launch_records.now() if launch_records.active else 0
                 results = program(*inputs)
                 if checks:
                     record(device, name, results[-2 * len(checks) :], checks)
                 note_launch(device, results[0])
+                if dispatched:
+                    launched(executable_id, name, kind, device, program, inputs, dispatched, results[0])
                 bind(tensors, results)
                 return tensors[0]
 
@@ -191,11 +201,14 @@ class Executable:
             tensors = outputs.allocate(device) if fresh else []
             if random_elements:
                 inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
+            dispatched = launch_records.now() if launch_records.active else 0
             results = program(*inputs)
             if checks:
                 record(device, name, results[-2 * len(checks) :], checks)
             if results:
                 note_launch(device, results[0])
+                if dispatched:
+                    launched(executable_id, name, kind, device, program, inputs, dispatched, results[0])
             if fresh:
                 outputs.bind(tensors, results)
             if written_slots:
@@ -229,6 +242,7 @@ def build(
     counter: Counter[str] | None = None,
     keep_text: Callable[[str], None] | None = None,
     ahead_of_time: bool = True,
+    kind: str = "op",
 ) -> Executable:
     """Traces ``compute`` over the call ``call`` and compiles it for the call's core.
 
@@ -251,6 +265,7 @@ def build(
             launch does (eager kernels: a jitted function's own call path costs about 0.7 us less
             per launch than an ahead-of-time ``Compiled``'s, measured on jax 0.10, and an eager call
             launches right after it is built anyway).
+        kind: what the executable computes, for profiles: ``op``, ``graph`` or ``nki``.
 
     Raises:
         whatever tracing ``compute`` raises (a lowering's error, a dtype rule's error): here, or at
@@ -308,4 +323,5 @@ def build(
         returns,
         counter,
         times,
+        kind,
     )

@@ -18,7 +18,7 @@ from collections import deque
 import jax
 
 from torch_neuronx import _config
-from torch_neuronx.runtime import faults, recording
+from torch_neuronx.runtime import faults, launch_records, recording
 
 _launched: dict[int, deque[jax.Array]] = {}
 _BLOCKING = _config.launch_blocking()  # read when the runtime starts: this module loads then
@@ -54,11 +54,18 @@ def is_idle(device: int) -> bool:
     return all(array.is_ready() for array in _launched.get(device, ()))
 
 
-def synchronize(device: int) -> None:
+def synchronize(device: int, reason: str = "neuronDeviceSynchronize") -> None:
     """Waits for every launch on ``device``, recorded ones included, then raises the earliest
-    pending device fault."""
+    pending device fault.
+
+    ``reason`` names the wait in a profile (``neuronDeviceSynchronize``, ``neuronStreamSynchronize``,
+    a host read)."""
     recording.flush(device, "synchronize")
+    started = launch_records.now() if launch_records.active else 0
     pending = _launched.pop(device, None)
     if pending:
         jax.block_until_ready(list(pending))
+    if started:
+        waited = len(pending) if pending else 0
+        launch_records.synchronized(device, started, reason, f"{waited} launches in flight on neuron:{device}")
     faults.raise_pending(device)
