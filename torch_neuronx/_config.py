@@ -94,6 +94,13 @@ def adaptive_eager() -> bool:
     return _flag("TORCH_NEURONX_ADAPTIVE_EAGER", False)
 
 
+def nki_sdpa() -> bool:
+    """``TORCH_NEURONX_ENABLE_NKI_SDPA`` (default 0): ``F.scaled_dot_product_attention`` runs on the
+    NKI flash attention kernels where they take the call (nki/kernels/sdpa.py). Read when the device
+    starts."""
+    return _flag("TORCH_NEURONX_ENABLE_NKI_SDPA", False)
+
+
 def adaptive_eager_max_ops() -> int:
     """``TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS`` (default 512): ops recorded into one trace before it
     is run (larger traces compile longer)."""

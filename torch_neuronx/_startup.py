@@ -39,6 +39,10 @@ def ensure_started() -> None:
 
         runtime.start()
         registration.register_kernels()
+        if _config.nki_sdpa():
+            from nki.kernels import sdpa
+
+            sdpa.route_sdpa()
         _ready = True
         if _config.adaptive_eager():
             from torch_neuronx.adaptive import trace

@@ -84,6 +84,24 @@ def test_registering_a_packet_raises_type_error():
         lowering(aten.add)(lambda self, other: self)
 
 
+def test_replacing_a_lowering_keeps_its_declaration_and_returns_the_replaced_function(registered):
+    @registered(ops.scale.default, static=("factor",))
+    def scale(self, factor):
+        return self * factor
+
+    replaced = registry.replace_lowering(ops.scale.default, lambda self, factor: replaced(self, factor) + 1)
+    assert replaced is scale
+    assert registry.LOWERINGS[ops.scale.default].static == frozenset({"factor"})
+    x = np.arange(4, dtype=np.float32)
+    result, _ = _lower(ops.scale.default, [x, 2.0], [torch.empty(4, device="meta"), 2.0])
+    np.testing.assert_array_equal(np.asarray(result), x * 2 + 1)
+
+
+def test_replacing_a_missing_lowering_raises_key_error():
+    with pytest.raises(KeyError, match=r"neuron_registry_test.pair.default has no lowering to replace"):
+        registry.replace_lowering(ops.pair.default, lambda self, other: self)
+
+
 def test_promotion_casts_operands_to_the_computation_dtype(registered):
     seen = []
 

@@ -59,6 +59,7 @@ __all__ = [
     "Promotion",
     "check_decomposed_dtypes",
     "lowering",
+    "replace_lowering",
     "same_dtype",
 ]
 
@@ -138,6 +139,23 @@ def lowering(
         return fn
 
     return register
+
+
+def replace_lowering(op: OpOverload, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Replaces the function of ``op``'s lowering with ``fn``, which takes the same arguments (its
+    declaration, static arguments and random key included, is kept); returns the function replaced,
+    which ``fn`` may call for the calls it does not take. For opt-in routes chosen when the device
+    starts (``TORCH_NEURONX_ENABLE_NKI_SDPA``): executables built before the replacement keep the
+    old function.
+
+    Raises:
+        KeyError: ``op`` has no lowering to replace.
+    """
+    if op not in LOWERINGS:
+        raise KeyError(f"{op} has no lowering to replace; register one with lowering()")
+    replaced = LOWERINGS[op].fn
+    LOWERINGS[op] = dataclasses.replace(LOWERINGS[op], fn=fn)
+    return replaced
 
 
 def same_dtype(names: Sequence[str], message: str) -> Callable[[dict[str, Any]], None]:
