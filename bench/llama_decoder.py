@@ -1,18 +1,21 @@
-"""A 4-layer Llama-style decoder: forward and full training step, on five engines in one run.
+"""A 4-layer Llama-style decoder: forward and full training step, each engine in its own process.
 
 Model: d_model 256, 4 heads, SwiGLU FFN 768, vocab 4096, RMSNorm, rotary embeddings, causal SDPA;
 sequence 128, batch 8, AdamW, float32. Engines: torch CPU eager, torch.compile with inductor on CPU,
 torch.compile with ``aot_eager`` on CPU (PyTorch's compile front end, Dynamo and AOTAutograd, with no
-compiler behind it: the floor of any torch.compile backend's first call), torch.compile(backend=
-"neuron"), and the same model in plain JAX under ``jax.jit``. For each: the first call (compilation
-included) and steady-state steps/s and tokens/s; ratios against plain JAX and torch CPU eager, the
-targets of the compile issue, and the part of neuron's first training call that the neuron backend
-itself spends (lowering to StableHLO and XLA compilation).
+compiler behind it: the floor of any torch.compile backend's first call), the same model in plain
+JAX as a JAX user writes it (one jitted training step, parameters and optimizer state donated),
+torch.compile(backend="neuron"), and neuron's adaptive eager. For each: the first call (cold
+compilation included), steady-state tokens/s, peak resident memory, and the share of this machine's
+fp32 matmul peak (a 2048^3 matmul, the faster of torch's and JAX's, measured in the same run); ratios
+against plain JAX, torch eager and aot_eager, the targets of the compile issues, and the part of
+neuron's first training call that the backend itself spends (lowering and XLA compilation).
 
-Steady-state rates are measured in ``--rounds`` rounds that visit every engine in turn, each engine
-keeping its best run of ``--steps`` calls: the engines then share the machine's slow and fast
-moments, which on a small shared machine move a rate by 10-20% between runs (measuring each engine
-once, one after the other, put that drift into the ratios).
+Each engine runs in a process of its own with a clean environment (bench/isolated.py): in one
+process, JAX set up for the emulated NeuronCores ran plain JAX 2.2x slower. Steady-state rates come
+from ``--rounds`` rounds that visit every engine in turn, one engine running at a time, each keeping
+its best run of ``--steps`` calls: the engines then share the machine's slow and fast moments, which
+on a small shared machine move a rate by 10-20% between runs.
 
     python -m bench.llama_decoder [--steps 10] [--rounds 3]
 """
@@ -20,15 +23,15 @@ once, one after the other, put that drift into the ratios).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import tempfile
 import time
 from collections.abc import Callable
 
-# First-call times are cold compiles for every engine: no inductor FX/AOT cache, and an empty
-# persistent executable cache for neuron (and for plain JAX, which shares JAX's cache in-process).
-os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+# First-call times are cold compiles for every engine: no inductor FX/AOT cache (ENGINES), and an
+# empty persistent executable cache for neuron, made by the parent and shared by its workers.
 if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:  # a fresh folder, removed at exit
     _cache = tempfile.TemporaryDirectory(prefix="neff-bench-")
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = _cache.name
@@ -36,6 +39,8 @@ if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:  # a fresh folder, removed 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+
+from bench import isolated  # noqa: E402
 
 D_MODEL, HEADS, FFN, VOCAB, LAYERS = 256, 4, 768, 4096, 4
 SEQ, BATCH = 128, 8
@@ -125,7 +130,8 @@ def torch_engine(device: str, backend: str | None) -> tuple[Callable, Callable, 
 
 
 def jax_engine() -> tuple[Callable, Callable, Callable[[object], None]]:
-    """The same decoder and AdamW written in JAX, each jitted as one function."""
+    """The same decoder and AdamW written in JAX, each jitted as one function; the training step
+    donates the parameters and the optimizer state, which it replaces."""
     import jax
     import jax.numpy as jnp
 
@@ -194,11 +200,11 @@ def jax_engine() -> tuple[Callable, Callable, Callable[[object], None]]:
 
         return jax.tree.map(update, params, first, second), (step, first, second)
 
-    zeros = jax.tree.map(jnp.zeros_like, params)
-    state = [params, (jnp.zeros((), jnp.float32), zeros, zeros)]
+    moments = [jax.tree.map(jnp.zeros_like, params) for _ in range(2)]  # distinct buffers: both donated
+    state = [params, (jnp.zeros((), jnp.float32), *moments)]
     forward_jit = jax.jit(model)
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
     def step(params, optimizer_state, tokens, targets):
         value, grads = jax.value_and_grad(loss)(params, tokens, targets)
         params, optimizer_state = adamw(params, grads, optimizer_state)
@@ -236,73 +242,176 @@ def backend_seconds(metrics: list[dict[str, object]]) -> float:
     return sum(float(graph["lowering_s"]) + float(graph["compile_s"]) for graph in metrics)
 
 
+def forward_flops() -> float:
+    """Floating-point operations of one forward pass: the matmuls (2 per multiply-add), attention's
+    two batched matmuls counted whole (every engine computes the masked half too)."""
+    per_token_layer = 2 * D_MODEL * 3 * D_MODEL + 2 * D_MODEL * D_MODEL + 3 * 2 * D_MODEL * FFN + 2 * 2 * SEQ * D_MODEL
+    return BATCH * SEQ * (LAYERS * per_token_layer + 2 * D_MODEL * VOCAB)
+
+
+#: Engine -> the variables its worker process adds to the cleaned environment (bench/isolated.py).
+#: Engines that do not use the neuron device do not load it at ``import torch``.
+NO_NEURON = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+ENGINES = {
+    "torch cpu eager": NO_NEURON,
+    "torch inductor cpu": {**NO_NEURON, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+    "torch aot_eager cpu": NO_NEURON,
+    "plain jax jit": NO_NEURON,
+    "neuron compiled": {},
+    "neuron adaptive eager": {"TORCH_NEURONX_ADAPTIVE_EAGER": "1"},
+}
+MATMUL = "fp32 matmul peak"
+MATMUL_SIZE = 2048
+
+
+def _inputs(engine: str) -> tuple[object, object]:
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
+    targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
+    if engine == "plain jax jit":
+        import jax.numpy as jnp
+
+        return jnp.asarray(tokens.numpy()), jnp.asarray(targets.numpy())
+    if engine.startswith("neuron"):
+        return tokens.to("neuron"), targets.to("neuron")
+    return tokens, targets
+
+
+def _engine(engine: str) -> tuple[Callable, Callable, Callable[[object], None]]:
+    if engine == "plain jax jit":
+        return jax_engine()
+    device, backend = {
+        "torch cpu eager": ("cpu", None),
+        "torch inductor cpu": ("cpu", "inductor"),
+        "torch aot_eager cpu": ("cpu", "aot_eager"),
+        "neuron compiled": ("neuron", "neuron"),
+        "neuron adaptive eager": ("neuron", None),
+    }[engine]
+    return torch_engine(device, backend)
+
+
+def _matmul_worker() -> None:
+    """Serves ``rate STEPS``: the best fp32 GFLOP/s of a square matmul, torch's and JAX's kernels."""
+    import jax
+    import jax.numpy as jnp
+
+    a, b = torch.randn(MATMUL_SIZE, MATMUL_SIZE), torch.randn(MATMUL_SIZE, MATMUL_SIZE)
+    ja, jb = jnp.asarray(a.numpy()), jnp.asarray(b.numpy())
+    dot = jax.jit(jnp.dot)
+    engines = {"torch": (lambda: a @ b, lambda r: None), "jax": (lambda: dot(ja, jb), jax.block_until_ready)}
+
+    def measure(steps: str) -> dict[str, float]:
+        best = max(rate(run, synchronize, int(steps)) for run, synchronize in engines.values())
+        return {"gflops": best * 2 * MATMUL_SIZE**3 / 1e9}
+
+    isolated.serve({"ready": lambda: {}, "rate": measure})
+
+
+def _worker(engine: str) -> None:
+    """An engine's process: builds it once, then serves ``ready``, ``first`` and ``rate STEPS``."""
+    if engine == MATMUL:
+        _matmul_worker()
+        return
+    forward, train_step, synchronize = _engine(engine)
+    x, y = _inputs(engine)
+
+    def first() -> dict[str, float]:
+        if engine.startswith("neuron"):
+            import torch_neuronx
+
+            graphs_before = len(torch_neuronx.get_dynamo_metrics())
+        result = {
+            "forward_s": first_call(lambda: forward(x), synchronize),
+            "train_s": first_call(lambda: train_step(x, y), synchronize),
+        }
+        if engine == "neuron compiled":
+            result["backend_s"] = backend_seconds(torch_neuronx.get_dynamo_metrics()[graphs_before:])
+        return result
+
+    def rates(steps: str) -> dict[str, float]:
+        return {
+            "forward": rate(lambda: forward(x), synchronize, int(steps)),
+            "train": rate(lambda: train_step(x, y), synchronize, int(steps)),
+        }
+
+    isolated.serve({"ready": lambda: {}, "first": first, "rate": rates})
+
+
+def measure(steps: int, rounds: int) -> tuple[dict[str, dict[str, float]], float]:
+    """Every engine's first calls, best rates over ``rounds`` alternating rounds and peak memory,
+    each in its own process; and the machine's fp32 matmul peak in GFLOP/s."""
+    with isolated.workers("bench.llama_decoder", {**ENGINES, MATMUL: NO_NEURON}) as running:
+        for worker in running.values():  # every process has started before anything is timed
+            worker.ask("ready")
+        results = {name: running[name].ask("first") for name in ENGINES}
+        peak = 0.0
+        for name in ENGINES:
+            results[name].update(forward=0.0, train=0.0)
+        for _ in range(rounds):
+            for name, worker in running.items():
+                answer = worker.ask(f"rate {steps}")
+                if name == MATMUL:
+                    peak = max(peak, answer["gflops"])
+                    continue
+                results[name]["forward"] = max(results[name]["forward"], answer["forward"])
+                results[name]["train"] = max(results[name]["train"], answer["train"])
+                results[name]["peak_rss_mb"] = answer["peak_rss_mb"]
+    return results, peak
+
+
+def report(results: dict[str, dict[str, float]], peak: float) -> None:
+    """Prints the table and the ratios the compile issues target."""
+    tokens = BATCH * SEQ
+    flops = forward_flops()
+    print(f"Llama-style decoder, {LAYERS} layers, d_model {D_MODEL}, batch {BATCH} x seq {SEQ}, fp32, AdamW")
+    print(f"each engine in its own process; fp32 matmul peak of this machine: {peak:.1f} GFLOP/s")
+    print(
+        f"{'engine':<23}{'fwd tok/s':>10}{'fwd first':>10}{'train tok/s':>12}{'train first':>12}"
+        f"{'peak RSS':>10}{'fwd % peak':>11}{'train % peak':>13}"
+    )
+    for name, r in results.items():
+        forward_share = 100 * r["forward"] * flops / 1e9 / peak
+        train_share = 100 * r["train"] * 3 * flops / 1e9 / peak
+        print(
+            f"{name:<23}{r['forward'] * tokens:>10.0f}{r['forward_s']:>9.2f}s{r['train'] * tokens:>12.0f}"
+            f"{r['train_s']:>11.2f}s{r['peak_rss_mb']:>8.0f}MB{forward_share:>10.1f}%{train_share:>12.1f}%"
+        )
+    neuron, jax_, eager, frontend = (
+        results[k] for k in ("neuron compiled", "plain jax jit", "torch cpu eager", "torch aot_eager cpu")
+    )
+    adaptive = results["neuron adaptive eager"]
+    print("ratios:")
+    print(
+        f"  neuron compiled / plain JAX: forward {neuron['forward'] / jax_['forward']:.2f}x (>= 1.1), "
+        f"training {neuron['train'] / jax_['train']:.2f}x (>= 1.15)"
+    )
+    print(
+        f"  neuron compiled / torch eager: forward {neuron['forward'] / eager['forward']:.2f}x, "
+        f"training {neuron['train'] / eager['train']:.2f}x; peak memory "
+        f"{neuron['peak_rss_mb'] / eager['peak_rss_mb']:.2f}x (<= 1.2)"
+    )
+    print(
+        f"  first training call: neuron {neuron['train_s']:.1f} s = {neuron['train_s'] / frontend['train_s']:.2f}x "
+        f"aot_eager's {frontend['train_s']:.1f} s (<= 1.5; PyTorch's front end is the floor), "
+        f"{neuron['train_s'] / jax_['train_s']:.2f}x plain JAX's; the backend's lowering and XLA "
+        f"compilation {neuron['backend_s']:.1f} s of it"
+    )
+    print(
+        f"  adaptive eager / compiled: forward {adaptive['forward'] / neuron['forward']:.2f}x, "
+        f"training {adaptive['train'] / neuron['train']:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="calls per timed run")
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each engine, taken in turn")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # an engine's process (bench/isolated.py)
     args = parser.parse_args()
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
-    targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator)
-    import jax.numpy as jnp
-
-    engines = {
-        "torch cpu eager": (torch_engine("cpu", None), tokens, targets),
-        "torch inductor cpu": (torch_engine("cpu", "inductor"), tokens, targets),
-        "torch aot_eager cpu": (torch_engine("cpu", "aot_eager"), tokens, targets),
-        "neuron compiled": (torch_engine("neuron", "neuron"), tokens.to("neuron"), targets.to("neuron")),
-        "plain jax jit": (jax_engine(), jnp.asarray(tokens.numpy()), jnp.asarray(targets.numpy())),
-    }
-    import torch_neuronx
-
-    first = {}  # engine -> (forward, training) seconds of the first call
-    for name, ((forward, train_step, synchronize), x, y) in engines.items():
-        forward_first = first_call(lambda f=forward, x=x: f(x), synchronize)
-        graphs_before = len(torch_neuronx.get_dynamo_metrics())
-        first[name] = (forward_first, first_call(lambda s=train_step, x=x, y=y: s(x, y), synchronize))
-        if name == "neuron compiled":
-            neuron_backend_first = backend_seconds(torch_neuronx.get_dynamo_metrics()[graphs_before:])
-    best = dict.fromkeys(engines, (0.0, 0.0))  # engine -> best (forward, training) calls per second
-    for _ in range(args.rounds):
-        for name, ((forward, train_step, synchronize), x, y) in engines.items():
-            forward_rate = rate(lambda f=forward, x=x: f(x), synchronize, args.steps)
-            train_rate = rate(lambda s=train_step, x=x, y=y: s(x, y), synchronize, args.steps)
-            best[name] = (max(best[name][0], forward_rate), max(best[name][1], train_rate))
-    results = {name: ((first[name][0], best[name][0]), (first[name][1], best[name][1])) for name in engines}
-    tokens_per_step = BATCH * SEQ
-    print(f"Llama-style decoder, {LAYERS} layers, d_model {D_MODEL}, batch {BATCH} x seq {SEQ}, fp32")
-    print(
-        f"{'engine':<22}{'fwd steps/s':>12}{'fwd tok/s':>12}{'fwd first s':>13}"
-        f"{'train steps/s':>15}{'train tok/s':>13}{'train first s':>15}"
-    )
-    for name, ((forward_first, forward_rate), (train_first, train_rate)) in results.items():
-        print(
-            f"{name:<22}{forward_rate:>12.2f}{forward_rate * tokens_per_step:>12.0f}{forward_first:>13.2f}"
-            f"{train_rate:>15.2f}{train_rate * tokens_per_step:>13.0f}{train_first:>15.2f}"
-        )
-    neuron, jax_, eager, inductor, frontend = (
-        results[k]
-        for k in ("neuron compiled", "plain jax jit", "torch cpu eager", "torch inductor cpu", "torch aot_eager cpu")
-    )
-    print("ratios (targets of the compile issue):")
-    print(
-        f"  forward  neuron / plain JAX  {neuron[0][1] / jax_[0][1]:.2f}x (>= 1.0)   "
-        f"neuron / torch eager {neuron[0][1] / eager[0][1]:.2f}x (>= 1.2)"
-    )
-    print(
-        f"  training neuron / plain JAX  {neuron[1][1] / jax_[1][1]:.2f}x (>= 1.0)   "
-        f"neuron / torch eager {neuron[1][1] / eager[1][1]:.2f}x (stretch >= 1.0)"
-    )
-    print(
-        f"  first training call (cold compile): neuron {neuron[1][0]:.1f} s, plain JAX {jax_[1][0]:.1f} s "
-        f"({neuron[1][0] / jax_[1][0]:.2f}x, <= 2), inductor {inductor[1][0]:.1f} s "
-        f"(neuron / inductor {neuron[1][0] / inductor[1][0]:.2f}x)"
-    )
-    print(
-        f"    PyTorch's front end alone (aot_eager's first call) {frontend[1][0]:.1f} s "
-        f"({frontend[1][0] / jax_[1][0]:.2f}x plain JAX); the neuron backend's lowering and XLA compilation "
-        f"within neuron's first call {neuron_backend_first:.1f} s ({neuron_backend_first / jax_[1][0]:.2f}x plain JAX)"
-    )
+    if args.worker:
+        _worker(args.worker)
+        return
+    report(*measure(args.steps, args.rounds))
 
 
 if __name__ == "__main__":
