@@ -71,25 +71,30 @@ def overlapping_pair(
     spans = []
     for position in tensor_positions:
         tensor = args[position]
-        if tensor.numel() == 0:
-            continue
         start = tensor.data_ptr()
-        last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
-        spans.append((start, start + (last + 1) * tensor.element_size(), position))
+        if tensor.is_contiguous():  # the common case, without a Python loop over dimensions
+            end = start + tensor.nbytes
+        elif tensor.numel():
+            last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+            end = start + (last + 1) * tensor.element_size()
+        else:
+            continue
+        if end > start:
+            spans.append((start, end, position))
     spans.sort()
-    # Sweep the ranges in start order: a cluster is a run of ranges each overlapping an earlier
-    # one, so a cluster of two or more with a mutated member holds an overlapping pair with it.
-    cluster: list[int] = []
-    cluster_end = -1
+    # Sweep the ranges in start order. A range overlaps an earlier one exactly when it starts
+    # before the furthest end reached so far: keep that end over all ranges, and over the mutated.
+    furthest = furthest_mutated = (-1, -1)  # (end, position)
     for start, end, position in spans:
-        if start >= cluster_end:
-            cluster = []
-        elif position in mutated or any(member in mutated for member in cluster):
-            victim = position if position in mutated else next(m for m in cluster if m in mutated)
-            other = next(m for m in [*cluster, position] if m != victim)
-            return victim, other
-        cluster.append(position)
-        cluster_end = max(cluster_end, end)
+        if position in mutated:
+            if furthest[0] > start:
+                return position, furthest[1]
+            if end > furthest_mutated[0]:
+                furthest_mutated = (end, position)
+        elif furthest_mutated[0] > start:
+            return furthest_mutated[1], position
+        if end > furthest[0]:
+            furthest = (end, position)
     return None
 
 
