@@ -180,13 +180,19 @@ def test_warning_names_the_function_and_the_inputs():
 
 
 def test_overlapping_pair_finds_only_pairs_with_a_mutated_input():
-    base = torch.arange(10.0)
-    interleaved = (base[0::2], base[1::2])  # disjoint elements, overlapping ranges: counted
-    assert overlapping_pair((base[:4], base[4:]), [0, 1], frozenset({0})) is None
-    assert overlapping_pair((base[:5], base[4:]), [0, 1], frozenset({1})) == (1, 0)
-    assert overlapping_pair((base[:5], base[4:], base[8:]), [0, 1, 2], frozenset()) is None
-    assert overlapping_pair(interleaved, [0, 1], frozenset({0})) == (0, 1)
-    assert overlapping_pair((base[:5], torch.empty(0), base[2:]), [0, 1, 2], frozenset({1})) is None
+    base = torch.arange(12.0, device="neuron")
+    grid = base.view(3, 4)
+    yes, no = [True, False, False], [False, False, False]
+    assert overlapping_pair((base[:4], base[4:]), [0, 1], yes) is None
+    assert overlapping_pair((base[:5], base[4:]), [0, 1], [False, True]) == (1, 0)
+    assert overlapping_pair((base[:5], base[4:], base[8:]), [0, 1, 2], no) is None
+    assert overlapping_pair((base[:5], base[8:], base[4:]), [0, 1, 2], [False, True, False]) == (1, 2)
+    assert overlapping_pair((grid[:, 0], grid[:, 1]), [0, 1], yes) == (0, 1)  # interleaved ranges count
+    assert overlapping_pair((grid[:2].t(), grid[2]), [0, 1], yes) is None  # strided, then past its end
+    assert overlapping_pair((base[:5], torch.empty(0, device="neuron"), base[2:]), [0, 1, 2], [False, True]) is None
+    assert overlapping_pair((base, base[1:]), [0], yes) is None  # only the tensor positions count
+    with pytest.raises(TypeError, match="argument 1 is not a tensor"):
+        overlapping_pair((base, 3), [0, 1], yes)
 
 
 class _WindowedState(torch.nn.Module):

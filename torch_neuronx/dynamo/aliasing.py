@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import aot_input_mutations
 
 __all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair"]
@@ -58,44 +59,21 @@ def _function_name(graph: torch.fx.GraphModule) -> str:
 
 
 def overlapping_pair(
-    args: tuple[Any, ...] | list[Any], tensor_positions: list[int], mutated: frozenset[int]
+    args: tuple[Any, ...] | list[Any], tensor_positions: list[int], mutated: list[bool]
 ) -> tuple[int, int] | None:
     """The positions ``(mutated input, other input)`` of two tensors among ``args`` whose memory
-    ranges overlap, one of them mutated; None when there are none.
+    ranges overlap, one of them mutated (``mutated[position]``); None when there are none.
 
     A tensor's range runs from its first element to its last (``data_ptr()`` plus the extent its
     sizes and strides reach), so interleaved views (``x[::2]`` and ``x[1::2]``) count as
     overlapping: the check may send a call eagerly that did not need it, never the reverse.
-    Empty tensors overlap nothing.
+    Empty tensors overlap nothing. One C++ pass (csrc/runtime/NeuronCallSignature.cpp), about
+    0.1 µs a tensor.
+
+    Raises:
+        TypeError: ``args[p]`` is not a tensor for some ``p`` in ``tensor_positions``.
     """
-    spans = []
-    for position in tensor_positions:
-        tensor = args[position]
-        start = tensor.data_ptr()
-        if tensor.is_contiguous():  # the common case, without a Python loop over dimensions
-            end = start + tensor.nbytes
-        elif tensor.numel():
-            last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
-            end = start + (last + 1) * tensor.element_size()
-        else:
-            continue
-        if end > start:
-            spans.append((start, end, position))
-    spans.sort()
-    # Sweep the ranges in start order. A range overlaps an earlier one exactly when it starts
-    # before the furthest end reached so far: keep that end over all ranges, and over the mutated.
-    furthest = furthest_mutated = (-1, -1)  # (end, position)
-    for start, end, position in spans:
-        if position in mutated:
-            if furthest[0] > start:
-                return position, furthest[1]
-            if end > furthest_mutated[0]:
-                furthest_mutated = (end, position)
-        elif furthest_mutated[0] > start:
-            return furthest_mutated[1], position
-        if end > furthest[0]:
-            furthest = (end, position)
-    return None
+    return _C._overlapping_pair(args, tensor_positions, mutated)
 
 
 class AliasGuard:
@@ -106,7 +84,7 @@ class AliasGuard:
         graph: the Dynamo graph, run eagerly for such calls.
         compiled: what AOTAutograd returned for it.
         names: the inputs' names (:func:`input_names`), for the warning.
-        mutated: positions of the inputs the graph mutates; None means AOTAutograd rewrote the inputs
+        mutated: per input, whether the graph mutates it; None means AOTAutograd rewrote the inputs
             for aliasing it saw while tracing, and every call runs eagerly.
         tensor_positions: positions of the tensor inputs.
     """
@@ -116,7 +94,7 @@ class AliasGuard:
         graph: torch.fx.GraphModule,
         compiled: Any,
         names: list[str],
-        mutated: frozenset[int] | None,
+        mutated: list[bool] | None,
         tensor_positions: list[int],
     ) -> None:
         self.graph = graph
@@ -124,7 +102,6 @@ class AliasGuard:
         self.compiled = compiled
         self.mutated = mutated
         self.tensor_positions = tensor_positions
-        self.eager_calls = 0
         self._warned = False
 
     def __call__(self, *args: Any) -> Any:
@@ -135,8 +112,15 @@ class AliasGuard:
             return self.compiled(*args)
         return self._eagerly(args, pair)
 
+    def __getattr__(self, name: str) -> Any:
+        # What Dynamo may read from a backend's result (AOTAutograd's named_parameters, serialize);
+        # through __dict__, so that a guard not yet initialised (a copy) does not recurse.
+        compiled = self.__dict__.get("compiled")
+        if compiled is None:
+            raise AttributeError(name)
+        return getattr(compiled, name)
+
     def _eagerly(self, args: tuple[Any, ...], pair: tuple[int, int] | None) -> Any:
-        self.eager_calls += 1
         if not self._warned:
             self._warned = True
             names = self.names
@@ -161,11 +145,12 @@ def guard_aliasing(graph: torch.fx.GraphModule, example_inputs: list[Any], compi
     tensor_positions = [i for i, value in enumerate(example_inputs) if isinstance(value, torch.Tensor)]
     mutations = aot_input_mutations(graph)
     if mutations is None:
-        return AliasGuard(graph, compiled, names, frozenset(tensor_positions), tensor_positions)
+        every = [isinstance(value, torch.Tensor) for value in example_inputs]
+        return AliasGuard(graph, compiled, names, every, tensor_positions)
     flags, lifted = mutations
     if len(flags) != lifted + len(example_inputs):
         return AliasGuard(graph, compiled, names, None, tensor_positions)  # synthetic bases
-    mutated = frozenset(i for i, hit in enumerate(flags[lifted:]) if hit)
-    if not mutated:
+    mutated = flags[lifted:]
+    if not any(mutated):
         return compiled
     return AliasGuard(graph, compiled, names, mutated, tensor_positions)
