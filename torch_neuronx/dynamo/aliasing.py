@@ -2,16 +2,18 @@
 
 AOTAutograd functionalises a graph for the aliasing of the example inputs it was traced with: a
 mutation becomes a new value copied back into the input after the graph ran, so every other input
-is read as it was before the call. Two cases give values that differ from eager mode, with every
-PyTorch backend (``aot_eager`` and ``inductor`` as well):
+is read as it was before the call. Three cases give values that differ from eager mode (PyTorch's
+``aot_eager`` backend shows all three, ``inductor`` the last):
 
 - the graph was traced with inputs that do not overlap and is later called with ones that do
   (``f(base[:5], base[1:])`` after ``f(x, y)``): Dynamo guards on sizes and strides, not on
   storages, so the same graph runs, and reads of the overlapping input are stale;
 - the graph was traced with inputs that overlap, one of them mutated: AOTAutograd merges them into
-  a "synthetic base", and an output that is a view of one of them (``b[:3]`` where ``b = base[2:8]``)
-  is regenerated from the synthetic base instead of from ``b``: the view starts at the wrong
-  offset, or AOTAutograd raises an AssertionError about the view's shape.
+  a "synthetic base" and replays the first call's offsets on later calls, whose inputs may overlap
+  differently (wrong elements) or not at all (an error);
+- in such a graph, an output that is a view of one of the merged inputs (``b[:3]`` where
+  ``b = base[2:8]``) is regenerated from the synthetic base instead of from ``b``: the view starts
+  at the wrong offset, or AOTAutograd raises an AssertionError about the view's shape.
 
 :class:`AliasGuard` wraps what AOTAutograd returns for a Dynamo graph. When the graph mutates an
 input, every call first checks whether the memory of a mutated input overlaps the memory of another
