@@ -43,6 +43,13 @@ def _mutate_first_return_views_of_second(a, b):
     return b[:3], b.narrow(0, 1, 2)
 
 
+def _read_then_break_then_mutate(a, b):
+    doubled = b * 2
+    torch._dynamo.graph_break()
+    a.mul_(2)
+    return doubled + b
+
+
 def _read_both(a, b):
     return a + b
 
@@ -122,6 +129,8 @@ CASES = [
     ),
     # Wrong offset: views of an input that is a view of a mutated input.
     Case("views_of_view_of_mutated_input", _mutate_first_return_views_of_second, _base_and_offset_view, eager=True),
+    # Two graphs: the first reads only and stays compiled, the second mutates and runs eagerly.
+    Case("mutation_after_a_graph_break", _read_then_break_then_mutate, _overlapping_slices, True, _distinct_slices),
     # Sharing a storage without overlapping, or overlapping without a mutation, compiles.
     Case("disjoint_slices_of_one_storage", _mutate_first_read_second, _disjoint_slices_of_one_storage, eager=False),
     Case("overlap_without_mutation", _read_both, _overlapping_slices, eager=False),

@@ -37,6 +37,7 @@ __all__ = [
     "SchemaArgument",
     "aot_autograd",
     "aot_input_mutations",
+    "forget_aot_metadata",
     "assumes_static_shapes_by_default",
     "infer_size",
     "is_fallthrough",
@@ -118,6 +119,17 @@ def aot_autograd(**kwargs: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.common import aot_autograd as factory
 
     return factory(**kwargs)
+
+
+def forget_aot_metadata() -> None:
+    """Clears the ``ViewAndMutationMeta`` a previous graph of the same frame left in the tracing
+    context, so that :func:`aot_input_mutations` after the next compilation reads that graph's own
+    or nothing."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    if context is not None:
+        context.fw_metadata = None
 
 
 def aot_input_mutations(graph: torch.fx.GraphModule) -> tuple[list[bool], int] | None:

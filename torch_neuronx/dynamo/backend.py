@@ -16,7 +16,12 @@ from typing import Any
 import torch
 import torch.fx
 
-from torch_neuronx._compat.torch_internals import aot_autograd, assumes_static_shapes_by_default, requested_dynamic_dims
+from torch_neuronx._compat.torch_internals import (
+    aot_autograd,
+    assumes_static_shapes_by_default,
+    forget_aot_metadata,
+    requested_dynamic_dims,
+)
 from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
 from torch_neuronx.dynamo.graph import CompiledGraph
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
@@ -95,6 +100,7 @@ def neuron_backend(
         return lambda gm, inputs: compile_graph(gm, list(inputs), kind)
 
     names = input_names(graph)
+    forget_aot_metadata()
     compiled = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
