@@ -251,3 +251,23 @@ def test_compiled_optimizer_step_on_params_sharing_storage_matches_cpu(overlap):
     torch.testing.assert_close(flat.cpu(), cpu_flat)
     assert all(p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr() for p in params)
     assert any("run eagerly, op by op" in str(w.message) for w in caught) == overlap
+
+
+def test_backward_of_a_call_run_eagerly_matches_cpu():
+    def loss(weight, a, b):
+        a.mul_(2)
+        return (weight * b).sum()
+
+    def run(device, compiled):
+        weight = torch.linspace(-1.0, 1.0, 5, device=device, requires_grad=True)
+        compiled(weight, *_distinct_slices(device))  # compiled for inputs that do not overlap
+        weight.grad = None
+        a, b = _overlapping_slices(device)
+        compiled(weight, a, b).backward()
+        return weight.grad, a._base
+
+    expected_grad, expected_base = run("cpu", loss)
+    with pytest.warns(UserWarning, match="run eagerly"):
+        grad, base = run("neuron", torch.compile(loss, backend="neuron"))
+    torch.testing.assert_close(grad.cpu(), expected_grad)
+    torch.testing.assert_close(base.cpu(), expected_base)
