@@ -10,6 +10,7 @@
 #include <torch/csrc/MemoryFormat.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace py = pybind11;
@@ -391,6 +392,55 @@ void check_in_bounds(const at::Tensor& t, int64_t offset, size_t storage_bytes, 
               " bytes (was the storage resized under it?)");
 }
 
+std::optional<std::pair<int, int>> overlapping_pair(const py::sequence& args, const std::vector<int>& positions,
+                                                    const std::vector<bool>& mutated) {
+  struct Span {
+    uintptr_t start;
+    uintptr_t end;
+    int position;
+  };
+  std::vector<Span> spans;
+  spans.reserve(positions.size());
+  for (int position : positions) {
+    py::object item = args[position];
+    TORCH_CHECK_TYPE(THPVariable_Check(item.ptr()), "overlapping_pair: argument ", position, " is not a tensor");
+    const at::Tensor& t = THPVariable_Unpack(item.ptr());
+    if (t.numel() == 0) {
+      continue;
+    }
+    int64_t last = 0;
+    for (int64_t dim = 0; dim < t.dim(); ++dim) {
+      last += (t.size(dim) - 1) * t.stride(dim);
+    }
+    auto start = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+    spans.push_back(Span{start, start + static_cast<uintptr_t>((last + 1) * t.element_size()), position});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  auto is_mutated = [&](int position) {
+    return position < static_cast<int>(mutated.size()) && mutated[position];
+  };
+  // A range overlaps an earlier one exactly when it starts before the furthest end reached so far:
+  // keep that end over all ranges, and over the mutated ones.
+  const Span* furthest = nullptr;
+  const Span* furthest_mutated = nullptr;
+  for (const Span& span : spans) {
+    if (is_mutated(span.position)) {
+      if (furthest && furthest->end > span.start) {
+        return std::make_pair(span.position, furthest->position);
+      }
+      if (!furthest_mutated || span.end > furthest_mutated->end) {
+        furthest_mutated = &span;
+      }
+    } else if (furthest_mutated && furthest_mutated->end > span.start) {
+      return std::make_pair(furthest_mutated->position, span.position);
+    }
+    if (!furthest || span.end > furthest->end) {
+      furthest = &span;
+    }
+  }
+  return std::nullopt;
+}
+
 CallSignature::CallSignature(std::string op_name, std::vector<ArgSpec> args)
     : op_name_(std::move(op_name)), args_(std::move(args)) {}
 
@@ -535,6 +585,10 @@ void bind_call_signature(py::module_& m) {
       .def_readonly("scalar_count", &CallDescription::scalar_count)
       .def_readonly("device", &CallDescription::device)
       .def_readonly("values", &CallDescription::values);
+
+  m.def("_overlapping_pair", &overlapping_pair, py::arg("args"), py::arg("positions"), py::arg("mutated"),
+        "The positions (mutated, other) of two tensors among args[positions] whose memory ranges overlap, one "
+        "of them mutated (mutated[position] is True); None when there are none.");
 
   py::class_<CallSignature>(m, "CallSignature")
       .def(py::init<std::string, std::vector<ArgSpec>>())

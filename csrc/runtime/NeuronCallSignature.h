@@ -13,7 +13,9 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace c10::neuron {
@@ -130,6 +132,12 @@ class CallSignature {
 // Raises unless a tensor whose first element is `offset` elements into its storage's memory of
 // `storage_bytes` bytes lies inside it: a storage shrunk under a tensor must not read as zeros.
 void check_in_bounds(const at::Tensor& t, int64_t offset, size_t storage_bytes, const std::string& what);
+
+// The positions (mutated, other) of two tensors among `args[positions]` whose memory ranges (first
+// to last element) overlap, one of them in `mutated`; nullopt when there are none. Empty tensors
+// overlap nothing. The compile path's input-overlap guard (torch_neuronx/dynamo/aliasing.py).
+std::optional<std::pair<int, int>> overlapping_pair(const pybind11::sequence& args, const std::vector<int>& positions,
+                                                    const std::vector<bool>& mutated);
 
 // Registers the pybind classes.
 void bind_call_signature(pybind11::module_& m);

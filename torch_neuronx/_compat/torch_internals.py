@@ -36,6 +36,8 @@ __all__ = [
     "OpOverloadPacket",
     "SchemaArgument",
     "aot_autograd",
+    "aot_input_mutations",
+    "forget_aot_metadata",
     "assumes_static_shapes_by_default",
     "infer_size",
     "is_fallthrough",
@@ -117,6 +119,38 @@ def aot_autograd(**kwargs: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.common import aot_autograd as factory
 
     return factory(**kwargs)
+
+
+def forget_aot_metadata() -> None:
+    """Clears the ``ViewAndMutationMeta`` a previous graph of the same frame left in the tracing
+    context, so that :func:`aot_input_mutations` after the next compilation reads that graph's own
+    or nothing."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    if context is not None:
+        context.fw_metadata = None
+
+
+def aot_input_mutations(graph: torch.fx.GraphModule) -> tuple[list[bool], int] | None:
+    """What the graph AOTAutograd just compiled mutates: one flag per input of AOTAutograd's
+    (the data, the metadata or the storage mutated) and how many of those inputs are ``graph``'s
+    lifted parameters and buffers, which come before the Dynamo graph's own inputs. Read from the
+    ``ViewAndMutationMeta`` AOTAutograd leaves in the tracing context (``TracingContext.fw_metadata``),
+    whose inputs differ from the graph's when AOTAutograd merged aliased inputs into a synthetic
+    base. None when it left no metadata."""
+    from torch._guards import TracingContext
+
+    metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
+    if metadata is None:
+        return None
+    lifted = len(list(graph.named_parameters(remove_duplicate=False))) + len(
+        list(graph.named_buffers(remove_duplicate=False))
+    )
+    flags = [
+        info.mutates_data or info.mutates_metadata or info.mutates_storage_metadata for info in metadata.input_info
+    ]
+    return flags, lifted
 
 
 def mark_boxed(compiled: Any) -> None:

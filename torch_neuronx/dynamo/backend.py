@@ -16,7 +16,13 @@ from typing import Any
 import torch
 import torch.fx
 
-from torch_neuronx._compat.torch_internals import aot_autograd, assumes_static_shapes_by_default, requested_dynamic_dims
+from torch_neuronx._compat.torch_internals import (
+    aot_autograd,
+    assumes_static_shapes_by_default,
+    forget_aot_metadata,
+    requested_dynamic_dims,
+)
+from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
 from torch_neuronx.dynamo.graph import CompiledGraph
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
@@ -93,10 +99,15 @@ def neuron_backend(
     def compiler(kind: str):
         return lambda gm, inputs: compile_graph(gm, list(inputs), kind)
 
-    return aot_autograd(
+    names = input_names(graph)
+    forget_aot_metadata()
+    compiled = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
         decompositions=engine.decompositions(),
         keep_inference_input_mutations=False,
     )(graph, example_inputs)
+    # AOTAutograd's functionalisation is wrong for calls whose inputs overlap where one is mutated
+    # (dynamo/aliasing.py): those run eagerly.
+    return guard_aliasing(graph, example_inputs, compiled, names)
