@@ -13,6 +13,7 @@ import torch
 
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import buffers
+from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype
 
 aten = torch.ops.aten
 
@@ -46,6 +47,40 @@ def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     tracking.executed["aten::masked_select"] += 1
     tensor, mask = torch.broadcast_tensors(tensor, mask)
     return tensor.reshape(-1)[_nonzero(mask.reshape(-1)).reshape(-1)]
+
+
+def _write_out(name: str, argument: str, out: torch.Tensor, other: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    """Resizes ``out`` to ``result``'s shape and copies it in; ``out`` must be on ``other``'s device
+    (the device-mismatch error CPU and CUDA raise)."""
+    if out.device != other.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but got {argument} is on {out.device}, different "
+            f"from other tensors on {other.device} (when checking argument {argument} in method {name}). Move it "
+            f"first, e.g. {argument}.to('{other.device}')."
+        )
+    out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def _nonzero_out(tensor: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.nonzero(out=)`` with CUDA's checks (``nonzero_out_cuda``): an int64 ``out`` on the
+    input's device, resized to the result."""
+    if out.dtype != torch.int64:
+        raise RuntimeError(f"Expected object of scalar type Long as out, but got {cpp_name(jax_dtype(out.dtype))}")
+    if out.device != tensor.device:
+        raise RuntimeError(
+            f"expected self and out to be on the same device, but got out on {out.device} and self on {tensor.device}"
+        )
+    return _write_out("aten::nonzero.out", "out", out, tensor, _nonzero(tensor))
+
+
+def _masked_select_out(tensor: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.masked_select(out=)``: ``out`` of the input's dtype on its device, resized to the
+    result (the CPU's and CUDA's checks)."""
+    result = torch.masked_select(tensor, mask)
+    if out.dtype != tensor.dtype:
+        raise RuntimeError("masked_select(): self and result must have the same scalar type")
+    return _write_out("aten::masked_select.out", "out", out, tensor, result)
 
 
 def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
@@ -304,6 +339,8 @@ KERNELS = {
     aten._local_scalar_dense.default: _local_scalar_dense,
     aten.nonzero.default: _nonzero,
     aten.masked_select.default: _masked_select,
+    aten.nonzero.out: _nonzero_out,
+    aten.masked_select.out: _masked_select_out,
     aten.equal.default: _equal,
     aten.unique_consecutive.default: _unique_consecutive,
     aten._unique2.default: _unique2,

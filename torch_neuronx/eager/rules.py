@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false
+from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, aten_name
@@ -85,6 +85,25 @@ def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
             "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
             "single memory location. Please clone() the tensor before performing the operation."
         )
+
+
+def check_written_on_device(name: str, plan: Plan, described: list[Any], device: int) -> None:
+    """A written argument (in-place ``self``, ``out=``) must be a neuron tensor. A 0-dim CPU tensor,
+    which the call signature takes as a runtime scalar wherever it stands (other CPU tensors are
+    refused there), is refused here with the device-mismatch error CPU and CUDA raise for an ``out=``
+    on another device.
+
+    Raises:
+        RuntimeError: "Expected all tensors to be on the same device, but got out is on cpu, ...".
+    """
+    for position in plan.writes:
+        if any(isinstance(d, arguments.HostScalarArg) for d in arguments.tensor_descriptions(described[position])):
+            argument, others = schema_of(plan.op).arguments[position].name, f"neuron:{device}"
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but got {argument} is on cpu, different from "
+                f"other tensors on {others} (when checking argument {argument} in method {name}). Move it first, "
+                f"e.g. {argument}.to('{others}')."
+            )
 
 
 def resized_outputs(
