@@ -20,7 +20,7 @@ from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, aten_name
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
 
 
 def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
@@ -183,7 +183,8 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     Raises:
         RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
             (TensorIterator's "result type ... can't be cast to the desired output type ...").
-        TypeError: a new result would be float64/complex128, which neuron does not hold (decision 8).
+        TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
+            complex128, complex32 (``torch.fft.rfft`` of a float16 tensor).
     """
     for result, target in zip(written, targets, strict=True):
         if target is None or not isinstance(result, torch.Tensor):
@@ -195,5 +196,5 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
                 f"{aten_name(destination)}"
             )
     for result in fresh:
-        if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
+        if isinstance(result, torch.Tensor) and result.dtype not in JAX_DTYPE:
             _C._check_dtype_supported(CODE_OF[result.dtype], name)
