@@ -305,6 +305,34 @@ def _ctc_loss_backward_tensor(
     )
 
 
+def _is_mask(index: torch.Tensor | None) -> bool:
+    return index is not None and index.dtype in (torch.bool, torch.uint8)
+
+
+def _mask_coordinates(self: torch.Tensor, indices: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """``indices`` with each k-dimensional mask replaced by k int64 index tensors, its ``nonzero``
+    coordinates (a synchronisation point: how many depends on the data).
+
+    Raises:
+        IndexError: a mask's shape does not match the dimensions it indexes (the CPU's message).
+    """
+    converted: list[torch.Tensor | None] = []
+    for index_tensor in indices:
+        if not _is_mask(index_tensor):
+            converted.append(index_tensor)
+            continue
+        start = len(converted)
+        for offset, size in enumerate(index_tensor.shape):
+            if start + offset >= self.dim() or self.shape[start + offset] != size:
+                raise IndexError(
+                    f"The shape of the mask {list(index_tensor.shape)} at index {offset} does not match the "
+                    f"shape of the indexed tensor {list(self.shape)} at index {start + offset}"
+                )
+        mask = index_tensor.to(self.device)
+        converted.extend(_nonzero(mask).unbind(1) if mask.dim() else [mask.reshape(1).nonzero().reshape(-1)])
+    return converted
+
+
 def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::index.Tensor`` that accepts boolean masks (``x[mask]``), for the eager ``kernel``.
 
@@ -314,25 +342,26 @@ def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch
     """
 
     def index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> torch.Tensor:
-        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        if not any(_is_mask(i) for i in indices):
             return kernel(self, indices)
-        converted: list[torch.Tensor | None] = []
-        for index_tensor in indices:
-            if index_tensor is None or index_tensor.dtype not in (torch.bool, torch.uint8):
-                converted.append(index_tensor)
-                continue
-            start = len(converted)
-            for offset, size in enumerate(index_tensor.shape):
-                if start + offset >= self.dim() or self.shape[start + offset] != size:
-                    raise IndexError(
-                        f"The shape of the mask {list(index_tensor.shape)} at index {offset} does not match the "
-                        f"shape of the indexed tensor {list(self.shape)} at index {start + offset}"
-                    )
-            mask = index_tensor.to(self.device)
-            converted.extend(_nonzero(mask).unbind(1) if mask.dim() else [mask.reshape(1).nonzero().reshape(-1)])
-        return kernel(self, converted)
+        return kernel(self, _mask_coordinates(self, indices))
 
     return index
+
+
+def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::index_put(_)`` for the eager ``kernel`` where a boolean mask stands beside other index
+    tensors (``x[mask, idx] = v``): the masks become their ``nonzero`` coordinates, as for
+    :func:`index_with_masks`. A mask that is the only index tensor stays one: the lowering writes
+    through it without reading the data back."""
+
+    def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
+        given = [i for i in indices if i is not None]
+        if len(given) < 2 or not any(_is_mask(i) for i in given):
+            return kernel(self, indices, *args, **kwargs)
+        return kernel(self, _mask_coordinates(self, indices), *args, **kwargs)
+
+    return index_put
 
 
 KERNELS = {

@@ -198,6 +198,8 @@ def _register_kernels() -> None:
         kernel = EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
         if plan.op is aten.index.Tensor:
             kernel = host_ops.index_with_masks(kernel)
+        elif plan.op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
+            kernel = host_ops.index_put_with_masks(kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)
