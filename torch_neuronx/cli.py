@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-inplace", action="store_true", help="skip the float32 checks of the ops' in-place variants"
     )
     conformance.add_argument(
+        "--no-cuda-dtypes",
+        action="store_true",
+        help="skip the CUDA-dtype phase (dtypes CUDA computes an op in and the CPU does not)",
+    )
+    conformance.add_argument(
         "--in-process",
         action="store_true",
         help="run the samples in this process (no protection against crashes and hangs)",
@@ -131,6 +136,7 @@ def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
         budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
         backward=not args.no_backward,
         in_place=not args.no_inplace,
+        cuda_only=not args.no_cuda_dtypes,
         timeout=args.timeout,
         isolate=not args.in_process,
         progress=not args.no_progress,

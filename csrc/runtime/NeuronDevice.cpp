@@ -121,7 +121,8 @@ const std::string& core_config_error() noexcept {
 
 void check_device_index(c10::DeviceIndex index) {
   TORCH_CHECK_VALUE(core_config_error().empty(), "neuron: ", core_config_error());
-  TORCH_CHECK_INDEX(
+  // RuntimeError, as CUDA raises for a device ordinal it does not have ("invalid device ordinal").
+  TORCH_CHECK(
       index >= 0 && index < device_count(),
       "Invalid neuron device index ", static_cast<int>(index), ": this process sees ",
       static_cast<int>(device_count()), " NeuronCore(s), so valid indices are 0 to ",

@@ -94,6 +94,8 @@ c10::Stream NeuronGuardImpl::getDefaultStream(c10::Device device) const {
 }
 
 c10::Stream NeuronGuardImpl::getNewStream(c10::Device device, int priority) const {
+  // CUDA's check and words (getStreamFromPool): lower is higher priority, 0 is the default.
+  TORCH_CHECK(priority <= 0, "Expected neuron stream priority to be less than or equal to 0, got ", priority);
   auto index = resolve(device);
   check_device_index(index);
   c10::StreamId id = ++g_next_stream_id[index];

@@ -25,6 +25,12 @@ def test_in_process_sweep_records_one_outcome_per_sample_and_dtype_skips():
     assert skipped and all("FP64" in row.detail for row in skipped if row.dtype == "float64")
 
 
+def test_sweep_runs_the_cuda_dtype_phase_for_dtypes_only_cuda_computes():
+    rows = run_conformance(["histc"], [torch.int32], max_samples_per_op=2, isolate=False, progress=False)
+    ran = [(row.dtype, row.phase, row.outcome) for row in rows if row.sample_index >= 0]
+    assert ran == [("int32", "cuda-dtype", "pass")] * 2
+
+
 def test_report_has_a_parquet_row_per_outcome_and_a_summary(tmp_path):
     rows = run_conformance(["neg"], [torch.float32], max_samples_per_op=1, isolate=False, progress=False)
     table, summary = write_report(rows, tmp_path, command="torch-neuronx conformance --ops neg", seconds=1.0)

@@ -86,14 +86,20 @@ def test_16_bit_inputs_raise_as_on_cpu(dtype, name):
         getattr(torch.fft, name)(x.to("neuron"))
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_16_bit_primitive_raises_with_the_fix(dtype):
+def test_bfloat16_primitive_raises_with_the_fix():
     """Called directly, the primitive raises a RuntimeError (as CPU's) that names the op and the fix."""
-    x = _input((8,), dtype)
+    x = _input((8,), torch.bfloat16)
     with pytest.raises(RuntimeError, match="doesn't support"):
         torch.ops.aten._fft_r2c(x, [0], 0, True)
     with pytest.raises(RuntimeError, match=r"Unsupported dtype .*aten::_fft_r2c.*\.float\(\)"):
         torch.ops.aten._fft_r2c(x.to("neuron"), [0], 0, True)
+
+
+def test_float16_primitive_raises_the_dtype_policy_error_for_its_complex32_result():
+    # CUDA computes a float16 FFT into complex32 (ComplexHalf), a dtype neuron does not hold.
+    x = _input((8,), torch.float16).to("neuron")
+    with pytest.raises(TypeError, match=r"^aten::_fft_r2c.default on neuron: dtype ComplexHalf is not supported"):
+        torch.ops.aten._fft_r2c(x, [0], 0, True)
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.int64])

@@ -196,7 +196,6 @@ USER_ERRORS = {
     "values_shape": (lambda x, m: x.index_put((m.nonzero()[:, 0],), x[:, :1].T), RuntimeError, "shape mismatch"),
     "mask_shape": (lambda x, m: torch.ops.aten.index_put(x, [None, m], x[0, 0]), IndexError, "shape of the mask"),
     "mask_count": (lambda x, m: x.index_put((m,), x[0, :2]), RuntimeError, "shape mismatch"),
-    "mask_with_index": (lambda x, m: x.index_put((m, m.nonzero()[:2, 0]), x[0, 0]), NotImplementedError, "nonzero"),
 }
 
 
@@ -221,6 +220,35 @@ def test_boolean_mask_getitem_matches_cpu():
 def test_boolean_mask_getitem_is_native():
     x, mask = _values((3, 4), torch.float32), torch.tensor([True, False, True])
     assert_matches_cpu(lambda x, m: x[m], x, mask)
+
+
+def _mask_index_write(key, accumulate=False):
+    def write(x, mask, index, values):
+        y = x.clone()
+        if accumulate:
+            return y.index_put_(key(mask, index), values, accumulate=True)
+        y[key(mask, index)] = values
+        return y
+
+    return write
+
+
+MASK_BESIDE_INDEX = {
+    "mask_then_index": (_mask_index_write(lambda m, i: (m, i)), (5,)),
+    "index_then_mask": (_mask_index_write(lambda m, i: (i[:1], slice(None), m.repeat(2)[:5])), (1,)),
+    "mask_index_broadcast_value": (_mask_index_write(lambda m, i: (m, i)), (1,)),
+    "accumulate": (_mask_index_write(lambda m, i: (m, i), accumulate=True), (2, 5)),
+}
+
+
+@pytest.mark.parametrize("case", MASK_BESIDE_INDEX)
+def test_boolean_mask_beside_an_index_tensor_in_index_put(case):
+    # x[mask, idx] = v: the mask becomes its nonzero() coordinates, as in x[mask, idx] (it raised
+    # NotImplementedError: a mask was supported only as the one index tensor).
+    write, value_shape = MASK_BESIDE_INDEX[case]
+    x, mask = _values((3, 4, 5), torch.float32), torch.tensor([True, False, True])
+    index = torch.tensor([0, 2])
+    assert_matches_cpu(write, x, mask, index, _values(value_shape, torch.float32), native=False)
 
 
 # --- index_add, index_copy, index_fill ---------------------------------------------------------------

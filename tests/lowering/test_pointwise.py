@@ -221,3 +221,22 @@ def test_number_operands_of_16_bit_ops_are_rounded_as_on_cpu(op, number, dtype):
 def test_addcmul_of_integers_truncates_a_float_value_as_on_cpu(value):
     a = torch.tensor([1, 2, 3, -4])
     assert_matches_cpu(lambda x: torch.addcmul(x, x, x, value=value), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+@pytest.mark.parametrize("rounding_mode", ["trunc", "floor"])
+def test_integer_division_at_the_dtypes_limits_matches_cpu(dtype, rounding_mode):
+    # |min| does not fit the dtype: a trunc division through abs() flipped the sign of min // 2.
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, info.min, info.min + 1, info.max, info.max, info.min, 7], dtype=dtype)
+    y = torch.tensor([2, 3, 2, 2, 3, 1, 7], dtype=dtype)
+    if dtype != torch.uint8:
+        x, y = (
+            torch.cat([x, torch.tensor([info.max, -7], dtype=dtype)]),
+            torch.cat([y, torch.tensor([-2, 2], dtype=dtype)]),
+        )
+    if dtype in (torch.int8, torch.int16):  # min // -1 wraps; in 32 and 64 bits the CPU traps (SIGFPE)
+        x, y = torch.cat([x, torch.tensor([info.min], dtype=dtype)]), torch.cat([y, torch.tensor([-1], dtype=dtype)])
+    expected = torch.div(x, y, rounding_mode=rounding_mode)
+    actual = torch.div(x.to("neuron"), y.to("neuron"), rounding_mode=rounding_mode).cpu()
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)

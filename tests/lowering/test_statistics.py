@@ -75,6 +75,29 @@ def test_histc(dtype, bins, low, high):
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
+@pytest.mark.parametrize("bins, low, high", [(7, -2, 3), (5, 0, 0), (4, 1, 1), (3, 0, 10), (8, 0, 7), (2, 2.9, 5.5)])
+def test_histc_of_integers_as_cuda(dtype, bins, low, high):
+    # The CPU has no integer kernel; CUDA truncates min/max to the input dtype and bins in integer
+    # arithmetic, which the CPU's float64 kernel on the truncated bounds reproduces exactly here.
+    torch.manual_seed(0)
+    x = torch.randint(0 if dtype == torch.uint8 else -4, 9, (40,), dtype=dtype)
+    expected = torch.histc(x.double(), bins=bins, min=int(low), max=int(high)).to(dtype)
+    torch_neuronx.clear_op_tracking()
+    actual = torch.histc(x.to("neuron"), bins=bins, min=low, max=high).cpu()
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+def test_histc_counts_tokens_per_expert_as_moe_routing_does():
+    # transformers' MoE load-balancing loss on an accelerator: int32 expert ids, one bin per expert.
+    torch.manual_seed(0)
+    experts = torch.randint(0, 8, (16, 2), dtype=torch.int32)
+    counts = torch.histc(experts.to("neuron"), bins=8, min=0, max=7).cpu()
+    expected = torch.bincount(experts.reshape(-1), minlength=8).to(torch.int32)
+    torch.testing.assert_close(counts, expected, atol=0, rtol=0)
+
+
 def test_histc_raises_like_cpu():
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(torch.ones(3, device="neuron"), bins=3, min=2, max=1)

@@ -86,13 +86,24 @@ def test_current_device_is_per_thread(two_cores):
 
 @pytest.mark.parametrize("index", [2, 17, -5])
 def test_invalid_core_index_raises(index):
-    with pytest.raises((IndexError, RuntimeError), match="neuron"):
+    with pytest.raises(RuntimeError, match="neuron"):
         torch.empty(2, device=torch.device("neuron", index) if index >= 0 else "neuron:-5")
 
 
-def test_set_device_rejects_invalid_index():
-    with pytest.raises(IndexError, match="Invalid neuron device index 9"):
-        torch.neuron.set_device(9)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: torch.neuron.set_device(9),
+        lambda: torch.accelerator.set_device_index(9),
+        lambda: torch.neuron.memory_stats(9),
+        lambda: torch.neuron.synchronize(9),
+        lambda: torch.Stream(device="neuron:9"),
+    ],
+)
+def test_invalid_core_index_raises_runtime_error_as_cuda(call):
+    # CUDA raises RuntimeError ("invalid device ordinal") for a device it does not have.
+    with pytest.raises(RuntimeError, match="Invalid neuron device index 9: this process sees"):
+        call()
 
 
 def test_accelerator_apis():

@@ -25,6 +25,50 @@ def test_float64_raises_type_error_with_the_fix(make):
     assert "torch.float32" in str(info.value) or "torch.complex64" in str(info.value)
 
 
+@pytest.mark.parametrize("source", [torch.float32, torch.int16, torch.uint8, torch.complex64, torch.bfloat16])
+@pytest.mark.parametrize("target", [torch.float64, torch.complex128])
+def test_view_as_float64_or_complex128_raises_the_policy_error(source, target):
+    # A view reinterprets bytes without creating a tensor through the allocator: it must not become a
+    # way around the policy (a complex128 view read back wrong values in every element).
+    x = torch.zeros(8, dtype=source, device="neuron")
+    with pytest.raises(TypeError, match=f"aten::view.dtype on neuron: .*{FP64_MESSAGE}"):
+        x.view(target)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: torch.view_as_complex(x.view(4, 2)),
+        lambda x: x.view(torch.complex32),
+        lambda x: torch.complex(x, x),
+    ],
+)
+def test_complex32_raises_the_policy_error(make):
+    # CUDA holds complex32 (ComplexHalf); JAX/XLA has no such type, so neuron refuses it by name.
+    with pytest.raises(TypeError, match="on neuron: dtype ComplexHalf is not supported"):
+        make(torch.zeros(8, dtype=torch.float16, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        (torch.float32, torch.int32),
+        (torch.float32, torch.int16),
+        (torch.float32, torch.complex64),
+        (torch.int64, torch.float32),
+        (torch.uint8, torch.bfloat16),
+        (torch.complex64, torch.int64),
+        (torch.int16, torch.bool),
+    ],
+)
+def test_view_as_another_dtype_keeps_the_bytes(source, target):
+    torch.manual_seed(0)
+    x = torch.randint(0, 2 if target == torch.bool else 100, (4, 8), dtype=torch.uint8).view(source)
+    view = x.to("neuron").view(target)
+    assert view.dtype == target
+    torch.testing.assert_close(view.cpu(), x.view(target), atol=0, rtol=0, equal_nan=True)
+
+
 def test_explicit_conversion_to_float32_is_allowed():
     x = torch.randn(4, dtype=torch.float64)
     y = x.to("neuron", torch.float32)

@@ -550,3 +550,66 @@ def test_fills_that_overflow_raise_at_the_call_as_on_cpu(case):
     on_cpu, on_neuron = _errors_on_cpu_and_neuron(FILLS_THAT_OVERFLOW[case])
     assert on_neuron == on_cpu
     assert "without overflow" in on_cpu
+
+
+CPU_OUTS = {
+    # A 0-dim CPU tensor is a runtime scalar where it is read; as an out= it must be refused.
+    "sin_0d": lambda x: torch.sin(x[0, 0], out=torch.empty(())),
+    "vector_norm_0d": lambda x: torch.linalg.vector_norm(x, out=torch.empty(())),
+    "max_dim_0d": lambda x: torch.max(x[0], 0, out=(torch.empty(()), torch.empty((), dtype=torch.long))),
+    "add_2d": lambda x: torch.add(x, x, out=torch.empty(4, 3)),
+    "masked_select": lambda x: torch.masked_select(x, x > 0, out=torch.empty(0)),
+}
+
+
+@pytest.mark.parametrize("case", CPU_OUTS)
+def test_out_on_another_device_raises_the_device_error(case):
+    with pytest.raises(RuntimeError, match=r"^Expected all tensors to be on the same device, but got \w+ is on cpu"):
+        CPU_OUTS[case](torch.randn(4, 3, device="neuron"))
+
+
+NONZERO_OUTS = {
+    "cpu_out": (torch.empty(0, dtype=torch.long), "expected self and out to be on the same device, but got out on cpu"),
+    "float_out": (torch.empty(0), "Expected object of scalar type Long as out, but got float"),
+    "int32_out": (torch.empty(0, dtype=torch.int32), "Expected object of scalar type Long as out, but got int"),
+}
+
+
+@pytest.mark.parametrize("case", NONZERO_OUTS)
+def test_nonzero_out_misuse_raises_cudas_error(case):
+    # nonzero_out_cuda's checks; nonzero(out=) used to reach the CPU fallback, which wrote a CPU out.
+    out, message = NONZERO_OUTS[case]
+    with pytest.raises(RuntimeError, match=f"^{message}"):
+        torch.nonzero(torch.ones(2, 2, device="neuron"), out=out.to("neuron") if case != "cpu_out" else out)
+
+
+@pytest.mark.parametrize("op", [torch.nonzero, lambda x, out: torch.masked_select(x, x != 0, out=out)])
+def test_nonzero_and_masked_select_out_write_into_out(op):
+    x = torch.tensor([[0.0, 1.5], [2.0, 0.0], [0.0, -3.0]])
+    want = op(x, out=torch.empty(0, dtype=torch.long if op is torch.nonzero else torch.float32))
+    out = torch.empty(5, dtype=want.dtype, device="neuron")
+    assert op(x.to("neuron"), out=out) is out
+    torch.testing.assert_close(out.cpu(), want, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, out: torch.sum(x, 0, out=out),
+        lambda x, out: torch.prod(x, 0, out=out),
+        lambda x, out: torch.cumsum(x, 0, out=out),
+        lambda x, out: torch.cumprod(x, 0, out=out),
+    ],
+)
+def test_reductions_compute_in_the_dtype_of_out_as_on_cpu(op, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(4, 3) * 3
+    expected = op(x, torch.empty(0, dtype=dtype))
+    actual = op(x.to("neuron"), torch.empty(0, dtype=dtype, device="neuron")).cpu()
+    torch.testing.assert_close(actual, expected)
+
+
+def test_integer_addcdiv_error_is_atens_message():
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.addcdiv(*[torch.arange(1, 4, device=d)] * 3))
+    assert neuron == cpu

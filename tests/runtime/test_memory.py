@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -82,6 +83,19 @@ def test_out_of_memory_raises_and_the_process_carries_on():
     assert torch.neuron.memory_stats()["num_ooms"] == num_ooms + 1
     x = torch.ones(4, device="neuron")
     assert x.sum().item() == 4.0
+
+
+@pytest.mark.parametrize(
+    ("fraction", "error", "message"),
+    [
+        (1, TypeError, "Invalid type for fraction argument, must be `float`"),
+        (1.5, ValueError, "Invalid fraction value: 1.5. Allowed range: 0~1"),
+        (-0.1, ValueError, "Invalid fraction value: -0.1. Allowed range: 0~1"),
+    ],
+)
+def test_memory_fraction_misuse_raises_as_cuda(fraction, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        torch.neuron.set_per_process_memory_fraction(fraction)
 
 
 def test_capacity_from_environment_and_fraction():

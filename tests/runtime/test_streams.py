@@ -31,9 +31,11 @@ def test_one_implementation_behind_every_stream_api():
     assert isinstance(torch.Event(device="neuron"), torch_neuronx.Event)
 
 
-def test_positive_priority_is_rejected():
-    with pytest.raises(ValueError, match="0 or negative"):
-        torch_neuronx.Stream(priority=1)
+@pytest.mark.parametrize("make", [lambda: torch_neuronx.Stream(priority=1), lambda: torch.Stream("neuron", priority=1)])
+def test_positive_priority_raises_cudas_error(make):
+    # CUDA's getStreamFromPool: TORCH_CHECK(priority <= 0, ...), a RuntimeError.
+    with pytest.raises(RuntimeError, match="^Expected neuron stream priority to be less than or equal to 0, got 1$"):
+        make()
 
 
 def test_work_on_one_stream_runs_in_order():

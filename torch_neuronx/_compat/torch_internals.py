@@ -38,6 +38,7 @@ __all__ = [
     "aot_autograd",
     "aot_input_mutations",
     "forget_aot_metadata",
+    "call_composite_explicit",
     "assumes_static_shapes_by_default",
     "infer_size",
     "is_fallthrough",
@@ -105,6 +106,12 @@ def is_fallthrough(op: OpOverload, dispatch_key: str) -> bool:
     return has_kernel(op, dispatch_key) and torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(
         op.name(), getattr(torch._C.DispatchKey, dispatch_key)
     )
+
+
+def call_composite_explicit(op: OpOverload, *args: Any) -> Any:
+    """Calls ``op``'s CompositeExplicitAutograd kernel (PyTorch's own), bypassing the backend kernel
+    that wraps it: the dispatcher's keysets are private (``torch._C.DispatchKeySet``)."""
+    return op.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd), *args)
 
 
 def infer_size(a: torch.Size, b: torch.Size) -> torch.Size:

@@ -72,7 +72,7 @@ def set_device(device: torch.device | int | str) -> None:
     """Sets this thread's current core.
 
     Raises:
-        IndexError: the index is not a visible core.
+        RuntimeError: the index is not a visible core (as CUDA raises for a device ordinal it lacks).
     """
     _C._set_device(_index(device))
 

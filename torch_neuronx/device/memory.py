@@ -85,10 +85,13 @@ def set_per_process_memory_fraction(fraction: float, device: torch.device | int 
     """Limits this process to ``fraction`` of a core's HBM capacity, like the CUDA function.
 
     Raises:
-        ValueError: ``fraction`` is not in (0, 1].
+        TypeError: ``fraction`` is not a float (CUDA's check and words).
+        ValueError: ``fraction`` is not in [0, 1] (CUDA's check and words).
     """
-    if not 0 < fraction <= 1:
-        raise ValueError(f"set_per_process_memory_fraction: fraction must be in (0, 1], got {fraction}")
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     index = _index(device)
     total = _DEFAULT_CAPACITY.setdefault(index, _C._memory_capacity(index))
     _C._set_memory_capacity(index, int(total * fraction))

@@ -24,11 +24,14 @@ class Stream(torch.Stream):
     Args:
         device: the core (``"neuron:1"``, an index, or None for the current core).
         priority: 0 or negative; lower is higher priority, as on CUDA.
+
+    Raises:
+        RuntimeError: ``priority`` is positive (CUDA's error), or ``device`` is not a core.
     """
 
     def __new__(cls, device: torch.device | int | str | None = None, priority: int = 0) -> Stream:
-        if priority > 0:
-            raise ValueError(f"neuron stream priority must be 0 or negative (higher priority), got {priority}")
+        if priority > 0:  # CUDA's error (getStreamFromPool): a RuntimeError
+            raise RuntimeError(f"Expected neuron stream priority to be less than or equal to 0, got {priority}")
         return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
 
     @property

@@ -10,6 +10,7 @@ in the CPU's words (TensorIterator's rules are stated in eager/rules.py).
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any, NoReturn
 
@@ -42,6 +43,10 @@ _REWORDED = (
         re.compile(r"to have thesame number of elements"),
         r"to have the same number of elements",
     ),
+    (  # addcdiv_meta in ATen's PointwiseOps.cpp joins its message parts with two spaces here
+        re.compile(r"^Integer division with addcdiv is no longer supported, and in a future release"),
+        "Integer division with addcdiv is no longer supported, and in a future  release",
+    ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
         lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(
@@ -55,12 +60,27 @@ def in_aten_words(error: Exception) -> Exception:
     """``error`` with sizes and dtypes printed as ATen prints them (``[5, 0]``, ``Long``) and the
     wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
     message = str(error)
-    worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", message))
+    worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for pattern, replacement in _REWORDED:
         worded = pattern.sub(replacement, worded)
     if worded == message or type(error) not in (RuntimeError, ValueError, IndexError):
         return error
     return type(error)(worded)
+
+
+def _joined(message: str) -> str:
+    """A message some Python meta kernels build as a tuple of strings (``addcdiv``'s integer
+    division error: ``torch._check`` prints the tuple's repr), joined as ATen's ``TORCH_CHECK``
+    joins its arguments; any other message as it is."""
+    if not (message.startswith("('") and message.endswith("')")):
+        return message
+    try:
+        parts = ast.literal_eval(message)
+    except (ValueError, SyntaxError):
+        return message
+    if isinstance(parts, tuple) and all(isinstance(part, str) for part in parts):
+        return "".join(parts)
+    return message
 
 
 def _dtype_word(match: re.Match[str]) -> str:

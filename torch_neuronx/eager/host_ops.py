@@ -13,6 +13,7 @@ import torch
 
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import buffers
+from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype
 
 aten = torch.ops.aten
 
@@ -46,6 +47,40 @@ def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     tracking.executed["aten::masked_select"] += 1
     tensor, mask = torch.broadcast_tensors(tensor, mask)
     return tensor.reshape(-1)[_nonzero(mask.reshape(-1)).reshape(-1)]
+
+
+def _write_out(name: str, argument: str, out: torch.Tensor, other: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    """Resizes ``out`` to ``result``'s shape and copies it in; ``out`` must be on ``other``'s device
+    (the device-mismatch error CPU and CUDA raise)."""
+    if out.device != other.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but got {argument} is on {out.device}, different "
+            f"from other tensors on {other.device} (when checking argument {argument} in method {name}). Move it "
+            f"first, e.g. {argument}.to('{other.device}')."
+        )
+    out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def _nonzero_out(tensor: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.nonzero(out=)`` with CUDA's checks (``nonzero_out_cuda``): an int64 ``out`` on the
+    input's device, resized to the result."""
+    if out.dtype != torch.int64:
+        raise RuntimeError(f"Expected object of scalar type Long as out, but got {cpp_name(jax_dtype(out.dtype))}")
+    if out.device != tensor.device:
+        raise RuntimeError(
+            f"expected self and out to be on the same device, but got out on {out.device} and self on {tensor.device}"
+        )
+    return _write_out("aten::nonzero.out", "out", out, tensor, _nonzero(tensor))
+
+
+def _masked_select_out(tensor: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.masked_select(out=)``: ``out`` of the input's dtype on its device, resized to the
+    result (the CPU's and CUDA's checks)."""
+    result = torch.masked_select(tensor, mask)
+    if out.dtype != tensor.dtype:
+        raise RuntimeError("masked_select(): self and result must have the same scalar type")
+    return _write_out("aten::masked_select.out", "out", out, tensor, result)
 
 
 def _equal(tensor: torch.Tensor, other: torch.Tensor) -> bool:
@@ -270,6 +305,34 @@ def _ctc_loss_backward_tensor(
     )
 
 
+def _is_mask(index: torch.Tensor | None) -> bool:
+    return index is not None and index.dtype in (torch.bool, torch.uint8)
+
+
+def _mask_coordinates(self: torch.Tensor, indices: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """``indices`` with each k-dimensional mask replaced by k int64 index tensors, its ``nonzero``
+    coordinates (a synchronisation point: how many depends on the data).
+
+    Raises:
+        IndexError: a mask's shape does not match the dimensions it indexes (the CPU's message).
+    """
+    converted: list[torch.Tensor | None] = []
+    for index_tensor in indices:
+        if not _is_mask(index_tensor):
+            converted.append(index_tensor)
+            continue
+        start = len(converted)
+        for offset, size in enumerate(index_tensor.shape):
+            if start + offset >= self.dim() or self.shape[start + offset] != size:
+                raise IndexError(
+                    f"The shape of the mask {list(index_tensor.shape)} at index {offset} does not match the "
+                    f"shape of the indexed tensor {list(self.shape)} at index {start + offset}"
+                )
+        mask = index_tensor.to(self.device)
+        converted.extend(_nonzero(mask).unbind(1) if mask.dim() else [mask.reshape(1).nonzero().reshape(-1)])
+    return converted
+
+
 def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::index.Tensor`` that accepts boolean masks (``x[mask]``), for the eager ``kernel``.
 
@@ -279,31 +342,34 @@ def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch
     """
 
     def index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> torch.Tensor:
-        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        if not any(_is_mask(i) for i in indices):
             return kernel(self, indices)
-        converted: list[torch.Tensor | None] = []
-        for index_tensor in indices:
-            if index_tensor is None or index_tensor.dtype not in (torch.bool, torch.uint8):
-                converted.append(index_tensor)
-                continue
-            start = len(converted)
-            for offset, size in enumerate(index_tensor.shape):
-                if start + offset >= self.dim() or self.shape[start + offset] != size:
-                    raise IndexError(
-                        f"The shape of the mask {list(index_tensor.shape)} at index {offset} does not match the "
-                        f"shape of the indexed tensor {list(self.shape)} at index {start + offset}"
-                    )
-            mask = index_tensor.to(self.device)
-            converted.extend(_nonzero(mask).unbind(1) if mask.dim() else [mask.reshape(1).nonzero().reshape(-1)])
-        return kernel(self, converted)
+        return kernel(self, _mask_coordinates(self, indices))
 
     return index
+
+
+def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::index_put(_)`` for the eager ``kernel`` where a boolean mask stands beside other index
+    tensors (``x[mask, idx] = v``): the masks become their ``nonzero`` coordinates, as for
+    :func:`index_with_masks`. A mask that is the only index tensor stays one: the lowering writes
+    through it without reading the data back."""
+
+    def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
+        given = [i for i in indices if i is not None]
+        if len(given) < 2 or not any(_is_mask(i) for i in given):
+            return kernel(self, indices, *args, **kwargs)
+        return kernel(self, _mask_coordinates(self, indices), *args, **kwargs)
+
+    return index_put
 
 
 KERNELS = {
     aten._local_scalar_dense.default: _local_scalar_dense,
     aten.nonzero.default: _nonzero,
     aten.masked_select.default: _masked_select,
+    aten.nonzero.out: _nonzero_out,
+    aten.masked_select.out: _masked_select_out,
     aten.equal.default: _equal,
     aten.unique_consecutive.default: _unique_consecutive,
     aten._unique2.default: _unique2,

@@ -82,6 +82,7 @@ class EagerKernel:
         description = self.signature.describe(args, kwargs)
         described, values = list(description.arguments), list(description.values)
         plan = self.plan
+        rules.check_written_on_device(self.name, plan, described, description.device)
         metas = arguments.meta_values(values, described)
         if plan.op in runners.RESIZES_SELF:
             shape = list(call(plan.functional, plan.functional_args(metas)).shape)

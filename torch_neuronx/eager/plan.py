@@ -12,9 +12,38 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import torch
+
 from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
+from torch_neuronx.runtime.dtypes import DTYPE_OF, TORCH_DTYPE
 from torch_neuronx.runtime.executable import first_result
+
+aten = torch.ops.aten
+
+#: Reductions whose ``out=`` form without ``dtype`` computes in the ``out`` tensor's dtype, as ATen's
+#: structured kernels infer it (``infer_dtype_from_optional``, ``cumsum_out``): ``sum(x_float,
+#: out=long_tensor)`` sums ``x`` converted to int64, where a pointwise op refuses to cast. (``mean``
+#: and ``nansum`` refuse such an ``out``, as the CPU does.)
+OUT_DTYPE_REDUCTIONS = frozenset(
+    (
+        aten.sum.IntList_out,
+        aten.prod.int_out,
+        aten.cumsum.out,
+        aten.cumprod.out,
+    )
+)
+
+
+def _dtype_of(value: Any) -> torch.dtype:
+    """The torch dtype of a tensor, a tensor's description or a JAX array."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype
+    if isinstance(value, arguments.TensorArg):
+        return DTYPE_OF[value.dtype_code]
+    return TORCH_DTYPE[np.dtype(value.dtype)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +69,8 @@ class Plan:
         if self.functional is self.op:
             return list(values)
         by_name = {a.name: v for a, v in zip(schema_of(self.op).arguments, values, strict=True)}
+        if self.op in OUT_DTYPE_REDUCTIONS and by_name.get("dtype") is None:
+            by_name["dtype"] = _dtype_of(by_name["out"])
         return [by_name.get(a.name, a.default_value) for a in schema_of(self.functional).arguments]
 
     def is_in_place_self(self, position: int) -> bool:

@@ -22,7 +22,7 @@ from torch_neuronx._compat.torch_internals import (
     overload_name,
     schema_of,
 )
-from torch_neuronx.eager import composites, copy, host_ops, math_bits, redirects
+from torch_neuronx.eager import composites, copy, host_ops, math_bits, redirects, views
 from torch_neuronx.eager.kernel import EagerKernel
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
@@ -185,7 +185,7 @@ def _register_kernels() -> None:
     load_lowerings()
     math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
-    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS, **composites.BACKEND_KERNELS}
+    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS, **composites.BACKEND_KERNELS, **views.KERNELS}
     for op, kernel in custom.items():
         library.impl(op, kernel)
     autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
@@ -198,6 +198,8 @@ def _register_kernels() -> None:
         kernel = EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
         if plan.op is aten.index.Tensor:
             kernel = host_ops.index_with_masks(kernel)
+        elif plan.op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
+            kernel = host_ops.index_put_with_masks(kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)

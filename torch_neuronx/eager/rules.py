@@ -17,10 +17,10 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false
+from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, aten_name
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
 
 
 def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
@@ -85,6 +85,25 @@ def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
             "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
             "single memory location. Please clone() the tensor before performing the operation."
         )
+
+
+def check_written_on_device(name: str, plan: Plan, described: list[Any], device: int) -> None:
+    """A written argument (in-place ``self``, ``out=``) must be a neuron tensor. A 0-dim CPU tensor,
+    which the call signature takes as a runtime scalar wherever it stands (other CPU tensors are
+    refused there), is refused here with the device-mismatch error CPU and CUDA raise for an ``out=``
+    on another device.
+
+    Raises:
+        RuntimeError: "Expected all tensors to be on the same device, but got out is on cpu, ...".
+    """
+    for position in plan.writes:
+        if any(isinstance(d, arguments.HostScalarArg) for d in arguments.tensor_descriptions(described[position])):
+            argument, others = schema_of(plan.op).arguments[position].name, f"neuron:{device}"
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but got {argument} is on cpu, different from "
+                f"other tensors on {others} (when checking argument {argument} in method {name}). Move it first, "
+                f"e.g. {argument}.to('{others}')."
+            )
 
 
 def resized_outputs(
@@ -164,7 +183,8 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     Raises:
         RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
             (TensorIterator's "result type ... can't be cast to the desired output type ...").
-        TypeError: a new result would be float64/complex128, which neuron does not hold (decision 8).
+        TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
+            complex128, complex32 (``torch.fft.rfft`` of a float16 tensor).
     """
     for result, target in zip(written, targets, strict=True):
         if target is None or not isinstance(result, torch.Tensor):
@@ -176,5 +196,5 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
                 f"{aten_name(destination)}"
             )
     for result in fresh:
-        if isinstance(result, torch.Tensor) and result.dtype in (torch.float64, torch.complex128):
+        if isinstance(result, torch.Tensor) and result.dtype not in JAX_DTYPE:
             _C._check_dtype_supported(CODE_OF[result.dtype], name)

@@ -225,8 +225,8 @@ def div_mode(self, other, *, rounding_mode):
         safe = jnp.where(other == 0, 1, other)
         if rounding_mode == "floor":
             return jnp.floor_divide(self, safe)
-        quotient = jnp.abs(self) // jnp.abs(safe)
-        return jnp.where((self < 0) != (safe < 0), -quotient, quotient)
+        # XLA's integer division truncates, as C's does (abs() of the smallest integer overflows).
+        return jax.lax.div(*jnp.broadcast_arrays(self, safe.astype(self.dtype)))
     quotient = _true_divide(self, other)
     return jnp.floor(quotient) if rounding_mode == "floor" else jnp.trunc(quotient)
 

@@ -458,10 +458,13 @@ def histc(self, bins=100, min=0, max=0):
     ignored, the last bin includes ``max``. ``min == max`` takes the data's range (NaN or infinite
     data raise), and a degenerate range widens to [min - 1, max + 1]. Bins are chosen as PyTorch's
     CPU kernel does, by linear interpolation in the input dtype; counts are exact (CPU accumulates
-    16-bit counts in the input dtype, which saturates past 256 for bfloat16)."""
-    _require_float(self, "histogram_cpu")
+    16-bit counts in the input dtype, which saturates past 256 for bfloat16). Integer inputs, which
+    the CPU refuses, are counted as CUDA counts them (see :func:`_integer_histc`)."""
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        return _integer_histc(self, bins, min, max)
+    _require_float(self, "histogram_cpu")
     values = self.reshape(-1).astype(jnp.float32)
     left, right = jnp.asarray(float(min), jnp.float32), jnp.asarray(float(max), jnp.float32)
     if min == max and values.size:
@@ -482,6 +485,26 @@ def histc(self, bins=100, min=0, max=0):
     inside = (values >= left) & (values <= right)
     position = jnp.clip(_linear_bins(values, left, right, bins, rounded), 0, bins - 1)
     return jnp.zeros(bins, jnp.float32).at[position].add(inside.astype(jnp.float32))
+
+
+def _integer_histc(self, bins, min, max):
+    """torch.histc of an integer tensor as CUDA computes it (``_histc_cuda_template``, which MoE
+    routing in transformers relies on): ``min`` and ``max`` are converted to the input dtype
+    (truncated), ``min == max`` takes the data's range, a degenerate range widens by one on each
+    side, and an element ``v`` of [min, max] falls in bin ``(v - min) * bins // (max - min)`` in
+    int64 arithmetic (the last bin includes ``max``). Counts are in the input dtype."""
+    values = self.reshape(-1).astype(jnp.int64)
+    low, high = int(min), int(max)
+    if low == high and values.size:
+        left, right = jnp.min(values), jnp.max(values)
+    else:  # PyTorch's meta kernel has refused max < min
+        left, right = jnp.asarray(low, jnp.int64), jnp.asarray(high, jnp.int64)
+    degenerate = left == right
+    left, right = jnp.where(degenerate, left - 1, left), jnp.where(degenerate, right + 1, right)
+    inside = (values >= left) & (values <= right)
+    position = jnp.minimum((values - left) * bins // (right - left), bins - 1)
+    position = jnp.where(inside, position, 0)
+    return jnp.zeros(bins, jnp.int64).at[position].add(inside.astype(jnp.int64)).astype(self.dtype)
 
 
 # --- segment reductions --------------------------------------------------------------------------

@@ -43,9 +43,9 @@ def bitcast(flat: jax.Array, dtype: np.dtype) -> jax.Array:
             return flat
     if dtype == np.bool_:
         return bitcast(flat, np.dtype(jnp.uint8)) != 0
-    if source.kind == "c":
+    if source.kind == "c":  # complex64 (the device's only complex dtype): its float32 (real, imag) pairs
         parts = jnp.stack([jnp.real(flat), jnp.imag(flat)], axis=-1).reshape(-1)
-        return bitcast(parts, np.dtype(jnp.float32))
+        return bitcast(parts, dtype)
     if dtype.kind == "c":
         parts = bitcast(flat, np.dtype(jnp.float32)).reshape(-1, 2)
         return jax.lax.complex(parts[:, 0], parts[:, 1])

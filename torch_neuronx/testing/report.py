@@ -106,7 +106,9 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
         "Every sample input of PyTorch's OpInfo database (`op_db`) in every dtype the device supports, run on "
         "neuron and on the CPU and compared (`assert_close` with the OpInfo's tolerance, else the dtype's "
         "default); gradients too, in float32, for differentiable ops, and the values the op's in-place variant "
-        "leaves in its input (float32; an input that would have to broadcast must raise). Outcomes: pass (an "
+        "leaves in its input (float32; an input that would have to broadcast must raise); and, as phase "
+        "`cuda-dtype`, the dtypes CUDA computes an op in and the CPU does not, compared with the CPU in a wider "
+        "dtype (`torch_neuronx/testing/cuda_dtypes.py`). Outcomes: pass (an "
         "exception CPU raises "
         "as well counts as a pass), mismatch (a wrong value), error, fallback (right values, but some ATen ops "
         "ran on the CPU). Regenerate this page with:",

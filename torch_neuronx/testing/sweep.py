@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx.testing import opinfo, tables
+from torch_neuronx.testing import cuda_dtypes, opinfo, tables
 from torch_neuronx.testing.conformance import OUTCOMES, SampleOutcome, family, make_row, run_sample, samples
 
 __all__ = ["run_conformance"]
@@ -72,6 +72,8 @@ class _Options:
     limit: int | None
     mappings_share: float
     in_place: bool = True
+    cuda_only: bool = True
+    all_dtypes: bool = True
 
 
 @dataclasses.dataclass
@@ -107,6 +109,21 @@ def _queues(op: Any, options: _Options) -> tuple[list[_Queue], list[SampleOutcom
                 rows.append(make_row(op, dtype, -1, phase, "skipped", detail))
                 continue
             queues.append(_Queue(dtype, phase, iter(made)))
+    if options.cuda_only:
+        for dtype in cuda_dtypes.cuda_only_dtypes(op):
+            if not options.all_dtypes and dtype not in options.dtypes:
+                continue
+            reason = opinfo.opinfo_skip(op, dtype)
+            if reason is not None:
+                rows.append(make_row(op, dtype, -1, cuda_dtypes.PHASE, "skipped", reason))
+                continue
+            try:
+                made = samples(op, dtype, False, options.limit)
+            except Exception as err:  # a broken OpInfo must not stop the sweep
+                detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
+                rows.append(make_row(op, dtype, -1, cuda_dtypes.PHASE, "skipped", detail))
+                continue
+            queues.append(_Queue(dtype, cuda_dtypes.PHASE, iter(made)))
     return queues, rows
 
 
@@ -133,7 +150,10 @@ def _op_events(op: Any, options: _Options, op_deadline: float, done: frozenset[K
             if key in done:
                 continue
             yield "start", key
-            yield "row", run_sample(op, sample, q.dtype, q.phase, index, host_leaves)
+            if q.phase == cuda_dtypes.PHASE:
+                yield "row", cuda_dtypes.run_cuda_sample(op, sample, q.dtype, index)
+            else:
+                yield "row", run_sample(op, sample, q.dtype, q.phase, index, host_leaves)
 
 
 def _worker(tasks: Any, results: Any, options: _Options) -> None:
@@ -287,6 +307,7 @@ def run_conformance(
     budget_seconds: float | None = None,
     backward: bool = True,
     in_place: bool = True,
+    cuda_only: bool = True,
     timeout: float = 120.0,
     isolate: bool = True,
     progress: bool = True,
@@ -302,6 +323,9 @@ def run_conformance(
             always covers its first sample in every dtype and phase; later samples run while it lasts.
         backward: also compare input gradients (float32, differentiable ops).
         in_place: also compare what the OpInfo's in-place variant leaves in its input (float32).
+        cuda_only: also run the CUDA-dtype phase (:mod:`~torch_neuronx.testing.cuda_dtypes`): the
+            dtypes CUDA computes the op in and the CPU does not (those among ``dtypes`` when given,
+            complex32 included otherwise), against the CPU in a wider dtype.
         timeout: seconds one sample may run before its worker is killed (with ``isolate``).
         isolate: run the samples in a worker process that a crash or a hang cannot take down.
         progress: show a progress bar on stderr.
@@ -316,7 +340,7 @@ def run_conformance(
     for dtype in wanted:
         if dtype not in tables.DEVICE_DTYPES:
             raise ValueError(f"dtype {dtype} is not checked on neuron; choose from {tables.DEVICE_DTYPES}")
-    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE, in_place)
+    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE, in_place, cuda_only, not dtypes)
     runner = _Isolated(options, timeout) if isolate else _InProcess(options)
     deadline = time.monotonic() + budget_seconds if budget_seconds else math.inf
     rows: list[SampleOutcome] = []

@@ -119,7 +119,10 @@ at::Tensor view_as_real(const at::Tensor& self) {
 }
 
 at::Tensor view_as_complex(const at::Tensor& self) {
-  return at::native::view_as_complex(self);
+  // A float16 tensor's complex view is complex32, which the device does not hold (decision 8).
+  at::Tensor result = at::native::view_as_complex(self);
+  check_dtype_supported(result.scalar_type(), "aten::view_as_complex");
+  return result;
 }
 
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,

@@ -1,0 +1,48 @@
+"""A fast sample of the CUDA-dtype phase: op/dtype pairs CUDA computes and the CPU refuses, on neuron,
+checked against the CPU in a wider dtype (torch_neuronx/testing/cuda_dtypes.py).
+
+``torch-neuronx conformance`` runs every such pair (docs/coverage.md). Pairs neuron still refuses
+come from ``tables.CUDA_DTYPE_GAPS`` as strict xfails, so a fix shows up as an unexpected pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from torch_neuronx.testing import tables
+from torch_neuronx.testing.cuda_dtypes import check_cuda_sample, cuda_only_dtypes
+from torch_neuronx.testing.opinfo import full_name, select_ops
+
+#: One pair of each kind the phase found: integer histc (transformers' MoE routing), bool inputs of
+#: float ops, 16-bit floats the CPU has no kernel for, and the gaps left.
+SAMPLE = (
+    ("histc", torch.int32),
+    ("histc", torch.uint8),
+    ("abs", torch.bool),
+    ("trace", torch.bool),
+    ("nn.functional.softsign", torch.bool),
+    ("nn.functional.avg_pool3d", torch.bfloat16),
+    *tables.CUDA_DTYPE_GAPS,
+)
+
+
+def _case(name: str, dtype: torch.dtype) -> Any:
+    reason = tables.CUDA_DTYPE_GAPS.get((name, dtype))
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason is not None else []
+    return pytest.param(name, dtype, id=f"{name}-{str(dtype).removeprefix('torch.')}", marks=marks)
+
+
+@pytest.mark.parametrize(("name", "dtype"), [_case(*pair) for pair in SAMPLE])
+def test_first_sample_in_a_cuda_only_dtype_matches_cpu(name: str, dtype: torch.dtype) -> None:
+    (op,) = [op for op in select_ops([name]) if full_name(op) == name]
+    outcome = check_cuda_sample(op, dtype)
+    assert outcome.outcome == "pass", f"{outcome.outcome}: {outcome.detail}"
+
+
+def test_sample_and_gaps_are_cuda_only_pairs() -> None:
+    ops = {full_name(op): op for op in select_ops([name for name, _ in SAMPLE])}
+    stale = [(name, dtype) for name, dtype in SAMPLE if dtype not in cuda_only_dtypes(ops[name])]
+    assert not stale, f"pairs that CUDA and the CPU agree on (no longer CUDA-only): {stale}"

@@ -1,0 +1,150 @@
+"""The CUDA-dtype phase of the conformance runner: op/dtype pairs CUDA computes and the CPU refuses.
+
+Decision 8: which dtypes an op accepts follows CUDA (libraries branch on "accelerator vs CPU":
+transformers' MoE routing calls ``torch.histc`` on int32 on every device but the CPU), values follow
+the CPU. For every OpInfo, the dtypes of ``op.supported_dtypes("cuda")`` that
+``op.supported_dtypes("cpu")`` lacks (float64 and complex128 left to the FP64 policy) must run on
+neuron. The CPU has no kernel for them, so the expected values are the CPU's in a wider dtype
+(:data:`WIDER`: the sample's tensors of the pair's dtype upcast, the first wider dtype the CPU computes
+in), with each result of the wider dtype (or its complex or real counterpart) cast back to the pair's
+dtype, as CUDA's result would be.
+
+:func:`cuda_only_dtypes` lists a pair's dtypes, :func:`run_cuda_sample` runs one sample and returns
+its :class:`~torch_neuronx.testing.conformance.SampleOutcome` (phase :data:`PHASE`): ``pass``,
+``mismatch``, ``error`` (neuron refuses the dtype: the exception) or ``skipped``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import torch
+
+import torch_neuronx
+from torch_neuronx._compat.torch_internals import pytree
+from torch_neuronx.testing import conformance, opinfo
+from torch_neuronx.testing.compare import compare
+
+__all__ = ["PHASE", "WIDER", "check_cuda_sample", "cuda_only_dtypes", "run_cuda_sample"]
+
+#: The phase name of the rows this module produces.
+PHASE = "cuda-dtype"
+
+#: Dtypes the FP64 policy keeps off the device (decision 8): not part of this phase.
+_FP64 = frozenset((torch.float64, torch.complex128))
+
+#: For each dtype, the wider dtypes the CPU reference is computed in, tried in order.
+WIDER: dict[torch.dtype, tuple[torch.dtype, ...]] = {
+    torch.float16: (torch.float32, torch.float64),
+    torch.bfloat16: (torch.float32, torch.float64),
+    torch.float32: (torch.float64,),
+    torch.complex32: (torch.complex64, torch.complex128),
+    torch.complex64: (torch.complex128,),
+    torch.bool: (torch.uint8, torch.int64, torch.float64),
+    **dict.fromkeys((torch.int8, torch.int16, torch.int32, torch.uint8), (torch.int64, torch.float64)),
+    torch.int64: (torch.float64,),
+}
+
+#: Real and complex dtypes of one precision: a wide result's counterpart maps back the same way.
+_COMPLEX = {torch.float16: torch.complex32, torch.float32: torch.complex64, torch.float64: torch.complex128}
+_REAL = {complex_: real for real, complex_ in _COMPLEX.items()}
+
+
+def cuda_only_dtypes(op: Any) -> list[torch.dtype]:
+    """The dtypes in which CUDA computes ``op`` (an OpInfo) and the CPU does not, float64 and
+    complex128 excepted, sorted by name."""
+    dtypes = op.supported_dtypes("cuda") - op.supported_dtypes("cpu") - _FP64
+    return sorted(dtypes, key=str)
+
+
+def _counterparts(narrow: torch.dtype, wide: torch.dtype) -> dict[torch.dtype, torch.dtype]:
+    """Result dtypes of the wide computation -> the dtype CUDA's result has."""
+    mapping = {wide: narrow}
+    for table in (_COMPLEX, _REAL):
+        if wide in table and narrow in table:
+            mapping[table[wide]] = table[narrow]
+    return mapping
+
+
+def _cast(value: Any, mapping: dict[torch.dtype, torch.dtype]) -> Any:
+    def cast(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor) and leaf.dtype in mapping:
+            return leaf.to(mapping[leaf.dtype])
+        return leaf
+
+    return pytree.tree_map(cast, value)
+
+
+def _reference(op: Any, sample: Any, dtype: torch.dtype) -> Any:
+    """The CPU's result of ``sample`` with its ``dtype`` tensors in the first wider dtype the CPU
+    computes in, cast back to ``dtype``.
+
+    Raises:
+        conformance._NotCompared: the CPU computes the sample in no wider dtype either.
+    """
+    failures = []
+    for wide in WIDER.get(dtype, ()):
+        mapping = {dtype: wide}
+        widened = _cast(conformance._arguments(sample), mapping)
+        input_, args, kwargs = widened
+        if kwargs.get("dtype") == dtype:
+            kwargs = {**kwargs, "dtype": wide}
+        try:
+            result = sample.output_process_fn_grad(op(input_, *args, **kwargs))
+        except Exception as err:  # the CPU refuses this width too: try the next
+            failures.append(f"{wide}: {conformance._describe(err)}")
+            continue
+        return _cast(conformance._to_cpu(result), _counterparts(dtype, wide))
+    raise conformance._NotCompared("no CPU reference: " + "; ".join(failures or [f"no wider dtype than {dtype}"]))
+
+
+def run_cuda_sample(op: Any, sample: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
+    """Runs one OpInfo sample (made on CPU in ``dtype``, a dtype CUDA computes and the CPU refuses)
+    on neuron and compares it with the CPU's result in a wider dtype. Never raises: a refusal on
+    neuron is an ``error`` outcome, a sample without a CPU reference is ``skipped``."""
+    row = conformance.make_row(op, dtype, index, PHASE, "pass")
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = _reference(op, sample, dtype)
+            torch_neuronx.clear_op_tracking()
+            try:
+                neuron_sample = conformance._neuron_sample(sample, frozenset())
+                actual = conformance._to_cpu(conformance._forward(op, neuron_sample))
+                torch.neuron.synchronize()
+            except Exception as err:  # neuron refusing the dtype is what this phase measures
+                conformance._drain_faults()
+                row.outcome, row.detail = "error", conformance._describe(err)
+                return row
+            fallback = sorted(torch_neuronx.get_fallback_ops())
+            atol, rtol = opinfo.tolerance(op, dtype)
+            result = compare(actual, expected, atol=atol, rtol=rtol)
+            row.max_abs_error, row.max_rel_error = result.max_abs_error, result.max_rel_error
+            if result.problem is not None:
+                row.outcome, row.detail = "mismatch", result.problem
+            elif fallback:
+                row.outcome, row.detail = "fallback", "ran on the CPU: " + ", ".join(fallback)
+    except conformance._NotCompared as reason:
+        row.outcome, row.detail = "skipped", str(reason)
+    except Exception as err:  # a sample must never stop the sweep
+        row.outcome, row.detail = "error", conformance._describe(err)
+        conformance._drain_faults()
+    finally:
+        row.seconds = time.perf_counter() - start
+    return row
+
+
+def check_cuda_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
+    """The outcome of sample ``index`` of ``op`` in ``dtype`` (one of :func:`cuda_only_dtypes`)."""
+    if dtype not in cuda_only_dtypes(op):
+        return conformance.make_row(op, dtype, index, PHASE, "skipped", f"CUDA and the CPU agree on {dtype}")
+    reason = opinfo.opinfo_skip(op, dtype)
+    if reason is not None:
+        return conformance.make_row(op, dtype, index, PHASE, "skipped", reason)
+    made = conformance.samples(op, dtype, False, index + 1)
+    if len(made) <= index:
+        return conformance.make_row(op, dtype, index, PHASE, "skipped", f"the OpInfo has only {len(made)} samples")
+    return run_cuda_sample(op, made[index][0], dtype, index)
