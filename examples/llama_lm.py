@@ -205,6 +205,11 @@ def train(device: str, size: Size, tokenizer, dataset: TokenBlocks, *, compile: 
             lr_scheduler_type="cosine",
             warmup_steps=max(1, size.steps // 10),
             weight_decay=0.01,
+            # The multi-tensor AdamW, not Trainer's default fused one: fused AdamW on neuron computes
+            # the bias corrections in float32 as CUDA's does (the CPU's in float64), which moved
+            # the losses of 150 steps 1.4e-3 from the CPU's; foreach AdamW is the same math on both
+            # (9e-5, near the 3.5e-5 that swapping the CPU's attention kernel causes).
+            optim="adamw_torch",
             logging_steps=1,
             save_strategy="no",
             report_to=[],
@@ -292,6 +297,9 @@ def generate(model, tokenizer, new_tokens: int, *, sample: bool = False, seed: i
 
 def save(model, tokenizer, folder: Path) -> None:
     """``save_pretrained`` of the model (on any device) and the tokenizer into ``folder``."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
