@@ -258,12 +258,15 @@ class Generation:
 
 
 @torch.no_grad()
-def generate(model, tokenizer, new_tokens: int, *, sample: bool = False, seed: int = 0) -> Generation:
+def generate(
+    model, tokenizer, new_tokens: int, *, sample: bool = False, seed: int = 0, compile_decoding: bool = True
+) -> Generation:
     """Continue :data:`PROMPT` by ``new_tokens`` tokens, greedily or by top-k sampling, with a
     static KV cache (so transformers compiles the decoding step on neuron, as on CUDA).
 
     Sampling draws from the model's device's generator, seeded with ``torch.manual_seed(seed)``
     (neuron's is Philox-based like CUDA's, so its draws differ from the CPU's).
+    ``compile_decoding=False`` keeps the decoding step eager (it saves the compile in short runs).
 
     Raises:
         RuntimeError: ``generate()`` stopped early or returned more tokens than asked for.
@@ -285,7 +288,7 @@ def generate(model, tokenizer, new_tokens: int, *, sample: bool = False, seed: i
         # A static KV cache keeps every decoding step's shapes the same, so each op compiles once
         # instead of once per sequence length.
         cache_implementation="static",
-        disable_compile=split,
+        disable_compile=split or not compile_decoding,
         **options,
     )
     tokens = output[0, prompt["input_ids"].shape[1] :].tolist()
