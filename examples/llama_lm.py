@@ -208,12 +208,14 @@ def train(device: str, size: Size, tokenizer, dataset: TokenBlocks, *, compile: 
             # The multi-tensor AdamW, not Trainer's default fused one: fused AdamW on neuron computes
             # the bias corrections in float32 as CUDA's does (the CPU's in float64), which moved
             # the losses of 150 steps 1.4e-3 from the CPU's; foreach AdamW is the same math on both
-            # (9e-5, near the 3.5e-5 that swapping the CPU's attention kernel causes).
+            # (1e-4, near the 3.5e-5 that swapping the CPU's attention kernel causes).
             optim="adamw_torch",
             logging_steps=1,
             save_strategy="no",
             report_to=[],
             dataloader_num_workers=0,
+            # Every batch full: a short last batch of an epoch would compile the graphs again.
+            dataloader_drop_last=True,
             dataloader_pin_memory=False,
             disable_tqdm=True,
             use_cpu=device == "cpu",
