@@ -36,6 +36,9 @@ ALLOWED = {
     # torch.profiler's neuron side: reads what the runtime recorded of the launches that eager,
     # dynamo (and NKI) make; nothing imports it but the entry points and the CLI.
     "profiling": {"_C", "_config", "_compat", "runtime", "lowering", "eager", "dynamo"},
+    # The c10d backend: host staging through runtime/buffers, profiling records through
+    # runtime/launch_records; nothing imports it but the entry points.
+    "distributed": {"_C", "_config", "_compat", "runtime"},
 }
 #: Modules above every layer: the tools, which may import any of them.
 TOOLS = {"testing", "cli"}

@@ -28,6 +28,7 @@ def register() -> None:
         register_device_module,
     )
     from torch_neuronx._startup import boxed_fallback
+    from torch_neuronx.distributed import registration as distributed_registration
     from torch_neuronx.eager.fallback import SPARSE_KEYS, sparse_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
@@ -51,3 +52,4 @@ def register() -> None:
     for key, layout in SPARSE_KEYS.items():
         library.fallback(sparse_fallback(layout), key)
     _library.append(library)
+    distributed_registration.register()

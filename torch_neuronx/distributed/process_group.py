@@ -1,0 +1,483 @@
+"""The ``neuron`` process group: every c10d collective on neuron tensors, host-staged through gloo.
+
+``NeuronProcessGroup`` is a ``torch.distributed.ProcessGroup`` whose collectives stage their neuron
+tensors to the host (``staging.py``: one copy each way), run PyTorch's ``ProcessGroupGloo`` on the
+host copies, and copy the results back. CPU tensors go to gloo as they are when the group was
+created with ``"cpu:gloo,neuron:neuron"``; otherwise they raise, as NCCL's do.
+
+Ordering (as NCCL's): staging waits for the earlier work of the tensors' core, so a collective sees
+everything launched before it on the current stream. With ``async_op=False`` the results are back
+on the device when the call returns. With ``async_op=True`` gloo runs in the background and the
+copy back happens when it finishes; ``work.wait()`` (or ``work.get_future().wait()``) returns once
+the results are bound to the tensors, so every op launched after it reads them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from torch_neuronx._compat.distributed_internals import register_device_backend, work_from_future
+from torch_neuronx.distributed import reduce_ops, staging
+from torch_neuronx.runtime import launch_records
+
+__all__ = ["NeuronProcessGroup"]
+
+#: A finished gloo collective's results, turned into the tensors the caller gave: host -> device.
+Finish = Callable[[], None]
+
+
+def _done(result: list[torch.Tensor]) -> dist.Work:
+    future = torch.futures.Future()
+    future.set_result(result)
+    return work_from_future(future)
+
+
+class NeuronProcessGroup(dist.ProcessGroup):
+    """A c10d process group for neuron tensors (the ``neuron`` backend of ``init_process_group``).
+
+    Args:
+        store: the group's rendezvous store.
+        rank: this process's rank in the group.
+        size: the number of processes in the group.
+        timeout: how long a collective waits for the other ranks before it raises.
+    """
+
+    def __init__(self, store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> None:
+        super().__init__(rank, size)
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._timeout = timeout
+        self._cpu_allowed: bool | None = None
+        register_device_backend(self, "neuron", self._gloo)
+
+    def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
+        return "neuron"
+
+    def __repr__(self) -> str:
+        return f"NeuronProcessGroup(rank={self.rank()}, size={self.size()})"
+
+    # ---------------------------------------------------------------- dispatch helpers
+
+    def _on_cpu(self, collective: str, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether the collective's tensors are all CPU tensors, for a group that serves the CPU too;
+        raises (through ``check_tensors``) for CPU tensors otherwise."""
+        if not tensors or any(tensor.device.type != "cpu" for tensor in tensors):
+            return False
+        if self._cpu_allowed is None:
+            try:
+                config = dist.get_backend_config(self)
+            except (RuntimeError, ValueError):
+                config = ""
+            self._cpu_allowed = "cpu:" in config
+        return self._cpu_allowed
+
+    def _run(
+        self,
+        collective: str,
+        device: int,
+        nbytes: int,
+        async_op: bool,
+        launch: Callable[[], dist.Work],
+        finish: Finish,
+        result: list[torch.Tensor],
+    ) -> dist.Work:
+        """Runs the host-staged part of a collective (``launch``: stage, then start gloo), then
+        ``finish`` (copy the results back) once gloo is done: before returning, or, with
+        ``async_op``, when gloo completes (the returned work's future completes after it)."""
+        with launch_records.collective(collective, device, nbytes):
+            work = launch()
+            if not async_op:
+                work.wait()
+                finish()
+                return _done(result)
+
+        def completed(future: torch.futures.Future) -> list[torch.Tensor]:
+            future.value()  # raises gloo's error, if any
+            finish()
+            return result
+
+        return work_from_future(work.get_future().then(completed))
+
+    # ---------------------------------------------------------------- all-reduce family
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions) -> dist.Work:
+        if self._on_cpu("all_reduce", tensors):
+            return self._gloo.allreduce(tensors, opts)
+        device = staging.check_tensors("all_reduce", tensors)
+        state = {}
+
+        def launch() -> dist.Work:
+            hosts = [staging.to_host(tensor) for tensor in tensors]
+            gloo_op, state["post"] = reduce_ops.prepare("all_reduce", opts.reduceOp, hosts, self.size())
+            state["hosts"] = hosts
+            gloo_opts = dist.AllreduceOptions()
+            gloo_opts.reduceOp = gloo_op
+            gloo_opts.timeout = opts.timeout
+            return self._gloo.allreduce(hosts, gloo_opts)
+
+        def finish() -> None:
+            state["post"](state["hosts"])
+            staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
+
+        return self._run("all_reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: dist.AllreduceCoalescedOptions) -> dist.Work:
+        if self._on_cpu("all_reduce_coalesced", tensors):
+            return self._gloo.allreduce_coalesced(tensors, opts)
+        device = staging.check_tensors("all_reduce_coalesced", tensors)
+        state = {}
+
+        def launch() -> dist.Work:
+            hosts = [staging.to_host(tensor) for tensor in tensors]
+            gloo_op, state["post"] = reduce_ops.prepare("all_reduce_coalesced", opts.reduceOp, hosts, self.size())
+            state["hosts"] = hosts
+            gloo_opts = dist.AllreduceCoalescedOptions()
+            gloo_opts.reduceOp = gloo_op
+            gloo_opts.timeout = opts.timeout
+            return self._gloo.allreduce_coalesced(hosts, gloo_opts)
+
+        def finish() -> None:
+            state["post"](state["hosts"])
+            staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
+
+        return self._run("all_reduce_coalesced", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
+        if self._on_cpu("reduce", tensors):
+            return self._gloo.reduce(tensors, opts)
+        device = staging.check_tensors("reduce", tensors)
+        is_root = self.rank() == opts.rootRank
+        state = {}
+
+        def launch() -> dist.Work:
+            hosts = [staging.to_host(tensor) for tensor in tensors]
+            gloo_op, state["post"] = reduce_ops.prepare("reduce", opts.reduceOp, hosts, self.size())
+            state["hosts"] = hosts
+            gloo_opts = dist.ReduceOptions()
+            gloo_opts.reduceOp = gloo_op
+            gloo_opts.rootRank = opts.rootRank
+            gloo_opts.rootTensor = opts.rootTensor
+            gloo_opts.timeout = opts.timeout
+            return self._gloo.reduce(hosts, gloo_opts)
+
+        def finish() -> None:
+            # Only the root receives the result; the other ranks' tensors stay as they were (NCCL's).
+            if is_root:
+                state["post"](state["hosts"])
+                staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
+
+        return self._run("reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
+        if self._on_cpu("broadcast", tensors):
+            return self._gloo.broadcast(tensors, opts)
+        device = staging.check_tensors("broadcast", tensors)
+        is_root = self.rank() == opts.rootRank
+        hosts: list[torch.Tensor] = []
+
+        def launch() -> dist.Work:
+            # Only the root's values travel: the other ranks receive into empty host tensors.
+            hosts.extend(staging.to_host(t) if is_root else staging.empty_host(t) for t in tensors)
+            return self._gloo.broadcast(hosts, opts)
+
+        def finish() -> None:
+            if not is_root:
+                staging.copy_back(list(zip(tensors, hosts, strict=True)))
+
+        return self._run("broadcast", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+
+    # ---------------------------------------------------------------- gathers
+
+    def allgather(
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: dist.AllgatherOptions
+    ) -> dist.Work:
+        outputs = [tensor for outputs in output_lists for tensor in outputs]
+        if self._on_cpu("all_gather", inputs + outputs):
+            return self._gloo.allgather(output_lists, inputs, opts)
+        device = staging.check_tensors("all_gather", inputs + outputs)
+        host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
+
+        def launch() -> dist.Work:
+            return self._gloo.allgather(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+
+        def finish() -> None:
+            staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
+
+        return self._run("all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+
+    def allgather_coalesced(
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: dist.AllgatherOptions
+    ) -> dist.Work:
+        outputs = [tensor for outputs in output_lists for tensor in outputs]
+        if self._on_cpu("all_gather_coalesced", inputs + outputs):
+            return self._gloo.allgather_coalesced(output_lists, inputs, opts)
+        device = staging.check_tensors("all_gather_coalesced", inputs + outputs)
+        host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
+
+        def launch() -> dist.Work:
+            return self._gloo.allgather_coalesced(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+
+        def finish() -> None:
+            staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
+
+        return self._run("all_gather_coalesced", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: dist.AllgatherOptions) -> dist.Work:
+        """``all_gather_into_tensor``: every rank's ``input`` concatenated (or stacked) into ``output``."""
+        if self._on_cpu("all_gather_into_tensor", [output, input]):
+            return self._gloo._allgather_base(output, input, opts)
+        device = staging.check_tensors("all_gather_into_tensor", [output, input])
+        host_output = staging.empty_host(output)
+
+        def launch() -> dist.Work:
+            return self._gloo._allgather_base(host_output, staging.to_host(input), opts)
+
+        def finish() -> None:
+            staging.copy_back([(output, host_output)])
+
+        return self._run(
+            "all_gather_into_tensor", device, staging.nbytes([input]), opts.asyncOp, launch, finish, [output]
+        )
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: dist.AllgatherOptions
+    ) -> dist.Work:
+        """Coalesced ``all_gather_into_tensor`` (``_coalescing_manager``): one gather per pair."""
+        works = [self.all_gather_single(output, input, opts) for output, input in zip(outputs, inputs, strict=True)]
+        return _gathered(works, outputs)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def gather(
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: dist.GatherOptions
+    ) -> dist.Work:
+        outputs = [tensor for outputs in output_lists for tensor in outputs]
+        if self._on_cpu("gather", inputs + outputs):
+            return self._gloo.gather(output_lists, inputs, opts)
+        device = staging.check_tensors("gather", inputs + outputs)
+        host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
+
+        def launch() -> dist.Work:
+            return self._gloo.gather(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+
+        def finish() -> None:
+            staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
+
+        return self._run("gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+
+    # ---------------------------------------------------------------- scatters
+
+    def scatter(
+        self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: dist.ScatterOptions
+    ) -> dist.Work:
+        inputs = [tensor for inputs in input_lists for tensor in inputs]
+        if self._on_cpu("scatter", inputs + outputs):
+            return self._gloo.scatter(outputs, input_lists, opts)
+        device = staging.check_tensors("scatter", inputs + outputs)
+        host_outputs = [staging.empty_host(tensor) for tensor in outputs]
+
+        def launch() -> dist.Work:
+            host_lists = [[staging.to_host(tensor) for tensor in inputs] for inputs in input_lists]
+            return self._gloo.scatter(host_outputs, host_lists, opts)
+
+        def finish() -> None:
+            staging.copy_back(list(zip(outputs, host_outputs, strict=True)))
+
+        return self._run("scatter", device, staging.nbytes(outputs), opts.asyncOp, launch, finish, outputs)
+
+    def reduce_scatter(
+        self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: dist.ReduceScatterOptions
+    ) -> dist.Work:
+        """``reduce_scatter``: rank ``r`` receives the reduction of every rank's ``input_list[r]``.
+
+        gloo has no reduce-scatter of its own, so the inputs are staged into one contiguous host
+        buffer, all-reduced there, and each rank copies back only its own part.
+        """
+        if len(outputs) != 1 or len(input_lists) != 1:
+            raise ValueError(f"neuron reduce_scatter: expected one output and one input list, got {len(outputs)}")
+        inputs = input_lists[0]
+        if len(inputs) != self.size():
+            raise ValueError(
+                f"neuron reduce_scatter: the input list holds {len(inputs)} tensors; it needs one per rank "
+                f"({self.size()})"
+            )
+        if self._on_cpu("reduce_scatter", inputs + outputs):
+            return self._gloo.reduce_scatter(outputs, input_lists, opts)
+        staging.check_tensors("reduce_scatter", inputs + outputs)
+        for position, tensor in enumerate(inputs):
+            if tensor.shape != outputs[0].shape or tensor.dtype != outputs[0].dtype:
+                raise ValueError(
+                    f"neuron reduce_scatter: input {position} is {tensor.dtype} {tuple(tensor.shape)}, the output "
+                    f"{outputs[0].dtype} {tuple(outputs[0].shape)}; every input must match the output"
+                )
+        stacked = torch.stack(inputs) if inputs else outputs[0]
+        return self._reduce_scatter_stacked("reduce_scatter", outputs[0], stacked, opts)
+
+    def reduce_scatter_single(
+        self, output: torch.Tensor, input: torch.Tensor, opts: dist.ReduceScatterOptions
+    ) -> dist.Work:
+        """``reduce_scatter_tensor``: ``input`` is every rank's part, concatenated (or stacked)."""
+        if self._on_cpu("reduce_scatter_tensor", [output, input]):
+            return self._gloo._reduce_scatter_base(output, input, opts)
+        staging.check_tensors("reduce_scatter_tensor", [output, input])
+        if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
+            raise ValueError(
+                f"neuron reduce_scatter_tensor: input {input.dtype} {tuple(input.shape)} must hold {self.size()} "
+                f"times the elements of output {output.dtype} {tuple(output.shape)}, in the same dtype"
+            )
+        return self._reduce_scatter_stacked("reduce_scatter_tensor", output, input, opts)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def _reduce_scatter_stacked(
+        self, collective: str, output: torch.Tensor, stacked: torch.Tensor, opts: dist.ReduceScatterOptions
+    ) -> dist.Work:
+        device = output.device.index
+        state = {}
+
+        def launch() -> dist.Work:
+            host = staging.to_host(stacked)
+            gloo_op, state["post"] = reduce_ops.prepare(collective, opts.reduceOp, [host], self.size())
+            state["host"] = host
+            gloo_opts = dist.AllreduceOptions()
+            gloo_opts.reduceOp = gloo_op
+            gloo_opts.timeout = opts.timeout
+            return self._gloo.allreduce([host], gloo_opts)
+
+        def finish() -> None:
+            part = state["host"].reshape(self.size(), -1)[self.rank()]
+            state["post"]([part])
+            staging.copy_back([(output, part.reshape(output.shape))])
+
+        return self._run(collective, device, staging.nbytes([stacked]), opts.asyncOp, launch, finish, [output])
+
+    def reduce_scatter_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: dist.ReduceScatterOptions
+    ) -> dist.Work:
+        """Coalesced ``reduce_scatter_tensor`` (``_coalescing_manager``): one per pair."""
+        works = [self.reduce_scatter_single(output, input, opts) for output, input in zip(outputs, inputs, strict=True)]
+        return _gathered(works, outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # ---------------------------------------------------------------- all-to-all
+
+    def all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        opts: dist.AllToAllOptions,
+    ) -> dist.Work:
+        """``all_to_all_single``: splits along dimension 0, even or given per rank (uneven)."""
+        if self._on_cpu("all_to_all_single", [output, input]):
+            return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+        device = staging.check_tensors("all_to_all_single", [output, input])
+        host_output = staging.empty_host(output)
+
+        def launch() -> dist.Work:
+            host_input = staging.to_host(input)
+            return self._gloo.alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes, opts)
+
+        def finish() -> None:
+            staging.copy_back([(output, host_output)])
+
+        return self._run("all_to_all_single", device, staging.nbytes([input]), opts.asyncOp, launch, finish, [output])
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: dist.AllToAllOptions
+    ) -> dist.Work:
+        """``all_to_all`` of tensor lists: rank ``r``'s ``inputs[s]`` lands in rank ``s``'s ``outputs[r]``.
+
+        Staged as one ``all_to_all_single`` of the flattened tensors, split per rank by their numbers
+        of elements (one copy each way per tensor); the tensors must share one dtype.
+        """
+        if self._on_cpu("all_to_all", inputs + outputs):
+            return self._gloo.alltoall(outputs, inputs, opts)
+        device = staging.check_tensors("all_to_all", inputs + outputs)
+        dtypes = {tensor.dtype for tensor in inputs + outputs}
+        if len(dtypes) != 1:
+            raise TypeError(f"neuron all_to_all: the tensors must share one dtype, got {sorted(map(str, dtypes))}")
+        host_output = torch.empty(sum(tensor.numel() for tensor in outputs), dtype=outputs[0].dtype)
+
+        def launch() -> dist.Work:
+            host_input = torch.cat([staging.to_host(tensor).reshape(-1) for tensor in inputs])
+            return self._gloo.alltoall_base(
+                host_output, host_input, [t.numel() for t in outputs], [t.numel() for t in inputs], opts
+            )
+
+        def finish() -> None:
+            parts = host_output.split([tensor.numel() for tensor in outputs])
+            staging.copy_back([(t, part.reshape(t.shape)) for t, part in zip(outputs, parts, strict=True)])
+
+        return self._run("all_to_all", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+
+    # ---------------------------------------------------------------- point to point, barrier
+
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
+        if self._on_cpu("send", tensors):
+            return self._gloo.send(tensors, dst, tag)
+        device = staging.check_tensors("send", tensors)
+        with launch_records.collective("send", device, staging.nbytes(tensors)):
+            hosts = [staging.to_host(tensor) for tensor in tensors]
+            work = self._gloo.send(hosts, dst, tag)
+
+        def completed(future: torch.futures.Future) -> list[torch.Tensor]:
+            future.value()
+            del hosts[:]  # gloo reads the host copies until the send completes
+            return tensors
+
+        return work_from_future(work.get_future().then(completed))
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
+        if self._on_cpu("recv", tensors):
+            return self._gloo.recv(tensors, src, tag)
+        device = staging.check_tensors("recv", tensors)
+        hosts = [staging.empty_host(tensor) for tensor in tensors]
+        return self._run(
+            "recv",
+            device,
+            staging.nbytes(tensors),
+            True,
+            lambda: self._gloo.recv(hosts, src, tag),
+            lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))),
+            tensors,
+        )
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
+        """``recv`` from whichever rank sends first. The sender's rank is known only once the data
+        arrived, so this waits for it (``irecv`` without ``src`` blocks until then) and returns gloo's
+        finished work, whose ``_source_rank()`` names the sender."""
+        if self._on_cpu("recv", tensors):
+            return self._gloo.recv_anysource(tensors, tag)
+        device = staging.check_tensors("recv", tensors)
+        hosts = [staging.empty_host(tensor) for tensor in tensors]
+        with launch_records.collective("recv", device, staging.nbytes(tensors)):
+            work = self._gloo.recv_anysource(hosts, tag)
+            work.wait()
+            staging.copy_back(list(zip(tensors, hosts, strict=True)))
+        return work
+
+    def barrier(self, opts: dist.BarrierOptions) -> dist.Work:
+        gloo_opts = dist.BarrierOptions()
+        gloo_opts.timeout = opts.timeout
+        return self._gloo.barrier(gloo_opts)
+
+
+def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:
+    """One work for several: completes when all of ``works`` have, with ``result`` as its value."""
+
+    def completed(future: torch.futures.Future) -> list[torch.Tensor]:
+        for each in future.value():
+            each.value()
+        return result
+
+    return work_from_future(torch.futures.collect_all([work.get_future() for work in works]).then(completed))

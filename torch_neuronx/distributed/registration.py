@@ -1,0 +1,36 @@
+"""Registers the ``neuron`` c10d backend with torch.distributed (at ``import torch``, cheaply).
+
+After this, ``init_process_group("neuron")``, ``init_process_group("cpu:gloo,neuron:neuron")``,
+``init_process_group(device_id=torch.device("neuron", i))`` and ``init_process_group()`` in a
+process whose accelerator is neuron all create a :class:`NeuronProcessGroup`.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import torch.distributed as dist
+
+from torch_neuronx._compat.distributed_internals import backend_registered
+
+__all__ = ["BACKEND", "register"]
+
+#: The backend's name, as ``init_process_group`` and ``dist.get_backend()`` spell it.
+BACKEND = "neuron"
+
+
+def _create(store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> dist.ProcessGroup:
+    """The backend's creator (``Backend.register_backend``): the group of this process, whose
+    current core becomes that of its ``LOCAL_RANK``."""
+    from torch_neuronx.distributed import devices
+    from torch_neuronx.distributed.process_group import NeuronProcessGroup
+
+    devices.set_core_for_local_rank()
+    return NeuronProcessGroup(store, rank, size, timeout)
+
+
+def register() -> None:
+    """Registers the backend for the ``neuron`` device (idempotent; imports nothing heavy)."""
+    if not dist.is_available() or backend_registered(BACKEND):
+        return
+    dist.Backend.register_backend(BACKEND, _create, devices=["neuron"])
