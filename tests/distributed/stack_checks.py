@@ -489,6 +489,7 @@ SUITES: dict[str, list[Callable[[Group], None]]] = {
         check_dcp_sharded_save_load,
     ],
     "mesh2d": [check_fsdp2_tp_2d],
+    "pipeline": [check_pp_gpipe, check_pp_1f1b],
 }
 
 
@@ -514,8 +515,8 @@ def main(suite: str, device_type: str, out_dir: str) -> None:
             results[name] = None
         except Exception:
             results[name] = traceback.format_exc()
-        dist.barrier()
         (group.out_dir / f"rank{rank}.json").write_text(json.dumps(results))
+        dist.barrier()
     dist.destroy_process_group()
 
 
