@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test test-adaptive lint bench coverage nki-sweep install clean
+.PHONY: main test test-adaptive test-distributed lint bench coverage nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -16,6 +16,9 @@ test: install  ## Lint, format check and the test suite.
 
 test-adaptive: install  ## The lowering tests and the OpInfo sample with adaptive eager on (about 40 minutes).
 	TORCH_NEURONX_ADAPTIVE_EAGER=1 $(BIN)/python -m pytest -n 2 tests/lowering tests/conformance/test_opinfo_sample.py tests/dynamo tests/workloads
+
+test-distributed: install  ## The full distributed suite: 2-process jobs, torchrun, faults (a few minutes).
+	TORCH_NEURONX_DISTRIBUTED_FULL=1 $(BIN)/python -m pytest -v tests/distributed
 
 bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 	$(BIN)/python -m bench.eager_ops

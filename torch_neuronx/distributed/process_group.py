@@ -15,6 +15,7 @@ the results are bound to the tensors, so every op launched after it reads them.
 from __future__ import annotations
 
 import datetime
+import threading
 from collections.abc import Callable, Sequence
 
 import torch
@@ -51,6 +52,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._timeout = timeout
         self._cpu_allowed: bool | None = None
+        self._coalesced_works: list[dist.Work] | None = None
         register_device_backend(self, "neuron", self._gloo)
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
@@ -92,14 +94,20 @@ class NeuronProcessGroup(dist.ProcessGroup):
             if not async_op:
                 work.wait()
                 finish()
-                return _done(result)
+                return self._coalesced(_done(result))
 
         def completed(future: torch.futures.Future) -> list[torch.Tensor]:
             future.value()  # raises gloo's error, if any
             finish()
             return result
 
-        return work_from_future(work.get_future().then(completed))
+        return self._coalesced(work_from_future(work.get_future().then(completed)))
+
+    def _coalesced(self, work: dist.Work) -> dist.Work:
+        """``work``, kept for ``_end_coalescing`` while a coalescing manager is open."""
+        if self._coalesced_works is not None:
+            self._coalesced_works.append(work)
+        return work
 
     # ---------------------------------------------------------------- all-reduce family
 
@@ -233,7 +241,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
-            return self._gloo._allgather_base(host_output, staging.to_host(input), opts)
+            # Flat on the host: the output may stack the inputs (world_size, *shape) or concatenate them.
+            return self._gloo._allgather_base(host_output.view(-1), staging.to_host(input).view(-1), opts)
 
         def finish() -> None:
             staging.copy_back([(output, host_output)])
@@ -429,47 +438,75 @@ class NeuronProcessGroup(dist.ProcessGroup):
         with launch_records.collective("send", device, staging.nbytes(tensors)):
             hosts = [staging.to_host(tensor) for tensor in tensors]
             work = self._gloo.send(hosts, dst, tag)
-
-        def completed(future: torch.futures.Future) -> list[torch.Tensor]:
-            future.value()
-            del hosts[:]  # gloo reads the host copies until the send completes
-            return tensors
-
-        return work_from_future(work.get_future().then(completed))
+        # gloo reads the host copies until the send completes: the work keeps them.
+        return _PointToPointWork(work, hosts.clear)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         if self._on_cpu("recv", tensors):
             return self._gloo.recv(tensors, src, tag)
         device = staging.check_tensors("recv", tensors)
         hosts = [staging.empty_host(tensor) for tensor in tensors]
-        return self._run(
-            "recv",
-            device,
-            staging.nbytes(tensors),
-            True,
-            lambda: self._gloo.recv(hosts, src, tag),
-            lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))),
-            tensors,
-        )
+        with launch_records.collective("recv", device, staging.nbytes(tensors)):
+            work = self._gloo.recv(hosts, src, tag)
+        return _PointToPointWork(work, lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))))
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
-        """``recv`` from whichever rank sends first. The sender's rank is known only once the data
-        arrived, so this waits for it (``irecv`` without ``src`` blocks until then) and returns gloo's
-        finished work, whose ``_source_rank()`` names the sender."""
+        """``recv`` from whichever rank sends first; the work's ``_source_rank()`` names it."""
         if self._on_cpu("recv", tensors):
             return self._gloo.recv_anysource(tensors, tag)
         device = staging.check_tensors("recv", tensors)
         hosts = [staging.empty_host(tensor) for tensor in tensors]
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
             work = self._gloo.recv_anysource(hosts, tag)
-            work.wait()
-            staging.copy_back(list(zip(tensors, hosts, strict=True)))
-        return work
+        return _PointToPointWork(work, lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))))
+
+    def _start_coalescing(self, device: torch.device) -> None:
+        """``_coalescing_manager(group, device)``: the collectives issued until ``_end_coalescing``
+        run as they come (the fast-path ones arrive as one coalesced call); their works are kept."""
+        self._coalesced_works = []
+
+    def _end_coalescing(self, device: torch.device) -> dist.Work:
+        """One work for the collectives issued since ``_start_coalescing``."""
+        works, self._coalesced_works = self._coalesced_works or [], None
+        return _gathered(works, [])
 
     def barrier(self, opts: dist.BarrierOptions) -> dist.Work:
         gloo_opts = dist.BarrierOptions()
         gloo_opts.timeout = opts.timeout
         return self._gloo.barrier(gloo_opts)
+
+
+class _PointToPointWork(dist.Work):
+    """The work of a host-staged send or receive: gloo's own point-to-point work has no future, so
+    ``finish`` (the copy back of a receive; releasing a send's host copies) runs in ``wait()``."""
+
+    def __init__(self, work: dist.Work, finish: Finish) -> None:
+        super().__init__()
+        self._work = work
+        self._finish: Finish | None = finish
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        # gloo's receive work waits for a new message at every wait(): wait for it once only.
+        with self._lock:
+            if self._finish is not None:
+                if timeout is None or timeout == datetime.timedelta(0):
+                    self._work.wait()
+                else:
+                    self._work.wait(timeout)
+                finish, self._finish = self._finish, None
+                finish()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._finish is None
+
+    def is_success(self) -> bool:
+        return self._finish is None
+
+    def _source_rank(self) -> int:
+        """The rank a receive got its data from (after ``wait()``), as gloo's work tells it."""
+        return self._work._source_rank()
 
 
 def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:

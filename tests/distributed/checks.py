@@ -1,0 +1,500 @@
+"""Checks that run inside the processes of a distributed job (``harness.spawn``), by name.
+
+Each check runs one collective on neuron tensors and the same collective on CPU copies of them
+through gloo, in one group created with ``"cpu:gloo,neuron:neuron"`` (the neuron group hands CPU
+tensors to gloo as they are): the CPU result is the oracle, compared with ``assert_close``. Inputs
+differ per rank (seeded by rank and check), and are non-contiguous views where the collective
+writes into the caller's tensor.
+
+``run(names)`` runs the named checks in this process and returns {name: None or the traceback}, so
+one job serves many tests.
+"""
+
+from __future__ import annotations
+
+import datetime
+import traceback
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch.testing import assert_close
+
+CHECKS: dict[str, Callable[[int, int], None]] = {}
+
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+FLOATS = ("float32", "bfloat16", "float16")
+INTEGERS = ("int64", "int32", "int8", "uint8")
+
+
+def check(name: str) -> Callable[[Callable[[int, int], None]], Callable[[int, int], None]]:
+    def register(function: Callable[[int, int], None]) -> Callable[[int, int], None]:
+        CHECKS[name] = function
+        return function
+
+    return register
+
+
+def make_input(shape: tuple[int, ...], dtype: torch.dtype, rank: int, salt: int = 0) -> torch.Tensor:
+    """Per-rank CPU values small enough that products and sums stay exact in every dtype."""
+    generator = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    if dtype.is_floating_point:
+        return torch.randint(-4, 5, shape, generator=generator).to(dtype) / 2
+    low = 0 if dtype == torch.uint8 else -5
+    return torch.randint(low, 6, shape, generator=generator).to(dtype)
+
+
+def strided_view(base: torch.Tensor) -> torch.Tensor:
+    """A non-contiguous view of ``base`` (its transpose) with the same values as ``base.t()``."""
+    return base.t()
+
+
+def init(rank: int, world_size: int, backend: str = "cpu:gloo,neuron:neuron", timeout: float = 60.0) -> None:
+    """Joins the job's default group (the harness put MASTER_ADDR/PORT in the environment)."""
+    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
+
+
+def run(names: list[str]) -> dict[str, str | None]:
+    outcome: dict[str, str | None] = {}
+    for name in names:
+        try:
+            CHECKS[name](dist.get_rank(), dist.get_world_size())
+            torch.neuron.synchronize()
+            outcome[name] = None
+        except Exception:
+            outcome[name] = traceback.format_exc()
+    return outcome
+
+
+def worker(rank: int, world_size: int, names: list[str], backend: str = "cpu:gloo,neuron:neuron") -> dict:
+    init(rank, world_size, backend)
+    try:
+        return run(names)
+    finally:
+        dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------------------------ all_reduce
+
+REDUCE_OPS = {
+    "SUM": dist.ReduceOp.SUM,
+    "PRODUCT": dist.ReduceOp.PRODUCT,
+    "MIN": dist.ReduceOp.MIN,
+    "MAX": dist.ReduceOp.MAX,
+    "BAND": dist.ReduceOp.BAND,
+    "BOR": dist.ReduceOp.BOR,
+    "BXOR": dist.ReduceOp.BXOR,
+}
+
+
+def _all_reduce_check(op_name: str, dtype_name: str) -> None:
+    def body(rank: int, world_size: int) -> None:
+        dtype = DTYPES[dtype_name]
+        cpu = make_input((3, 5), dtype, rank)
+        neuron = cpu.to("neuron").t().contiguous().t()  # a neuron view with transposed strides
+        expected = cpu.clone()
+        dist.all_reduce(expected, op=REDUCE_OPS[op_name])
+        dist.all_reduce(neuron, op=REDUCE_OPS[op_name])
+        assert_close(neuron.cpu(), expected)
+
+    CHECKS[f"all_reduce_{op_name}_{dtype_name}"] = body
+
+
+for _op in ("SUM", "PRODUCT", "MIN", "MAX"):
+    for _dtype in DTYPES:
+        _all_reduce_check(_op, _dtype)
+for _op in ("BAND", "BOR", "BXOR"):
+    for _dtype in (*INTEGERS, "bool"):
+        _all_reduce_check(_op, _dtype)
+
+
+def _all_reduce_avg_check(dtype_name: str) -> None:
+    def body(rank: int, world_size: int) -> None:
+        dtype = DTYPES[dtype_name]
+        cpu = make_input((4, 3), dtype, rank)
+        neuron = cpu.to("neuron")
+        total = cpu.clone()
+        dist.all_reduce(total)
+        if dtype.is_floating_point:
+            expected = total / world_size
+        else:
+            expected = torch.div(total, world_size, rounding_mode="trunc")
+        dist.all_reduce(neuron, op=dist.ReduceOp.AVG)
+        assert_close(neuron.cpu(), expected)
+
+    CHECKS[f"all_reduce_AVG_{dtype_name}"] = body
+
+
+for _dtype in (*FLOATS, *INTEGERS):
+    _all_reduce_avg_check(_dtype)
+
+
+@check("all_reduce_AVG_bool_raises")
+def _avg_bool(rank: int, world_size: int) -> None:
+    try:
+        dist.all_reduce(torch.ones(3, dtype=torch.bool, device="neuron"), op=dist.ReduceOp.AVG)
+    except TypeError as error:
+        assert "ReduceOp.AVG with boolean" in str(error), error
+    else:
+        raise AssertionError("AVG of bool tensors did not raise")
+
+
+@check("all_reduce_PREMUL_SUM")
+def _premul_sum(rank: int, world_size: int) -> None:
+    cpu = make_input((6,), torch.float32, rank)
+    scaled = cpu * 0.5
+    dist.all_reduce(scaled)
+    neuron = cpu.to("neuron")
+    dist.all_reduce(neuron, op=dist._make_nccl_premul_sum(0.5))
+    assert_close(neuron.cpu(), scaled)
+
+
+@check("all_reduce_async_orders_later_work")
+def _async(rank: int, world_size: int) -> None:
+    cpu = make_input((64,), torch.float32, rank)
+    expected = cpu.clone()
+    dist.all_reduce(expected)
+    neuron = (cpu.to("neuron") * 2) / 2  # earlier work on the stream that the collective must see
+    work = dist.all_reduce(neuron, async_op=True)
+    work.wait()
+    later = neuron + 1  # stream work after wait() reads the result
+    assert_close(later.cpu(), expected + 1)
+    future_value = work.get_future().value()
+    assert future_value[0] is neuron
+
+
+@check("all_reduce_on_stream")
+def _on_stream(rank: int, world_size: int) -> None:
+    cpu = make_input((8,), torch.float32, rank)
+    expected = cpu.clone() * 3
+    dist.all_reduce(expected)
+    stream = torch.neuron.Stream()
+    with torch.neuron.stream(stream):
+        neuron = cpu.to("neuron") * 3
+        dist.all_reduce(neuron)
+        result = neuron.cpu()
+    assert_close(result, expected)
+
+
+@check("all_reduce_coalesced")
+def _coalesced(rank: int, world_size: int) -> None:
+    cpus = [make_input((3,), torch.float32, rank, 1), make_input((2, 2), torch.float32, rank, 2)]
+    neurons = [t.to("neuron") for t in cpus]
+    expected = [t.clone() for t in cpus]
+    dist.all_reduce_coalesced(expected)
+    dist.all_reduce_coalesced(neurons)
+    for got, want in zip(neurons, expected, strict=True):
+        assert_close(got.cpu(), want)
+
+
+@check("coalescing_manager")
+def _coalescing_manager(rank: int, world_size: int) -> None:
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    cpus = [make_input((5,), torch.float32, rank, 1), make_input((5,), torch.float32, rank, 2)]
+    neurons = [t.to("neuron") for t in cpus]
+    with _coalescing_manager(device=torch.device("neuron")):
+        for tensor in neurons:
+            dist.all_reduce(tensor)
+    for got, cpu in zip(neurons, cpus, strict=True):
+        want = cpu.clone()
+        dist.all_reduce(want)
+        assert_close(got.cpu(), want)
+
+
+# ------------------------------------------------------------------------------------------ broadcast, reduce
+
+
+def _broadcast_check(dtype_name: str) -> None:
+    def body(rank: int, world_size: int) -> None:
+        cpu = make_input((3, 4), DTYPES[dtype_name], rank)
+        expected = cpu.clone()
+        dist.broadcast(expected, src=world_size - 1)
+        base = cpu.t().contiguous().to("neuron")
+        neuron = strided_view(base)
+        dist.broadcast(neuron, src=world_size - 1)
+        assert_close(neuron.cpu(), expected)
+
+    CHECKS[f"broadcast_{dtype_name}"] = body
+
+
+for _dtype in DTYPES:
+    _broadcast_check(_dtype)
+
+
+@check("reduce")
+def _reduce(rank: int, world_size: int) -> None:
+    cpu = make_input((4,), torch.float32, rank)
+    expected = cpu.clone()
+    dist.reduce(expected, dst=0)
+    neuron = cpu.to("neuron")
+    dist.reduce(neuron, dst=0)
+    assert_close(neuron.cpu(), expected if rank == 0 else cpu)
+
+
+@check("reduce_AVG")
+def _reduce_avg(rank: int, world_size: int) -> None:
+    cpu = make_input((4,), torch.float32, rank)
+    total = cpu.clone()
+    dist.all_reduce(total)
+    neuron = cpu.to("neuron")
+    dist.reduce(neuron, dst=1, op=dist.ReduceOp.AVG)
+    assert_close(neuron.cpu(), total / world_size if rank == 1 else cpu)
+
+
+# ------------------------------------------------------------------------------------------ gathers
+
+
+def _all_gather_check(dtype_name: str) -> None:
+    def body(rank: int, world_size: int) -> None:
+        cpu = make_input((2, 3), DTYPES[dtype_name], rank)
+        expected = [torch.empty_like(cpu) for _ in range(world_size)]
+        dist.all_gather(expected, cpu)
+        outputs = [strided_view(torch.empty(3, 2, dtype=cpu.dtype, device="neuron")) for _ in range(world_size)]
+        dist.all_gather(outputs, cpu.to("neuron").t().contiguous().t())
+        for got, want in zip(outputs, expected, strict=True):
+            assert_close(got.cpu(), want)
+
+    CHECKS[f"all_gather_{dtype_name}"] = body
+
+
+for _dtype in ("float32", "bfloat16", "int64", "bool"):
+    _all_gather_check(_dtype)
+
+
+@check("all_gather_into_tensor")
+def _all_gather_into_tensor(rank: int, world_size: int) -> None:
+    cpu = make_input((2, 3), torch.float32, rank)
+    expected = torch.empty(2 * world_size, 3)
+    dist.all_gather_into_tensor(expected, cpu)
+    output = torch.empty(2 * world_size, 3, device="neuron")
+    dist.all_gather_into_tensor(output, cpu.to("neuron"))
+    assert_close(output.cpu(), expected)
+
+
+@check("all_gather_into_tensor_stacked")
+def _all_gather_stacked(rank: int, world_size: int) -> None:
+    cpu = make_input((4,), torch.bfloat16, rank)
+    output = torch.empty(world_size, 4, dtype=torch.bfloat16, device="neuron")
+    dist.all_gather_into_tensor(output, cpu.to("neuron"))
+    expected = torch.stack([make_input((4,), torch.bfloat16, r) for r in range(world_size)])
+    assert_close(output.cpu(), expected)
+
+
+@check("all_gather_coalesced")
+def _all_gather_coalesced(rank: int, world_size: int) -> None:
+    cpus = [make_input((3,), torch.float32, rank, 1), make_input((2,), torch.float32, rank, 2)]
+    outputs = [[torch.empty_like(t, device="neuron") for t in cpus] for _ in range(world_size)]
+    dist.all_gather_coalesced(outputs, [t.to("neuron") for t in cpus])
+    for r in range(world_size):
+        for k, t in enumerate(cpus):
+            assert_close(outputs[r][k].cpu(), make_input(t.shape, t.dtype, r, k + 1))
+
+
+@check("gather")
+def _gather(rank: int, world_size: int) -> None:
+    cpu = make_input((3,), torch.int32, rank)
+    outputs = [torch.empty(3, dtype=torch.int32, device="neuron") for _ in range(world_size)] if rank == 0 else None
+    dist.gather(cpu.to("neuron"), outputs, dst=0)
+    if rank == 0:
+        for r, got in enumerate(outputs):
+            assert_close(got.cpu(), make_input((3,), torch.int32, r))
+
+
+@check("all_gather_object")
+def _all_gather_object(rank: int, world_size: int) -> None:
+    objects = [None] * world_size
+    dist.all_gather_object(objects, {"rank": rank, "name": "x" * (rank + 1)})
+    assert objects == [{"rank": r, "name": "x" * (r + 1)} for r in range(world_size)], objects
+
+
+@check("broadcast_object_list")
+def _broadcast_object_list(rank: int, world_size: int) -> None:
+    objects = [rank, {"k": [rank]}] if rank == 1 else [None, None]
+    dist.broadcast_object_list(objects, src=1)
+    assert objects == [1, {"k": [1]}], objects
+
+
+# ------------------------------------------------------------------------------------------ scatters
+
+
+@check("scatter")
+def _scatter(rank: int, world_size: int) -> None:
+    inputs = [make_input((2, 2), torch.float32, r, 7).to("neuron") for r in range(world_size)] if rank == 0 else None
+    output = strided_view(torch.empty(2, 2, device="neuron"))
+    dist.scatter(output, inputs, src=0)
+    assert_close(output.cpu(), make_input((2, 2), torch.float32, rank, 7))
+
+
+def _reduce_scatter_tensor_check(op_name: str, dtype_name: str) -> None:
+    def body(rank: int, world_size: int) -> None:
+        dtype = DTYPES[dtype_name]
+        cpu = make_input((world_size * 2, 3), dtype, rank)
+        total = cpu.clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM if op_name == "AVG" else REDUCE_OPS[op_name])
+        if op_name == "AVG":
+            total = total / world_size
+        output = torch.empty(2, 3, dtype=dtype, device="neuron")
+        op = dist.ReduceOp.AVG if op_name == "AVG" else REDUCE_OPS[op_name]
+        dist.reduce_scatter_tensor(output, cpu.to("neuron"), op=op)
+        assert_close(output.cpu(), total[2 * rank : 2 * rank + 2])
+
+    CHECKS[f"reduce_scatter_tensor_{op_name}_{dtype_name}"] = body
+
+
+for _op, _dtype in [("SUM", "float32"), ("SUM", "bfloat16"), ("MAX", "int32"), ("AVG", "float32")]:
+    _reduce_scatter_tensor_check(_op, _dtype)
+
+
+@check("reduce_scatter")
+def _reduce_scatter(rank: int, world_size: int) -> None:
+    cpus = [make_input((3,), torch.float32, rank, r) for r in range(world_size)]
+    output = torch.empty(3, device="neuron")
+    dist.reduce_scatter(output, [t.to("neuron") for t in cpus])
+    expected = sum(make_input((3,), torch.float32, r, rank) for r in range(world_size))
+    assert_close(output.cpu(), expected)
+
+
+# ------------------------------------------------------------------------------------------ all-to-all
+
+
+@check("all_to_all_single_even")
+def _all_to_all_single(rank: int, world_size: int) -> None:
+    cpu = make_input((world_size * 2, 3), torch.float32, rank)
+    expected = torch.empty_like(cpu)
+    dist.all_to_all_single(expected, cpu)
+    output = torch.empty_like(cpu, device="neuron")
+    dist.all_to_all_single(output, cpu.to("neuron"))
+    assert_close(output.cpu(), expected)
+
+
+@check("all_to_all_single_uneven")
+def _all_to_all_single_uneven(rank: int, world_size: int) -> None:
+    # Rank r sends r + s + 1 rows to rank s.
+    input_splits = [rank + s + 1 for s in range(world_size)]
+    output_splits = [s + rank + 1 for s in range(world_size)]
+    cpu = make_input((sum(input_splits), 2), torch.int64, rank)
+    expected = torch.empty(sum(output_splits), 2, dtype=torch.int64)
+    dist.all_to_all_single(expected, cpu, output_splits, input_splits)
+    output = torch.empty(sum(output_splits), 2, dtype=torch.int64, device="neuron")
+    dist.all_to_all_single(output, cpu.to("neuron"), output_splits, input_splits)
+    assert_close(output.cpu(), expected)
+
+
+@check("all_to_all")
+def _all_to_all(rank: int, world_size: int) -> None:
+    inputs = [make_input((s + 1, 2), torch.float32, rank, s) for s in range(world_size)]
+    outputs = [torch.empty(rank + 1, 2, device="neuron") for _ in range(world_size)]
+    dist.all_to_all(outputs, [t.to("neuron") for t in inputs])
+    for s, got in enumerate(outputs):
+        assert_close(got.cpu(), make_input((rank + 1, 2), torch.float32, s, rank))
+
+
+# ------------------------------------------------------------------------------------------ point to point
+
+
+@check("send_recv")
+def _send_recv(rank: int, world_size: int) -> None:
+    peer = (rank + 1) % world_size
+    source = (rank - 1) % world_size
+    received = strided_view(torch.empty(3, 2, device="neuron"))
+    if rank % 2 == 0:
+        dist.send(make_input((2, 3), torch.float32, rank).to("neuron"), dst=peer)
+        dist.recv(received, src=source)
+    else:
+        dist.recv(received, src=source)
+        dist.send(make_input((2, 3), torch.float32, rank).to("neuron"), dst=peer)
+    assert_close(received.cpu(), make_input((2, 3), torch.float32, source))
+
+
+@check("isend_irecv")
+def _isend_irecv(rank: int, world_size: int) -> None:
+    peer = (rank + 1) % world_size
+    source = (rank - 1) % world_size
+    received = torch.empty(5, dtype=torch.bfloat16, device="neuron")
+    works = [
+        dist.isend(make_input((5,), torch.bfloat16, rank).to("neuron"), dst=peer),
+        dist.irecv(received, src=source),
+    ]
+    for work in works:
+        work.wait()
+    assert_close(received.cpu(), make_input((5,), torch.bfloat16, source))
+
+
+@check("recv_any_source")
+def _recv_any_source(rank: int, world_size: int) -> None:
+    if rank == 0:
+        received = torch.empty(4, device="neuron")
+        sender = dist.recv(received)
+        assert sender == 1, sender
+        assert_close(received.cpu(), make_input((4,), torch.float32, 1))
+    elif rank == 1:
+        dist.send(make_input((4,), torch.float32, 1).to("neuron"), dst=0)
+
+
+@check("batch_isend_irecv")
+def _batch_isend_irecv(rank: int, world_size: int) -> None:
+    peer = (rank + 1) % world_size
+    source = (rank - 1) % world_size
+    received = torch.empty(2, 2, dtype=torch.int32, device="neuron")
+    operations = [
+        dist.P2POp(dist.isend, make_input((2, 2), torch.int32, rank).to("neuron"), peer),
+        dist.P2POp(dist.irecv, received, source),
+    ]
+    for work in dist.batch_isend_irecv(operations):
+        work.wait()
+    assert_close(received.cpu(), make_input((2, 2), torch.int32, source))
+
+
+@check("barrier")
+def _barrier(rank: int, world_size: int) -> None:
+    dist.barrier()
+    dist.barrier(device_ids=[torch.neuron.current_device()])
+
+
+# ------------------------------------------------------------------------------------------ groups, errors
+
+
+@check("new_group")
+def _new_group(rank: int, world_size: int) -> None:
+    group = dist.new_group(ranks=list(range(world_size)), backend="neuron")
+    cpu = make_input((3,), torch.float32, rank)
+    neuron = cpu.to("neuron")
+    dist.all_reduce(neuron, group=group)
+    expected = sum(make_input((3,), torch.float32, r) for r in range(world_size))
+    assert_close(neuron.cpu(), expected)
+    singleton = dist.new_group(ranks=[0], backend="neuron")
+    if rank == 0:
+        alone = cpu.to("neuron")
+        dist.all_reduce(alone, group=singleton)
+        assert_close(alone.cpu(), cpu)
+    dist.destroy_process_group(group)
+
+
+@check("cpu_tensor_on_neuron_group_raises")
+def _cpu_tensor(rank: int, world_size: int) -> None:
+    group = dist.new_group(backend="neuron")
+    try:
+        dist.all_reduce(torch.ones(3), group=group)
+    except ValueError as error:
+        assert "tensors must be neuron and dense" in str(error), error
+    else:
+        raise AssertionError("a CPU tensor on a neuron-only group did not raise")
+    dist.destroy_process_group(group)
+
+
+@check("current_device_follows_local_rank")
+def _current_device(rank: int, world_size: int) -> None:
+    assert torch.neuron.current_device() == rank % torch.neuron.device_count()
+    assert dist.get_backend() == "cpu:gloo,neuron:neuron" or dist.get_backend() == "neuron", dist.get_backend()

@@ -1,0 +1,35 @@
+"""A two-process sample of the distributed suite, for the default run: one job (about 20 s on two
+cores) runs the checks below, each against gloo on the CPU (``checks.py``); ``full/`` runs them all.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.distributed import checks, harness
+
+SAMPLE = [
+    "current_device_follows_local_rank",
+    "all_reduce_SUM_float32",
+    "all_reduce_AVG_bfloat16",
+    "all_reduce_MAX_int32",
+    "all_reduce_async_orders_later_work",
+    "broadcast_int64",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor_SUM_float32",
+    "all_to_all_single_uneven",
+    "send_recv",
+    "all_gather_object",
+    "cpu_tensor_on_neuron_group_raises",
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[int, dict[str, str | None]]:
+    return harness.spawn(checks.worker, world_size=2, args=(SAMPLE,), timeout=150)
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_two_processes(outcomes, name):
+    failures = {rank: result[name] for rank, result in outcomes.items() if result[name] is not None}
+    assert not failures, "\n".join(f"rank {rank}:\n{error}" for rank, error in failures.items())
