@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from torch.testing import assert_close
 
+from tests.distributed import stack_checks
+
 CHECKS: dict[str, Callable[[int, int], None]] = {}
 
 DTYPES = {
@@ -498,3 +500,12 @@ def _cpu_tensor(rank: int, world_size: int) -> None:
 def _current_device(rank: int, world_size: int) -> None:
     assert torch.neuron.current_device() == rank % torch.neuron.device_count()
     assert dist.get_backend() == "cpu:gloo,neuron:neuron" or dist.get_backend() == "neuron", dist.get_backend()
+
+
+# ------------------------------------------------------------------------- the parallelism stack
+
+
+@check("ddp_step_matches_one_cpu_process")
+def _ddp_step(rank: int, world_size: int) -> None:
+    """One DDP step on neuron against the same step in one CPU process (``stack_checks.py``)."""
+    stack_checks.check_ddp_one_step(stack_checks.Group.joined())

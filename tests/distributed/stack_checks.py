@@ -64,6 +64,12 @@ class Group:
     device: torch.device
     out_dir: pathlib.Path
 
+    @classmethod
+    def joined(cls, out_dir: pathlib.Path | None = None) -> Group:
+        """The group this process has joined, on the core its backend chose (``LOCAL_RANK``'s)."""
+        device = torch.device("neuron", torch.neuron.current_device())
+        return cls(dist.get_rank(), dist.get_world_size(), device, out_dir or pathlib.Path("."))
+
     def mesh(self, shape: tuple[int, ...], names: tuple[str, ...] | None = None) -> DeviceMesh:
         return init_device_mesh(self.device.type, shape, mesh_dim_names=names)
 
