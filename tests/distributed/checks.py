@@ -502,6 +502,37 @@ def _current_device(rank: int, world_size: int) -> None:
     assert dist.get_backend() == "cpu:gloo,neuron:neuron" or dist.get_backend() == "neuron", dist.get_backend()
 
 
+def _expect_disagreement(call: Callable[[], object], wanted: str) -> None:
+    try:
+        call()
+    except RuntimeError as error:
+        assert "the ranks disagree" in str(error) and wanted in str(error), error
+    else:
+        raise AssertionError("a collective whose ranks disagree did not raise")
+
+
+@check("mismatched_shapes_raise")
+def _mismatched_shapes(rank: int, world_size: int) -> None:
+    # gloo itself would abort the process ("Received data size doesn't match expected size").
+    tensor = torch.ones(4 + rank, device="neuron")
+    _expect_disagreement(lambda: dist.all_reduce(tensor), "rank 1: all_reduce of float32, 5 elements")
+
+
+@check("mismatched_dtypes_raise")
+def _mismatched_dtypes(rank: int, world_size: int) -> None:
+    # Equal byte sizes: gloo itself would add float32 bits to int32 bits (a wrong value).
+    tensor = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32, device="neuron")
+    _expect_disagreement(lambda: dist.all_reduce(tensor), "rank 1: all_reduce of int32")
+
+
+@check("mismatched_collectives_raise")
+def _mismatched_collectives(rank: int, world_size: int) -> None:
+    tensor = torch.ones(4, device="neuron")
+    _expect_disagreement(
+        lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0), "rank 1: broadcast"
+    )
+
+
 # ------------------------------------------------------------------------- the parallelism stack
 
 

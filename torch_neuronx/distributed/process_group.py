@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend, work_from_future
-from torch_neuronx.distributed import reduce_ops, staging
+from torch_neuronx.distributed import agreement, reduce_ops, staging
 from torch_neuronx.runtime import launch_records
 
 __all__ = ["NeuronProcessGroup"]
@@ -115,6 +115,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_reduce", tensors):
             return self._gloo.allreduce(tensors, opts)
         device = staging.check_tensors("all_reduce", tensors)
+        agreement.check_agreement(self._gloo, "all_reduce", tensors)
         state = {}
 
         def launch() -> dist.Work:
@@ -136,6 +137,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_reduce_coalesced", tensors):
             return self._gloo.allreduce_coalesced(tensors, opts)
         device = staging.check_tensors("all_reduce_coalesced", tensors)
+        agreement.check_agreement(self._gloo, "all_reduce_coalesced", tensors)
         state = {}
 
         def launch() -> dist.Work:
@@ -157,6 +159,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("reduce", tensors):
             return self._gloo.reduce(tensors, opts)
         device = staging.check_tensors("reduce", tensors)
+        agreement.check_agreement(self._gloo, "reduce", tensors)
         is_root = self.rank() == opts.rootRank
         state = {}
 
@@ -183,6 +186,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("broadcast", tensors):
             return self._gloo.broadcast(tensors, opts)
         device = staging.check_tensors("broadcast", tensors)
+        agreement.check_agreement(self._gloo, "broadcast", tensors)
         is_root = self.rank() == opts.rootRank
         hosts: list[torch.Tensor] = []
 
@@ -206,6 +210,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_gather", inputs + outputs):
             return self._gloo.allgather(output_lists, inputs, opts)
         device = staging.check_tensors("all_gather", inputs + outputs)
+        agreement.check_agreement(self._gloo, "all_gather", inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -223,6 +228,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
             return self._gloo.allgather_coalesced(output_lists, inputs, opts)
         device = staging.check_tensors("all_gather_coalesced", inputs + outputs)
+        agreement.check_agreement(self._gloo, "all_gather_coalesced", inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -238,6 +244,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_gather_into_tensor", [output, input]):
             return self._gloo._allgather_base(output, input, opts)
         device = staging.check_tensors("all_gather_into_tensor", [output, input])
+        agreement.check_agreement(self._gloo, "all_gather_into_tensor", [output, input])
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
@@ -269,6 +276,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("gather", inputs + outputs):
             return self._gloo.gather(output_lists, inputs, opts)
         device = staging.check_tensors("gather", inputs + outputs)
+        agreement.check_agreement(self._gloo, "gather", inputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -288,6 +296,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("scatter", inputs + outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
         device = staging.check_tensors("scatter", inputs + outputs)
+        agreement.check_agreement(self._gloo, "scatter", outputs)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
         def launch() -> dist.Work:
@@ -318,6 +327,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("reduce_scatter", inputs + outputs):
             return self._gloo.reduce_scatter(outputs, input_lists, opts)
         staging.check_tensors("reduce_scatter", inputs + outputs)
+        agreement.check_agreement(self._gloo, "reduce_scatter", inputs + outputs)
         for position, tensor in enumerate(inputs):
             if tensor.shape != outputs[0].shape or tensor.dtype != outputs[0].dtype:
                 raise ValueError(
@@ -334,6 +344,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("reduce_scatter_tensor", [output, input]):
             return self._gloo._reduce_scatter_base(output, input, opts)
         staging.check_tensors("reduce_scatter_tensor", [output, input])
+        agreement.check_agreement(self._gloo, "reduce_scatter_tensor", [output, input])
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
             raise ValueError(
                 f"neuron reduce_scatter_tensor: input {input.dtype} {tuple(input.shape)} must hold {self.size()} "
@@ -388,6 +399,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_to_all_single", [output, input]):
             return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
         device = staging.check_tensors("all_to_all_single", [output, input])
+        even = not output_split_sizes and not input_split_sizes
+        agreement.check_agreement(self._gloo, "all_to_all_single", [output, input], sizes=even)
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
@@ -412,6 +425,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_to_all", inputs + outputs):
             return self._gloo.alltoall(outputs, inputs, opts)
         device = staging.check_tensors("all_to_all", inputs + outputs)
+        agreement.check_agreement(self._gloo, "all_to_all", inputs + outputs, sizes=False)
         dtypes = {tensor.dtype for tensor in inputs + outputs}
         if len(dtypes) != 1:
             raise TypeError(f"neuron all_to_all: the tensors must share one dtype, got {sorted(map(str, dtypes))}")
