@@ -2,8 +2,8 @@
 parallelism, distributed checkpoint and FSDP2 + TP on a 2-D mesh, each against one CPU process.
 
 The checks live in ``stack_checks.py``; one group of processes runs a whole suite and each check is
-reported here as its own test. Part of ``make test-distributed`` (marker ``distributed``); the
-default run has only ``test_stack_sample.py``.
+reported here as its own test. Part of ``make test-distributed`` (``full/``); the default run has
+one DDP step of them, in ``test_sample.py``'s job.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import pytest
 
 from tests.distributed.launcher import check_failures, run_group
 from tests.distributed.stack_checks import check_names
-
-pytestmark = pytest.mark.distributed
 
 #: Seconds a suite may take, start-up (about 3 s a process) and every op's first compile included.
 SUITE_TIMEOUT_S = 900
