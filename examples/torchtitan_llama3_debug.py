@@ -3,7 +3,6 @@
     torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron
     torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug --out runs/tp \\
         --parallelism.tensor_parallel_degree 2
-    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/cpu --device cpu
 
 The released ``torchtitan`` package runs unmodified. Its own device detection
 (``torchtitan.tools.utils.device_type``, which asks ``torch._utils._get_available_device_type``)
@@ -16,9 +15,9 @@ checkpoints), SDPA attention instead of FlexAttention, and the data set and toke
 tests use replaced by ones this file writes (``prepare_assets``): the repository's
 ``tests/assets`` are not in the package, and the job needs no network.
 
-``--device cpu`` is the reference: the same job with gloo on the CPU. TorchTitan supports no CPU
-device (its detection falls back to ``cuda``), so for that run alone the device it detected is set
-to ``cpu`` before its modules import it. Any other argument is TorchTitan's (``--training.steps``,
+There is no CPU run to compare with: TorchTitan supports no CPU device (its detection falls back
+to ``cuda`` and its memory monitor needs ``get_device_name`` and CUDA-style statistics, which
+``torch.cpu`` lacks), see docs/parallelism.md. Any argument is TorchTitan's (``--training.steps``,
 ``--parallelism.*``). ``read_losses`` reads the losses from TorchTitan's log.
 """
 
@@ -31,8 +30,6 @@ import pathlib
 import random
 import re
 import sys
-
-import torch
 
 #: Where ``prepare_assets`` writes the tokenizer and the data set (``--out`` sets it for the job).
 ASSETS_ENV = "TORCHNEURON_TITAN_ASSETS"
@@ -106,13 +103,6 @@ def llama3_debugmodel_neuron():
     return config
 
 
-def _use_cpu() -> None:
-    """For the CPU reference only: the device TorchTitan detected becomes ``cpu`` (see the module docstring)."""
-    import torchtitan.tools.utils as titan_utils
-
-    titan_utils.device_type, titan_utils.device_module = "cpu", torch.cpu
-
-
 def read_losses(log: str) -> dict[int, float]:
     """The loss of each step in TorchTitan's log (``step:  N  loss:  X`` lines, colour codes aside)."""
     found = re.findall(r"step:\s*(\d+)\s+(?:\x1b\[[0-9;]*m)?loss:\s*([-0-9.naninf]+)", log)
@@ -136,7 +126,6 @@ def _torch_2_13_compat() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, required=True)
-    parser.add_argument("--device", choices=["neuron", "cpu"], default="neuron")
     args, titan_args = parser.parse_known_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # Each rank writes its own copy (the same bytes: a seeded text, a deterministic BPE training),
@@ -144,8 +133,6 @@ def main() -> None:
     assets = args.out / "assets" / f"rank{os.environ.get('RANK', '0')}"
     os.environ[ASSETS_ENV] = str(assets)
     prepare_assets(assets)
-    if args.device == "cpu":
-        _use_cpu()
     _torch_2_13_compat()
     from torchtitan import train
 
