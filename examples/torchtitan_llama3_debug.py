@@ -99,6 +99,7 @@ def llama3_debugmodel_neuron():
     # DTensor on the model-parallel axes only, FSDP2 as torch 2.13 has it: the default
     # ("spmd_types") hands fully_shard SPMD annotations that torch 2.13's FSDP2 does not read.
     config.parallelism.spmd_backend = "partial_dtensor"
+    config.debug.seed = 0  # the same initial weights in every run and parallelism of the same device
     config.dump_folder = str(assets.parent.parent / "dump")
     return config
 
