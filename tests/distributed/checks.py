@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from torch.testing import assert_close
 
+from tests.distributed import stack_checks
+
 CHECKS: dict[str, Callable[[int, int], None]] = {}
 
 DTYPES = {
@@ -529,3 +531,12 @@ def _mismatched_collectives(rank: int, world_size: int) -> None:
     _expect_disagreement(
         lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0), "rank 1: broadcast"
     )
+
+
+# ------------------------------------------------------------------------- the parallelism stack
+
+
+@check("ddp_step_matches_one_cpu_process")
+def _ddp_step(rank: int, world_size: int) -> None:
+    """One DDP step on neuron against the same step in one CPU process (``stack_checks.py``)."""
+    stack_checks.check_ddp_one_step(stack_checks.Group.joined())

@@ -24,6 +24,24 @@ def test_autoload_registers_the_device_without_importing_jax():
     assert result.stdout.strip() == "ok"
 
 
+def test_set_device_initializes_and_fake_tensors_follow_it(two_cores):
+    # As torch.cuda.set_device: the device counts as initialized before any op started the runtime,
+    # so FakeTensor (DTensor's sharding propagation) puts an index-less device on the current core.
+    code = (
+        "import sys, torch; "
+        "from torch._subclasses.fake_tensor import FakeTensorMode; "
+        "assert not torch.neuron.is_initialized(); "
+        "torch.neuron.set_device(1); "
+        "assert 'jax' not in sys.modules and torch.neuron.is_initialized()\n"
+        "with FakeTensorMode():\n"
+        "    fake = torch.empty(2, device='neuron')\n"
+        "print(fake.device, torch.empty(2, device='neuron').device)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["neuron:1", "neuron:1"]
+
+
 def test_default_core_count_is_two():
     assert torch.neuron.device_count() == int(os.environ.get("NEURON_RT_NUM_CORES", 2))
     assert torch.accelerator.device_count() == torch.neuron.device_count()

@@ -29,6 +29,19 @@ def test_generator_object():
     assert generator.device == torch.device("neuron", 0)
 
 
+@pytest.mark.parametrize("seed", [2**63, 10894581523222963170, 2**64 - 1])
+def test_seeds_of_2_to_the_63_or_more_draw(seed):
+    # Seeds are uint64 (DTensor's RNG tracker draws them at random); the executables take int64.
+    generator = torch.Generator(device="neuron").manual_seed(seed)
+    a = torch.randn(4, device="neuron", generator=generator)
+    generator.manual_seed(seed)
+    torch.testing.assert_close(torch.randn(4, device="neuron", generator=generator).cpu(), a.cpu(), rtol=0, atol=0)
+    assert generator.initial_seed() == seed
+    # The top bit is part of the seed: the seed without it draws other values.
+    generator.manual_seed(seed - 2**63)
+    assert not torch.equal(torch.randn(4, device="neuron", generator=generator).cpu(), a.cpu())
+
+
 def test_rng_state_round_trip():
     torch.neuron.manual_seed(3)
     state = torch.neuron.get_rng_state()

@@ -154,7 +154,7 @@ def record(
                 wiring.append(None)
                 trace.inputs.append(value)
         if exe.random_elements:
-            trace.inputs.extend(_C._philox_inputs(generator, device, exe.random_elements))
+            trace.inputs.extend(executable.philox_inputs(generator, device, exe.random_elements))
             wiring += [None, None]
         if exe.counter is not None:
             exe.counter[exe.name] += 1

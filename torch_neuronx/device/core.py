@@ -56,11 +56,18 @@ def device_count() -> int:
     return _C._device_count()
 
 
+#: Whether :func:`set_device` picked a core in this process (see :func:`is_initialized`).
+_core_selected = False
+
+
 def is_initialized() -> bool:
-    """Whether the device runtime has started (it starts at the first op on a neuron tensor)."""
+    """Whether the device state is initialized: the runtime has started (at the first op on a neuron
+    tensor) or :func:`set_device` picked a core, as ``torch.cuda.set_device`` initializes CUDA.
+    FakeTensor (DTensor's sharding propagation) places an index-less ``neuron`` device on the
+    current core only when this is true, and on core 0 otherwise."""
     from torch_neuronx import runtime
 
-    return runtime.started()
+    return _core_selected or runtime.started()
 
 
 def current_device() -> int:
@@ -74,7 +81,9 @@ def set_device(device: torch.device | int | str) -> None:
     Raises:
         RuntimeError: the index is not a visible core (as CUDA raises for a device ordinal it lacks).
     """
+    global _core_selected
     _C._set_device(_index(device))
+    _core_selected = True
 
 
 class device:

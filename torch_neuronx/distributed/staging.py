@@ -63,9 +63,11 @@ def empty_host(tensor: torch.Tensor) -> torch.Tensor:
 
 def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """``destination.copy_(host)`` for each (destination, host) pair: one host-to-device copy each, into
-    the destination's own layout (non-contiguous views included)."""
-    for destination, host in pairs:
-        destination.copy_(host)
+    the destination's own layout (non-contiguous views included). Outside autograd, as a c10d kernel's
+    write is: a receive buffer may be a leaf that requires grad (pipelining's stage inputs)."""
+    with torch.no_grad():
+        for destination, host in pairs:
+            destination.copy_(host)
 
 
 def nbytes(tensors: Sequence[torch.Tensor]) -> int:

@@ -51,6 +51,15 @@ Compute = Callable[[TraceContext, list[Any]], Sequence[Any]]
 Returns = Callable[[list[Any], list[Any]], Any]
 
 
+def philox_inputs(generator: Any, device: int, random_elements: int) -> tuple[int, int]:
+    """The generator's (seed, offset) as an executable's runtime inputs, advancing its offset by
+    ``random_elements``. A seed is a uint64 (``torch.manual_seed`` takes any of them; DTensor's RNG
+    tracker draws them at random), while the executables take int64 scalars: a seed of 2**63 or more
+    goes in as the int64 with the same bits, which ``tracing.random_key`` reads back as that uint64."""
+    seed, offset = _C._philox_inputs(generator, device, random_elements)
+    return (seed - (1 << 64) if seed >= 1 << 63 else seed), offset
+
+
 def jit_on_core(fn: Callable[..., Any], device: int) -> Any:
     """``jax.jit(fn)`` placing its results on ``neuron:device`` (inputs are already there)."""
     return jax.jit(fn, out_shardings=jax.sharding.SingleDeviceSharding(cores.core(device)))
@@ -200,7 +209,7 @@ class Executable:
                 counter[name] += 1
             tensors = outputs.allocate(device) if fresh else []
             if random_elements:
-                inputs = [*inputs, *_C._philox_inputs(generator, device, random_elements)]
+                inputs = [*inputs, *philox_inputs(generator, device, random_elements)]
             dispatched = launch_records.now() if launch_records.active else 0
             results = program(*inputs)
             if checks:

@@ -1,0 +1,152 @@
+"""TorchTitan's Llama 3 debug model trained on `neuron` under torchrun, offline.
+
+    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron
+    torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug --out runs/tp \\
+        --parallelism.tensor_parallel_degree 2
+
+The released ``torchtitan`` package runs unmodified. Its own device detection
+(``torchtitan.tools.utils.device_type``, which asks ``torch._utils._get_available_device_type``)
+finds ``neuron`` through PyTorch's PrivateUse1 device module, and its process group comes from
+``Backend.default_device_backend_map["neuron"]`` (the ``neuron`` c10d backend). This file is a
+TorchTitan config registry (``--module examples.torchtitan_llama3_debug --config
+llama3_debugmodel_neuron``): TorchTitan's ``llama3_debugmodel`` config, sized for a CPU-emulated
+device (sequence 64, batch 2 per rank, 6 steps, no activation checkpointing, no validation or
+checkpoints), SDPA attention instead of FlexAttention, and the data set and tokenizer TorchTitan's
+tests use replaced by ones this file writes (``prepare_assets``): the repository's
+``tests/assets`` are not in the package, and the job needs no network.
+
+There is no CPU run to compare with: TorchTitan supports no CPU device (its detection falls back
+to ``cuda`` and its memory monitor needs ``get_device_name`` and CUDA-style statistics, which
+``torch.cpu`` lacks), see docs/parallelism.md. Any argument is TorchTitan's (``--training.steps``,
+``--parallelism.*``). ``read_losses`` reads the losses from TorchTitan's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import random
+import re
+import sys
+
+#: Where ``prepare_assets`` writes the tokenizer and the data set (``--out`` sets it for the job).
+ASSETS_ENV = "TORCHNEURON_TITAN_ASSETS"
+SEQ_LEN = 64
+LOCAL_BATCH = 2
+STEPS = 6
+VOCAB = 2048
+BOS, EOS = "<|begin_of_text|>", "<|end_of_text|>"
+
+_WORDS = (
+    "the a neuron core tensor device compiles runs each step of training with data and gradients "
+    "shards parameters across ranks while the model learns small words from a seeded grammar so "
+    "every run sees the same text on every machine and loss goes down slowly over time"
+).split()
+
+
+def _sentences(count: int, seed: int) -> list[str]:
+    """Pseudo-text from a fixed word list: the same on every machine (Python's seeded ``random``)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(20, 60))) + "." for _ in range(count)]
+
+
+def prepare_assets(assets: pathlib.Path) -> None:
+    """Writes ``assets/tokenizer`` (a byte-level BPE trained on the text, tokenizer.json and
+    tokenizer_config.json as TorchTitan's HuggingFaceTokenizer reads them) and ``assets/data``
+    (``data.json``: one ``{"text": ...}`` per line, the format of TorchTitan's ``c4_test``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    documents = _sentences(400, seed=0)
+    (assets / "data").mkdir(parents=True, exist_ok=True)
+    (assets / "data" / "data.json").write_text("".join(json.dumps({"text": text}) + "\n" for text in documents))
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(documents, trainer)
+    (assets / "tokenizer").mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(assets / "tokenizer" / "tokenizer.json"))
+    config = {"bos_token": BOS, "eos_token": EOS, "add_bos_token": True, "add_eos_token": True}
+    (assets / "tokenizer" / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def llama3_debugmodel_neuron():
+    """TorchTitan's ``llama3_debugmodel`` config for an emulated device (the module docstring says what changes)."""
+    from torchtitan.components.checkpoint import CheckpointManager
+    from torchtitan.components.validate import Validator
+    from torchtitan.models.common.attention import ScaledDotProductAttention
+    from torchtitan.models.llama3.config_registry import llama3_debugmodel
+
+    assets = pathlib.Path(os.environ[ASSETS_ENV])
+    config = llama3_debugmodel()
+    # PyTorch's FlexAttention accepts only cuda, cpu, xpu, hpu and mps tensors (and has no eager
+    # backward on the CPU): the layers use TorchTitan's maskless SDPA attention (causal) instead.
+    for layer in config.model_spec.model.layers:
+        layer.attention.inner_attention = ScaledDotProductAttention.Config()
+    config.hf_assets_path = str(assets / "tokenizer")
+    config.dataloader.dataset_path = str(assets / "data")
+    config.training.seq_len = SEQ_LEN
+    config.training.local_batch_size = LOCAL_BATCH
+    config.training.steps = STEPS
+    config.activation_checkpoint = None  # TorchTitan's 'none'
+    config.validator = Validator.Config(enable=False)
+    config.checkpoint = CheckpointManager.Config(enable=False)
+    config.parallelism.pipeline_parallel_schedule = "1F1B"
+    # DTensor on the model-parallel axes only, FSDP2 as torch 2.13 has it: the default
+    # ("spmd_types") hands fully_shard SPMD annotations that torch 2.13's FSDP2 does not read.
+    config.parallelism.spmd_backend = "partial_dtensor"
+    config.debug.seed = 0  # the same initial weights in every run and parallelism of the same device
+    config.dump_folder = str(assets.parent.parent / "dump")
+    return config
+
+
+def read_losses(log: str) -> dict[int, float]:
+    """The loss of each step in TorchTitan's log (``step:  N  loss:  X`` lines, colour codes aside)."""
+    found = re.findall(r"step:\s*(\d+)\s+(?:\x1b\[[0-9;]*m)?loss:\s*([-0-9.naninf]+)", log)
+    return {int(step): float(loss) for step, loss in found}
+
+
+def _torch_2_13_compat() -> None:
+    """TorchTitan 0.3.0 calls ``torch.distributed.set_timeout`` (newer than torch 2.13) once, after
+    the first step, to shorten every group's timeout to ``comm.train_timeout_seconds``. On torch
+    2.13 the groups keep their timeout from creation (``comm.init_timeout_seconds``)."""
+    import torch.distributed as dist
+
+    if not hasattr(dist, "set_timeout"):
+
+        def keep_timeout(timeout, group=None) -> None:
+            del timeout, group
+
+        dist.set_timeout = keep_timeout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path, required=True)
+    args, titan_args = parser.parse_known_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    # Each rank writes its own copy (the same bytes: a seeded text, a deterministic BPE training),
+    # so no rank reads files another is still writing.
+    assets = args.out / "assets" / f"rank{os.environ.get('RANK', '0')}"
+    os.environ[ASSETS_ENV] = str(assets)
+    prepare_assets(assets)
+    _torch_2_13_compat()
+    from torchtitan import train
+
+    sys.argv = [
+        sys.argv[0],
+        "--module",
+        "examples.torchtitan_llama3_debug",
+        "--config",
+        "llama3_debugmodel_neuron",
+        *titan_args,
+    ]
+    train.main()
+
+
+if __name__ == "__main__":
+    main()
