@@ -533,6 +533,30 @@ def _mismatched_collectives(rank: int, world_size: int) -> None:
     )
 
 
+# ------------------------------------------------------------------------------------- profiling
+
+
+@check("profiled_all_reduce_is_a_device_event")
+def _profiled_all_reduce(rank: int, world_size: int) -> None:
+    """torch.profiler shows a collective as a device event of its core, with its bytes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from torch_neuronx.profiling import tables
+
+    tensor = torch.full((256,), float(rank + 1), device="neuron")
+    torch.neuron.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.all_reduce(tensor)
+        torch.neuron.synchronize()
+    recorded = [(r.name, r.bytes) for r in tables.Records.of_last_session().device if r.name == "all_reduce"]
+    assert recorded == [("all_reduce", tensor.nbytes)], recorded
+    device_events = [
+        e for e in prof.events() if e.name == "all_reduce" and e.device_type == torch.autograd.DeviceType.PrivateUse1
+    ]
+    assert len(device_events) == 1, [(e.name, e.device_type) for e in prof.events()]
+    assert_close(tensor.cpu(), torch.full((256,), float(sum(range(1, world_size + 1)))))
+
+
 # ------------------------------------------------------------------------- the parallelism stack
 
 

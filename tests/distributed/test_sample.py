@@ -21,6 +21,7 @@ SAMPLE = [
     "send_recv",
     "all_gather_object",
     "cpu_tensor_on_neuron_group_raises",
+    "profiled_all_reduce_is_a_device_event",
     "ddp_step_matches_one_cpu_process",
 ]
 
