@@ -33,6 +33,11 @@ import sys
 
 #: Where ``prepare_assets`` writes the tokenizer and the data set (``--out`` sets it for the job).
 ASSETS_ENV = "TORCHNEURON_TITAN_ASSETS"
+#: A model-only DCP checkpoint the job starts from (``--initial-weights`` sets it), or unset.
+INITIAL_WEIGHTS_ENV = "TORCHNEURON_TITAN_INITIAL_WEIGHTS"
+#: Data-parallel degree of both documented jobs (FSDP on 2 processes; FSDP 2 x TP 2 on 4): the
+#: CPU reference reads the batches of this many data-parallel ranks per step.
+DATA_PARALLEL = 2
 SEQ_LEN = 64
 LOCAL_BATCH = 2
 STEPS = 6
@@ -94,7 +99,18 @@ def llama3_debugmodel_neuron():
     config.training.steps = STEPS
     config.activation_checkpoint = None  # TorchTitan's 'none'
     config.validator = Validator.Config(enable=False)
-    config.checkpoint = CheckpointManager.Config(enable=False)
+    initial_weights = os.environ.get(INITIAL_WEIGHTS_ENV)
+    if initial_weights:
+        # TorchTitan's initial load: the model's weights from a model-only DCP checkpoint at step 0,
+        # and no checkpoint saved (the job's own folder stays empty, so the initial load applies).
+        config.checkpoint = CheckpointManager.Config(
+            enable=True, initial_load_path=initial_weights, initial_load_model_only=True, load_only=True
+        )
+    else:
+        config.checkpoint = CheckpointManager.Config(enable=False)
+    # FSDP casts parameters to bfloat16 for the forward by default: float32 throughout, so a run
+    # differs from the CPU reference by summation order only.
+    config.training.mixed_precision_param = "float32"
     config.parallelism.pipeline_parallel_schedule = "1F1B"
     # DTensor on the model-parallel axes only, FSDP2 as torch 2.13 has it: the default
     # ("spmd_types") hands fully_shard SPMD annotations that torch 2.13's FSDP2 does not read.
@@ -102,6 +118,86 @@ def llama3_debugmodel_neuron():
     config.debug.seed = 0  # the same initial weights in every run and parallelism of the same device
     config.dump_folder = str(assets.parent.parent / "dump")
     return config
+
+
+def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> list[float]:
+    """Trains the job's model in one CPU process with plain PyTorch and returns the loss of each
+    step (``steps`` floats); writes the initial weights the neuron job loads (``--initial-weights``)
+    to ``out/initial_weights`` (a model-only DCP checkpoint) and the losses to
+    ``out/losses.json``.
+
+    What TorchTitan decides comes from the job's own config (``llama3_debugmodel_neuron``): the
+    model (TorchTitan's class, built and initialised as its trainer does, ``debug.seed`` on the CPU
+    generator), the tokenizer and data loader (each step concatenates the batches of the
+    ``DATA_PARALLEL`` data-parallel ranks, the job's global batch), AdamW's arguments and
+    implementation, the learning-rate schedule (TorchTitan's ``LRSchedulersContainer`` over a
+    ``torch.optim.AdamW``) and ``training.max_norm``. The loss is TorchTitan's: cross entropy summed
+    over the tokens whose label is not ``IGNORE_INDEX``, divided by their count in the global batch.
+    """
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import torch.nn.functional as F
+    from torchtitan.components.loss import IGNORE_INDEX
+
+    os.environ[ASSETS_ENV] = str(out / "assets" / "reference")
+    prepare_assets(pathlib.Path(os.environ[ASSETS_ENV]))
+    config = llama3_debugmodel_neuron()
+    config.training.steps = steps
+    model_config = config.model_spec.model
+    model_config.update_from_config(config=config)
+    with torch.device("meta"):
+        model = model_config.build()
+    model.to_empty(device="cpu")
+    torch.manual_seed(config.debug.seed)
+    with torch.no_grad():
+        model.init_weights(buffer_device=None)
+    model.train()
+    dcp.save(model.state_dict(), checkpoint_id=str(out / "initial_weights"))
+
+    (group,) = config.optimizer.param_groups
+    fused = config.optimizer.implementation == "fused"
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        **group.optimizer_kwargs,
+        fused=fused,
+        foreach=config.optimizer.implementation == "foreach",
+    )
+    schedulers = config.lr_scheduler.build(optimizers=[optimizer], training_steps=steps)
+    tokenizer = config.tokenizer.build(tokenizer_path=config.hf_assets_path)
+    loaders = [
+        iter(
+            config.dataloader.build(
+                dp_world_size=DATA_PARALLEL,
+                dp_rank=rank,
+                tokenizer=tokenizer,
+                seq_len=config.training.seq_len,
+                local_batch_size=config.training.local_batch_size,
+            )
+        )
+        for rank in range(DATA_PARALLEL)
+    ]
+    losses = []
+    for _ in range(steps):
+        batches = [next(loader) for loader in loaders]
+        # The data set packs documents into rows and gives each token its position in its own
+        # document ("positions", RoPE's input); TorchTitan passes every key besides "input" to
+        # the model as a keyword.
+        inputs = {key: torch.cat([input_dict[key] for input_dict, _ in batches]) for key in batches[0][0]}
+        labels = torch.cat([labels for _, labels in batches])
+        optimizer.zero_grad()
+        logits = model(inputs.pop("input"), **inputs)
+        valid_tokens = (labels != IGNORE_INDEX).sum()
+        loss_sum = F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+        loss = loss_sum / valid_tokens
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.training.max_norm, foreach=True)
+        optimizer.step()
+        schedulers.step()
+        losses.append(loss.item())
+    (out / "losses.json").write_text(json.dumps(losses))
+    return losses
 
 
 def read_losses(log: str) -> dict[int, float]:
@@ -127,8 +223,25 @@ def _torch_2_13_compat() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument(
+        "--reference-cpu",
+        action="store_true",
+        help="train the same job in this one CPU process instead (no torchrun); writes OUT/initial_weights",
+    )
+    parser.add_argument(
+        "--initial-weights",
+        type=pathlib.Path,
+        help="start from this model-only DCP checkpoint (the reference's OUT/initial_weights)",
+    )
     args, titan_args = parser.parse_known_args()
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.reference_cpu:
+        for step, loss in enumerate(train_reference_cpu(args.out), start=1):
+            print(f"step: {step:2}  loss: {loss:.7f}")
+        return
+    if args.initial_weights is not None:
+        os.environ[INITIAL_WEIGHTS_ENV] = str(args.initial_weights.resolve())
     # Each rank writes its own copy (the same bytes: a seeded text, a deterministic BPE training),
     # so no rank reads files another is still writing.
     assets = args.out / "assets" / f"rank{os.environ.get('RANK', '0')}"
