@@ -1,8 +1,11 @@
-"""TorchTitan's Llama 3 debug model trained on `neuron` under torchrun, offline.
+"""TorchTitan's Llama 3 debug model trained on `neuron` under torchrun, offline, and the same
+training in one CPU process to compare its losses with.
 
-    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron
-    torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug --out runs/tp \\
-        --parallelism.tensor_parallel_degree 2
+    python -m examples.torchtitan_llama3_debug --out runs/cpu --reference-cpu
+    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron \\
+        --initial-weights runs/cpu/initial_weights
+    NEURON_RT_NUM_CORES=4 torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug \\
+        --out runs/tp --initial-weights runs/cpu/initial_weights --parallelism.tensor_parallel_degree 2
 
 The released ``torchtitan`` package runs unmodified. Its own device detection
 (``torchtitan.tools.utils.device_type``, which asks ``torch._utils._get_available_device_type``)
@@ -11,14 +14,18 @@ finds ``neuron`` through PyTorch's PrivateUse1 device module, and its process gr
 TorchTitan config registry (``--module examples.torchtitan_llama3_debug --config
 llama3_debugmodel_neuron``): TorchTitan's ``llama3_debugmodel`` config, sized for a CPU-emulated
 device (sequence 64, batch 2 per rank, 6 steps, no activation checkpointing, no validation or
-checkpoints), SDPA attention instead of FlexAttention, and the data set and tokenizer TorchTitan's
-tests use replaced by ones this file writes (``prepare_assets``): the repository's
-``tests/assets`` are not in the package, and the job needs no network.
+checkpoint saves), float32 throughout (no bfloat16 parameters under FSDP), SDPA attention instead
+of FlexAttention, and the data set and tokenizer TorchTitan's tests use replaced by ones this file
+writes (``prepare_assets``): the repository's ``tests/assets`` are not in the package, and the job
+needs no network.
 
-There is no CPU run to compare with: TorchTitan supports no CPU device (its detection falls back
-to ``cuda`` and its memory monitor needs ``get_device_name`` and CUDA-style statistics, which
-``torch.cpu`` lacks), see docs/parallelism.md. Any argument is TorchTitan's (``--training.steps``,
-``--parallelism.*``). ``read_losses`` reads the losses from TorchTitan's log.
+TorchTitan's trainer supports no CPU device (its detection falls back to ``cuda`` and its memory
+monitor needs ``get_device_name`` and CUDA-style statistics, which ``torch.cpu`` lacks), so
+``--reference-cpu`` (``train_reference_cpu``) trains TorchTitan's model class with plain PyTorch
+from the same config, data and initial weights; ``--initial-weights`` has the neuron job load those
+weights through TorchTitan's ``checkpoint.initial_load_path`` (see docs/parallelism.md). Any other
+argument is TorchTitan's (``--training.steps``, ``--parallelism.*``) and applies to the neuron job
+only. ``read_losses`` reads the losses from TorchTitan's log.
 """
 
 from __future__ import annotations
@@ -120,10 +127,11 @@ def llama3_debugmodel_neuron():
     return config
 
 
-def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> list[float]:
-    """Trains the job's model in one CPU process with plain PyTorch and returns the loss of each
-    step (``steps`` floats); writes the initial weights the neuron job loads (``--initial-weights``)
-    to ``out/initial_weights`` (a model-only DCP checkpoint) and the losses to
+def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> dict[str, list[float]]:
+    """Trains the job's model in one CPU process with plain PyTorch and returns each step's
+    ``"loss"`` and ``"grad_norm"`` (the gradients' total 2-norm before clipping), ``steps`` floats
+    each; writes the initial weights the neuron job loads (``--initial-weights``) to
+    ``out/initial_weights`` (a model-only DCP checkpoint) and the returned lists to
     ``out/losses.json``.
 
     What TorchTitan decides comes from the job's own config (``llama3_debugmodel_neuron``): the
@@ -176,7 +184,7 @@ def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> list[float]:
         )
         for rank in range(DATA_PARALLEL)
     ]
-    losses = []
+    history: dict[str, list[float]] = {"loss": [], "grad_norm": []}
     for _ in range(steps):
         batches = [next(loader) for loader in loaders]
         # The data set packs documents into rows and gives each token its position in its own
@@ -192,18 +200,25 @@ def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> list[float]:
         )
         loss = loss_sum / valid_tokens
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.training.max_norm, foreach=True)
+        # The gradients' norm accumulated in float64: the CPU's float32 2-norm kernel sums into one
+        # float32 accumulator (pytorch/pytorch#169237) and is 1.3e-4 low on the 2048 x 256 output
+        # layer's gradient here; neuron's float32 norm equals the float64 one to 1e-7.
+        grad_norm = torch.nn.utils.get_total_norm([param.grad.double() for param in model.parameters()]).float()
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), config.training.max_norm, grad_norm, foreach=True)
         optimizer.step()
         schedulers.step()
-        losses.append(loss.item())
-    (out / "losses.json").write_text(json.dumps(losses))
-    return losses
+        history["loss"].append(loss.item())
+        history["grad_norm"].append(grad_norm.item())
+    (out / "losses.json").write_text(json.dumps(history))
+    return history
 
 
-def read_losses(log: str) -> dict[int, float]:
-    """The loss of each step in TorchTitan's log (``step:  N  loss:  X`` lines, colour codes aside)."""
-    found = re.findall(r"step:\s*(\d+)\s+(?:\x1b\[[0-9;]*m)?loss:\s*([-0-9.naninf]+)", log)
-    return {int(step): float(loss) for step, loss in found}
+def read_losses(log: str, metric: str = "loss") -> dict[int, float]:
+    """Each step's ``metric`` (``"loss"``, ``"grad_norm"``) in TorchTitan's log (``step:  N  loss:  X
+    grad_norm:  Y`` lines, colour codes aside)."""
+    code = r"(?:\x1b\[[0-9;]*m)?"
+    found = re.findall(rf"step:\s*(\d+)\s+{code}(?:loss:.*?{code})?{metric}:\s*([-0-9.naninf]+)", log)
+    return {int(step): float(value) for step, value in found}
 
 
 def _torch_2_13_compat() -> None:
@@ -237,8 +252,14 @@ def main() -> None:
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.reference_cpu:
-        for step, loss in enumerate(train_reference_cpu(args.out), start=1):
-            print(f"step: {step:2}  loss: {loss:.7f}")
+        if titan_args:
+            parser.error(
+                f"--reference-cpu trains the job as configured here ({STEPS} steps, data-parallel degree "
+                f"{DATA_PARALLEL}) and takes no TorchTitan arguments; got {' '.join(titan_args)}"
+            )
+        history = train_reference_cpu(args.out)
+        for step, (loss, grad_norm) in enumerate(zip(history["loss"], history["grad_norm"], strict=True), start=1):
+            print(f"step: {step:2}  loss: {loss:.7f}  grad_norm: {grad_norm:.7f}")
         return
     if args.initial_weights is not None:
         os.environ[INITIAL_WEIGHTS_ENV] = str(args.initial_weights.resolve())
