@@ -1,8 +1,11 @@
-"""TorchTitan's Llama 3 debug model trained on `neuron` under torchrun, offline.
+"""TorchTitan's Llama 3 debug model trained on `neuron` under torchrun, offline, and the same
+training in one CPU process to compare its losses with.
 
-    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron
-    torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug --out runs/tp \\
-        --parallelism.tensor_parallel_degree 2
+    python -m examples.torchtitan_llama3_debug --out runs/cpu --reference-cpu
+    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/neuron \\
+        --initial-weights runs/cpu/initial_weights
+    NEURON_RT_NUM_CORES=4 torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug \\
+        --out runs/tp --initial-weights runs/cpu/initial_weights --parallelism.tensor_parallel_degree 2
 
 The released ``torchtitan`` package runs unmodified. Its own device detection
 (``torchtitan.tools.utils.device_type``, which asks ``torch._utils._get_available_device_type``)
@@ -11,14 +14,18 @@ finds ``neuron`` through PyTorch's PrivateUse1 device module, and its process gr
 TorchTitan config registry (``--module examples.torchtitan_llama3_debug --config
 llama3_debugmodel_neuron``): TorchTitan's ``llama3_debugmodel`` config, sized for a CPU-emulated
 device (sequence 64, batch 2 per rank, 6 steps, no activation checkpointing, no validation or
-checkpoints), SDPA attention instead of FlexAttention, and the data set and tokenizer TorchTitan's
-tests use replaced by ones this file writes (``prepare_assets``): the repository's
-``tests/assets`` are not in the package, and the job needs no network.
+checkpoint saves), float32 throughout (no bfloat16 parameters under FSDP), SDPA attention instead
+of FlexAttention, and the data set and tokenizer TorchTitan's tests use replaced by ones this file
+writes (``prepare_assets``): the repository's ``tests/assets`` are not in the package, and the job
+needs no network.
 
-There is no CPU run to compare with: TorchTitan supports no CPU device (its detection falls back
-to ``cuda`` and its memory monitor needs ``get_device_name`` and CUDA-style statistics, which
-``torch.cpu`` lacks), see docs/parallelism.md. Any argument is TorchTitan's (``--training.steps``,
-``--parallelism.*``). ``read_losses`` reads the losses from TorchTitan's log.
+TorchTitan's trainer supports no CPU device (its detection falls back to ``cuda`` and its memory
+monitor needs ``get_device_name`` and CUDA-style statistics, which ``torch.cpu`` lacks), so
+``--reference-cpu`` (``train_reference_cpu``) trains TorchTitan's model class with plain PyTorch
+from the same config, data and initial weights; ``--initial-weights`` has the neuron job load those
+weights through TorchTitan's ``checkpoint.initial_load_path`` (see docs/parallelism.md). Any other
+argument is TorchTitan's (``--training.steps``, ``--parallelism.*``) and applies to the neuron job
+only. ``read_losses`` reads the losses from TorchTitan's log.
 """
 
 from __future__ import annotations
@@ -33,6 +40,11 @@ import sys
 
 #: Where ``prepare_assets`` writes the tokenizer and the data set (``--out`` sets it for the job).
 ASSETS_ENV = "TORCHNEURON_TITAN_ASSETS"
+#: A model-only DCP checkpoint the job starts from (``--initial-weights`` sets it), or unset.
+INITIAL_WEIGHTS_ENV = "TORCHNEURON_TITAN_INITIAL_WEIGHTS"
+#: Data-parallel degree of both documented jobs (FSDP on 2 processes; FSDP 2 x TP 2 on 4): the
+#: CPU reference reads the batches of this many data-parallel ranks per step.
+DATA_PARALLEL = 2
 SEQ_LEN = 64
 LOCAL_BATCH = 2
 STEPS = 6
@@ -94,7 +106,18 @@ def llama3_debugmodel_neuron():
     config.training.steps = STEPS
     config.activation_checkpoint = None  # TorchTitan's 'none'
     config.validator = Validator.Config(enable=False)
-    config.checkpoint = CheckpointManager.Config(enable=False)
+    initial_weights = os.environ.get(INITIAL_WEIGHTS_ENV)
+    if initial_weights:
+        # TorchTitan's initial load: the model's weights from a model-only DCP checkpoint at step 0,
+        # and no checkpoint saved (the job's own folder stays empty, so the initial load applies).
+        config.checkpoint = CheckpointManager.Config(
+            enable=True, initial_load_path=initial_weights, initial_load_model_only=True, load_only=True
+        )
+    else:
+        config.checkpoint = CheckpointManager.Config(enable=False)
+    # FSDP casts parameters to bfloat16 for the forward by default: float32 throughout, so a run
+    # differs from the CPU reference by summation order only.
+    config.training.mixed_precision_param = "float32"
     config.parallelism.pipeline_parallel_schedule = "1F1B"
     # DTensor on the model-parallel axes only, FSDP2 as torch 2.13 has it: the default
     # ("spmd_types") hands fully_shard SPMD annotations that torch 2.13's FSDP2 does not read.
@@ -104,10 +127,98 @@ def llama3_debugmodel_neuron():
     return config
 
 
-def read_losses(log: str) -> dict[int, float]:
-    """The loss of each step in TorchTitan's log (``step:  N  loss:  X`` lines, colour codes aside)."""
-    found = re.findall(r"step:\s*(\d+)\s+(?:\x1b\[[0-9;]*m)?loss:\s*([-0-9.naninf]+)", log)
-    return {int(step): float(loss) for step, loss in found}
+def train_reference_cpu(out: pathlib.Path, steps: int = STEPS) -> dict[str, list[float]]:
+    """Trains the job's model in one CPU process with plain PyTorch and returns each step's
+    ``"loss"`` and ``"grad_norm"`` (the gradients' total 2-norm before clipping), ``steps`` floats
+    each; writes the initial weights the neuron job loads (``--initial-weights``) to
+    ``out/initial_weights`` (a model-only DCP checkpoint) and the returned lists to
+    ``out/losses.json``.
+
+    What TorchTitan decides comes from the job's own config (``llama3_debugmodel_neuron``): the
+    model (TorchTitan's class, built and initialised as its trainer does, ``debug.seed`` on the CPU
+    generator), the tokenizer and data loader (each step concatenates the batches of the
+    ``DATA_PARALLEL`` data-parallel ranks, the job's global batch), AdamW's arguments and
+    implementation, the learning-rate schedule (TorchTitan's ``LRSchedulersContainer`` over a
+    ``torch.optim.AdamW``) and ``training.max_norm``. The loss is TorchTitan's: cross entropy summed
+    over the tokens whose label is not ``IGNORE_INDEX``, divided by their count in the global batch.
+    """
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import torch.nn.functional as F
+    from torchtitan.components.loss import IGNORE_INDEX
+
+    os.environ[ASSETS_ENV] = str(out / "assets" / "reference")
+    prepare_assets(pathlib.Path(os.environ[ASSETS_ENV]))
+    config = llama3_debugmodel_neuron()
+    config.training.steps = steps
+    model_config = config.model_spec.model
+    model_config.update_from_config(config=config)
+    with torch.device("meta"):
+        model = model_config.build()
+    model.to_empty(device="cpu")
+    torch.manual_seed(config.debug.seed)
+    with torch.no_grad():
+        model.init_weights(buffer_device=None)
+    model.train()
+    dcp.save(model.state_dict(), checkpoint_id=str(out / "initial_weights"))
+
+    (group,) = config.optimizer.param_groups
+    fused = config.optimizer.implementation == "fused"
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        **group.optimizer_kwargs,
+        fused=fused,
+        foreach=config.optimizer.implementation == "foreach",
+    )
+    schedulers = config.lr_scheduler.build(optimizers=[optimizer], training_steps=steps)
+    tokenizer = config.tokenizer.build(tokenizer_path=config.hf_assets_path)
+    loaders = [
+        iter(
+            config.dataloader.build(
+                dp_world_size=DATA_PARALLEL,
+                dp_rank=rank,
+                tokenizer=tokenizer,
+                seq_len=config.training.seq_len,
+                local_batch_size=config.training.local_batch_size,
+            )
+        )
+        for rank in range(DATA_PARALLEL)
+    ]
+    history: dict[str, list[float]] = {"loss": [], "grad_norm": []}
+    for _ in range(steps):
+        batches = [next(loader) for loader in loaders]
+        # The data set packs documents into rows and gives each token its position in its own
+        # document ("positions", RoPE's input); TorchTitan passes every key besides "input" to
+        # the model as a keyword.
+        inputs = {key: torch.cat([input_dict[key] for input_dict, _ in batches]) for key in batches[0][0]}
+        labels = torch.cat([labels for _, labels in batches])
+        optimizer.zero_grad()
+        logits = model(inputs.pop("input"), **inputs)
+        valid_tokens = (labels != IGNORE_INDEX).sum()
+        loss_sum = F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+        loss = loss_sum / valid_tokens
+        loss.backward()
+        # The gradients' norm accumulated in float64: the CPU's float32 2-norm kernel sums into one
+        # float32 accumulator (pytorch/pytorch#169237) and is 1.3e-4 low on the 2048 x 256 output
+        # layer's gradient here; neuron's float32 norm equals the float64 one to 1e-7.
+        grad_norm = torch.nn.utils.get_total_norm([param.grad.double() for param in model.parameters()]).float()
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), config.training.max_norm, grad_norm, foreach=True)
+        optimizer.step()
+        schedulers.step()
+        history["loss"].append(loss.item())
+        history["grad_norm"].append(grad_norm.item())
+    (out / "losses.json").write_text(json.dumps(history))
+    return history
+
+
+def read_losses(log: str, metric: str = "loss") -> dict[int, float]:
+    """Each step's ``metric`` (``"loss"``, ``"grad_norm"``) in TorchTitan's log (``step:  N  loss:  X
+    grad_norm:  Y`` lines, colour codes aside)."""
+    code = r"(?:\x1b\[[0-9;]*m)?"
+    found = re.findall(rf"step:\s*(\d+)\s+{code}(?:loss:.*?{code})?{metric}:\s*([-0-9.naninf]+)", log)
+    return {int(step): float(value) for step, value in found}
 
 
 def _torch_2_13_compat() -> None:
@@ -127,8 +238,31 @@ def _torch_2_13_compat() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument(
+        "--reference-cpu",
+        action="store_true",
+        help="train the same job in this one CPU process instead (no torchrun); writes OUT/initial_weights",
+    )
+    parser.add_argument(
+        "--initial-weights",
+        type=pathlib.Path,
+        help="start from this model-only DCP checkpoint (the reference's OUT/initial_weights)",
+    )
     args, titan_args = parser.parse_known_args()
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.reference_cpu:
+        if titan_args:
+            parser.error(
+                f"--reference-cpu trains the job as configured here ({STEPS} steps, data-parallel degree "
+                f"{DATA_PARALLEL}) and takes no TorchTitan arguments; got {' '.join(titan_args)}"
+            )
+        history = train_reference_cpu(args.out)
+        for step, (loss, grad_norm) in enumerate(zip(history["loss"], history["grad_norm"], strict=True), start=1):
+            print(f"step: {step:2}  loss: {loss:.7f}  grad_norm: {grad_norm:.7f}")
+        return
+    if args.initial_weights is not None:
+        os.environ[INITIAL_WEIGHTS_ENV] = str(args.initial_weights.resolve())
     # Each rank writes its own copy (the same bytes: a seeded text, a deterministic BPE training),
     # so no rank reads files another is still writing.
     assets = args.out / "assets" / f"rank{os.environ.get('RANK', '0')}"
