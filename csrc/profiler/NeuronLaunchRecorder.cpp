@@ -179,7 +179,9 @@ void LaunchRecorder::compute_intervals() {
         continue;
       }
       record.start_ns = std::max(record.dispatch_begin_ns, previous_end);
-      record.end_ns = std::max(record.end_ns, record.start_ns);
+      // A launch whose completion was seen only together with its predecessor's would get no time
+      // at all; it ran, so it takes at least the clock's resolution (1 ns).
+      record.end_ns = std::max(record.end_ns, record.start_ns + 1);
       previous_end = record.end_ns;
     }
   }
