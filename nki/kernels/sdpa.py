@@ -97,46 +97,14 @@ def _forward(
     )
 
 
-def _backward(
-    grad_out,
-    query,
-    key,
-    value,
-    attn_bias,
-    grad_input_mask,
-    out,
-    logsumexp,
-    cum_seq_q,
-    cum_seq_k,
-    max_q,
-    max_k,
-    dropout_p,
-    is_causal,
-    philox_seed,
-    philox_offset,
-    *,
-    scale=None,
-):
+def _backward(*args, scale=None):
+    # The schema's arguments, all positional: grad_out, query, key, value, attn_bias,
+    # grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
+    # philox_seed, philox_offset.
+    grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp = args[:8]
+    dropout_p, is_causal = args[12:14]
     if not flash_eligible(query, key, value, attn_bias, dropout_p):
-        return _default["backward"](
-            grad_out,
-            query,
-            key,
-            value,
-            attn_bias,
-            grad_input_mask,
-            out,
-            logsumexp,
-            cum_seq_q,
-            cum_seq_k,
-            max_q,
-            max_k,
-            dropout_p,
-            is_causal,
-            philox_seed,
-            philox_offset,
-            scale=scale,
-        )
+        return _default["backward"](*args, scale=scale)
     arrays = {
         "q": _heads_first(query),
         "k": _heads_first(key),
