@@ -10,21 +10,11 @@ directly), in rounds that visit both in turn; each keeps its best round. Also th
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import torch
 
+from bench.profiler_overhead import per_call
 from torch_neuronx.dynamo.aliasing import AliasGuard, overlapping_pair
-
-
-def per_call(fn: Callable[[], object], calls: int) -> float:
-    """Seconds per call of ``fn`` over ``calls`` calls, the device work finished."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.neuron.synchronize()
-    return (time.perf_counter() - start) / calls
 
 
 def _small(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
