@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import traceback
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -457,6 +458,88 @@ def _batch_isend_irecv(rank: int, world_size: int) -> None:
     for work in dist.batch_isend_irecv(operations):
         work.wait()
     assert_close(received.cpu(), make_input((2, 2), torch.int32, source))
+
+
+@check("isend_recv_ring_completes")
+def _isend_recv_ring(rank: int, world_size: int) -> None:
+    # Each rank waits for its receive before its send: the send must complete once the peer's receive
+    # is posted, not when the peer waits on it (gloo's and NCCL's progress rule).
+    peer = (rank + 1) % world_size
+    source = (rank - 1) % world_size
+    received = torch.empty(3, device="neuron")
+    sent = dist.isend(make_input((3,), torch.float32, rank).to("neuron"), dst=peer, tag=7)
+    dist.recv(received, src=source, tag=7)
+    sent.wait()
+    assert_close(received.cpu(), make_input((3,), torch.float32, source))
+
+
+def _expect_receive_mismatch(sent: torch.Tensor, received: torch.Tensor, wanted: str) -> None:
+    """Rank 0 sends ``sent``, rank 1 receives into ``received``: rank 1 must raise naming both, keep its
+    tensor's values, and both must go on to a matching send/recv on the same tag."""
+    before = received.cpu()
+    if dist.get_rank() == 0:
+        dist.send(sent, dst=1)
+    elif dist.get_rank() == 1:
+        try:
+            dist.recv(received, src=0)
+        except RuntimeError as error:
+            assert wanted in str(error), error
+        else:
+            raise AssertionError("a receive whose tensor differs from the sent one did not raise")
+        assert_close(received.cpu(), before)
+    follow_up = torch.arange(4.0, device="neuron")
+    if dist.get_rank() == 0:
+        dist.send(follow_up, dst=1)
+    elif dist.get_rank() == 1:
+        got = torch.zeros(4, device="neuron")
+        dist.recv(got, src=0)
+        assert_close(got.cpu(), torch.arange(4.0))
+
+
+@check("send_recv_mismatched_size_raises")
+def _send_recv_mismatched_size(rank: int, world_size: int) -> None:
+    # gloo itself aborts the process on a larger message and fills a prefix of a larger receive tensor.
+    for sent_shape, received_shape in [((6,), (4,)), ((4,), (6,))]:
+        _expect_receive_mismatch(
+            torch.ones(sent_shape, device="neuron"),
+            torch.full(received_shape, 5.0, device="neuron"),
+            f"rank 0 sent float32 of shape ({sent_shape[0]},) ({sent_shape[0]} elements), but the receive tensor "
+            f"is float32 of shape ({received_shape[0]},)",
+        )
+
+
+@check("send_recv_mismatched_dtype_raises")
+def _send_recv_mismatched_dtype(rank: int, world_size: int) -> None:
+    # Equal byte sizes: gloo itself would hand float32 bits to an int32 tensor (a wrong value).
+    _expect_receive_mismatch(
+        torch.ones(2, 3, device="neuron"),
+        torch.zeros(3, 2, dtype=torch.int32, device="neuron"),
+        "rank 0 sent float32 of shape (2, 3) (6 elements), but the receive tensor is int32 of shape (3, 2)",
+    )
+
+
+@check("send_tag_out_of_range_raises")
+def _send_tag_out_of_range(rank: int, world_size: int) -> None:
+    tensor = torch.ones(2, device="neuron")
+    try:
+        dist.send(tensor, dst=(rank + 1) % world_size, tag=2**30)
+    except ValueError as error:
+        assert "tag 1073741824 is out of range" in str(error), error
+    else:
+        raise AssertionError("a tag the payload tags would collide with did not raise")
+
+
+@check("device_id_binds_the_group")
+def _device_id_binds_the_group(rank: int, world_size: int) -> None:
+    # As NCCL's: the group keeps the device it was given, and its barrier needs no guess (no warning).
+    core = torch.device("neuron", torch.neuron.current_device())
+    group = dist.new_group(ranks=list(range(world_size)), backend="neuron", device_id=core)
+    assert group.bound_device_id == core, group.bound_device_id
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dist.barrier(group=group)
+    unbound = dist.new_group(ranks=list(range(world_size)), backend="neuron")
+    assert unbound.bound_device_id is None, unbound.bound_device_id
 
 
 @check("barrier")

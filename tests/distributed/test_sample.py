@@ -19,6 +19,7 @@ SAMPLE = [
     "reduce_scatter_tensor_SUM_float32",
     "all_to_all_single_uneven",
     "send_recv",
+    "send_recv_mismatched_size_raises",
     "all_gather_object",
     "cpu_tensor_on_neuron_group_raises",
     "profiled_all_reduce_is_a_device_event",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["check_agreement"]
+__all__ = ["check_agreement", "dtype_code", "dtype_name"]
 
 _COLLECTIVES: dict[str, int] = {}
 _DTYPES = [
@@ -38,9 +38,19 @@ _DTYPES = [
 ]
 
 
+def dtype_code(dtype: torch.dtype) -> int:
+    """A small integer naming ``dtype`` in cross-rank messages (-1 for a dtype outside the list)."""
+    return _DTYPES.index(dtype) if dtype in _DTYPES else -1
+
+
+def dtype_name(code: int) -> str:
+    """``float32`` for the code of ``torch.float32``; ``?`` for an unknown code."""
+    return str(_DTYPES[code]).removeprefix("torch.") if 0 <= code < len(_DTYPES) else "?"
+
+
 def _fingerprint(collective: str, tensors: Sequence[torch.Tensor], sizes: bool) -> torch.Tensor:
     code = _COLLECTIVES.setdefault(collective, zlib.crc32(collective.encode()))
-    dtype = _DTYPES.index(tensors[0].dtype) if tensors and tensors[0].dtype in _DTYPES else -1
+    dtype = dtype_code(tensors[0].dtype) if tensors else -1
     numel = sum(tensor.numel() for tensor in tensors) if sizes else -1
     described = repr([(str(t.dtype), tuple(t.shape) if sizes else ()) for t in tensors])
     return torch.tensor([code, dtype, numel, zlib.crc32(described.encode())], dtype=torch.int64)
@@ -67,9 +77,8 @@ def check_agreement(
     described = []
     for rank, (code, dtype, numel, _) in enumerate(rows.tolist()):
         name = next((n for n, c in _COLLECTIVES.items() if c == code), "another collective")
-        dtype_name = str(_DTYPES[dtype]).removeprefix("torch.") if 0 <= dtype < len(_DTYPES) else "?"
         count = f"{numel} elements" if numel >= 0 else "any size"
-        described.append(f"rank {rank}: {name} of {dtype_name}, {count}")
+        described.append(f"rank {rank}: {name} of {dtype_name(dtype)}, {count}")
     raise RuntimeError(
         f"neuron {collective}: the ranks disagree on the collective or its tensors' dtypes and shapes "
         f"({'; '.join(described)}); every rank must call the same collective with tensors of the same "

@@ -15,14 +15,13 @@ the results are bound to the tensors, so every op launched after it reads them.
 from __future__ import annotations
 
 import datetime
-import threading
 from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend, work_from_future
-from torch_neuronx.distributed import agreement, reduce_ops, staging
+from torch_neuronx.distributed import agreement, point_to_point, reduce_ops, staging
 from torch_neuronx.runtime import launch_records
 
 __all__ = ["NeuronProcessGroup"]
@@ -53,6 +52,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._timeout = timeout
         self._cpu_allowed: bool | None = None
         self._coalesced_works: list[dist.Work] | None = None
+        self._payload_tags = point_to_point.PayloadTags()
         register_device_backend(self, "neuron", self._gloo)
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
@@ -449,30 +449,28 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("send", tensors):
             return self._gloo.send(tensors, dst, tag)
         device = staging.check_tensors("send", tensors)
+        point_to_point.check_tag("send", tag)
+        (tensor,) = tensors  # c10d passes one tensor
         with launch_records.collective("send", device, staging.nbytes(tensors)):
-            hosts = [staging.to_host(tensor) for tensor in tensors]
-            work = self._gloo.send(hosts, dst, tag)
-        # gloo reads the host copies until the send completes: the work keeps them.
-        return _PointToPointWork(work, hosts.clear)
+            return point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         if self._on_cpu("recv", tensors):
             return self._gloo.recv(tensors, src, tag)
-        device = staging.check_tensors("recv", tensors)
-        hosts = [staging.empty_host(tensor) for tensor in tensors]
-        with launch_records.collective("recv", device, staging.nbytes(tensors)):
-            work = self._gloo.recv(hosts, src, tag)
-        return _PointToPointWork(work, lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))))
+        return self._staged_receive(tensors, src, tag)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
         """``recv`` from whichever rank sends first; the work's ``_source_rank()`` names it."""
         if self._on_cpu("recv", tensors):
             return self._gloo.recv_anysource(tensors, tag)
+        return self._staged_receive(tensors, None, tag)
+
+    def _staged_receive(self, tensors: list[torch.Tensor], src: int | None, tag: int) -> dist.Work:
         device = staging.check_tensors("recv", tensors)
-        hosts = [staging.empty_host(tensor) for tensor in tensors]
+        point_to_point.check_tag("recv", tag)
+        (tensor,) = tensors  # c10d passes one tensor
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
-            work = self._gloo.recv_anysource(hosts, tag)
-        return _PointToPointWork(work, lambda: staging.copy_back(list(zip(tensors, hosts, strict=True))))
+            return point_to_point.StagedReceive(self._gloo, tensor, src, tag)
 
     def _start_coalescing(self, device: torch.device) -> None:
         """``_coalescing_manager(group, device)``: the collectives issued until ``_end_coalescing``
@@ -488,39 +486,6 @@ class NeuronProcessGroup(dist.ProcessGroup):
         gloo_opts = dist.BarrierOptions()
         gloo_opts.timeout = opts.timeout
         return self._gloo.barrier(gloo_opts)
-
-
-class _PointToPointWork(dist.Work):
-    """The work of a host-staged send or receive: gloo's own point-to-point work has no future, so
-    ``finish`` (the copy back of a receive; releasing a send's host copies) runs in ``wait()``."""
-
-    def __init__(self, work: dist.Work, finish: Finish) -> None:
-        super().__init__()
-        self._work = work
-        self._finish: Finish | None = finish
-        self._lock = threading.Lock()
-
-    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        # gloo's receive work waits for a new message at every wait(): wait for it once only.
-        with self._lock:
-            if self._finish is not None:
-                if timeout is None or timeout == datetime.timedelta(0):
-                    self._work.wait()
-                else:
-                    self._work.wait(timeout)
-                finish, self._finish = self._finish, None
-                finish()
-        return True
-
-    def is_completed(self) -> bool:
-        return self._finish is None
-
-    def is_success(self) -> bool:
-        return self._finish is None
-
-    def _source_rank(self) -> int:
-        """The rank a receive got its data from (after ``wait()``), as gloo's work tells it."""
-        return self._work._source_rank()
 
 
 def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:

@@ -11,7 +11,7 @@ import datetime
 
 import torch.distributed as dist
 
-from torch_neuronx._compat.distributed_internals import backend_registered
+from torch_neuronx._compat.distributed_internals import backend_registered, device_id_being_bound
 
 __all__ = ["BACKEND", "register"]
 
@@ -21,12 +21,17 @@ BACKEND = "neuron"
 
 def _create(store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> dist.ProcessGroup:
     """The backend's creator (``Backend.register_backend``): the group of this process, whose
-    current core becomes that of its ``LOCAL_RANK``."""
+    current core becomes that of its ``LOCAL_RANK``, bound to the ``device_id`` that
+    ``init_process_group`` was given (as NCCL's group is: ``bound_device_id``)."""
     from torch_neuronx.distributed import devices
     from torch_neuronx.distributed.process_group import NeuronProcessGroup
 
     devices.set_core_for_local_rank()
-    return NeuronProcessGroup(store, rank, size, timeout)
+    group = NeuronProcessGroup(store, rank, size, timeout)
+    device_id = device_id_being_bound()
+    if device_id is not None:
+        group.bound_device_id = device_id
+    return group
 
 
 def register() -> None:

@@ -1,0 +1,210 @@
+"""Host-staged send and receive that check what they carry: a header before every payload.
+
+gloo's receive trusts its caller: a message larger than the receive buffer aborts the process
+("Received data size doesn't match expected size", a C++ ``terminate``), and a smaller one fills a
+prefix of it and leaves the rest as it was (a wrong value). NCCL requires the count and datatype of
+a send to match its receive too, but the neuron group must not crash the interpreter or return
+garbage when they do not. So every send of a neuron tensor is two gloo messages:
+
+- a header (:data:`HEADER_ELEMENTS` int64s on the user's tag): the payload's tag, dtype, element
+  count and shape;
+- the payload (the host copy of the tensor) on a tag of its own, unique per sender and receiver.
+
+A receive posts its header receive at once and, in a background thread, posts the payload receive
+as soon as the header arrives: into the receive tensor's host buffer when the header matches it,
+otherwise into a scratch buffer of the payload's size (so the sender completes and the channel
+stays clean), and ``wait()`` then raises naming both sides. Posting from a thread, not in
+``wait()``, keeps gloo's progress rule: a send completes once its receive is posted, whether or not
+the receiver has waited yet (``isend``; ``recv``; ``wait`` rings rely on it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import threading
+import zlib
+from collections import defaultdict
+
+import torch
+import torch.distributed as dist
+
+from torch_neuronx.distributed import agreement, staging
+
+__all__ = ["HEADER_ELEMENTS", "MAX_USER_TAG", "PayloadTags", "StagedReceive", "StagedSend", "check_tag"]
+
+#: Header layout: payload tag, dtype code, element count, byte count, number of dims, the first
+#: ``_SHAPE_DIMS`` sizes (-1 past the last), and a checksum of the whole shape.
+_SHAPE_DIMS = 6
+HEADER_ELEMENTS = 5 + _SHAPE_DIMS + 1
+
+#: Tags at and above this carry payloads; a user's tag must be below it.
+MAX_USER_TAG = 2**30 - 1
+_PAYLOAD_TAGS = 2**29
+
+
+def check_tag(operation: str, tag: int) -> None:
+    """Raises ``ValueError`` for a tag the neuron group's payload tags would collide with."""
+    if not 0 <= tag <= MAX_USER_TAG:
+        raise ValueError(
+            f"neuron {operation}: tag {tag} is out of range; the neuron process group takes tags from 0 to "
+            f"{MAX_USER_TAG} (it carries each payload on a tag of its own above them)"
+        )
+
+
+def _header(payload_tag: int, tensor: torch.Tensor) -> torch.Tensor:
+    shape = list(tensor.shape)
+    dims = (shape + [-1] * _SHAPE_DIMS)[:_SHAPE_DIMS]
+    checksum = zlib.crc32(repr(shape).encode())
+    return torch.tensor(
+        [payload_tag, agreement.dtype_code(tensor.dtype), tensor.numel(), staging.nbytes([tensor]), len(shape)]
+        + dims
+        + [checksum],
+        dtype=torch.int64,
+    )
+
+
+def _describe(header: list[int]) -> str:
+    _, code, numel, _, ndim, *rest = header
+    dims = rest[:_SHAPE_DIMS]
+    shape = f"({', '.join(map(str, dims[:ndim]))}{',' if ndim == 1 else ''})" if ndim <= _SHAPE_DIMS else f"{ndim} dims"
+    return f"{agreement.dtype_name(code)} of shape {shape} ({numel} elements)"
+
+
+class PayloadTags:
+    """Payload tags per peer: each (sender, receiver) pair counts its own, so they stay unique."""
+
+    def __init__(self) -> None:
+        self._counters: dict[int, itertools.count] = defaultdict(itertools.count)
+        self._lock = threading.Lock()
+
+    def next(self, peer: int) -> int:
+        with self._lock:
+            return MAX_USER_TAG + 1 + next(self._counters[peer]) % _PAYLOAD_TAGS
+
+
+class StagedSend(dist.Work):
+    """A send of one neuron tensor: its header and its host copy, both posted at once.
+
+    Args:
+        gloo: the group's gloo process group.
+        tensor: the neuron tensor to send.
+        dst: the receiver's rank in the group.
+        tag: the user's tag (matched against the receiver's).
+        tags: the group's payload tags (each process group keeps its own).
+    """
+
+    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, dst: int, tag: int, tags: PayloadTags) -> None:
+        super().__init__()
+        payload_tag = tags.next(dst)
+        # gloo reads these until the sends complete: the work keeps them.
+        self._buffers = [_header(payload_tag, tensor), staging.to_host(tensor)]
+        self._works = [
+            gloo.send([self._buffers[0]], dst, tag),
+            gloo.send([self._buffers[1]], dst, payload_tag),
+        ]
+        self._done = False
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        with self._lock:
+            if not self._done:
+                for work in self._works:
+                    _wait(work, timeout)
+                self._done = True
+                self._buffers.clear()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+    def is_success(self) -> bool:
+        return self._done
+
+
+class StagedReceive(dist.Work):
+    """A receive into one neuron tensor (any layout), checked against the sender's header.
+
+    Args:
+        gloo: the group's gloo process group.
+        tensor: the neuron tensor to receive into.
+        src: the sender's rank in the group, or ``None`` for whichever rank sends first.
+        tag: the user's tag.
+
+    ``wait()`` raises ``RuntimeError`` when the sender's tensor differs from ``tensor`` in dtype or
+    shape (``tensor`` keeps its values), and gloo's error when the sender never comes.
+    """
+
+    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, src: int | None, tag: int) -> None:
+        super().__init__()
+        self._gloo = gloo
+        self._tensor = tensor
+        self._host = staging.empty_host(tensor)
+        self._expected = _header(0, tensor)
+        self._header = torch.empty(HEADER_ELEMENTS, dtype=torch.int64)
+        if src is None:
+            header_work = gloo.recv_anysource([self._header], tag)
+        else:
+            header_work = gloo.recv([self._header], src, tag)
+        self._source = src
+        self._payload: dist.Work | None = None
+        self._mismatch: str | None = None
+        self._error: BaseException | None = None
+        self._done = False
+        self._lock = threading.Lock()
+        self._posted = threading.Thread(target=self._post_payload, args=(header_work,), name="neuron-recv", daemon=True)
+        self._posted.start()
+
+    def _post_payload(self, header_work: dist.Work) -> None:
+        try:
+            header_work.wait()
+            if self._source is None:
+                self._source = header_work._source_rank()
+            header = self._header.tolist()
+            if header[1:] == self._expected.tolist()[1:]:
+                buffer = self._host
+            else:
+                self._mismatch = _describe(header)
+                buffer = torch.empty(header[3], dtype=torch.uint8)
+            self._payload = self._gloo.recv([buffer], self._source, header[0])
+        except BaseException as error:  # noqa: BLE001 (raised again by wait())
+            self._error = error
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        with self._lock:
+            if self._done:
+                return True
+            self._posted.join()
+            if self._error is not None:
+                raise self._error
+            # gloo's receive work waits for a new message at every wait(): wait for it once only.
+            _wait(self._payload, timeout)
+            self._done = True
+            if self._mismatch is not None:
+                raise RuntimeError(
+                    f"neuron recv: rank {self._source} sent {self._mismatch}, but the receive tensor is "
+                    f"{_describe(self._expected.tolist())}; a send and its receive must have the same dtype "
+                    "and shape (the receive tensor is unchanged)"
+                )
+            staging.copy_back([(self._tensor, self._host)])
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+    def is_success(self) -> bool:
+        return self._done and self._mismatch is None
+
+    def _source_rank(self) -> int:
+        """The rank the receive got its data from (after ``wait()``)."""
+        self._posted.join()
+        if self._source is None:
+            raise RuntimeError("neuron recv: the source rank is known once the header has arrived")
+        return self._source
+
+
+def _wait(work: dist.Work, timeout: datetime.timedelta | None) -> None:
+    if timeout is None or timeout == datetime.timedelta(0):
+        work.wait()
+    else:
+        work.wait(timeout)
