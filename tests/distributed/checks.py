@@ -576,6 +576,9 @@ def _cpu_tensor(rank: int, world_size: int) -> None:
         assert "tensors must be neuron and dense" in str(error), error
     else:
         raise AssertionError("a CPU tensor on a neuron-only group did not raise")
+    # The raise needs no peer: without a barrier one rank may tear the group down while the other is
+    # still connecting to it (gloo's "Connection closed by peer" on a loaded machine).
+    dist.barrier(group=group)
     dist.destroy_process_group(group)
 
 
