@@ -369,6 +369,23 @@ def _reduce_scatter(rank: int, world_size: int) -> None:
     assert_close(output.cpu(), expected)
 
 
+@check("functional_collectives")
+def _functional_collectives(rank: int, world_size: int) -> None:
+    # The collectives DTensor and torch.compile'd code use (torch.distributed._functional_collectives):
+    # each returns a new tensor, waited on its first use.
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+    cpu = make_input((world_size * 2, 3), torch.float32, rank)
+    neuron = cpu.to("neuron")
+    expected_sum = sum(make_input((world_size * 2, 3), torch.float32, r) for r in range(world_size))
+    assert_close(funcol.all_reduce(neuron, "sum", group).cpu(), expected_sum)
+    gathered = torch.cat([make_input((world_size * 2, 3), torch.float32, r) for r in range(world_size)])
+    assert_close(funcol.all_gather_single(neuron, 0, group).cpu(), gathered)
+    assert_close(funcol.reduce_scatter_single(neuron, "sum", 0, group).cpu(), expected_sum[2 * rank : 2 * rank + 2])
+    assert_close(neuron.cpu(), cpu)  # the input is not written
+
+
 # ------------------------------------------------------------------------------------------ all-to-all
 
 
