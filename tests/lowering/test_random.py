@@ -278,6 +278,51 @@ def test_dropout_module_in_training_is_native():
     assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_rrelu_training_scales_non_positive_values_by_its_noise(dtype):
+    # CUDA computes rrelu in float16 and bfloat16 too; the CPU has no float16 kernel.
+    x = torch.randn(N, dtype=dtype)
+    x[0] = 0
+    leaf = x.to("neuron").requires_grad_()
+    out = F.rrelu(leaf, 0.1, 0.3, training=True)
+    out.sum().backward()
+    assert torch_neuronx.get_fallback_ops() == {}
+    out, grad = out.detach().cpu(), leaf.grad.cpu()
+    negative = x <= 0
+    torch.testing.assert_close(out[~negative], x[~negative], rtol=0, atol=0)
+    torch.testing.assert_close(grad[~negative], torch.ones_like(grad[~negative]), rtol=0, atol=0)
+    slopes = grad[negative].float()  # the backward multiplies by the noise: the drawn slopes
+    assert 0.1 <= slopes.min().item() and slopes.max().item() <= 0.3 * (1 + torch.finfo(dtype).eps)
+    assert slopes.mean().item() == pytest.approx(0.2, abs=0.005)
+    torch.testing.assert_close(out[negative], (x[negative].float() * slopes).to(dtype))
+
+
+def test_rrelu_eval_is_a_leaky_relu_and_the_in_place_form_writes_its_input():
+    x = torch.randn(64, 8)
+    torch.testing.assert_close(F.rrelu(x.to("neuron"), 0.1, 0.3).cpu(), F.rrelu(x, 0.1, 0.3))
+    inplace = x.to("neuron")
+    returned = F.rrelu(inplace, 0.1, 0.3, training=True, inplace=True)
+    assert returned is inplace
+    written = inplace.cpu()
+    torch.testing.assert_close(written[x > 0], x[x > 0])
+    assert ((written[x < 0] / x[x < 0]) >= 0.1 - 1e-6).all() and ((written[x < 0] / x[x < 0]) <= 0.3 + 1e-6).all()
+    noise = torch.full((64, 8), 7.0, device="neuron")
+    torch.ops.aten.rrelu_with_noise(x.to("neuron"), noise, 0.1, 0.3, False)
+    torch.testing.assert_close(noise.cpu(), torch.full((64, 8), 7.0))  # evaluation leaves the noise alone
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_rrelu_raises_the_cpu_errors():
+    x = torch.randn(6, device="neuron")
+    with pytest.raises(RuntimeError, match=r"noise tensor shape must match self tensor shape. Got self.shape = \[6\]"):
+        torch.ops.aten.rrelu_with_noise(x, torch.empty(4, device="neuron"), 0.1, 0.3, True)
+    with pytest.raises(RuntimeError, match="Expected from <= to to be true"):
+        torch.ops.aten.rrelu_with_noise(x, torch.empty(6, device="neuron"), 0.5, 0.1, True)
+    integers = torch.ones(3, dtype=torch.int32, device="neuron")
+    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+        torch.ops.aten.rrelu_with_noise(integers, integers.clone(), 0.1, 0.3, True)
+
+
 # --- views and in-place semantics ---------------------------------------------------------------
 
 

@@ -44,6 +44,8 @@ FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
     aten._batch_norm_with_update.default: aten._batch_norm_with_update_functional.default,
     aten.conj_physical.out: aten._conj_physical.default,
     aten.conj_physical_.default: aten._conj_physical.default,
+    aten.rrelu_with_noise.default: aten.rrelu_with_noise_functional.default,
+    aten.rrelu_with_noise_.default: aten.rrelu_with_noise_functional.default,
 }
 
 #: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.

@@ -153,6 +153,34 @@ def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
 # --- discrete distributions ----------------------------------------------------------------------
 
 
+@lowering(aten.rrelu_with_noise_functional.default, random=True, static=("lower", "upper"))
+def rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, rng_key):
+    """F.rrelu (randomized leaky ReLU, Xu et al. 2015), returning (output, noise).
+
+    Training: each element ``x <= 0`` is scaled by ``r ~ U[lower, upper)`` drawn in float32 (the
+    product rounds once to ``self``'s dtype, as CUDA's kernel computes in its accumulate type) and
+    ``noise`` records ``r``, elsewhere 1 (what the backward multiplies by). Evaluation: a leaky ReLU
+    of slope ``(lower + upper) / 2``, ``noise`` unchanged. Checks and errors are the CPU kernel's."""
+    _require_floating(self, "\"rrelu_with_noise_out_cpu\" not implemented for '{dtype}'", NotImplementedError)
+    if tuple(noise.shape) != tuple(self.shape):
+        raise RuntimeError(
+            "noise tensor shape must match self tensor shape. "
+            f"Got self.shape = {list(self.shape)} noise.shape = {list(noise.shape)}"
+        )
+    if not training:
+        slope = _scalar((lower + upper) / 2, _sample_dtype(self.dtype))
+        scaled = (self.astype(slope.dtype) * slope).astype(self.dtype)
+        return jnp.where(self > 0, self, scaled), noise
+    if lower > upper:
+        raise RuntimeError("Expected from <= to to be true, but got false.")
+    dtype = _sample_dtype(self.dtype)
+    low, high = _scalar(lower, dtype), _scalar(upper, dtype)
+    slopes = _uniform(rng_key, self.shape) * (high - low) + low
+    negative = self <= 0
+    output = jnp.where(negative, (self.astype(dtype) * slopes).astype(self.dtype), self)
+    return output, jnp.where(negative, slopes, 1).astype(noise.dtype)
+
+
 def _bernoulli(rng_key, shape, p) -> jax.Array:
     """1 with probability ``p`` (broadcast to ``shape``), else 0, as bool."""
     return _uniform(rng_key, shape) < p.astype(jnp.float32)

@@ -144,7 +144,4 @@ _HALF_FFT = (
 CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {
     ("sin", torch.complex32): _NO_COMPLEX32,
     ("fft.fft", torch.float16): _HALF_FFT,
-    ("nn.functional.rrelu", torch.float16): (
-        "rrelu_with_noise has no lowering and falls back to the CPU, which has no float16 kernel"
-    ),
 }
