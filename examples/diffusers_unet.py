@@ -1,0 +1,156 @@
+"""A Diffusers UNet from a config: sampling with a pipeline and a training step, on neuron and CPU.
+
+``UNet2DModel`` is built from a small config with seeded random weights (no download). Sampling
+is ``DDIMPipeline`` (the UNet with a ``DDIMScheduler``) for a few denoising steps from seeded
+noise; training is Diffusers' usual noise-prediction step: ``DDPMScheduler.add_noise`` at random
+timesteps, the UNet predicts the noise, MSE loss, backward, AdamW. The same code runs on both
+devices; only ``device`` differs. The pipeline draws its noise from a CPU ``torch.Generator``, so
+both devices start from the same latents.
+
+    python -m examples.diffusers_unet       # neuron against the CPU, with the differences
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """One model and run size.
+
+    Attributes:
+        image: image side in pixels (3 channels); ``channels``: the two blocks' widths.
+        batch: images per pipeline call and per training step.
+        inference_steps: DDIM denoising steps of the pipeline.
+    """
+
+    image: int
+    channels: tuple[int, int]
+    batch: int
+    inference_steps: int
+
+
+SIZES = {
+    "main": Size(image=32, channels=(32, 64), batch=4, inference_steps=10),
+    "tiny": Size(image=16, channels=(16, 32), batch=2, inference_steps=1),
+}
+
+
+@dataclasses.dataclass
+class DiffusionRun:
+    """What one run produced, on the CPU whatever the device.
+
+    Attributes:
+        device: where it ran.
+        images: the pipeline's samples, (batch, 3, image, image) float32 in [0, 1].
+        loss: the training step's MSE loss.
+        grads: each UNet parameter's gradient from that step, by name.
+        updated: each UNet parameter after the AdamW step, by name.
+        sample_seconds: wall time of the pipeline call; ``train_seconds``: of the training step.
+    """
+
+    device: str
+    images: torch.Tensor
+    loss: float
+    grads: dict[str, torch.Tensor]
+    updated: dict[str, torch.Tensor]
+    sample_seconds: float
+    train_seconds: float
+
+
+def build_unet(size: Size):
+    """A ``UNet2DModel`` with one plain and one attention block each way, seeded weights, on the CPU."""
+    from diffusers import UNet2DModel
+
+    torch.manual_seed(0)
+    return UNet2DModel(
+        sample_size=size.image,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=size.channels,
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+    )
+
+
+def run(device: str, size: Size) -> DiffusionRun:
+    """Sample with ``DDIMPipeline`` and take one training step, both on ``device``."""
+    from diffusers import DDIMPipeline, DDIMScheduler, DDPMScheduler
+    from diffusers.utils import logging as diffusers_logging
+
+    diffusers_logging.disable_progress_bar()
+    unet = build_unet(size).to(device)
+    pipeline = DDIMPipeline(unet=unet, scheduler=DDIMScheduler(num_train_timesteps=1000))
+    pipeline.set_progress_bar_config(disable=True)
+    start = time.perf_counter()
+    images = pipeline(
+        batch_size=size.batch,
+        generator=torch.Generator().manual_seed(1),
+        num_inference_steps=size.inference_steps,
+        output_type="np",
+    ).images
+    sample_seconds = time.perf_counter() - start
+
+    noise_scheduler = DDPMScheduler(num_train_timesteps=1000)
+    generator = torch.Generator().manual_seed(2)
+    clean = torch.rand(size.batch, 3, size.image, size.image, generator=generator) * 2 - 1
+    noise = torch.randn(clean.shape, generator=generator)
+    timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (size.batch,), generator=generator)
+    optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-3)
+    unet.train()
+    start = time.perf_counter()
+    clean, noise, timesteps = clean.to(device), noise.to(device), timesteps.to(device)
+    noisy = noise_scheduler.add_noise(clean, noise, timesteps)
+    prediction = unet(noisy, timesteps).sample
+    loss = torch.nn.functional.mse_loss(prediction, noise)
+    loss.backward()
+    grads = {name: p.grad.cpu() for name, p in unet.named_parameters()}
+    optimizer.step()
+    loss_value = loss.item()
+    train_seconds = time.perf_counter() - start
+    updated = {name: p.detach().cpu() for name, p in unet.named_parameters()}
+    return DiffusionRun(
+        device,
+        torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
+        loss_value,
+        grads,
+        updated,
+        sample_seconds,
+        train_seconds,
+    )
+
+
+def max_gradient_difference(cpu: DiffusionRun, neuron: DiffusionRun) -> float:
+    """The largest absolute gradient difference, relative to the largest CPU gradient."""
+    largest = max(g.abs().max().item() for g in cpu.grads.values())
+    return max((cpu.grads[n] - neuron.grads[n]).abs().max().item() for n in cpu.grads) / largest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="main", choices=sorted(SIZES))
+    args = parser.parse_args()
+    size = SIZES[args.size]
+    cpu = run("cpu", size)
+    neuron = run("neuron", size)
+    for result in (cpu, neuron):
+        print(
+            f"{result.device:7} {size.inference_steps} DDIM steps {result.sample_seconds:.2f} s, "
+            f"training step loss {result.loss:.6f} in {result.train_seconds:.2f} s"
+        )
+    print(f"max |image difference| {(cpu.images - neuron.images).abs().max().item():.2e}")
+    print(f"|loss difference| {abs(cpu.loss - neuron.loss):.2e}")
+    print(f"max |gradient difference| / max |gradient| {max_gradient_difference(cpu, neuron):.2e}")
+    weights = max((cpu.updated[n] - neuron.updated[n]).abs().max().item() for n in cpu.updated)
+    print(f"max |weight difference| after AdamW {weights:.2e}")
+
+
+if __name__ == "__main__":
+    main()
