@@ -42,25 +42,20 @@ SIZES = {
 
 
 @dataclasses.dataclass
-class DiffusionRun:
-    """What one run produced, on the CPU whatever the device.
+class TrainStep:
+    """One training step's results, on the CPU whatever the device.
 
     Attributes:
-        device: where it ran.
-        images: the pipeline's samples, (batch, 3, image, image) float32 in [0, 1].
-        loss: the training step's MSE loss.
-        grads: each UNet parameter's gradient from that step, by name.
+        loss: the MSE between the predicted and the added noise.
+        grads: each UNet parameter's gradient, by name.
         updated: each UNet parameter after the AdamW step, by name.
-        sample_seconds: wall time of the pipeline call; ``train_seconds``: of the training step.
+        seconds: wall time of the step.
     """
 
-    device: str
-    images: torch.Tensor
     loss: float
     grads: dict[str, torch.Tensor]
     updated: dict[str, torch.Tensor]
-    sample_seconds: float
-    train_seconds: float
+    seconds: float
 
 
 def build_unet(size: Size):
@@ -80,14 +75,12 @@ def build_unet(size: Size):
     )
 
 
-def run(device: str, size: Size) -> DiffusionRun:
-    """Sample with ``DDIMPipeline`` and take one training step, both on ``device``."""
-    from diffusers import DDIMPipeline, DDIMScheduler, DDPMScheduler
-    from diffusers.utils import logging as diffusers_logging
+def sample(device: str, size: Size) -> tuple[torch.Tensor, float]:
+    """``DDIMPipeline`` on ``device`` for ``size.inference_steps`` steps from seeded noise: the images,
+    (batch, 3, image, image) float32 in [0, 1] on the CPU, and the call's wall time in seconds."""
+    from diffusers import DDIMPipeline, DDIMScheduler
 
-    diffusers_logging.disable_progress_bar()
-    unet = build_unet(size).to(device)
-    pipeline = DDIMPipeline(unet=unet, scheduler=DDIMScheduler(num_train_timesteps=1000))
+    pipeline = DDIMPipeline(unet=build_unet(size), scheduler=DDIMScheduler(num_train_timesteps=1000)).to(device)
     pipeline.set_progress_bar_config(disable=True)
     start = time.perf_counter()
     images = pipeline(
@@ -96,15 +89,20 @@ def run(device: str, size: Size) -> DiffusionRun:
         num_inference_steps=size.inference_steps,
         output_type="np",
     ).images
-    sample_seconds = time.perf_counter() - start
+    return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), time.perf_counter() - start
 
+
+def train_step(device: str, size: Size) -> TrainStep:
+    """One noise-prediction training step of the UNet on ``device`` (AdamW, lr 1e-3)."""
+    from diffusers import DDPMScheduler
+
+    unet = build_unet(size).to(device).train()
     noise_scheduler = DDPMScheduler(num_train_timesteps=1000)
     generator = torch.Generator().manual_seed(2)
     clean = torch.rand(size.batch, 3, size.image, size.image, generator=generator) * 2 - 1
     noise = torch.randn(clean.shape, generator=generator)
     timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (size.batch,), generator=generator)
     optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-3)
-    unet.train()
     start = time.perf_counter()
     clean, noise, timesteps = clean.to(device), noise.to(device), timesteps.to(device)
     noisy = noise_scheduler.add_noise(clean, noise, timesteps)
@@ -114,20 +112,11 @@ def run(device: str, size: Size) -> DiffusionRun:
     grads = {name: p.grad.cpu() for name, p in unet.named_parameters()}
     optimizer.step()
     loss_value = loss.item()
-    train_seconds = time.perf_counter() - start
-    updated = {name: p.detach().cpu() for name, p in unet.named_parameters()}
-    return DiffusionRun(
-        device,
-        torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
-        loss_value,
-        grads,
-        updated,
-        sample_seconds,
-        train_seconds,
-    )
+    seconds = time.perf_counter() - start
+    return TrainStep(loss_value, grads, {name: p.detach().cpu() for name, p in unet.named_parameters()}, seconds)
 
 
-def max_gradient_difference(cpu: DiffusionRun, neuron: DiffusionRun) -> float:
+def max_gradient_difference(cpu: TrainStep, neuron: TrainStep) -> float:
     """The largest absolute gradient difference, relative to the largest CPU gradient."""
     largest = max(g.abs().max().item() for g in cpu.grads.values())
     return max((cpu.grads[n] - neuron.grads[n]).abs().max().item() for n in cpu.grads) / largest
@@ -138,18 +127,20 @@ def main() -> None:
     parser.add_argument("--size", default="main", choices=sorted(SIZES))
     args = parser.parse_args()
     size = SIZES[args.size]
-    cpu = run("cpu", size)
-    neuron = run("neuron", size)
-    for result in (cpu, neuron):
+    images = {device: sample(device, size) for device in ("cpu", "neuron")}
+    steps = {device: train_step(device, size) for device in ("cpu", "neuron")}
+    for device in ("cpu", "neuron"):
         print(
-            f"{result.device:7} {size.inference_steps} DDIM steps {result.sample_seconds:.2f} s, "
-            f"training step loss {result.loss:.6f} in {result.train_seconds:.2f} s"
+            f"{device:7} {size.inference_steps} DDIM steps {images[device][1]:.2f} s, "
+            f"training step loss {steps[device].loss:.6f} in {steps[device].seconds:.2f} s"
         )
-    print(f"max |image difference| {(cpu.images - neuron.images).abs().max().item():.2e}")
+    cpu, neuron = steps["cpu"], steps["neuron"]
+    print(f"max |image difference| {(images['cpu'][0] - images['neuron'][0]).abs().max().item():.2e}")
     print(f"|loss difference| {abs(cpu.loss - neuron.loss):.2e}")
     print(f"max |gradient difference| / max |gradient| {max_gradient_difference(cpu, neuron):.2e}")
-    weights = max((cpu.updated[n] - neuron.updated[n]).abs().max().item() for n in cpu.updated)
-    print(f"max |weight difference| after AdamW {weights:.2e}")
+    weights = {n: (cpu.updated[n] - neuron.updated[n]).abs().max().item() for n in cpu.updated}
+    worst = max(weights, key=weights.get)
+    print(f"max |weight difference| after AdamW {weights[worst]:.2e} ({worst})")
 
 
 if __name__ == "__main__":
