@@ -124,8 +124,8 @@ def test_timm_model_forward_and_backward_match_cpu(name):
     neuron = timm_models.run(name, "neuron", compile=compile)
     assert torch_neuronx.get_fallback_ops() == {}
     # Training-mode batch norm over 4 images of 1x1 or 2x2 pixels in the last stages is ill-conditioned:
-    # the CPU's own float32 result is 9e-4 from float64's for efficientnet_b0.
-    tolerance = 3e-3 if name == "efficientnet_b0" else 1e-4
+    # efficientnet_b0's float32 logits are 8.7e-4 from float64's on the CPU, 7.6e-4 on neuron.
+    tolerance = 2e-3 if name == "efficientnet_b0" else 1e-4
     torch.testing.assert_close(neuron.logits, cpu.logits, rtol=tolerance, atol=tolerance)
     largest = max(g.abs().max().item() for g in cpu.grads.values())
     assert cpu.grads.keys() == neuron.grads.keys()
