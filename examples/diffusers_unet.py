@@ -4,7 +4,8 @@
 is ``DDIMPipeline`` (the UNet with a ``DDIMScheduler``) for a few denoising steps from seeded
 noise; training is Diffusers' usual noise-prediction step: ``DDPMScheduler.add_noise`` at random
 timesteps, the UNet predicts the noise, MSE loss, backward, AdamW. The same code runs on both
-devices; only ``device`` differs. The pipeline draws its noise from a CPU ``torch.Generator``, so
+devices; only ``device`` differs. A small ``DiTTransformer2DModel`` takes the same kind of step
+(:func:`dit_step`). The pipeline draws its noise from a CPU ``torch.Generator``, so
 both devices start from the same latents.
 
     python -m examples.diffusers_unet       # neuron against the CPU, with the differences
@@ -116,6 +117,44 @@ def train_step(device: str, size: Size) -> TrainStep:
     return TrainStep(loss_value, grads, {name: p.detach().cpu() for name, p in unet.named_parameters()}, seconds)
 
 
+def dit_step(device: str) -> TrainStep:
+    """Forward and backward of a two-layer ``DiTTransformer2DModel`` (class-conditional, adaLN-Zero) on
+    (2, 4, 8, 8) latents, with an AdamW step (lr 1e-3).
+
+    The model stays in eval mode: in training mode DiT drops 10% of the class labels (for
+    classifier-free guidance) with ``torch.rand`` on the labels' device, whose generator on neuron
+    is the core's Philox stream, as on CUDA, so other labels drop than on the CPU.
+    """
+    from diffusers import DiTTransformer2DModel
+
+    torch.manual_seed(0)
+    model = DiTTransformer2DModel(
+        num_attention_heads=2,
+        attention_head_dim=16,
+        in_channels=4,
+        out_channels=4,
+        num_layers=2,
+        sample_size=8,
+        patch_size=2,
+        num_embeds_ada_norm=10,
+    )
+    model = model.to(device).eval()
+    generator = torch.Generator().manual_seed(3)
+    latents = torch.randn(2, 4, 8, 8, generator=generator)
+    noise = torch.randn(latents.shape, generator=generator)
+    timesteps, labels = torch.tensor([10, 500]), torch.tensor([1, 7])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    prediction = model(latents.to(device), timestep=timesteps.to(device), class_labels=labels.to(device)).sample
+    loss = torch.nn.functional.mse_loss(prediction, noise.to(device))
+    loss.backward()
+    grads = {name: p.grad.cpu() for name, p in model.named_parameters() if p.grad is not None}
+    optimizer.step()
+    loss_value = loss.item()
+    seconds = time.perf_counter() - start
+    return TrainStep(loss_value, grads, {name: p.detach().cpu() for name, p in model.named_parameters()}, seconds)
+
+
 def max_gradient_difference(cpu: TrainStep, neuron: TrainStep) -> float:
     """The largest absolute gradient difference, relative to the largest CPU gradient."""
     largest = max(g.abs().max().item() for g in cpu.grads.values())
@@ -141,6 +180,11 @@ def main() -> None:
     weights = {n: (cpu.updated[n] - neuron.updated[n]).abs().max().item() for n in cpu.updated}
     worst = max(weights, key=weights.get)
     print(f"max |weight difference| after AdamW {weights[worst]:.2e} ({worst})")
+    dit = {device: dit_step(device) for device in ("cpu", "neuron")}
+    print(
+        f"DiT: |loss difference| {abs(dit['cpu'].loss - dit['neuron'].loss):.2e}, max |gradient difference| / "
+        f"max |gradient| {max_gradient_difference(dit['cpu'], dit['neuron']):.2e}"
+    )
 
 
 if __name__ == "__main__":

@@ -70,13 +70,19 @@ def test_diffusers_ddim_pipeline_matches_cpu(size):
 
 
 @full
-def test_diffusers_training_step_matches_cpu():
-    size = diffusers_unet.SIZES["tiny"]
-    cpu = diffusers_unet.train_step("cpu", size)
-    torch_neuronx.clear_op_tracking()
-    neuron = diffusers_unet.train_step("neuron", size)
+@pytest.mark.parametrize("model", ["unet", "dit"])
+def test_diffusers_training_step_matches_cpu(model):
+    if model == "unet":
+        cpu = diffusers_unet.train_step("cpu", diffusers_unet.SIZES["tiny"])
+        torch_neuronx.clear_op_tracking()
+        neuron = diffusers_unet.train_step("neuron", diffusers_unet.SIZES["tiny"])
+    else:
+        cpu = diffusers_unet.dit_step("cpu")
+        torch_neuronx.clear_op_tracking()
+        neuron = diffusers_unet.dit_step("neuron")
     assert torch_neuronx.get_fallback_ops() == {}
     torch.testing.assert_close(neuron.loss, cpu.loss, rtol=1e-5, atol=1e-6)
+    assert cpu.grads.keys() == neuron.grads.keys()
     # Relative to the largest gradient: the attention's key biases have zero gradients in exact
     # arithmetic (softmax ignores a shift shared by all keys), so both devices hold rounding noise.
     largest = max(g.abs().max().item() for g in cpu.grads.values())
