@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test test-adaptive test-distributed lint bench coverage nki-sweep install clean
+.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -19,6 +19,9 @@ test-adaptive: install  ## The lowering tests and the OpInfo sample with adaptiv
 
 test-distributed: install  ## The full distributed suite: 2-process jobs, torchrun, faults (a few minutes).
 	TORCH_NEURONX_DISTRIBUTED_FULL=1 $(BIN)/python -m pytest -v tests/distributed
+
+test-ecosystem: install  ## PEFT, TRL, Diffusers, sentence-transformers and timm against the CPU, in full (minutes).
+	TORCH_NEURONX_ECOSYSTEM_FULL=1 $(BIN)/python -m pytest -v --durations=0 tests/workloads/test_ecosystem.py
 
 bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 	$(BIN)/python -m bench.eager_ops
