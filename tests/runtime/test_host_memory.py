@@ -2,53 +2,56 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
+import subprocess
+import sys
 
 import pytest
-import torch
 
 from torch_neuronx import _config
 from torch_neuronx.runtime import host_memory
 
+#: Run in a process of its own, where TORCH_NEURONX_PIN_MMAP_THRESHOLD=1 pins the threshold (a pin
+#: is for the whole process): allocates and frees a 16 MiB neuron buffer, which unpinned raises
+#: glibc's threshold past 1 MiB, then checks that a 1 MiB buffer is still a mapping of its own
+#: (``mallinfo2().hblkhd``: bytes in blocks mapped one by one), gone once the tensor is freed.
+_PINNED_PROCESS = """
+import ctypes
+import torch
 
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2`` (malloc.h): every field a size_t."""
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
 
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
-        + ("keepcost",)
-    ]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+mapped = lambda: libc.mallinfo2().hblkhd
+large = torch.ones(4 * 2**20, device="neuron")
+torch.neuron.synchronize()
+del large
+torch.neuron.synchronize()
+before = mapped()
+small = torch.full((2**18,), 3.0, device="neuron")
+torch.neuron.synchronize()
+held = mapped() - before
+torch.testing.assert_close(small.cpu(), torch.full((2**18,), 3.0))
+del small
+torch.neuron.synchronize()
+print("mapped while held", held, "after free", mapped() - before)
+"""
 
 
-def _mapped_bytes() -> int:
-    """Bytes glibc's malloc holds in blocks mapped one by one (``mallinfo2().hblkhd``)."""
-    library = ctypes.CDLL(None)
-    library.mallinfo2.restype = _MallInfo2
-    return library.mallinfo2().hblkhd
-
-
-@pytest.mark.skipif(
-    host_memory._glibc() is None or host_memory.user_set_threshold(os.environ) or not _config.pin_mmap_threshold(),
-    reason="glibc's mmap threshold is not pinned by the runtime here",
-)
-def test_buffer_allocated_after_a_larger_one_was_freed_is_still_mapped():
-    """Unpinned, freeing the 16 MiB buffer raises glibc's threshold past 1 MiB, and the 1 MiB buffer
-    comes from (and stays in) malloc's heaps; pinned, it is a mapping of its own, gone when freed."""
-    torch.ones(1, device="neuron").cpu()  # the runtime started
-    large = torch.ones(4 * 2**20, device="neuron")
-    torch.neuron.synchronize()
-    del large
-    torch.neuron.synchronize()
-    before = _mapped_bytes()
-    small = torch.full((2**18,), 3.0, device="neuron")  # 1 MiB
-    torch.neuron.synchronize()
-    assert _mapped_bytes() - before >= 2**20
-    torch.testing.assert_close(small.cpu(), torch.full((2**18,), 3.0))
-    del small
-    torch.neuron.synchronize()
-    assert _mapped_bytes() - before < 2**20
+@pytest.mark.skipif(host_memory._glibc() is None, reason="the pin is glibc's mallopt")
+def test_pinned_threshold_maps_buffers_after_a_larger_one_was_freed():
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    env["TORCH_NEURONX_PIN_MMAP_THRESHOLD"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _PINNED_PROCESS], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    words = done.stdout.split()
+    held, after_free = int(words[words.index("held") + 1]), int(words[-1])
+    assert held >= 2**20
+    assert after_free < 2**20
 
 
 def test_threshold_the_user_set_is_kept():
@@ -56,6 +59,12 @@ def test_threshold_the_user_set_is_kept():
     assert host_memory.user_set_threshold({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=1"})
     assert not host_memory.user_set_threshold({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
     assert not host_memory.user_set_threshold({})
+
+
+def test_threshold_is_left_alone_by_default(monkeypatch):
+    monkeypatch.delenv("TORCH_NEURONX_PIN_MMAP_THRESHOLD", raising=False)
+    assert not _config.pin_mmap_threshold()
+    assert not host_memory.pin_mmap_threshold()
 
 
 def test_malformed_setting_raises(monkeypatch):

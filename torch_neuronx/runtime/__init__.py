@@ -20,7 +20,8 @@ def started() -> bool:
 
 def start() -> None:
     """Starts the runtime once (JAX configured for the visible cores, the persistent executable
-    cache opened, glibc's mmap threshold pinned: runtime/host_memory.py); later calls return at once.
+    cache opened, glibc's mmap threshold pinned where asked: runtime/host_memory.py); later calls
+    return at once.
 
     Raises:
         ValueError: the core environment variables (or TORCH_NEURONX_PIN_MMAP_THRESHOLD) are malformed.

@@ -1,4 +1,4 @@
-"""Freed device buffers go back to the system: glibc's mmap threshold pinned at its default.
+"""Freed device buffers back to the system: glibc's mmap threshold pinned (opt-in).
 
 The emulated cores' buffers are host memory, which XLA's CPU runtime takes from glibc's malloc.
 glibc serves a request of at least its mmap threshold (128 KiB at start) with a memory mapping of
@@ -6,18 +6,19 @@ its own, unmapped when freed; but each time such a block is freed, glibc raises 
 that block's size (up to 32 MiB), so from then on blocks of that size come from its heaps, one
 per allocating thread (arenas), which keep freed memory for reuse and give it back to the system
 only from their top. A training step allocates its activations, gradients and optimizer state on
-XLA's threads, in a different order every step, and frees them from Python's: the heaps keep
-growing around the live blocks. On bench/llama_decoder's compiled training step this kept 400 MB
-that no buffer used (peak RSS 1,363 MB, 84 MB of live buffers; docs/compile.md, "Where the memory
-goes").
+XLA's threads, in a different order every step, and frees them from Python's: the heaps grow
+around the live blocks. On bench/llama_decoder's compiled training step they held about 400 MB
+that no buffer used (docs/compile.md, "Where the memory goes").
 
-At the start of the runtime, :func:`pin_mmap_threshold` sets the threshold to glibc's own default
-(``mallopt(M_MMAP_THRESHOLD, 128 KiB)``), which also stops it from rising: blocks of 128 KiB and more
-(every buffer of a few thousand elements or more) are mapped and unmapped, and a freed buffer's
-memory is the system's again at once. Blocks below it, most of the C++ and Python allocations, are
-served as before. Where the user set the threshold already (``MALLOC_MMAP_THRESHOLD_``, the
-``glibc.malloc.mmap_threshold`` tunable), with ``TORCH_NEURONX_PIN_MMAP_THRESHOLD=0``, or on a C
-library other than glibc, nothing is changed.
+With ``TORCH_NEURONX_PIN_MMAP_THRESHOLD=1``, :func:`pin_mmap_threshold` sets the threshold to
+glibc's own default at the start of the runtime (``mallopt(M_MMAP_THRESHOLD, 128 KiB)``), which also
+stops it from rising: blocks of 128 KiB and more (every buffer of 32,768 float32 elements or more)
+are mapped and unmapped, and a freed buffer's memory is the system's again at once. That memory is
+faulted in again, page by page, by the next buffer: on the same step, peak RSS 1,363 -> 955 MB, for
+100,000 more page faults (0.25 s more system CPU time) per step, which is why it is not the
+default. Blocks below the threshold, most of the C++ and Python allocations, are served as before.
+Where the user set the threshold already (``MALLOC_MMAP_THRESHOLD_``, the
+``glibc.malloc.mmap_threshold`` tunable), or on a C library other than glibc, nothing is changed.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def _glibc() -> ctypes.CDLL | None:
 
 def pin_mmap_threshold() -> bool:
     """Pins glibc's mmap threshold at its default of 128 KiB (see the module docstring), once per
-    process. Returns whether it is pinned: False with ``TORCH_NEURONX_PIN_MMAP_THRESHOLD=0``, where
-    the environment sets the threshold already, or without glibc.
+    process, when ``TORCH_NEURONX_PIN_MMAP_THRESHOLD=1``. Returns whether it is pinned: False when
+    that variable is unset or 0, where the environment sets the threshold already, or without glibc.
 
     Raises:
         ValueError: ``TORCH_NEURONX_PIN_MMAP_THRESHOLD`` is not a boolean.
