@@ -44,8 +44,10 @@ def user_set_threshold(environ: dict[str, str] | os._Environ[str]) -> bool:
 def _glibc() -> ctypes.CDLL | None:
     """The process's C library when it is glibc (``mallopt`` has glibc's meaning), else None."""
     try:
-        os.confstr("CS_GNU_LIBC_VERSION")
+        version = os.confstr("CS_GNU_LIBC_VERSION")  # None, or no such name, on other C libraries
     except (AttributeError, ValueError, OSError):
+        return None
+    if not version:
         return None
     library = ctypes.CDLL(None)
     return library if hasattr(library, "mallopt") else None
