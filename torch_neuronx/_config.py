@@ -88,6 +88,15 @@ def executable_cache_size() -> int:
     return int(value)
 
 
+def pin_mmap_threshold() -> bool:
+    """``TORCH_NEURONX_PIN_MMAP_THRESHOLD`` (default 0): 1 pins glibc's mmap threshold at its default
+    of 128 KiB when the runtime starts, so that freed device buffers return to the system instead of
+    staying in malloc's heaps: less peak memory, more page faults (runtime/host_memory.py). Ignored
+    where ``MALLOC_MMAP_THRESHOLD_`` or the ``glibc.malloc.mmap_threshold`` tunable sets the
+    threshold. Read when the runtime starts."""
+    return _flag("TORCH_NEURONX_PIN_MMAP_THRESHOLD", False)
+
+
 def adaptive_eager() -> bool:
     """``TORCH_NEURONX_ADAPTIVE_EAGER`` (default 0): record eager ops and fuse runs of them into one
     executable for the whole process (torch_neuronx/adaptive/). Read when the device starts."""

@@ -20,10 +20,11 @@ def started() -> bool:
 
 def start() -> None:
     """Starts the runtime once (JAX configured for the visible cores, the persistent executable
-    cache opened); later calls return at once.
+    cache opened, glibc's mmap threshold pinned where asked: runtime/host_memory.py); later calls
+    return at once.
 
     Raises:
-        ValueError: the core environment variables are malformed.
+        ValueError: the core environment variables (or TORCH_NEURONX_PIN_MMAP_THRESHOLD) are malformed.
         RuntimeError: JAX was initialised by other code with too few CPU devices.
     """
     global _started
@@ -33,8 +34,9 @@ def start() -> None:
         if _started:
             return
         from torch_neuronx import _C
-        from torch_neuronx.runtime import compile_cache, cores, launch_records
+        from torch_neuronx.runtime import compile_cache, cores, host_memory, launch_records
 
+        host_memory.pin_mmap_threshold()  # before XLA allocates its first buffer
         _C._note_runtime_started()
         cores.configure()
         compile_cache.configure()
