@@ -613,3 +613,12 @@ def test_reductions_compute_in_the_dtype_of_out_as_on_cpu(op, dtype):
 def test_integer_addcdiv_error_is_atens_message():
     cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.addcdiv(*[torch.arange(1, 4, device=d)] * 3))
     assert neuron == cpu
+
+
+@pytest.mark.parametrize(
+    "call", [torch.clamp, torch.Tensor.clamp, torch.Tensor.clamp_], ids=["clamp", "Tensor.clamp", "clamp_"]
+)
+def test_clamp_without_bounds_raises_atens_runtime_error(call):
+    # torch/_refs' clamp, the meta kernel, raises ValueError in its own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, device=d)))
+    assert neuron == cpu
