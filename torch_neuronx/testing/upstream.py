@@ -255,7 +255,7 @@ def run_upstream(
     Raises:
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
     """
-    root = find_tests_dir(tests_dir)
+    root = find_tests_dir(tests_dir).resolve()
     names = list(files or DEFAULT_FILES)
     paths = [root / name for name in names]
     missing = [str(path) for path in paths if not path.is_file()]
