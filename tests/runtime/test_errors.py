@@ -622,3 +622,10 @@ def test_clamp_without_bounds_raises_atens_runtime_error(call):
     # torch/_refs' clamp, the meta kernel, raises ValueError in its own words.
     cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, device=d)))
     assert neuron == cpu
+
+
+@pytest.mark.parametrize("call", [torch.add, torch.sub, torch.Tensor.add_], ids=["add", "sub", "add_"])
+def test_float_alpha_for_integers_raises_atens_runtime_error(call):
+    # torch/_refs' add and sub, the meta kernels, raise ValueError in their own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, dtype=torch.int32, device=d), 1, alpha=1.5))
+    assert neuron == cpu

@@ -55,23 +55,30 @@ _REWORDED = (
     ),
 )
 
-#: Python meta kernels' errors that ATen raises as another exception type: (type, message) -> ATen's.
-_RETYPED: dict[tuple[type[Exception], str], tuple[type[Exception], str]] = {
-    # clamp's structured meta in ATen's TensorCompare.cpp; torch/_refs raises ValueError
-    (ValueError, "clamp called but both min and max are none!"): (
+#: Python meta kernels' errors that ATen raises as another exception type: (type, pattern) -> ATen's.
+_RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], ...] = (
+    (  # clamp's structured meta in ATen's TensorCompare.cpp; torch/_refs raises ValueError
+        ValueError,
+        re.compile(r"clamp called but both min and max are none!"),
         RuntimeError,
         "torch.clamp: At least one of 'min' or 'max' must not be None",
     ),
-}
+    (  # alpha_check in ATen's BinaryOps.h (add, sub); torch/_refs raises ValueError
+        ValueError,
+        re.compile(r"alpha argument of type <class 'float'> cannot be safely cast to type <class 'int'>!"),
+        RuntimeError,
+        "For integral input tensors, argument alpha must not be a floating point number.",
+    ),
+)
 
 
 def in_aten_words(error: Exception) -> Exception:
     """``error`` with sizes and dtypes printed as ATen prints them (``[5, 0]``, ``Long``) and the
     wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
     message = str(error)
-    retyped = _RETYPED.get((type(error), message))
-    if retyped is not None:
-        return retyped[0](retyped[1])
+    for meta_type, pattern, aten_type, aten_message in _RETYPED:
+        if type(error) is meta_type and pattern.fullmatch(message):
+            return aten_type(aten_message)
     worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for pattern, replacement in _REWORDED:
         worded = pattern.sub(replacement, worded)
