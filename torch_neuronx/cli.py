@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     upstream.add_argument("--no-progress", action="store_true", help="no progress bar")
     upstream.add_argument(
+        "--publish", metavar="DOC", help="also write the summary as DOC's upstream section (docs/coverage.md)"
+    )
+    upstream.add_argument(
         "--out", default="reports/upstream", metavar="DIR", help="report directory (default reports/upstream)"
     )
     profile = commands.add_parser("profile", help="read profiles written by torch_neuronx.profiling.NeuronProfiler")
@@ -200,6 +203,8 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
     table, summary = upstream.write_report(
         rows, stops, args.out, command=command, seconds=time.monotonic() - start, source=upstream.describe(tests_dir)
     )
+    if args.publish:
+        upstream.publish(args.publish, section=summary.read_text(encoding="utf-8"))
     counts = collections.Counter(row.outcome for row in rows)
     logger.info("%s", ", ".join(f"{n} {outcome}" for outcome, n in counts.most_common()))
     logger.info("wrote %s and %s", table, summary)

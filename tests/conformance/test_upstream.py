@@ -80,3 +80,14 @@ def test_slice_of_pytorchs_own_file_when_present(tmp_path):
     )
     assert stops == {"test_shape_ops.py": "done"}
     assert rows and all(row.outcome == "passed" for row in rows), [(r.test, r.reason) for r in rows]
+
+
+def test_publish_replaces_only_its_own_section(tmp_path):
+    doc = tmp_path / "coverage.md"
+    doc.write_text("# Operator coverage\n\nold table\n")
+    upstream.publish(doc, section="## Upstream\n\nfirst")
+    upstream.publish(doc, section="## Upstream\n\nsecond")
+    upstream.publish(doc, rest="# Operator coverage\n\nnew table\n")
+    assert doc.read_text() == (
+        f"# Operator coverage\n\nnew table\n\n{upstream.BEGIN}\n## Upstream\n\nsecond\n{upstream.END}\n"
+    )

@@ -35,7 +35,16 @@ import torch
 
 from torch_neuronx.testing.upstream_plugin import OURS
 
-__all__ = ["DEFAULT_FILES", "TestOutcome", "describe", "find_tests_dir", "run_upstream", "summary", "write_report"]
+__all__ = [
+    "DEFAULT_FILES",
+    "TestOutcome",
+    "describe",
+    "find_tests_dir",
+    "publish",
+    "run_upstream",
+    "summary",
+    "write_report",
+]
 
 #: The device-generic files run by default (issue 17's list), in the order they run.
 DEFAULT_FILES: tuple[str, ...] = (
@@ -398,3 +407,26 @@ def write_report(
     write_parquet(rows, table)
     text.write_text(summary(rows, stops, command=command, seconds=seconds, source=source), encoding="utf-8")
     return table, text
+
+
+#: The markers around the upstream section of docs/coverage.md.
+BEGIN, END = "<!-- upstream-tests: begin -->", "<!-- upstream-tests: end -->"
+
+
+def _split_section(text: str) -> tuple[str, str]:
+    """(``text`` without its upstream section, the section with its markers; "" when it has none)."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        return text, ""
+    return text[:start].rstrip("\n") + "\n" + text[end + len(END) :].lstrip("\n"), text[start : end + len(END)]
+
+
+def publish(doc: str | os.PathLike[str], *, section: str | None = None, rest: str | None = None) -> None:
+    """Writes ``doc`` (docs/coverage.md) with ``section`` (a :func:`summary`) as its upstream section
+    and ``rest`` (the conformance summary) as everything else; either one left as ``doc`` has it when
+    None."""
+    path = Path(doc)
+    old_rest, old_section = _split_section(path.read_text(encoding="utf-8") if path.exists() else "")
+    body = (old_rest if rest is None else rest).rstrip("\n")
+    block = old_section if section is None else f"{BEGIN}\n{section.rstrip()}\n{END}"
+    path.write_text(body + ("\n\n" + block if block else "") + "\n", encoding="utf-8")

@@ -5,8 +5,8 @@ It records one JSON line per test into the file named by ``TORCH_NEURONX_UPSTREA
 and an outcome line after it, flushed at once. Tests listed in ``TORCH_NEURONX_UPSTREAM_DONE`` (one
 node id a line: finished before a crash or a timeout) are deselected, so a restarted process
 carries on from the next test. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
-are applied here, each with its reason, and a failure that is the FP64 policy's own error is
-recorded as a deliberate skip too (``skipped-ours``), never as a pass.
+are applied here, each with its reason, and a failure that is the device's dtype policy's own
+``TypeError`` (FP64, complex32) is recorded as a deliberate skip too (``skipped-ours``), never as a pass.
 """
 
 from __future__ import annotations
@@ -25,7 +25,18 @@ from torch_neuronx.testing import tables
 OURS = "skipped by torch-neuronx: "
 
 _record = None
-_FP64_POLICY = re.compile(r"tensors are not supported because Trainium has no FP64 arithmetic")
+#: The device's dtype policy errors (DESIGN.md, decision 8): a test failing with one of them asked for
+#: a dtype neuron does not have, and is recorded as a deliberate skip with that reason.
+_DTYPE_POLICY = (
+    (
+        re.compile(r"tensors are not supported because Trainium has no FP64 arithmetic"),
+        "FP64 policy (the test makes a float64 or complex128 tensor on neuron, which raises as designed)",
+    ),
+    (
+        re.compile(r"on neuron: dtype \w+ is not supported\. Supported dtypes:"),
+        "unsupported-dtype policy (the test makes a tensor of a dtype neuron does not have, e.g. complex32)",
+    ),
+)
 
 
 def _write(line: dict[str, Any]) -> None:
@@ -71,16 +82,14 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and report.failed and _FP64_POLICY.search(str(call.excinfo.value)):
-        report.outcome = "skipped"
-        message = " ".join(str(call.excinfo.value).split())[:200]
-        report.longrepr = (
-            str(item.path),
-            item.location[1],
-            OURS + "FP64 policy (the test makes a float64 or "
-            f"complex128 tensor on neuron, which raises as designed): {message}",
-        )
-        report.neuron_fp64 = True
+    if call.excinfo is None or not report.failed or not isinstance(call.excinfo.value, TypeError):
+        return
+    message = " ".join(str(call.excinfo.value).split())
+    for pattern, reason in _DTYPE_POLICY:
+        if pattern.search(message):
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1], f"{OURS}{reason}: {message[:200]}")
+            return
 
 
 def _reason(report: pytest.TestReport) -> str:
