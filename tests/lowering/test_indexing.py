@@ -521,3 +521,14 @@ def test_uint8_mask_warns_deprecation_as_cpu(index):
         messages = [str(w.message) for w in caught if "uint8" in str(w.message)]
         assert len(messages) == 1 and messages[0].startswith("indexing with dtype torch.uint8 is now deprecated")
     torch.testing.assert_close(results["neuron"], results["cpu"])
+
+
+def _assign_columns(x):
+    x[:, [0, 1]] = 1.0
+
+
+@pytest.mark.parametrize("call", [lambda x: x[:, [0, 1]], _assign_columns], ids=["index", "index_put"])
+def test_index_into_a_size_0_dimension_raises_index_error_as_cpu(call):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match="^index is out of bounds for dimension with size 0"):
+            call(torch.empty(10, 0, device=device))
