@@ -33,10 +33,12 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 
 def _into(out, result):
-    """``out`` resized to ``result``'s shape and holding its values."""
-    if out.shape != result.shape:
+    """``out`` holding ``result``'s values, as ATen's range and linspace kernels write them: an ``out``
+    with as many elements keeps its shape and strides and takes the values in row-major order (a
+    strided view included); any other ``out`` is resized to ``result``'s shape first."""
+    if out.numel() != result.numel():
         out.resize_(result.shape)
-    return out.copy_(result)
+    return out.copy_(result.reshape(out.shape))
 
 
 def arange_out(start, end, step=1, *, out):
