@@ -629,3 +629,23 @@ def test_float_alpha_for_integers_raises_atens_runtime_error(call):
     # torch/_refs' add and sub, the meta kernels, raise ValueError in their own words.
     cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, dtype=torch.int32, device=d), 1, alpha=1.5))
     assert neuron == cpu
+
+
+@pytest.mark.parametrize("op", [torch.neg, torch.floor, torch.ceil, torch.trunc, torch.sign])
+@pytest.mark.parametrize(("dtype", "out_dtype"), [(torch.int64, torch.float32), (torch.float32, torch.complex64)])
+def test_same_dtype_unary_out_of_another_dtype_raises_as_cpu(op, dtype, out_dtype):
+    # ATen's build_borrowing_unary_op: every operand has one dtype; an out= of another is no cast.
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: op(torch.ones(2, dtype=dtype, device=d), out=torch.empty(0, dtype=out_dtype, device=d))
+    )
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.trunc])
+def test_rounding_of_complex_raises_not_implemented_as_cpu(op):
+    messages = []
+    for device in ("cpu", "neuron"):
+        with pytest.raises(NotImplementedError) as raised:
+            op(torch.ones(2, dtype=torch.complex64, device=device))
+        messages.append(str(raised.value))
+    assert messages[1] == messages[0]

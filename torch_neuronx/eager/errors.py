@@ -55,7 +55,8 @@ _REWORDED = (
     ),
 )
 
-#: Python meta kernels' errors that ATen raises as another exception type: (type, pattern) -> ATen's.
+#: Python meta kernels' errors that ATen raises as another exception type: (type, pattern) -> ATen's
+#: type and message (a template of the pattern's groups).
 _RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], ...] = (
     (  # clamp's structured meta in ATen's TensorCompare.cpp; torch/_refs raises ValueError
         ValueError,
@@ -77,8 +78,9 @@ def in_aten_words(error: Exception) -> Exception:
     wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
     message = str(error)
     for meta_type, pattern, aten_type, aten_message in _RETYPED:
-        if type(error) is meta_type and pattern.fullmatch(message):
-            return aten_type(aten_message)
+        match = pattern.fullmatch(message) if type(error) is meta_type else None
+        if match is not None:
+            return aten_type(match.expand(aten_message))
     worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for pattern, replacement in _REWORDED:
         worded = pattern.sub(replacement, worded)

@@ -23,9 +23,20 @@ aten = torch.ops.aten
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _register_all(table: dict, promotion: Promotion) -> None:
+def _register_all(table: dict, promotion: Promotion, dtype_rules: dict | None = None) -> None:
     for op, fn in table.items():
-        lowering(op, promotion=promotion)(fn)
+        lowering(op, promotion=promotion, dtype_rule=(dtype_rules or {}).get(op))(fn)
+
+
+def _real_only(name: str):
+    """A ``dtype_rule``: ``self`` is not complex, else ATen's NotImplementedError (floor, ceil and
+    trunc's structured metas in UnaryOps.cpp, on CPU and CUDA alike)."""
+
+    def rule(arguments: dict) -> None:
+        if arguments["self"].dtype.is_complex:
+            raise NotImplementedError(f"{name} is not supported for complex inputs")
+
+    return rule
 
 
 # --- unary ------------------------------------------------------------------------------------
@@ -85,7 +96,11 @@ _SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
     aten.frac.default: lambda self: self - jnp.trunc(self),
     aten.bitwise_not.default: lambda self: jnp.logical_not(self) if self.dtype == jnp.bool_ else jnp.invert(self),
 }
-_register_all(_SAME_DTYPE_UNARY, Promotion.DEFAULT)
+_register_all(
+    _SAME_DTYPE_UNARY,
+    Promotion.DEFAULT,
+    {op: _real_only(op.__name__.split(".")[0]) for op in (aten.floor.default, aten.ceil.default, aten.trunc.default)},
+)
 
 
 @lowering(aten.abs.default, promotion=Promotion.COMPLEX_TO_FLOAT)
