@@ -649,3 +649,12 @@ def test_rounding_of_complex_raises_not_implemented_as_cpu(op):
             op(torch.ones(2, dtype=torch.complex64, device=device))
         messages.append(str(raised.value))
     assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.int32])
+def test_all_any_into_a_non_bool_out_raises_as_cpu(op, out_dtype):
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: op(torch.ones(3, 4, device=d), 1, out=torch.empty(0, dtype=out_dtype, device=d))
+    )
+    assert neuron == cpu
