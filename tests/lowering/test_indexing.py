@@ -532,3 +532,17 @@ def test_index_into_a_size_0_dimension_raises_index_error_as_cpu(call):
     for device in ("cpu", "neuron"):
         with pytest.raises(IndexError, match="^index is out of bounds for dimension with size 0"):
             call(torch.empty(10, 0, device=device))
+
+
+def test_uint8_mask_assignment_warns_deprecation_as_cpu():
+    mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
+    results = {}
+    for device in ("cpu", "neuron"):
+        x = torch.zeros(3, 2, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x[mask.to(device)] = torch.ones(2, 2, device=device)
+            x.index_put_((mask.to(device),), torch.ones(2, 2, device=device), accumulate=True)
+        assert sum("uint8 is now deprecated" in str(w.message) for w in caught) == 2
+        results[device] = x.cpu()
+    torch.testing.assert_close(results["neuron"], results["cpu"])

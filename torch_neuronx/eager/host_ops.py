@@ -365,6 +365,9 @@ def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., t
     def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
         given = [i for i in indices if i is not None]
         if len(given) < 2 or not any(_is_mask(i) for i in given):
+            for index_tensor in given:
+                if index_tensor.dtype == torch.uint8:
+                    warnings.warn(_UINT8_MASK_WARNING, UserWarning, stacklevel=2)
             return kernel(self, indices, *args, **kwargs)
         return kernel(self, _mask_coordinates(self, indices), *args, **kwargs)
 
