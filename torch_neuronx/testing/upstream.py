@@ -352,7 +352,8 @@ def summary(rows: Sequence[TestOutcome], stops: dict[str, str], *, command: str,
         f"$ {command}",
         "```",
         "",
-        f"torch {torch.__version__}, jax {jax.__version__}, Python {platform.python_version()}; test files: "
+        f"Run {time.strftime('%Y-%m-%d', time.gmtime())}: torch {torch.__version__}, jax {jax.__version__}, "
+        f"Python {platform.python_version()}; test files: "
         f"{source}; {seconds / 60:.1f} minutes. Outcomes: passed; failed (errors, per-test timeouts and "
         "crashes included); skipped-pytorch (PyTorch's own eligibility checks: `onlyCUDA`, dtype lists, "
         "`skipIf`); skipped-ours (`torch_neuronx/testing/tables.py`, `UPSTREAM_SKIPS` and the FP64 policy, "
