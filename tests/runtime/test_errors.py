@@ -658,3 +658,30 @@ def test_all_any_into_a_non_bool_out_raises_as_cpu(op, out_dtype):
         lambda d: op(torch.ones(3, 4, device=d), 1, out=torch.empty(0, dtype=out_dtype, device=d))
     )
     assert neuron == cpu
+
+
+@pytest.mark.parametrize(
+    ("dtype", "out_dtype"),
+    [
+        (torch.complex64, torch.complex64),
+        (torch.complex64, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.int32, torch.float32),
+        (torch.float32, torch.complex64),
+        (torch.complex64, torch.int32),
+    ],
+)
+def test_abs_out_follows_atens_dtype_rule(dtype, out_dtype):
+    # ATen: a complex input's magnitude into its real or its own dtype; others into their own only.
+    x = torch.tensor([1, -2, 3], dtype=dtype)
+    results = []
+    for device in ("cpu", "neuron"):
+        out = torch.empty(0, dtype=out_dtype, device=device)
+        try:
+            results.append(torch.abs(x.to(device), out=out).cpu())
+        except RuntimeError as error:
+            results.append(str(error))
+    if isinstance(results[0], str):
+        assert results[1] == results[0]
+    else:
+        torch.testing.assert_close(results[1], results[0])
