@@ -685,3 +685,16 @@ def test_abs_out_follows_atens_dtype_rule(dtype, out_dtype):
         assert results[1] == results[0]
     else:
         torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "alpha"),
+    [(torch.bool, 1.5), (torch.float32, True), (torch.float32, 1j), (torch.int64, 1j)],
+    ids=["bool-float", "float-bool", "float-complex", "int-complex"],
+)
+def test_alpha_of_a_kind_the_result_cannot_take_raises_as_cpu(dtype, alpha):
+    # ATen's alpha_check; torch/_refs' add checks the integer case only, in its own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: torch.add(*[torch.ones(3, dtype=dtype, device=d)] * 2, alpha=alpha)
+    )
+    assert neuron == cpu

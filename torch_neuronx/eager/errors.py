@@ -66,9 +66,17 @@ _RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], .
     ),
     (  # alpha_check in ATen's BinaryOps.h (add, sub); torch/_refs raises ValueError
         ValueError,
-        re.compile(r"alpha argument of type <class 'float'> cannot be safely cast to type <class 'int'>!"),
+        re.compile(
+            r"alpha argument of type <class '(float|complex)'> cannot be safely cast to type <class '(int|bool)'>!"
+        ),
         RuntimeError,
         "For integral input tensors, argument alpha must not be a floating point number.",
+    ),
+    (
+        ValueError,
+        re.compile(r"alpha argument of type <class 'complex'> cannot be safely cast to type <class 'float'>!"),
+        RuntimeError,
+        "For non-complex input tensors, argument alpha must not be a complex number.",
     ),
 )
 

@@ -172,7 +172,26 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None, *, result_dtype):
 # --- binary -----------------------------------------------------------------------------------
 
 
-@lowering(aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def _alpha_check(arguments: dict) -> None:
+    """ATen's ``alpha_check`` (BinaryOps.h) on the dtype add/sub compute in, in its order: a bool alpha
+    only for bool results, a float or complex alpha for no integral or bool result, a complex one only
+    for complex results.
+    torch/_refs checks the integer case only, in its own words."""
+    alpha = arguments.get("alpha", 1)
+    if alpha is None or isinstance(alpha, torch.Tensor):
+        return
+    common = torch.result_type(arguments["self"], arguments["other"])
+    if isinstance(alpha, bool) and common != torch.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, (float, complex)) and not (common.is_floating_point or common.is_complex):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, complex) and not common.is_complex:
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+
+
+@lowering(
+    aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+)
 def add(self, other, alpha=1):
     """torch.add: self + alpha * other (bool: logical or)."""
     if self.dtype == jnp.bool_:
@@ -180,7 +199,9 @@ def add(self, other, alpha=1):
     return self + alpha * other
 
 
-@lowering(aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+@lowering(
+    aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+)
 def sub(self, other, alpha=1):
     """torch.sub: self - alpha * other (PyTorch rejects bool before this runs)."""
     return self - alpha * other
