@@ -698,3 +698,10 @@ def test_alpha_of_a_kind_the_result_cannot_take_raises_as_cpu(dtype, alpha):
         lambda d: torch.add(*[torch.ones(3, dtype=dtype, device=d)] * 2, alpha=alpha)
     )
     assert neuron == cpu
+
+
+def test_in_place_abs_of_complex_raises_as_cpu():
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.ones(2, dtype=torch.complex64, device=d).abs_())
+    assert neuron == cpu
+    x = torch.tensor([-1.5, 2.0])
+    torch.testing.assert_close(x.to("neuron").abs_().cpu(), x.abs_())

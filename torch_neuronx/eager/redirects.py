@@ -82,8 +82,16 @@ def abs_out(self, *, out):
     return out.copy_(result)
 
 
+def abs_(self):
+    """``Tensor.abs_()``: a complex tensor cannot hold its magnitudes in place (ATen's words)."""
+    if self.is_complex():
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    return abs_out(self, out=self)
+
+
 KERNELS = {
     aten.abs.out: abs_out,
+    aten.abs_.default: abs_,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
     aten.linspace.out: linspace_out,
