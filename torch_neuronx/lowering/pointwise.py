@@ -172,20 +172,32 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None, *, result_dtype):
 # --- binary -----------------------------------------------------------------------------------
 
 
+def _category(value) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex: of a tensor's dtype or a Python number. The result of
+    an elementwise op is of its operands' highest category (the dimension rules pick only the width)."""
+    dtype = value.dtype if isinstance(value, torch.Tensor) else None
+    if dtype == torch.bool or isinstance(value, bool):
+        return 0
+    if (dtype is not None and dtype.is_complex) or isinstance(value, complex):
+        return 3
+    if (dtype is not None and dtype.is_floating_point) or isinstance(value, float):
+        return 2
+    return 1
+
+
 def _alpha_check(arguments: dict) -> None:
     """ATen's ``alpha_check`` (BinaryOps.h) on the dtype add/sub compute in, in its order: a bool alpha
     only for bool results, a float or complex alpha for no integral or bool result, a complex one only
-    for complex results.
-    torch/_refs checks the integer case only, in its own words."""
+    for complex results. torch/_refs checks the integer case only, in its own words."""
     alpha = arguments.get("alpha", 1)
     if alpha is None or isinstance(alpha, torch.Tensor):
         return
-    common = torch.result_type(arguments["self"], arguments["other"])
-    if isinstance(alpha, bool) and common != torch.bool:
+    category = max(_category(arguments["self"]), _category(arguments["other"]))
+    if isinstance(alpha, bool) and category != 0:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    if isinstance(alpha, (float, complex)) and not (common.is_floating_point or common.is_complex):
+    if isinstance(alpha, (float, complex)) and category < 2:
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-    if isinstance(alpha, complex) and not common.is_complex:
+    if isinstance(alpha, complex) and category != 3:
         raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
 
 
