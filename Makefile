@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage nki-sweep install clean
+.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage upstream-tests nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -28,7 +28,11 @@ bench: install  ## Eager per-op cost on neuron next to torch CPU, as ratios.
 
 coverage: install  ## PyTorch's OpInfo database on neuron against the CPU (about an hour): docs/coverage.md.
 	$(BIN)/torch-neuronx conformance --budget-minutes 60 --out reports/conformance
-	cp reports/conformance/summary.md docs/coverage.md
+	$(BIN)/python -c "import pathlib; from torch_neuronx.testing import upstream; \
+		upstream.publish('docs/coverage.md', rest=pathlib.Path('reports/conformance/summary.md').read_text())"
+
+upstream-tests: install  ## PyTorch's own test files on neuron (about an hour; needs third_party/pytorch_tests/README.md's files): docs/coverage.md.
+	$(BIN)/torch-neuronx upstream-tests --budget-minutes 60 --no-progress --out reports/upstream --publish docs/coverage.md
 
 nki-sweep: install  ## The NKI kernel library against PyTorch on larger shapes (minutes): reports/nki/summary.md.
 	$(BIN)/python -m nki.sweep --out reports/nki

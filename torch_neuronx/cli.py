@@ -2,6 +2,8 @@
 
 ``torch-neuronx conformance`` runs PyTorch's OpInfo database on neuron against the CPU and writes
 ``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing`).
+``torch-neuronx upstream-tests`` runs PyTorch's own device-generic test files on neuron and writes
+``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing.upstream`).
 ``torch-neuronx profile summarize DIR`` reports where a profile's time went, from the Parquet
 tables ``NeuronProfiler.export_trace`` wrote (see :mod:`torch_neuronx.profiling`); ``--plot FILE.png``
 draws it.
@@ -84,6 +86,39 @@ def _parser() -> argparse.ArgumentParser:
     conformance.add_argument(
         "--out", default="reports/conformance", metavar="DIR", help="report directory (default reports/conformance)"
     )
+    upstream = commands.add_parser(
+        "upstream-tests",
+        help="run PyTorch's own device-generic test files on neuron",
+        description="Runs PyTorch's test files (test_ops.py, test_torch.py, ...) for the neuron device "
+        "through PyTorch's own test base, each file in processes of its own, and writes outcomes.parquet "
+        "(one row per test) and summary.md into --out. Fetches nothing: the files come from --tests-dir.",
+    )
+    upstream.add_argument(
+        "--files", nargs="+", metavar="FILE", help="test files, space- or comma-separated (default: issue 17's 15)"
+    )
+    upstream.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest's -k expression, to select tests")
+    upstream.add_argument(
+        "--tests-dir",
+        metavar="DIR",
+        help="PyTorch's test/ folder of the installed release (default: $TORCH_NEURONX_PYTORCH_TESTS, "
+        "else third_party/pytorch_tests/test)",
+    )
+    upstream.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="N",
+        help="stop cleanly after N minutes; each file gets an equal share of the time left (default: no limit)",
+    )
+    upstream.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds one test may run (default 120)"
+    )
+    upstream.add_argument("--no-progress", action="store_true", help="no progress bar")
+    upstream.add_argument(
+        "--publish", metavar="DOC", help="also write the summary as DOC's upstream section (docs/coverage.md)"
+    )
+    upstream.add_argument(
+        "--out", default="reports/upstream", metavar="DIR", help="report directory (default reports/upstream)"
+    )
     profile = commands.add_parser("profile", help="read profiles written by torch_neuronx.profiling.NeuronProfiler")
     profile_commands = profile.add_subparsers(dest="profile_command", required=True)
     summarize = profile_commands.add_parser(
@@ -105,13 +140,14 @@ def _check_arguments(args: argparse.Namespace) -> None:
             not a writable directory.
     """
     for option, value in (
-        ("--max-samples-per-op", args.max_samples_per_op),
+        ("--max-samples-per-op", getattr(args, "max_samples_per_op", None)),
         ("--budget-minutes", args.budget_minutes),
         ("--timeout", args.timeout),
     ):
         if value is not None and value <= 0:
             raise ValueError(f"{option} must be positive, got {value}")
-    for option, value in (("--ops", args.ops), ("--dtypes", args.dtypes)):
+    names = (("--ops", getattr(args, "ops", None)), ("--dtypes", getattr(args, "dtypes", None)))
+    for option, value in (*names, ("--files", getattr(args, "files", None))):
         if value is not None and not _names(value):
             raise ValueError(f"{option} needs at least one name")
     out = Path(args.out)
@@ -149,6 +185,32 @@ def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from torch_neuronx.testing import upstream
+
+    _check_arguments(args)
+    tests_dir = upstream.find_tests_dir(args.tests_dir)
+    start = time.monotonic()
+    rows, stops = upstream.run_upstream(
+        _names(args.files),
+        keyword=args.keyword,
+        tests_dir=tests_dir,
+        budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
+        timeout=args.timeout,
+        progress=not args.no_progress,
+    )
+    command = shlex.join(["torch-neuronx", *argv])
+    table, summary = upstream.write_report(
+        rows, stops, args.out, command=command, seconds=time.monotonic() - start, source=upstream.describe(tests_dir)
+    )
+    if args.publish:
+        upstream.publish(args.publish, section=summary.read_text(encoding="utf-8"))
+    counts = collections.Counter(row.outcome for row in rows)
+    logger.info("%s", ", ".join(f"{n} {outcome}" for outcome, n in counts.most_common()))
+    logger.info("wrote %s and %s", table, summary)
+    return 0
+
+
 def _profile(args: argparse.Namespace) -> int:
     from torch_neuronx.profiling import summary
 
@@ -168,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "profile":
             return _profile(args)
+        if args.command == "upstream-tests":
+            return _upstream(args, argv)
         return _conformance(args, argv)
     except (ValueError, FileNotFoundError) as err:
         logger.error("torch-neuronx %s: %s", args.command, err)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch.testing import make_tensor
@@ -503,3 +505,44 @@ def test_gather_gradient_of_an_empty_index():
     torch.gather(on_neuron, 0, index.neuron()).sum().backward()
     torch.gather(x, 0, index).sum().backward()
     torch.testing.assert_close(on_neuron.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("index", [lambda m: (m,), lambda m: (m, 0)], ids=["mask", "mask_and_int"])
+def test_uint8_mask_warns_deprecation_as_cpu(index):
+    # ATen warns once per uint8 mask (IndexingUtils.h), on CPU and CUDA alike; PyTorch's
+    # test_indexing counts the warnings.
+    x = torch.arange(6.0).reshape(3, 2)
+    mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
+    results = {}
+    for device in ("cpu", "neuron"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results[device] = x.to(device)[index(mask.to(device))].cpu()
+        messages = [str(w.message) for w in caught if "uint8" in str(w.message)]
+        assert len(messages) == 1 and messages[0].startswith("indexing with dtype torch.uint8 is now deprecated")
+    torch.testing.assert_close(results["neuron"], results["cpu"])
+
+
+def _assign_columns(x):
+    x[:, [0, 1]] = 1.0
+
+
+@pytest.mark.parametrize("call", [lambda x: x[:, [0, 1]], _assign_columns], ids=["index", "index_put"])
+def test_index_into_a_size_0_dimension_raises_index_error_as_cpu(call):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match="^index is out of bounds for dimension with size 0"):
+            call(torch.empty(10, 0, device=device))
+
+
+def test_uint8_mask_assignment_warns_deprecation_as_cpu():
+    mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
+    results = {}
+    for device in ("cpu", "neuron"):
+        x = torch.zeros(3, 2, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x[mask.to(device)] = torch.ones(2, 2, device=device)
+            x.index_put_((mask.to(device),), torch.ones(2, 2, device=device), accumulate=True)
+        assert sum("uint8 is now deprecated" in str(w.message) for w in caught) == 2
+        results[device] = x.cpu()
+    torch.testing.assert_close(results["neuron"], results["cpu"])

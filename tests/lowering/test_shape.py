@@ -37,6 +37,26 @@ def test_arange_with_float_bounds_and_an_integer_dtype_matches_cpu(start, end, s
     torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
 
 
+@pytest.mark.parametrize(
+    "fill",
+    [lambda out: torch.arange(0, 4, out=out), lambda out: torch.linspace(0, 3, 4, out=out)],
+    ids=["arange", "linspace"],
+)
+@pytest.mark.parametrize(
+    "view", [lambda t: t.narrow(1, 1, 2), lambda t: t[:, :2].t(), lambda t: t[0]], ids=["narrow", "transposed", "row"]
+)
+def test_range_into_an_out_view_of_as_many_elements_matches_cpu(fill, view):
+    # ATen's range kernels keep an out= of the right number of elements (its shape and strides) and
+    # write the values in row-major order; any other out is resized.
+    results = []
+    for device in ("cpu", "neuron"):
+        base = torch.zeros(2, 4, device=device)
+        returned = fill(view(base))
+        results.append((base.cpu(), returned.shape, returned.stride()))
+    assert results[1][1:] == results[0][1:]
+    torch.testing.assert_close(results[1][0], results[0][0])
+
+
 def test_arange_into_an_integer_out_tensor_computes_in_its_dtype():
     out = torch.empty(0, dtype=torch.int16, device="neuron")
     torch.arange(0.5, 7.5, 2.5, out=out)

@@ -24,6 +24,27 @@ def test_autoload_registers_the_device_without_importing_jax():
     assert result.stdout.strip() == "ok"
 
 
+def test_device_starts_after_other_code_created_jaxs_cpu_client():
+    # PyTorch's test files probe JAX at import, creating its CPU client with one device before the
+    # neuron device is first used: both cores must still start and compute what the CPU does.
+    code = (
+        "import jax, torch\n"
+        "assert len(jax.devices('cpu')) == 1\n"
+        "x = torch.arange(6.0).reshape(2, 3)\n"
+        "on_0, on_1 = x.to('neuron:0'), x.to('neuron:1')\n"
+        "torch.testing.assert_close((on_0 @ on_1.to('neuron:0').T).cpu(), x @ x.T)\n"
+        "torch.testing.assert_close((on_1 * 2).cpu(), x * 2)\n"
+        "assert jax.numpy.ones(2).sum() == 2\n"
+        "print('ok')"
+    )
+    env = {**os.environ, "NEURON_RT_NUM_CORES": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 def test_set_device_initializes_and_fake_tensors_follow_it(two_cores):
     # As torch.cuda.set_device: the device counts as initialized before any op started the runtime,
     # so FakeTensor (DTensor's sharding propagation) puts an index-less device on the current core.

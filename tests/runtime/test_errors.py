@@ -613,3 +613,95 @@ def test_reductions_compute_in_the_dtype_of_out_as_on_cpu(op, dtype):
 def test_integer_addcdiv_error_is_atens_message():
     cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.addcdiv(*[torch.arange(1, 4, device=d)] * 3))
     assert neuron == cpu
+
+
+@pytest.mark.parametrize(
+    "call", [torch.clamp, torch.Tensor.clamp, torch.Tensor.clamp_], ids=["clamp", "Tensor.clamp", "clamp_"]
+)
+def test_clamp_without_bounds_raises_atens_runtime_error(call):
+    # torch/_refs' clamp, the meta kernel, raises ValueError in its own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, device=d)))
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("call", [torch.add, torch.sub, torch.Tensor.add_], ids=["add", "sub", "add_"])
+def test_float_alpha_for_integers_raises_atens_runtime_error(call):
+    # torch/_refs' add and sub, the meta kernels, raise ValueError in their own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: call(torch.ones(3, dtype=torch.int32, device=d), 1, alpha=1.5))
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("op", [torch.neg, torch.floor, torch.ceil, torch.trunc, torch.sign])
+@pytest.mark.parametrize(("dtype", "out_dtype"), [(torch.int64, torch.float32), (torch.float32, torch.complex64)])
+def test_same_dtype_unary_out_of_another_dtype_raises_as_cpu(op, dtype, out_dtype):
+    # ATen's build_borrowing_unary_op: every operand has one dtype; an out= of another is no cast.
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: op(torch.ones(2, dtype=dtype, device=d), out=torch.empty(0, dtype=out_dtype, device=d))
+    )
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.trunc])
+def test_rounding_of_complex_raises_not_implemented_as_cpu(op):
+    messages = []
+    for device in ("cpu", "neuron"):
+        with pytest.raises(NotImplementedError) as raised:
+            op(torch.ones(2, dtype=torch.complex64, device=device))
+        messages.append(str(raised.value))
+    assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.int32])
+def test_all_any_into_a_non_bool_out_raises_as_cpu(op, out_dtype):
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: op(torch.ones(3, 4, device=d), 1, out=torch.empty(0, dtype=out_dtype, device=d))
+    )
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize(
+    ("dtype", "out_dtype"),
+    [
+        (torch.complex64, torch.complex64),
+        (torch.complex64, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.int32, torch.float32),
+        (torch.float32, torch.complex64),
+        (torch.complex64, torch.int32),
+    ],
+)
+def test_abs_out_follows_atens_dtype_rule(dtype, out_dtype):
+    # ATen: a complex input's magnitude into its real or its own dtype; others into their own only.
+    x = torch.tensor([1, -2, 3], dtype=dtype)
+    results = []
+    for device in ("cpu", "neuron"):
+        out = torch.empty(0, dtype=out_dtype, device=device)
+        try:
+            results.append(torch.abs(x.to(device), out=out).cpu())
+        except RuntimeError as error:
+            results.append(str(error))
+    if isinstance(results[0], str):
+        assert results[1] == results[0]
+    else:
+        torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "alpha"),
+    [(torch.bool, 1.5), (torch.float32, True), (torch.float32, 1j), (torch.int64, 1j)],
+    ids=["bool-float", "float-bool", "float-complex", "int-complex"],
+)
+def test_alpha_of_a_kind_the_result_cannot_take_raises_as_cpu(dtype, alpha):
+    # ATen's alpha_check; torch/_refs' add checks the integer case only, in its own words.
+    cpu, neuron = _errors_on_cpu_and_neuron(
+        lambda d: torch.add(*[torch.ones(3, dtype=dtype, device=d)] * 2, alpha=alpha)
+    )
+    assert neuron == cpu
+
+
+def test_in_place_abs_of_complex_raises_as_cpu():
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.ones(2, dtype=torch.complex64, device=d).abs_())
+    assert neuron == cpu
+    x = torch.tensor([-1.5, 2.0])
+    torch.testing.assert_close(x.to("neuron").abs_().cpu(), x.abs_())

@@ -205,3 +205,16 @@ def test_elementwise_results_keep_the_layout_of_their_inputs():
     y = x.to("neuron").t() + 1
     assert y.stride() == (x.t() + 1).stride() == (1, 4)
     torch.testing.assert_close(y.cpu(), x.t() + 1)
+
+
+def test_resize_to_the_same_size_keeps_strides_as_cpu():
+    # An out= argument that is a strided view of the right size stays that view (resize_ leaves it):
+    # nonzero(out=) and every out= kernel that resizes first write through its strides.
+    mask = torch.tensor([[1, 0, 1], [0, 1, 1]])
+    for device in ("cpu", "neuron"):
+        out = torch.full((4, 4), -1, dtype=torch.long, device=device)[:, ::2]
+        assert out.resize_(4, 2).stride() == (4, 2)
+        torch.nonzero(mask.to(device), out=out)
+        assert out.stride() == (4, 2)
+        torch.testing.assert_close(out.cpu(), torch.nonzero(mask))
+        assert out.resize_(2, 4).stride() == (4, 1)

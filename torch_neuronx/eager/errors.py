@@ -55,11 +55,40 @@ _REWORDED = (
     ),
 )
 
+#: Python meta kernels' errors that ATen raises as another exception type: (type, pattern) -> ATen's
+#: type and message (a template of the pattern's groups).
+_RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], ...] = (
+    (  # clamp's structured meta in ATen's TensorCompare.cpp; torch/_refs raises ValueError
+        ValueError,
+        re.compile(r"clamp called but both min and max are none!"),
+        RuntimeError,
+        "torch.clamp: At least one of 'min' or 'max' must not be None",
+    ),
+    (  # alpha_check in ATen's BinaryOps.h (add, sub); torch/_refs raises ValueError
+        ValueError,
+        re.compile(
+            r"alpha argument of type <class '(float|complex)'> cannot be safely cast to type <class '(int|bool)'>!"
+        ),
+        RuntimeError,
+        "For integral input tensors, argument alpha must not be a floating point number.",
+    ),
+    (
+        ValueError,
+        re.compile(r"alpha argument of type <class 'complex'> cannot be safely cast to type <class 'float'>!"),
+        RuntimeError,
+        "For non-complex input tensors, argument alpha must not be a complex number.",
+    ),
+)
+
 
 def in_aten_words(error: Exception) -> Exception:
     """``error`` with sizes and dtypes printed as ATen prints them (``[5, 0]``, ``Long``) and the
     wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
     message = str(error)
+    for meta_type, pattern, aten_type, aten_message in _RETYPED:
+        match = pattern.fullmatch(message) if type(error) is meta_type else None
+        if match is not None:
+            return aten_type(match.expand(aten_message))
     worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for pattern, replacement in _REWORDED:
         worded = pattern.sub(replacement, worded)

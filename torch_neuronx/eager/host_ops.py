@@ -6,6 +6,7 @@ fault), then continues with a shape that is known.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -305,6 +306,10 @@ def _ctc_loss_backward_tensor(
     )
 
 
+#: ATen's deprecation warning for a uint8 mask index (IndexingUtils.h), given once per mask as on CPU and CUDA.
+_UINT8_MASK_WARNING = "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
+
+
 def _is_mask(index: torch.Tensor | None) -> bool:
     return index is not None and index.dtype in (torch.bool, torch.uint8)
 
@@ -321,6 +326,8 @@ def _mask_coordinates(self: torch.Tensor, indices: list[torch.Tensor | None]) ->
         if not _is_mask(index_tensor):
             converted.append(index_tensor)
             continue
+        if index_tensor.dtype == torch.uint8:
+            warnings.warn(_UINT8_MASK_WARNING, UserWarning, stacklevel=3)
         start = len(converted)
         for offset, size in enumerate(index_tensor.shape):
             if start + offset >= self.dim() or self.shape[start + offset] != size:
@@ -358,6 +365,9 @@ def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., t
     def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
         given = [i for i in indices if i is not None]
         if len(given) < 2 or not any(_is_mask(i) for i in given):
+            for index_tensor in given:
+                if index_tensor.dtype == torch.uint8:
+                    warnings.warn(_UINT8_MASK_WARNING, UserWarning, stacklevel=2)
             return kernel(self, indices, *args, **kwargs)
         return kernel(self, _mask_coordinates(self, indices), *args, **kwargs)
 

@@ -6,12 +6,15 @@ overloads declare the same computation properly, so eager (and the CPU fallback,
 exactly the declared mutations) stays correct by calling those.
 
 ``aten::arange.start_out`` and ``aten::linspace.out`` compute in the out tensor's dtype; each is the
-functional factory with that dtype, copied into ``out``.
+functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
+for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts).
 """
 
 from __future__ import annotations
 
 import torch
+
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -33,10 +36,12 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 
 def _into(out, result):
-    """``out`` resized to ``result``'s shape and holding its values."""
-    if out.shape != result.shape:
+    """``out`` holding ``result``'s values, as ATen's range and linspace kernels write them: an ``out``
+    with as many elements keeps its shape and strides and takes the values in row-major order (a
+    strided view included); any other ``out`` is resized to ``result``'s shape first."""
+    if out.numel() != result.numel():
         out.resize_(result.shape)
-    return out.copy_(result)
+    return out.copy_(result.reshape(out.shape))
 
 
 def arange_out(start, end, step=1, *, out):
@@ -51,7 +56,42 @@ def linspace_out(start, end, steps, *, out):
     return _into(out, aten.linspace.default(start, end, steps, dtype=out.dtype, device=out.device))
 
 
+def abs_out(self, *, out):
+    """``torch.abs(..., out=)`` with ATen's dtype rule (``unary_op_impl_with_complex_to_float_out``):
+    a complex input's magnitude goes into any ``out`` it casts to (its real dtype, or its own complex
+    dtype), any other input's only into an ``out`` of its own dtype; ``out`` is resized when its
+    shape differs.
+
+    Raises:
+        RuntimeError: ``out`` is on another device or of a dtype the rule refuses (the CPU's words).
+    """
+    if out.device != self.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but got out is on {out.device}, different from "
+            f"other tensors on {self.device} (when checking argument out in method aten::abs.out)"
+        )
+    result = aten.abs.default(self)
+    if not self.is_complex() and out.dtype != self.dtype:
+        raise RuntimeError(f"Found dtype {aten_name(out.dtype)} but expected {aten_name(self.dtype)}")
+    if self.is_complex() and out.dtype != self.dtype and not torch.can_cast(result.dtype, out.dtype):
+        raise RuntimeError(
+            f"result type {aten_name(result.dtype)} can't be cast to the desired output type {aten_name(out.dtype)}"
+        )
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def abs_(self):
+    """``Tensor.abs_()``: a complex tensor cannot hold its magnitudes in place (ATen's words)."""
+    if self.is_complex():
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    return abs_out(self, out=self)
+
+
 KERNELS = {
+    aten.abs.out: abs_out,
+    aten.abs_.default: abs_,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
     aten.linspace.out: linspace_out,

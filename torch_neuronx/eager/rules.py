@@ -25,6 +25,14 @@ from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
 #: Dtypes a neuron tensor never holds (decision 8); complex32 is refused as absent from JAX_DTYPE.
 _UNHELD = (torch.float64, torch.complex128)
 
+#: Unary ops whose ATen meta builds its TensorIterator with ``build_borrowing_unary_op``
+#: (UnaryOps.cpp), which checks that every operand has one dtype: an ``out=`` of another dtype is an
+#: error, not a cast, on CPU and CUDA alike. Their Python meta kernels cast or word it otherwise.
+_SAME_DTYPE_UNARY = frozenset({"neg", "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "bitwise_not"})
+
+#: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
+_BYTEBOOL_RESULT = frozenset({"all", "any"})
+
 
 def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> RuntimeError:
     """TensorIterator's error for an in-place or ``out=`` tensor the result does not fit."""
@@ -185,14 +193,22 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
 
     Raises:
         RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
-            (TensorIterator's "result type ... can't be cast to the desired output type ...").
+            (TensorIterator's "result type ... can't be cast to the desired output type ..."), or is
+            written into an ``out=`` of another dtype by an op that allows none ("Found dtype ..."),
+            or ``all``/``any`` write into an ``out=`` that is neither bool nor uint8.
         TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
             complex128, complex32 (``torch.fft.rfft`` of a float16 tensor).
     """
+    base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
+    same_dtype = base in _SAME_DTYPE_UNARY
     for result, target in zip(written, targets, strict=True):
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
+        if base in _BYTEBOOL_RESULT and destination not in (torch.bool, torch.uint8):
+            raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
+        if same_dtype and destination != result.dtype:
+            raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
                 f"result type {aten_name(result.dtype)} can't be cast to the desired output type "

@@ -212,6 +212,9 @@ def _index_key(self, indices: Sequence[jax.Array | None], op: str) -> tuple:
                 "tensor of index_put (x[mask] = v); other uses have a data-dependent shape: index with "
                 "mask.nonzero() instead"
             )
+        elif self.shape[dim] == 0 and index.size:
+            # ATen's AdvancedIndex checks this before any kernel runs, on CPU and CUDA alike.
+            raise IndexError("index is out of bounds for dimension with size 0")
         else:
             key.append(_checked(index, self.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim))
     return tuple(key)

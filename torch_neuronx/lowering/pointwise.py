@@ -23,9 +23,20 @@ aten = torch.ops.aten
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _register_all(table: dict, promotion: Promotion) -> None:
+def _register_all(table: dict, promotion: Promotion, dtype_rules: dict | None = None) -> None:
     for op, fn in table.items():
-        lowering(op, promotion=promotion)(fn)
+        lowering(op, promotion=promotion, dtype_rule=(dtype_rules or {}).get(op))(fn)
+
+
+def _real_only(name: str):
+    """A ``dtype_rule``: ``self`` is not complex, else ATen's NotImplementedError (floor, ceil and
+    trunc's structured metas in UnaryOps.cpp, on CPU and CUDA alike)."""
+
+    def rule(arguments: dict) -> None:
+        if arguments["self"].dtype.is_complex:
+            raise NotImplementedError(f"{name} is not supported for complex inputs")
+
+    return rule
 
 
 # --- unary ------------------------------------------------------------------------------------
@@ -85,7 +96,11 @@ _SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
     aten.frac.default: lambda self: self - jnp.trunc(self),
     aten.bitwise_not.default: lambda self: jnp.logical_not(self) if self.dtype == jnp.bool_ else jnp.invert(self),
 }
-_register_all(_SAME_DTYPE_UNARY, Promotion.DEFAULT)
+_register_all(
+    _SAME_DTYPE_UNARY,
+    Promotion.DEFAULT,
+    {op: _real_only(op.__name__.split(".")[0]) for op in (aten.floor.default, aten.ceil.default, aten.trunc.default)},
+)
 
 
 @lowering(aten.abs.default, promotion=Promotion.COMPLEX_TO_FLOAT)
@@ -157,7 +172,38 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None, *, result_dtype):
 # --- binary -----------------------------------------------------------------------------------
 
 
-@lowering(aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+def _category(value) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex: of a tensor's dtype or a Python number. The result of
+    an elementwise op is of its operands' highest category (the dimension rules pick only the width)."""
+    dtype = value.dtype if isinstance(value, torch.Tensor) else None
+    if dtype == torch.bool or isinstance(value, bool):
+        return 0
+    if (dtype is not None and dtype.is_complex) or isinstance(value, complex):
+        return 3
+    if (dtype is not None and dtype.is_floating_point) or isinstance(value, float):
+        return 2
+    return 1
+
+
+def _alpha_check(arguments: dict) -> None:
+    """ATen's ``alpha_check`` (BinaryOps.h) on the dtype add/sub compute in, in its order: a bool alpha
+    only for bool results, a float or complex alpha for no integral or bool result, a complex one only
+    for complex results. torch/_refs checks the integer case only, in its own words."""
+    alpha = arguments.get("alpha", 1)
+    if alpha is None or isinstance(alpha, torch.Tensor):
+        return
+    category = max(_category(arguments["self"]), _category(arguments["other"]))
+    if isinstance(alpha, bool) and category != 0:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, (float, complex)) and category < 2:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, complex) and category != 3:
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+
+
+@lowering(
+    aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+)
 def add(self, other, alpha=1):
     """torch.add: self + alpha * other (bool: logical or)."""
     if self.dtype == jnp.bool_:
@@ -165,7 +211,9 @@ def add(self, other, alpha=1):
     return self + alpha * other
 
 
-@lowering(aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+@lowering(
+    aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+)
 def sub(self, other, alpha=1):
     """torch.sub: self - alpha * other (PyTorch rejects bool before this runs)."""
     return self - alpha * other

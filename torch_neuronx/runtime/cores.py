@@ -3,25 +3,32 @@
 There is no Trainium here: XLA through PJRT is the device compiler and runtime (DESIGN.md, "The
 stack"). Core ``i`` is JAX CPU device ``i``; JAX is configured for as many CPU devices as there are
 visible cores, with 64-bit types enabled (int64 is native, decision 8; every lowering names its
-dtypes, so this changes no result).
+dtypes, so this changes no result). Where other code created JAX's CPU client first, with fewer
+devices (PyTorch's test files probe JAX for TPUs at import), the cores get a CPU client of their
+own instead (``_compat/jax_client.py``): whoever touched JAX first, the device starts.
 """
 
 from __future__ import annotations
 
-import functools
-
 import jax
 
 from torch_neuronx import _C
+from torch_neuronx._compat import jax_client
+
+#: The PJRT devices of the cores, index = core; set by :func:`configure`.
+_devices: tuple[jax.Device, ...] = ()
 
 
 def configure() -> None:
-    """Configures JAX for the visible cores. Must run before JAX creates its CPU client.
+    """Configures JAX for the visible cores and picks their PJRT devices: JAX's default CPU client
+    when it has enough devices (it is created here when nothing created it before), else a CPU
+    client of the cores' own.
 
     Raises:
         ValueError: NEURON_RT_VISIBLE_CORES or NEURON_RT_NUM_CORES is malformed.
-        RuntimeError: JAX was already initialised by other code with fewer CPU devices.
+        RuntimeError: jaxlib could not create the cores' own client.
     """
+    global _devices
     error = _C._core_config_error()
     if error:
         raise ValueError(f"neuron: {error}")
@@ -30,22 +37,21 @@ def configure() -> None:
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:
-        pass  # the CPU client exists already; checked below
-    available = len(jax.devices("cpu"))
-    if available < count:
+        pass  # other code created the CPU client first; its device count is checked below
+    default = jax.devices("cpu")
+    if len(default) >= count:
+        _devices = tuple(default[:count])
+        return
+    try:
+        _devices = tuple(jax_client.private_cpu_devices(count))
+    except RuntimeError as err:
         raise RuntimeError(
-            f"neuron: {count} NeuronCores are visible but JAX's CPU client was created with {available} "
-            "device(s) before the neuron device was first used. Use the neuron device before running "
-            "other JAX code, or set NEURON_RT_NUM_CORES to at most "
-            f"{available}."
-        )
-
-
-@functools.cache
-def _devices() -> tuple[jax.Device, ...]:
-    return tuple(jax.devices("cpu")[: _C._device_count()])
+            f"neuron: {count} NeuronCores are visible, JAX's CPU client was created by other code with "
+            f"{len(default)} device(s), and a CPU client for the cores could not be made: {err}. Use the "
+            f"neuron device before running other JAX code, or set NEURON_RT_NUM_CORES to at most {len(default)}."
+        ) from err
 
 
 def core(index: int) -> jax.Device:
     """The PJRT device of ``neuron:index``."""
-    return _devices()[index]
+    return _devices[index]

@@ -145,3 +145,28 @@ CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {
     ("sin", torch.complex32): _NO_COMPLEX32,
     ("fft.fft", torch.float16): _HALF_FFT,
 }
+
+#: The dtypes of PyTorch's own test files that ``torch-neuronx upstream-tests`` skips on purpose: a
+#: test instantiated for one of them (its name ends in ``_neuron_<dtype>``, one of a pair of dtypes
+#: included) is reported as skipped by us, with this reason.
+UPSTREAM_DTYPE_SKIPS: dict[str, str] = {
+    "float64": "FP64 policy: Trainium has no FP64; a float64 tensor on neuron raises TypeError (DESIGN.md, 8)",
+    "complex128": "FP64 policy: Trainium has no FP64; a complex128 tensor on neuron raises TypeError (DESIGN.md, 8)",
+    "complex32": "neuron has no complex32 (complex half), as UNSUPPORTED_DTYPES says",
+}
+
+#: Tests of PyTorch's own files skipped on purpose, keyed by the test's name without its device and
+#: dtype suffix (``test_foo`` for ``test_foo_neuron_float32``), each with its reason.
+UPSTREAM_SKIPS: dict[str, str] = {}
+
+
+def upstream_skip_reason(test_name: str) -> str | None:
+    """Why ``torch-neuronx upstream-tests`` skips the instantiated test ``test_name`` on purpose
+    (``test_add_neuron_float64``), or None when it runs."""
+    base, _, suffix = test_name.partition("_neuron")
+    if base in UPSTREAM_SKIPS:
+        return UPSTREAM_SKIPS[base]
+    for token in suffix.replace("[", "_").split("_"):
+        if token in UPSTREAM_DTYPE_SKIPS:
+            return UPSTREAM_DTYPE_SKIPS[token]
+    return None

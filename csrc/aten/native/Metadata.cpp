@@ -164,7 +164,11 @@ at::Tensor& set_empty(at::Tensor& self) {
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
+  // As the CPU's and CUDA's resize_: a tensor that has the size already keeps its strides (an out=
+  // argument that is a strided view stays one); only a new size makes it contiguous.
+  if (impl->sizes() != size) {
+    impl->set_sizes_contiguous(size);
+  }
   int64_t needed = impl->numel() == 0 ? 0 : (impl->storage_offset() + impl->numel()) * impl->itemsize();
   auto* storage = impl->storage().unsafeGetStorageImpl();
   if (needed > static_cast<int64_t>(storage->nbytes())) {

@@ -1,0 +1,93 @@
+"""``torch-neuronx upstream-tests``: PyTorch's device-generic test base on neuron, through the command.
+
+The samples in ``upstream_sample/`` are written the way PyTorch's test files are; PyTorch's own files
+are not part of this repository (third_party/pytorch_tests/README.md), so a slice of one runs here
+only where they are present.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pyarrow.parquet as pq
+import pytest
+
+from torch_neuronx import cli
+from torch_neuronx.testing import tables, upstream
+
+SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
+
+
+def _outcomes(out: pathlib.Path) -> dict[str, tuple[str, str]]:
+    table = pq.read_table(out / "outcomes.parquet").to_pylist()
+    return {row["test"]: (row["outcome"], row["reason"]) for row in table}
+
+
+def test_device_generic_file_outcomes_through_the_command(tmp_path):
+    argv = ["upstream-tests", "--tests-dir", str(SAMPLES), "--files", "device_generic_sample.py"]
+    assert cli.main([*argv, "--no-progress", "--out", str(tmp_path)]) == 0
+    found = _outcomes(tmp_path)
+    assert {test: outcome for test, (outcome, _) in found.items()} == {
+        "test_add_matches_cpu_neuron_float32": "passed",
+        "test_add_matches_cpu_neuron_float64": "skipped-ours",
+        "test_makes_a_double_tensor_neuron": "skipped-ours",
+        "test_only_cuda_neuron": "skipped-pytorch",
+        "test_wrong_value_fails_neuron": "failed",
+    }
+    assert found["test_add_matches_cpu_neuron_float64"][1].endswith(tables.UPSTREAM_DTYPE_SKIPS["float64"])
+    assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
+    assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| device_generic_sample.py | 5 | 1 | 1 | 1 | 2 | 0 | 0 | 50.0% | 40.0% |" in summary
+
+
+def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
+    rows, stops = upstream.run_upstream(["process_faults_sample.py"], tests_dir=SAMPLES, timeout=3.0, progress=False)
+    assert stops == {"process_faults_sample.py": "done"}
+    assert {row.test: row.outcome for row in rows} == {
+        "test_a_passes": "passed",
+        "test_b_exits_the_interpreter": "crashed",
+        "test_c_hangs": "timeout",
+        "test_d_runs_after_both": "passed",
+    }
+
+
+def test_missing_test_files_say_how_to_provide_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match="fetches nothing"):
+        upstream.find_tests_dir(tmp_path / "absent")
+
+
+@pytest.mark.parametrize(
+    ("name", "skipped"),
+    [
+        ("test_add_neuron_float64", True),
+        ("test_copy_neuron_float32_complex128", True),
+        ("test_add_neuron_float32", False),
+        ("test_float64_flag_neuron", False),
+    ],
+)
+def test_fp64_skips_follow_the_dtype_suffix(name, skipped):
+    assert (tables.upstream_skip_reason(name) is not None) is skipped
+
+
+def test_slice_of_pytorchs_own_file_when_present(tmp_path):
+    try:
+        tests_dir = upstream.find_tests_dir(None)
+    except FileNotFoundError:
+        pytest.skip("PyTorch's test files are not in third_party/pytorch_tests (see its README.md)")
+    rows, stops = upstream.run_upstream(
+        ["test_shape_ops.py"], keyword="test_flip and float32", tests_dir=tests_dir, progress=False
+    )
+    assert stops == {"test_shape_ops.py": "done"}
+    assert rows and all(row.outcome == "passed" for row in rows), [(r.test, r.reason) for r in rows]
+
+
+def test_publish_replaces_only_its_own_section(tmp_path):
+    doc = tmp_path / "coverage.md"
+    doc.write_text("# Operator coverage\n\nold table\n")
+    upstream.publish(doc, section="## Upstream\n\nfirst")
+    upstream.publish(doc, section="## Upstream\n\nsecond")
+    upstream.publish(doc, rest="# Operator coverage\n\nnew table\n")
+    assert doc.read_text() == (
+        f"# Operator coverage\n\nnew table\n\n{upstream.BEGIN}\n## Upstream\n\nsecond\n{upstream.END}\n"
+    )

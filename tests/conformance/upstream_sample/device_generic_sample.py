@@ -1,0 +1,33 @@
+"""A device-generic test file written the way PyTorch's own are, for tests/conformance/test_upstream.py.
+
+Not collected by the default run (its name does not start with ``test_``): the test runs it through
+``torch-neuronx upstream-tests``, which must record each outcome kind below as PyTorch's files
+produce them (crashes and hangs are process_faults_sample.py's).
+"""
+
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyCUDA
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestSample(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_add_matches_cpu(self, device, dtype):
+        x = torch.arange(6, dtype=dtype).reshape(2, 3)
+        self.assertEqual(torch.add(x.to(device), 1).cpu(), x + 1)
+
+    def test_wrong_value_fails(self, device):
+        self.assertEqual(torch.ones(2, device=device).cpu(), torch.zeros(2))
+
+    @onlyCUDA
+    def test_only_cuda(self, device):
+        self.assertEqual(torch.ones(1, device=device).cpu(), torch.ones(1))
+
+    def test_makes_a_double_tensor(self, device):
+        torch.zeros(2, dtype=torch.double, device=device)
+
+
+instantiate_device_type_tests(TestSample, globals(), only_for="privateuse1")
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,128 @@
+"""The pytest plugin that ``torch-neuronx upstream-tests`` loads into each test file's process.
+
+It records one JSON line per test into the file named by ``TORCH_NEURONX_UPSTREAM_RECORD``: a
+``start`` line before a test runs (so the parent can tell which test hung or crashed the process)
+and an outcome line after it, flushed at once. Tests listed in ``TORCH_NEURONX_UPSTREAM_DONE`` (one
+node id a line: finished before a crash or a timeout) are deselected, so a restarted process
+carries on from the next test. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
+are applied here, each with its reason, and a failure that is the device's dtype policy's own
+``TypeError`` (FP64, complex32) is recorded as a deliberate skip too (``skipped-ours``), never as a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+import pytest
+
+from torch_neuronx.testing import tables
+
+#: The prefix that marks a skip reason as ours, not PyTorch's eligibility checks'.
+OURS = "skipped by torch-neuronx: "
+
+_record = None
+#: The device's dtype policy errors (DESIGN.md, decision 8): a test failing with one of them asked for
+#: a dtype neuron does not have, and is recorded as a deliberate skip with that reason.
+_DTYPE_POLICY = (
+    (
+        re.compile(r"tensors are not supported because Trainium has no FP64 arithmetic"),
+        "FP64 policy (the test makes a float64 or complex128 tensor on neuron, which raises as designed)",
+    ),
+    (
+        re.compile(r"on neuron: dtype \w+ is not supported\. Supported dtypes:"),
+        "unsupported-dtype policy (the test makes a tensor of a dtype neuron does not have, e.g. complex32)",
+    ),
+)
+
+
+def _write(line: dict[str, Any]) -> None:
+    if _record is not None:
+        _record.write(json.dumps(line) + "\n")
+        _record.flush()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _record
+    path = os.environ.get("TORCH_NEURONX_UPSTREAM_RECORD")
+    if path:
+        _record = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole session
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _record is not None:
+        _record.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    done_path = os.environ.get("TORCH_NEURONX_UPSTREAM_DONE")
+    done = set()
+    if done_path and os.path.exists(done_path):
+        with open(done_path, encoding="utf-8") as lines:
+            done = {line.strip() for line in lines if line.strip()}
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.nodeid in done else kept).append(item)
+        reason = tables.upstream_skip_reason(item.name)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=OURS + reason))
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    _write({"nodeid": nodeid, "event": "start", "time": time.time()})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or not report.failed or not isinstance(call.excinfo.value, TypeError):
+        return
+    message = " ".join(str(call.excinfo.value).split())
+    for pattern, reason in _DTYPE_POLICY:
+        if pattern.search(message):
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1], f"{OURS}{reason}: {message[:200]}")
+            return
+
+
+def _reason(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    if hasattr(report, "wasxfail"):
+        return str(report.wasxfail)
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        return crash.message if crash is not None else str(report.longrepr)[-2000:]
+    return ""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # One line per test: the call phase's outcome, or setup's where setup skipped or failed, or
+    # teardown's where only teardown failed.
+    if (
+        report.when == "call"
+        or (report.when == "setup" and not report.passed)
+        or (report.when == "teardown" and report.failed)
+    ):
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.skipped:
+            outcome = "skipped"
+        else:
+            outcome = "error" if report.when != "call" and report.failed else report.outcome
+        _write(
+            {
+                "nodeid": report.nodeid,
+                "event": "outcome",
+                "outcome": outcome,
+                "reason": _reason(report)[:2000],
+                "duration": report.duration,
+            }
+        )
