@@ -95,8 +95,16 @@ def select(self, dim, index):
     return jax.lax.index_in_dim(self, index % self.shape[dim], axis=dim, keepdims=False)
 
 
+# lift_fresh has a lowering so that it is not decomposed (PyTorch's nop_decomposition makes it an
+# alias): FakeTensorMode turns the real constant of ``torch.tensor(...)`` in a compiled graph into a
+# fake one at lift_fresh, and would reject it at alias.
 @lowering(
-    aten.alias.default, aten.alias_copy.default, aten.clone.default, aten.lift_fresh_copy.default, aten.detach.default
+    aten.alias.default,
+    aten.alias_copy.default,
+    aten.clone.default,
+    aten.lift_fresh.default,
+    aten.lift_fresh_copy.default,
+    aten.detach.default,
 )
 def alias(self, *, memory_format=None):
     return self
