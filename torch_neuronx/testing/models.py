@@ -115,6 +115,7 @@ _SHRINK = {
             "encoder_attention_heads",
             "decoder_attention_heads",
             "num_key_value_heads",
+            "mamba_n_heads",
         ),
         4,
     ),
@@ -208,6 +209,10 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
         for name, value in values.items():
             if isinstance(value, list) and len(value) == before and after < before and name not in ("depths",):
                 out[name] = value[:after]
+    if layers_before and "stage_names" in out:
+        # a backbone's stages follow its layers: its default outputs (the last stage) are recomputed
+        for name in ("stage_names", "out_features", "out_indices"):
+            out.pop(name, None)
     vocab = out.get("vocab_size")
     if isinstance(vocab, int):
         for name, value in values.items():
@@ -240,13 +245,17 @@ def reduced_config(model_type: str) -> Any:
     return config
 
 
-def _special_ids(config: Any) -> set[int]:
+def _special_ids(values: Any) -> set[int]:
+    """Every id in a ``*token_id*`` or ``*token_index*`` field of a config (sub-configs too)."""
+    if not isinstance(values, dict):
+        values = values.to_dict()
     found: set[int] = set()
-    for key, value in config.to_dict().items():
-        if isinstance(value, int) and ("token_id" in key or "token_index" in key):
-            found.add(value)
-        elif isinstance(value, dict):
-            found |= {v for k, v in value.items() if isinstance(v, int) and ("token_id" in k or "token_index" in k)}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            found |= _special_ids(value)
+        elif isinstance(key, str) and ("token_id" in key or "token_index" in key):
+            ids = value if isinstance(value, list) else [value]
+            found |= {i for i in ids if isinstance(i, int) and not isinstance(i, bool)}
     return found
 
 
@@ -408,6 +417,7 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
         config = reduced_config(architecture.model_type)
         model_class = getattr(transformers, architecture.model_class)
         model = model_class(config).eval()  # eval: no dropout, so both devices compute the same function
+        _break_constant_parameters(model)
         made = inputs(config, architecture, model.main_input_name)
         expected_output = model(**made)
         expected = [t.detach() for t in _float_outputs(expected_output)]
@@ -448,6 +458,21 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
             actual = [t.detach().cpu() for t in _float_outputs(output)]
             _judge(rows["compiled_forward"], actual, expected, lambda: _widened_run(model, made, backward=False))
     yield _skipped_if_failed(rows["compiled_forward"])
+
+
+def _break_constant_parameters(model: torch.nn.Module) -> None:
+    """Adds seeded noise (std 0.02, transformers' usual init) to every floating parameter whose
+    elements are all equal (zero-initialised routers and biases, norm weights of ones). A zero router
+    scores every expert the same, and top-k then picks among ties, whose order the CPU leaves
+    unspecified: a different, valid choice on the device would read as a wrong value. Constant
+    weights also hide faults that swap or broadcast elements."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.is_floating_point() and parameter.numel() > 1:
+                if bool((parameter == parameter.reshape(-1)[0]).all()):
+                    noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+                    parameter.add_(0.02 * noise)
 
 
 class _Skipped(Exception):
