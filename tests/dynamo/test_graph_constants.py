@@ -1,5 +1,6 @@
-"""Tensors a compiled function builds from Python data (``torch.tensor([...])``), which AOTAutograd
-keeps as constants of the graph, against the CPU."""
+"""Constants of a compiled graph against the CPU: tensors a compiled function builds from Python data
+(``torch.tensor([...])``), which AOTAutograd keeps as attributes of the graph, and Python scalars
+the graph holds as op arguments."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def test_constant_tensors_in_a_graph_with_a_backward_match_cpu():
     got.square().sum().backward()
     _scaled_and_extended(x).square().sum().backward()
     torch.testing.assert_close(x_neuron.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype, value", [(torch.bool, True), (torch.int64, 3), (torch.float32, 2.5)])
+def test_scatter_of_a_python_scalar_matches_cpu(dtype, value):
+    # a mask built by scattering True (axk2's attention), held as a constant by the graph
+    def scattered(x, index):
+        return x.scatter(1, index, value)
+
+    x = torch.zeros(3, 4, dtype=dtype)
+    index = torch.tensor([[1], [2], [0]])
+    got = torch.compile(scattered, backend="neuron", fullgraph=True)(x.to("neuron"), index.to("neuron"))
+    torch.testing.assert_close(got.cpu(), scattered(x, index))
