@@ -121,6 +121,9 @@ _SHRINK = {
     ),
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4),
     **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k"), 2),
+    # rotary and latent-attention (DeepSeek's MLA) widths, kept within the heads' width of 8
+    **dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), 8),
+    **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 16),
     **dict.fromkeys(("vocab_size",), 256),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "max_target_positions"), 64),
     **dict.fromkeys(("image_size",), 32),
