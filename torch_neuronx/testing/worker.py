@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
-import queue
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -52,14 +51,15 @@ def _function(name: str) -> Callable[[Any], Iterator[Any]]:
 
 def _serve(function_name: str, tasks: Any, results: Any) -> None:
     """The worker process: runs ``function(task)`` for each task until it gets None, streaming each
-    event it yields, then ``("done", None)``."""
+    event it yields, then ``("done", None)``. ``results`` is a pipe, written synchronously: an event
+    sent before a crash has reached the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the worker
     function = _function(function_name)
-    results.put(("ready", None))
+    results.send(("ready", None))
     for task in iter(tasks.get, None):
         for event in function(task):
-            results.put(("event", event))
-        results.put(("done", None))
+            results.send(("event", event))
+        results.send(("done", None))
 
 
 class Worker:
@@ -77,18 +77,21 @@ class Worker:
 
     def _start(self) -> None:
         self.tasks = self.context.Queue()
-        self.results = self.context.Queue()
+        self.results, sender = self.context.Pipe(duplex=False)
         self.process = self.context.Process(
-            target=_serve, args=(self.function_name, self.tasks, self.results), daemon=True, name="sweep-worker"
+            target=_serve, args=(self.function_name, self.tasks, sender), daemon=True, name="sweep-worker"
         )
         self.process.start()
+        sender.close()  # the worker holds the only writing end: its death ends the pipe
         try:
-            self.results.get(timeout=STARTUP_TIMEOUT)
-        except queue.Empty:
+            ready = self.results.poll(STARTUP_TIMEOUT) and self.results.recv()
+        except EOFError:
+            ready = None
+        if not ready:
             self.close()
             raise RuntimeError(
                 f"the sweep worker did not start within {STARTUP_TIMEOUT:g} s; run in-process to see its error"
-            ) from None
+            )
 
     def close(self) -> None:
         """Stops the worker (politely, then by force)."""
@@ -112,8 +115,11 @@ class Worker:
         started = time.monotonic()
         while True:
             try:
-                kind, event = self.results.get(timeout=1.0)
-            except queue.Empty:
+                kind, event = self.results.recv() if self.results.poll(1.0) else (None, None)
+            except EOFError:  # the worker died; its last events were read before
+                self.process.join(timeout=5)
+                kind = None
+            if kind is None:
                 failure = self._failure(started)
                 if failure is not None:
                     self.close()
