@@ -3,7 +3,7 @@
 ``torch-neuronx conformance`` runs PyTorch's OpInfo database on neuron against the CPU and writes
 ``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing`).
 ``torch-neuronx sweep-models`` runs every transformers architecture, reduced, on neuron against the CPU
-and writes ``outcomes.parquet``, ``summary.md`` and ``pass_rates.png`` (see
+and writes ``outcomes.parquet``, ``summary.md`` and ``models_pass_rates.png`` (see
 :mod:`torch_neuronx.testing.model_sweep`).
 ``torch-neuronx profile summarize DIR`` reports where a profile's time went, from the Parquet
 tables ``NeuronProfiler.export_trace`` wrote (see :mod:`torch_neuronx.profiling`); ``--plot FILE.png``
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run every transformers architecture, reduced, on neuron and compare with the CPU",
         description="Builds each model type of transformers' auto mappings in a reduced configuration with "
         "random weights, runs it on the CPU and on neuron (eager forward and backward, compiled forward), and "
-        "writes outcomes.parquet, summary.md and pass_rates.png into --out.",
+        "writes outcomes.parquet, summary.md and models_pass_rates.png into --out.",
     )
     models.add_argument(
         "--models", nargs="+", metavar="GLOB", help="model types or globs, space- or comma-separated (default: all)"

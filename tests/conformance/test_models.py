@@ -56,7 +56,7 @@ def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
     ]
     summary = open(os.path.join(out, "summary.md")).read()
     assert "$ torch-neuronx sweep-models --models vit --no-compile" in summary and "## Failure kinds" in summary
-    assert open(os.path.join(out, "pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert open(os.path.join(out, "models_pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     caplog.clear()
     # resumed, vit is kept from the journal: nothing runs, the report is the same
     assert cli.main(["sweep-models", "--models", "vit", "--no-compile", "--resume", "--out", out]) == 0

@@ -4,7 +4,7 @@ worker process that a crash or a hang cannot take down, resumable, with its repo
 Each architecture's rows are appended to ``outcomes.jsonl`` in the report directory as soon as it
 ends, so a sweep stopped by its budget, Ctrl-C or a crash resumes (``resume=True``) from the first
 architecture not in it. :func:`write_model_report` writes ``outcomes.parquet``, ``summary.md`` and
-``pass_rates.png`` from the rows.
+``models_pass_rates.png`` from the rows.
 """
 
 from __future__ import annotations
@@ -228,6 +228,15 @@ def summary(rows: Sequence[ModelOutcome], *, command: str, seconds: float) -> st
         f"minutes. {len(models)} architectures, {len(not_run)} not run (time budget); every outcome is in "
         "`outcomes.parquet`.",
         "",
+        "How to run it: `torch-neuronx sweep-models` (all architectures), `--models llama 'qwen*'` (globs), "
+        "`--budget-minutes N` (no architecture starts after N minutes; the rest are listed as not run), "
+        "`--resume` (keep the architectures already in `--out`'s journal `outcomes.jsonl` and run the rest), "
+        "`--no-compile`, `--timeout S` (seconds per architecture before its worker process is killed); "
+        "`make sweep-models` regenerates this page. From Python: "
+        "`torch_neuronx.testing.model_sweep.run_model_sweep`.",
+        "",
+        "![Pass rates per stage and per task](models_pass_rates.png)",
+        "",
         "## Targets (architectures that run on the CPU)",
         "",
         *_table(
@@ -360,11 +369,11 @@ def _plot(rows: Sequence[ModelOutcome], path: Path) -> None:
 def write_model_report(
     rows: Sequence[ModelOutcome], out_dir: str | Path, *, command: str, seconds: float
 ) -> tuple[Path, Path, Path]:
-    """Writes ``outcomes.parquet``, ``summary.md`` and ``pass_rates.png`` into ``out_dir`` (created if
-    missing) and returns their paths."""
+    """Writes ``outcomes.parquet``, ``summary.md`` and ``models_pass_rates.png`` (which the summary
+    shows) into ``out_dir`` (created if missing) and returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table, text, plot = out / "outcomes.parquet", out / "summary.md", out / "pass_rates.png"
+    table, text, plot = out / "outcomes.parquet", out / "summary.md", out / "models_pass_rates.png"
     _write_parquet(rows, table)
     text.write_text(summary(rows, command=command, seconds=seconds))
     _plot(rows, plot)
