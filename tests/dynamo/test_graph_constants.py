@@ -48,3 +48,21 @@ def test_scatter_of_a_python_scalar_matches_cpu(dtype, value):
     index = torch.tensor([[1], [2], [0]])
     got = torch.compile(scattered, backend="neuron", fullgraph=True)(x.to("neuron"), index.to("neuron"))
     torch.testing.assert_close(got.cpu(), scattered(x, index))
+
+
+def _shifted_scores_masked_in_place(q: torch.Tensor, r: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # funnel's relative attention: scores re-viewed, sliced, then masked in place through the slice
+    scores = torch.einsum("binh,tnh->bnit", q, r)
+    batch, heads, length, relative = scores.shape
+    scores = scores.reshape(batch, heads, relative, length)[:, :, 1:, :]
+    scores = scores.reshape(batch, heads, length, relative - 1)[..., :length]
+    scores *= mask
+    return scores
+
+
+def test_in_place_write_through_a_slice_of_a_strided_view_matches_cpu():
+    q, r = torch.randn(2, 8, 4, 4), torch.randn(17, 4, 4)
+    mask = torch.randn(8, 8)
+    neuron = [t.to("neuron") for t in (q, r, mask)]
+    got = torch.compile(_shifted_scores_masked_in_place, backend="neuron", fullgraph=True)(*neuron)
+    torch.testing.assert_close(got.cpu(), _shifted_scores_masked_in_place(q, r, mask), atol=1e-5, rtol=1e-5)
