@@ -4,6 +4,7 @@ the graph holds as op arguments."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch._dynamo
@@ -66,3 +67,18 @@ def test_in_place_write_through_a_slice_of_a_strided_view_matches_cpu():
     neuron = [t.to("neuron") for t in (q, r, mask)]
     got = torch.compile(_shifted_scores_masked_in_place, backend="neuron", fullgraph=True)(*neuron)
     torch.testing.assert_close(got.cpu(), _shifted_scores_masked_in_place(q, r, mask), atol=1e-5, rtol=1e-5)
+
+
+def _scaled_by_numpy(x: torch.Tensor) -> torch.Tensor:
+    # CTRL's embedding scale: Dynamo computes np.sqrt(int) as a 0-d float64 CPU tensor, a scalar to
+    # the float32 product on neuron, as in eager
+    y = x * 2
+    y *= np.sqrt(8)
+    return y
+
+
+def test_numpy_scalar_computed_on_the_cpu_in_float64_scales_a_neuron_tensor_as_in_eager():
+    x = torch.randn(3)
+    got = torch.compile(_scaled_by_numpy, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), _scaled_by_numpy(x))
+    assert got.dtype == torch.float32
