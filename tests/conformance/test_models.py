@@ -45,7 +45,9 @@ def test_sample_of_architectures_passes_every_stage_in_process(tmp_path):
 
 def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
     out = str(tmp_path / "report")
-    assert cli.main(["sweep-models", "--models", "vit", "--no-compile", "--no-progress", "--out", out]) == 0
+    # in process: the worker is tested below, and spawning one costs seconds of imports
+    arguments = ["sweep-models", "--models", "vit", "--no-compile", "--in-process", "--no-progress", "--out", out]
+    assert cli.main(arguments) == 0
     table = pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist()
     assert [(row["stage"], row["outcome"]) for row in table] == [
         ("cpu", "pass"),
@@ -55,11 +57,14 @@ def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
         ("compiled_forward", "skipped"),
     ]
     summary = open(os.path.join(out, "summary.md")).read()
-    assert "$ torch-neuronx sweep-models --models vit --no-compile" in summary and "## Failure kinds" in summary
+    assert (
+        "$ torch-neuronx sweep-models --models vit --no-compile --in-process" in summary
+        and "## Failure kinds" in summary
+    )
     assert open(os.path.join(out, "models_pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     caplog.clear()
     # resumed, vit is kept from the journal: nothing runs, the report is the same
-    assert cli.main(["sweep-models", "--models", "vit", "--no-compile", "--resume", "--out", out]) == 0
+    assert cli.main([*arguments, "--resume"]) == 0
     assert pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist() == table
     assert cli.main(["sweep-models", "--models", "no-such-model", "--out", out]) == 2
     assert "no transformers model type matches" in caplog.text
