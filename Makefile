@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage upstream-tests nki-sweep install clean
+.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage upstream-tests sweep-models nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -33,6 +33,11 @@ coverage: install  ## PyTorch's OpInfo database on neuron against the CPU (about
 
 upstream-tests: install  ## PyTorch's own test files on neuron (about an hour; needs third_party/pytorch_tests/README.md's files): docs/coverage.md.
 	$(BIN)/torch-neuronx upstream-tests --budget-minutes 60 --no-progress --out reports/upstream --publish docs/coverage.md
+
+sweep-models: install  ## Every transformers architecture, reduced, on neuron against the CPU: docs/models.md.
+	$(BIN)/torch-neuronx sweep-models --budget-minutes 60 --resume --out reports/models
+	cp reports/models/summary.md docs/models.md
+	cp reports/models/models_pass_rates.png docs/models_pass_rates.png
 
 nki-sweep: install  ## The NKI kernel library against PyTorch on larger shapes (minutes): reports/nki/summary.md.
 	$(BIN)/python -m nki.sweep --out reports/nki

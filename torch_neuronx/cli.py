@@ -4,6 +4,9 @@
 ``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing`).
 ``torch-neuronx upstream-tests`` runs PyTorch's own device-generic test files on neuron and writes
 ``outcomes.parquet`` and ``summary.md`` (see :mod:`torch_neuronx.testing.upstream`).
+``torch-neuronx sweep-models`` runs every transformers architecture, reduced, on neuron against the CPU
+and writes ``outcomes.parquet``, ``summary.md`` and ``models_pass_rates.png`` (see
+:mod:`torch_neuronx.testing.model_sweep`).
 ``torch-neuronx profile summarize DIR`` reports where a profile's time went, from the Parquet
 tables ``NeuronProfiler.export_trace`` wrote (see :mod:`torch_neuronx.profiling`); ``--plot FILE.png``
 draws it.
@@ -119,6 +122,33 @@ def _parser() -> argparse.ArgumentParser:
     upstream.add_argument(
         "--out", default="reports/upstream", metavar="DIR", help="report directory (default reports/upstream)"
     )
+    models = commands.add_parser(
+        "sweep-models",
+        help="run every transformers architecture, reduced, on neuron and compare with the CPU",
+        description="Builds each model type of transformers' auto mappings in a reduced configuration with "
+        "random weights, runs it on the CPU and on neuron (eager forward and backward, compiled forward), and "
+        "writes outcomes.parquet, summary.md and models_pass_rates.png into --out.",
+    )
+    models.add_argument(
+        "--models", nargs="+", metavar="GLOB", help="model types or globs, space- or comma-separated (default: all)"
+    )
+    models.add_argument(
+        "--budget-minutes", type=float, metavar="N", help="start no architecture after N minutes (default: no limit)"
+    )
+    models.add_argument(
+        "--timeout", type=float, default=300.0, metavar="S", help="seconds one architecture may run (default 300)"
+    )
+    models.add_argument("--no-compile", action="store_true", help="skip the torch.compile stage")
+    models.add_argument(
+        "--resume", action="store_true", help="keep the architectures already in --out's outcomes.jsonl"
+    )
+    models.add_argument(
+        "--in-process", action="store_true", help="run in this process (no protection against crashes and hangs)"
+    )
+    models.add_argument("--no-progress", action="store_true", help="no progress bar")
+    models.add_argument(
+        "--out", default="reports/models", metavar="DIR", help="report directory (default reports/models)"
+    )
     profile = commands.add_parser("profile", help="read profiles written by torch_neuronx.profiling.NeuronProfiler")
     profile_commands = profile.add_subparsers(dest="profile_command", required=True)
     summarize = profile_commands.add_parser(
@@ -211,6 +241,39 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _sweep_models(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from torch_neuronx.testing.model_sweep import run_model_sweep, targets, write_model_report
+
+    for option, value in (("--budget-minutes", args.budget_minutes), ("--timeout", args.timeout)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{option} must be positive, got {value}")
+    if args.models is not None and not _names(args.models):
+        raise ValueError("--models needs at least one name")
+    start = time.monotonic()
+    rows = run_model_sweep(
+        _names(args.models),
+        args.out,
+        budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
+        timeout=args.timeout,
+        compiled=not args.no_compile,
+        resume=args.resume,
+        isolate=not args.in_process,
+        progress=not args.no_progress,
+    )
+    command = shlex.join(["torch-neuronx", *argv])
+    paths = write_model_report(rows, args.out, command=command, seconds=time.monotonic() - start)
+    goal = targets(rows)
+    logger.info(
+        "%d architectures run on the CPU: %d pass eager, %d pass compiled, %d with wrong values",
+        goal["architectures_on_cpu"],
+        goal["eager_pass"],
+        goal["compiled_pass"],
+        len(goal["wrong_values"]),
+    )
+    logger.info("wrote %s", ", ".join(str(path) for path in paths))
+    return 0
+
+
 def _profile(args: argparse.Namespace) -> int:
     from torch_neuronx.profiling import summary
 
@@ -232,6 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _profile(args)
         if args.command == "upstream-tests":
             return _upstream(args, argv)
+        if args.command == "sweep-models":
+            return _sweep_models(args, argv)
         return _conformance(args, argv)
     except (ValueError, FileNotFoundError) as err:
         logger.error("torch-neuronx %s: %s", args.command, err)

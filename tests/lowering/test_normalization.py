@@ -301,3 +301,26 @@ def test_batch_norm_of_an_offset_input_is_as_accurate_as_cpu():
     neuron = F.batch_norm(input.to("neuron"), None, None, training=True).cpu()
     assert (neuron - expected).abs().max() <= (cpu - expected).abs().max()
     torch.testing.assert_close(neuron, cpu, rtol=0, atol=2e-3)
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_weight_norm_gradients_match_cpu_without_fallback(dim, compiled):
+    # wav2vec2's positional convolution: weight norm over the last dim of a Conv1d weight
+    cpu = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 6, 3, groups=2), dim=dim)
+    device = copy.deepcopy(cpu).to("neuron")
+    x = torch.randn(2, 4, 7)
+
+    def loss(module, inputs):
+        return (module(inputs) * torch.linspace(-1, 1, 5)).square().sum()
+
+    def neuron_loss(module, inputs):
+        return (module(inputs) * torch.linspace(-1, 1, 5).to("neuron")).square().sum()
+
+    neuron_step = torch.compile(neuron_loss, backend="neuron") if compiled else neuron_loss
+    torch_neuronx.clear_op_tracking()
+    neuron_step(device, x.to("neuron")).backward()
+    loss(cpu, x).backward()
+    assert torch_neuronx.get_fallback_ops() == {}
+    for (name, p), q in zip(cpu.named_parameters(), device.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-5, rtol=1e-5, msg=name)

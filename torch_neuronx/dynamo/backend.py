@@ -20,6 +20,7 @@ from torch_neuronx._compat.torch_internals import (
     aot_autograd,
     assumes_static_shapes_by_default,
     forget_aot_metadata,
+    mark_boxed,
     requested_dynamic_dims,
 )
 from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
@@ -50,12 +51,60 @@ def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
     return None
 
 
+class _ConstantsAsInputs:
+    """A compiled graph whose tensor constants (``get_attr`` nodes: ``torch.tensor([...])`` in the
+    traced code, which AOTAutograd keeps as attributes of the graph) are passed as extra inputs,
+    after the graph's own: the lowering engine only reads values from inputs."""
+
+    def __init__(self, compiled: Any, constants: list[torch.Tensor]) -> None:
+        mark_boxed(self)
+        self.compiled = compiled
+        self.constants = constants
+
+    def __call__(self, *args: Any) -> list[Any]:
+        if len(args) == 1 and type(args[0]) is list:
+            boxed = args[0]
+            args = tuple(boxed)
+            boxed.clear()
+        return self.compiled([*args, *self.constants])
+
+
+def _lift_constants(graph: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """Turns every tensor ``get_attr`` node of ``graph`` into a placeholder after the existing ones
+    (in place) and returns the tensors, in the order of the new placeholders."""
+    nodes = list(graph.graph.nodes)
+    first_computation = next((n for n in nodes if n.op != "placeholder"), None)
+    constants: list[torch.Tensor] = []
+    for node in nodes:
+        if node.op != "get_attr":
+            continue
+        value = graph
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            continue
+        with graph.graph.inserting_before(first_computation):
+            placeholder = graph.graph.placeholder(f"constant_{len(constants)}")
+        # The real tensor stands in for its fake: the engine reads only its shape, dtype and device.
+        placeholder.meta["val"] = node.meta.get("val", value)
+        node.replace_all_uses_with(placeholder)
+        graph.graph.erase_node(node)
+        constants.append(value)
+    if constants:
+        graph.recompile()
+    return constants
+
+
 def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
     """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
     that run eagerly (dynamo/partition.py)."""
+    constants = _lift_constants(graph)
+    example_inputs = [*example_inputs, *constants]
     if any(runs_eagerly(node) for node in graph.graph.nodes):
-        return PartitionedGraph(graph, kind)
-    return CompiledGraph(graph, example_inputs, kind)
+        compiled: Any = PartitionedGraph(graph, kind)
+    else:
+        compiled = CompiledGraph(graph, example_inputs, kind)
+    return _ConstantsAsInputs(compiled, constants) if constants else compiled
 
 
 def neuron_backend(

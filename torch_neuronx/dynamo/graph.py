@@ -81,12 +81,20 @@ def _source_line(node: torch.fx.Node) -> str:
     return f"{lines[last]}: {code}".rstrip(": ")
 
 
+def _is_host_scalar(tensor: torch.Tensor) -> bool:
+    """A 0-d CPU tensor: a runtime scalar beside neuron tensors (``np.sqrt(d)`` that Dynamo computes
+    on the CPU in float64)."""
+    return tensor.device.type == "cpu" and tensor.dim() == 0
+
+
 def _check_dtypes(graph: torch.fx.GraphModule) -> None:
     """Raises the eager dtype policy's TypeError (decision 8: no FP64 on Trainium) for the first node
     that computes a float64 or complex128 tensor, naming the node and its source line."""
     for node in graph.graph.nodes:
         value = node.meta.get("val")
         for tensor in value if isinstance(value, (tuple, list)) else [value]:
+            if node.op == "placeholder" and isinstance(tensor, torch.Tensor) and _is_host_scalar(tensor):
+                continue  # a 0-d CPU input is a scalar to the ops on neuron, as in eager (their results are checked)
             if isinstance(tensor, torch.Tensor) and tensor.dtype in (torch.float64, torch.complex128):
                 name = f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})"
                 _C._check_dtype_supported(CODE_OF[tensor.dtype], name)

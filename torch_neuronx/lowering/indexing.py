@@ -121,6 +121,9 @@ def _scatter_operands(self, dim, index, src) -> tuple[jax.Array, int, tuple, jax
     x, idx = _at_least_1d(self), _at_least_1d(index)
     dim = dim % x.ndim
     key = _scatter_key(idx, dim, x.shape[dim])
+    # a Python number where a compiled graph holds the scalar as a constant (runtime scalars, as
+    # eager passes them, are 0-d arrays already)
+    src = jnp.asarray(src, x.dtype) if not isinstance(src, jax.Array) else src
     if src.ndim == 0:
         updates = jnp.broadcast_to(src, idx.shape)
     else:

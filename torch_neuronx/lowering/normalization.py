@@ -325,3 +325,18 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
     if output_mask[2]:
         grad_bias = jnp.sum(dy, axis=(0, 3)).reshape(C)
     return grad_input, grad_weight, grad_bias
+
+
+# --- weight norm ------------------------------------------------------------------------------
+
+
+@lowering(aten._weight_norm_interface_backward.default, promotion=Promotion.DEFAULT, static=("dim",))
+def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """Gradients of ``w = g * v / ||v||`` (torch.nn.utils.weight_norm; the norm over every dim but
+    ``dim``, shaped like ``g``) with respect to (v, g), as ATen's WeightNorm kernels compute them:
+    ``grad_g = sum(grad_w * v) / norm`` and ``grad_v = (g / norm) * (grad_w - v * grad_g / norm)``."""
+    others = tuple(axis for axis in range(saved_v.ndim) if axis != dim)
+    per_direction = jnp.sum(grad_w * saved_v, axis=others, keepdims=True)
+    grad_g = per_direction / saved_norms
+    grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (grad_g / saved_norms))
+    return grad_v, grad_g

@@ -89,14 +89,39 @@ def slice_(self, dim=0, start=None, end=None, step=1):
     return jax.lax.slice_in_dim(self, start, end, step, axis=dim)
 
 
+@lowering(aten.slice_scatter.default)
+def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    """torch.slice_scatter: ``self`` with ``src`` written where ``self[start:end:step]`` along
+    ``dim`` looks (PyTorch's clamping of start and end). A lowering of its own, not PyTorch's
+    decomposition, which re-views a strided intermediate and fails in compiled graphs where an
+    in-place op writes through a slice (funnel's ``positional_attn *= cls_mask``)."""
+    dim = _dim(dim, self.ndim)
+    size = self.shape[dim]
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = min(max(start + size if start < 0 else start, 0), size)
+    end = min(max(end + size if end < 0 else end, start), size)
+    where = [slice(None)] * self.ndim
+    where[dim] = slice(start, end, step)
+    return self.at[tuple(where)].set(src.astype(self.dtype))
+
+
 @lowering(aten.select.int, aten.select_copy.int)
 def select(self, dim, index):
     dim = _dim(dim, self.ndim)
     return jax.lax.index_in_dim(self, index % self.shape[dim], axis=dim, keepdims=False)
 
 
+# lift_fresh has a lowering so that it is not decomposed (PyTorch's nop_decomposition makes it an
+# alias): FakeTensorMode turns the real constant of ``torch.tensor(...)`` in a compiled graph into a
+# fake one at lift_fresh, and would reject it at alias.
 @lowering(
-    aten.alias.default, aten.alias_copy.default, aten.clone.default, aten.lift_fresh_copy.default, aten.detach.default
+    aten.alias.default,
+    aten.alias_copy.default,
+    aten.clone.default,
+    aten.lift_fresh.default,
+    aten.lift_fresh_copy.default,
+    aten.detach.default,
 )
 def alias(self, *, memory_format=None):
     return self

@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import math
 import multiprocessing
-import os
 import queue
 import signal
 import time
@@ -25,6 +24,8 @@ import torch
 
 from torch_neuronx.testing import cuda_dtypes, opinfo, tables
 from torch_neuronx.testing.conformance import OUTCOMES, SampleOutcome, family, make_row, run_sample, samples
+from torch_neuronx.testing.worker import mappings_full as _mappings_full
+from torch_neuronx.testing.worker import resident_bytes as _resident_bytes
 
 __all__ = ["run_conformance"]
 
@@ -44,25 +45,6 @@ _WORKER_MEMORY_LIMIT = 3 << 30
 #: replaced after its current sample: every XLA executable maps memory of its own, and past the limit
 #: LLVM fails to compile the next one ("Cannot allocate memory") long before memory runs out.
 _WORKER_MAPPINGS_SHARE = 0.5
-
-
-def _resident_bytes(pid: int) -> int | None:
-    """Resident memory of process ``pid`` (Linux ``/proc``), or None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _mappings_full(share: float) -> bool:
-    """Whether this process holds more than ``share`` of the memory mappings the kernel allows."""
-    try:
-        with open("/proc/sys/vm/max_map_count") as limit, open("/proc/self/maps") as maps:
-            allowed = int(limit.read())
-            return sum(1 for _ in maps) > share * allowed
-    except (OSError, ValueError):
-        return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""The model sweep (``torch-neuronx sweep-models``): reduced configs, a fast sample of architectures
+through the real sweep code, the report files, resume, and the worker that crashes cannot take down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pyarrow.parquet as pq
+import pytest
+
+from torch_neuronx import cli
+from torch_neuronx.testing import models
+from torch_neuronx.testing.model_sweep import run_model_sweep, targets
+from torch_neuronx.testing.worker import Worker
+
+
+def test_reduced_config_shrinks_sizes_and_keeps_heads_dividing_the_width():
+    config = models.reduced_config("mixtral")
+    assert (config.num_hidden_layers, config.hidden_size, config.intermediate_size) == (2, 32, 64)
+    assert (config.num_attention_heads, config.num_key_value_heads) == (4, 4)
+    assert (config.num_local_experts, config.num_experts_per_tok, config.vocab_size) == (4, 2, 256)
+
+
+def test_architectures_take_their_first_task_and_reject_unknown_patterns():
+    found = {a.model_type: a for a in models.architectures(["llama", "vit", "wav2vec2"])}
+    assert {name: a.task for name, a in found.items()} == {
+        "llama": "causal-lm",
+        "vit": "image-classification",
+        "wav2vec2": "ctc",
+    }
+    with pytest.raises(ValueError, match="no transformers model type matches 'no-such-model'"):
+        models.architectures(["no-such-model"])
+
+
+def test_sample_of_architectures_passes_every_stage_in_process(tmp_path):
+    """A decoder LM with a KV cache (a constant tensor in its compiled graph) and a vision encoder."""
+    rows = run_model_sweep(["llama", "vit"], tmp_path, isolate=False, progress=False)
+    outcomes = {(row.model_type, row.stage): row.outcome for row in rows}
+    assert outcomes == {(name, stage): "pass" for name in ("llama", "vit") for stage in models.STAGES}
+    assert all(not row.fallback_ops for row in rows)
+    goal = targets(rows)
+    assert (goal["architectures_on_cpu"], goal["eager_pass"], goal["compiled_pass"]) == (2, 2, 2)
+
+
+def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
+    out = str(tmp_path / "report")
+    # in process: the worker is tested below, and spawning one costs seconds of imports
+    arguments = ["sweep-models", "--models", "vit", "--no-compile", "--in-process", "--no-progress", "--out", out]
+    assert cli.main(arguments) == 0
+    table = pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist()
+    assert [(row["stage"], row["outcome"]) for row in table] == [
+        ("cpu", "pass"),
+        ("to_device", "pass"),
+        ("eager_forward", "pass"),
+        ("eager_backward", "pass"),
+        ("compiled_forward", "skipped"),
+    ]
+    summary = open(os.path.join(out, "summary.md")).read()
+    assert (
+        "$ torch-neuronx sweep-models --models vit --no-compile --in-process" in summary
+        and "## Failure kinds" in summary
+    )
+    assert open(os.path.join(out, "models_pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    caplog.clear()
+    # resumed, vit is kept from the journal: nothing runs, the report is the same
+    assert cli.main([*arguments, "--resume"]) == 0
+    assert pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist() == table
+    assert cli.main(["sweep-models", "--models", "no-such-model", "--out", out]) == 2
+    assert "no transformers model type matches" in caplog.text
+
+
+def crash_on_second_event(task: int) -> Iterator[int]:
+    """A worker function (imported by name in the worker) that aborts its process after one event."""
+    yield task
+    os.abort()
+
+
+def test_worker_reports_a_crash_and_starts_afresh():
+    events: list[int] = []
+    worker = Worker(f"{__name__}.crash_on_second_event", timeout=60)
+    try:
+        assert worker.run(7, events.append) == "the process crashed (SIGABRT)"
+        assert worker.run(8, events.append) == "the process crashed (SIGABRT)"
+    finally:
+        worker.close()
+    assert events == [7, 8]
