@@ -40,6 +40,21 @@ def test_forward_matches_eager_and_cpu():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+def test_each_compiled_graph_trims_the_heaps_once(monkeypatch):
+    from torch_neuronx.runtime import host_memory
+
+    trims = []
+    monkeypatch.setattr(host_memory, "trim", lambda: trims.append(1))
+    compiled = torch.compile(lambda x: torch.sin(x) * 2, backend="neuron", fullgraph=True)
+    x = torch.randn(6)
+    torch.testing.assert_close(compiled(x.to("neuron")).cpu(), torch.sin(x) * 2)
+    assert len(trims) == 1
+    compiled(x.to("neuron"))  # the cached executable: nothing compiled, nothing trimmed
+    assert len(trims) == 1
+    compiled(torch.randn(3, 2).to("neuron"))  # a new graph
+    assert len(trims) == 2
+
+
 def test_backward_matches_cpu():
     model = _mlp()
     neuron_model = copy.deepcopy(model).to("neuron")

@@ -30,7 +30,7 @@ from torch_neuronx._compat.torch_internals import (
     without_aot_first_call_analysis,
 )
 from torch_neuronx.lowering import engine
-from torch_neuronx.runtime import arguments, executable, launch_records
+from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
@@ -205,6 +205,7 @@ class CompiledGraph:
             keep_text=self._artifact_keeper(graph),
             kind="graph",
         )
+        host_memory.trim()  # what compiling freed goes back to the system (runtime/host_memory.py)
         self.metrics.signatures += 1
         self.metrics.lowering_s += built.times.lowering_s
         self.metrics.compile_s += built.times.compile_s
