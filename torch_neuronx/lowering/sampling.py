@@ -28,6 +28,7 @@ forward, accumulating in float32.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -391,41 +392,57 @@ def _true_divide(x, divisor: float):
     return x / jax.lax.optimization_barrier(jnp.full(x.shape, divisor, x.dtype))
 
 
-def _reflect(x, twice_low: int, twice_high: int):
-    """``reflect_coordinates``: folds ``x`` into [low, high] by reflecting at the bounds."""
+def _unrounded(x):
+    return x
+
+
+def _rounding_to(dtype):
+    """A function that rounds a float32 array to ``dtype``'s precision and range, keeping float32:
+    one step of C++'s ``c10::Half``/``c10::BFloat16`` arithmetic (the float result of each operator,
+    rounded). An explicit ``reduce_precision``, because XLA's CPU code for a fusion of 16-bit ops may
+    keep float32 between them (on hosts with AVX-512: ``(x * 6) - 1`` in float16 then differs from
+    PyTorch's in 10% of elements)."""
+    info = jnp.finfo(dtype)
+    return functools.partial(jax.lax.reduce_precision, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+
+
+def _reflect(x, twice_low: int, twice_high: int, step=_unrounded):
+    """``reflect_coordinates``: folds ``x`` into [low, high] by reflecting at the bounds; ``step``
+    rounds each arithmetic result (:func:`_rounding_to`)."""
     if twice_low == twice_high:
         return jnp.zeros_like(x)
     low = twice_low / 2
     span = (twice_high - twice_low) / 2
-    shifted = x - low
+    shifted = step(x - low)
     sign = jnp.where(shifted < 0, -1.0, 1.0).astype(x.dtype)
     distance = shifted * sign
     extra = jnp.fmod(distance, span)
-    flips = jnp.floor(_true_divide(distance, span)).astype(jnp.int64)
-    return jnp.where(flips % 2 == 0, extra + low, span - extra + low)
+    flips = jnp.floor(step(_true_divide(distance, span))).astype(jnp.int64)
+    return jnp.where(flips % 2 == 0, step(extra + low), step(step(span - extra) + low))
 
 
-def _grid_coordinates(x, size: int, padding_mode: int, align_corners: bool):
+def _grid_coordinates(x, size: int, padding_mode: int, align_corners: bool, step=_unrounded):
     """``compute_coordinates``: applies the padding mode to unnormalised coordinates."""
     if padding_mode == 1:
         return _clip(x, size)
     if padding_mode == 2:
-        folded = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
+        folded = _reflect(x, 0, 2 * (size - 1), step) if align_corners else _reflect(x, -1, 2 * size - 1, step)
         return _clip(folded, size)
     return x
 
 
-def _unnormalize(coordinate, size: int, align_corners: bool):
+def _unnormalize(coordinate, size: int, align_corners: bool, step=_unrounded):
     """``grid_sampler_unnormalize``: [-1, 1] to pixel indices ([0, size - 1] with align_corners,
     else [-0.5, size - 0.5]), with ``GridSampler.h``'s order of operations."""
     if align_corners:
-        return ((coordinate + 1) / 2) * (size - 1)
-    return ((coordinate + 1) * size - 1) / 2
+        return step(step(step(coordinate + 1) / 2) * (size - 1))
+    return step(step(step(step(coordinate + 1) * size) - 1) / 2)
 
 
-def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
+def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool, step=_unrounded):
     """Samples ``input`` (N, C, *spatial) at ``grid`` (N, *out, len(spatial)), whose last dimension
-    holds the (x, y[, z]) coordinates of the (W, H[, D]) dimensions, in the dtype of the arguments.
+    holds the (x, y[, z]) coordinates of the (W, H[, D]) dimensions, in the dtype of the arguments,
+    ``step`` rounding each arithmetic result (:func:`_rounding_to`; not in bicubic mode).
     Bilinear sums the corners' taps z-major, x fastest, each weighted by the product of its
     distances in x, y, z order, as PyTorch's kernels do; taps outside the input count 0."""
     n, c, *sizes = input.shape
@@ -445,10 +462,10 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
         index = jnp.where(inside, index, 0)
         values = jnp.take_along_axis(flat, index.reshape(n, 1, -1), axis=2).reshape(n, c, *out)
         if weight is not None:
-            values = values * weight[:, None]
+            values = step(values * weight[:, None])
         return jnp.where(inside[:, None], values, jnp.zeros((), values.dtype))
 
-    real = [_unnormalize(grid[..., k], size, align_corners) for k, size in enumerate(extents)]
+    real = [_unnormalize(grid[..., k], size, align_corners, step) for k, size in enumerate(extents)]
     if interpolation_mode == 2:
         x, y = real
         x0, y0 = jnp.floor(x), jnp.floor(y)
@@ -463,7 +480,9 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
                 row = row + tap([tx, ty]) * wx[i][:, None]
             total = total + row * wy[j][:, None]
         return total
-    real = [_grid_coordinates(x, size, padding_mode, align_corners) for x, size in zip(real, extents, strict=True)]
+    real = [
+        _grid_coordinates(x, size, padding_mode, align_corners, step) for x, size in zip(real, extents, strict=True)
+    ]
     if interpolation_mode == 1:
         return tap([jnp.round(x) for x in real])
     low = [jnp.floor(x) for x in real]
@@ -472,9 +491,9 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
         upper = corner[::-1]  # per coordinate (x, y, z): whether this corner takes the upper tap
         weight = None
         for x, x0, up in zip(real, low, upper, strict=True):
-            distance = x - x0 if up else (x0 + 1) - x
-            weight = distance if weight is None else weight * distance
-        total = total + tap([x0 + up for x0, up in zip(low, upper, strict=True)], weight)
+            distance = step(x - x0) if up else step((x0 + 1) - x)
+            weight = distance if weight is None else step(weight * distance)
+        total = step(total + tap([x0 + up for x0, up in zip(low, upper, strict=True)], weight))
     return total
 
 
@@ -538,9 +557,14 @@ def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners
     """F.grid_sample on 5-D input: samples ``input`` (N, C, D, H, W) at ``grid`` (N, oD, oH, oW, 3)
     (x, y, z) coordinates in [-1, 1]: trilinear (eight corners) or nearest; zeros, border or
     reflection padding. PyTorch's 3-D CPU kernel computes in the input's dtype, so 16-bit inputs
-    round after every step here too (coordinates, weights and the running sum)."""
+    compute in float32 rounded after every step here (coordinates, weights and the running sum)."""
     _check_grid_options("grid_sampler_3d", interpolation_mode, padding_mode, modes=2)
-    return _grid_sample(input, grid.astype(input.dtype), interpolation_mode, padding_mode, align_corners)
+    if input.dtype == jnp.float32:
+        return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+    step = _rounding_to(input.dtype)
+    grid = grid.astype(input.dtype).astype(jnp.float32)
+    sampled = _grid_sample(input.astype(jnp.float32), grid, interpolation_mode, padding_mode, align_corners, step)
+    return sampled.astype(input.dtype)
 
 
 @lowering(aten.grid_sampler_3d_backward.default)
