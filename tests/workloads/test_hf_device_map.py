@@ -63,7 +63,14 @@ def test_device_map_auto_places_the_model_on_the_cores(checkpoint, caplog):
     ids=["core_index", "device_name"],
 )
 def test_max_memory_per_core_splits_the_model_across_cores(checkpoint, caplog, two_cores, max_memory):
+    import accelerate
+
     path, cpu_model = checkpoint
+    if "neuron:0" in max_memory and not accelerate_memory.needs_patch(accelerate.__version__):
+        # accelerate's own neuron support (1.16 on) takes core indices only, as for CUDA ("cuda:0")
+        with pytest.raises(ValueError, match="Device neuron:0 is not recognized"):
+            AutoModelForCausalLM.from_pretrained(path, device_map="sequential", max_memory=max_memory)
+        return
     with caplog.at_level(logging.WARNING):
         model = AutoModelForCausalLM.from_pretrained(path, device_map="sequential", max_memory=max_memory)
     assert model.hf_device_map["model.embed_tokens"] == 0 and model.hf_device_map["lm_head"] == 1

@@ -13,6 +13,8 @@ accelerate is imported and only for releases up to :data:`LAST_RELEASE_WITHOUT_N
 free memory per core from ``torch.neuron.mem_get_info``, the available host memory as ``"cpu"``,
 sizes given as strings converted, cores first, then ``"mps"``, ``"cpu"``, ``"disk"``. A test
 (tests/workloads/test_hf_device_map.py) tells when a new accelerate release makes this unnecessary.
+accelerate 1.16 did: it finds the cores through ``torch.accelerator`` and, as for CUDA, takes core
+indices as ``max_memory`` keys and refuses ``"neuron:1"`` (as it refuses ``"cuda:1"``).
 """
 
 from __future__ import annotations
