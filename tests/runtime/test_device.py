@@ -72,9 +72,7 @@ def test_default_core_count_is_two():
     ("environment", "expected"),
     [
         ({"NEURON_RT_NUM_CORES": "3"}, 3),
-        ({"NEURON_RT_VISIBLE_CORES": "4"}, 1),
-        ({"NEURON_RT_VISIBLE_CORES": "0-3"}, 4),
-        ({"NEURON_RT_VISIBLE_CORES": "0,2,5-6"}, 4),
+        ({"NEURON_RT_VISIBLE_CORES": "0,2,5-6"}, 4),  # indices and ranges (a process each: seconds)
     ],
 )
 def test_core_count_from_environment(environment, expected):

@@ -7,9 +7,9 @@ from examples import digits_cnn
 
 
 def test_training_matches_cpu_step_for_step():
-    cpu = digits_cnn.train("cpu", epochs=2)
+    cpu = digits_cnn.train("cpu", epochs=1)
     torch_neuronx.clear_op_tracking()
-    neuron = digits_cnn.train("neuron", epochs=2)
+    neuron = digits_cnn.train("neuron", epochs=1)
     assert torch_neuronx.get_fallback_ops() == {}
     assert len(neuron.losses) == len(cpu.losses)
     for step, (got, want) in enumerate(zip(neuron.losses, cpu.losses, strict=True)):

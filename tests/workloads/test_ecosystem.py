@@ -1,9 +1,9 @@
 """The Hugging Face ecosystem on neuron against the CPU: PEFT, TRL, Diffusers, sentence-transformers
 and timm, each through its example in examples/.
 
-The default run takes the short checks (LoRA fine-tuning, sentence-transformers encode, one DDIM
-denoising step); ``make test-ecosystem`` (``TORCH_NEURONX_ECOSYSTEM_FULL=1``) adds the training
-step of the UNet, TRL's SFTTrainer in float32 and bfloat16, and the timm models.
+The default run takes the shortest check (sentence-transformers encode); ``make test-ecosystem``
+(``TORCH_NEURONX_ECOSYSTEM_FULL=1``) adds LoRA fine-tuning, the DDIM pipeline and the training steps
+of the UNet and the DiT, TRL's SFTTrainer in float32 and bfloat16, and the timm models.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def _named(name: str):
     return lambda message: f"{name}: {message}"
 
 
+@full
 def test_peft_lora_fine_tuning_matches_cpu():
     cpu = peft_lora.fine_tune("cpu", peft_lora.SIZES["tiny"])
     torch_neuronx.clear_op_tracking()
@@ -58,7 +59,8 @@ def test_sentence_transformers_encode_matches_cpu():
     torch.testing.assert_close(neuron.similarity, cpu.similarity, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("size", ["tiny", pytest.param("main", marks=full)])
+@full
+@pytest.mark.parametrize("size", ["tiny", "main"])
 def test_diffusers_ddim_pipeline_matches_cpu(size):
     cpu_images, _ = diffusers_unet.sample("cpu", diffusers_unet.SIZES[size])
     torch_neuronx.clear_op_tracking()
