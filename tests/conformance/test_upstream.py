@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from torch_neuronx import cli
-from torch_neuronx.testing import tables, upstream
+from torch_neuronx.testing import tables, upstream, upstream_plugin
 
 SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 
@@ -38,7 +38,7 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
     assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| device_generic_sample.py | 5 | 1 | 1 | 1 | 2 | 0 | 0 | 50.0% | 40.0% |" in summary
+    assert "| device_generic_sample.py | 5 | 5 | 1 | 1 | 1 | 2 | 0 | 0 | 50.0% | 40.0% |" in summary
 
 
 def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
@@ -50,6 +50,15 @@ def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
         "test_c_hangs": "timeout",
         "test_d_runs_after_both": "passed",
     }
+
+
+@pytest.mark.parametrize(
+    ("count", "size", "chosen"),
+    [(10, 3, [0, 3, 6]), (5, 2, [0, 2]), (4, 4, [0, 1, 2, 3]), (3, 8, [0, 1, 2])],
+)
+def test_sample_spreads_over_the_whole_file(count, size, chosen):
+    # --sample N keeps N tests evenly spaced from the first, so a budget reaches a long file's end.
+    assert upstream_plugin._sample(list(range(count)), size) == chosen
 
 
 def test_missing_test_files_say_how_to_provide_them(tmp_path):

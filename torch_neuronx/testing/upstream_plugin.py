@@ -4,7 +4,9 @@ It records one JSON line per test into the file named by ``TORCH_NEURONX_UPSTREA
 ``start`` line before a test runs (so the parent can tell which test hung or crashed the process)
 and an outcome line after it, flushed at once. Tests listed in ``TORCH_NEURONX_UPSTREAM_DONE`` (one
 node id a line: finished before a crash or a timeout) are deselected, so a restarted process
-carries on from the next test. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
+carries on from the next test. ``TORCH_NEURONX_UPSTREAM_SAMPLE=N`` keeps at most N of the file's
+collected tests, evenly spread over the file (the same ones in every restarted process), and a
+``collected`` line says how many there were. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
 are applied here, each with its reason, and a failure that is the device's dtype policy's own
 ``TypeError`` (FP64, complex32) is recorded as a deliberate skip too (``skipped-ours``), never as a pass.
 """
@@ -57,7 +59,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _record.close()
 
 
+def _sample(items: list[pytest.Item], size: int) -> list[pytest.Item]:
+    """At most ``size`` of ``items``, evenly spaced from the first, in their order."""
+    if len(items) <= size:
+        return items
+    return [items[index * len(items) // size] for index in range(size)]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    collected = len(items)
+    sample = os.environ.get("TORCH_NEURONX_UPSTREAM_SAMPLE")
+    if sample:
+        chosen = _sample(items, int(sample))
+        kept_ids = {id(item) for item in chosen}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = chosen
+    _write({"event": "collected", "collected": collected, "selected": len(items)})
     done_path = os.environ.get("TORCH_NEURONX_UPSTREAM_DONE")
     done = set()
     if done_path and os.path.exists(done_path):
