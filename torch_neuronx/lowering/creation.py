@@ -120,13 +120,15 @@ def iota(length, *, start, step, dtype, device, requires_grad):
     return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
 
 
-@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True)
+@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True, checked=("start", "end"))
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.linspace, computed as PyTorch's kernel does: from the start for the first half and from
-    the end for the second, so both endpoints are exact. An integer result converts the endpoints to
-    integers first and steps in float64, as the CPU kernel does."""
+    the end for the second, so both endpoints are exact. The endpoints are converted to the result's
+    dtype first with c10's overflow check (``checked``: linspace(0, 255, 7, dtype=int8) raises), so an
+    integer result starts from the converted values (a negative start of an unsigned result wraps:
+    linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does."""
     if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
-        start, end = int(start), int(end)
+        start, end = (int(np.asarray(int(value), np.int64).astype(result_dtype)) for value in (start, end))
     if steps == 1:
         return jnp.asarray([start], jnp.float64)
     step = (end - start) / (steps - 1)
