@@ -121,6 +121,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
     Scalar conversion errors, ATen's sizes and dtype names."""
     if isinstance(error, RuntimeError):
+        _raise_index_error_as_cpu(plan, metas, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     _raise_conversion_error_as_cpu(metas, error)
@@ -128,6 +129,30 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     if worded is error:
         raise error
     raise worded from None
+
+
+#: The advanced-indexing reads whose index errors ATen raises as IndexError (TORCH_CHECK_INDEX in
+#: ATen's TensorAdvancedIndexing.cpp and IndexingUtils.h); their Python meta kernels raise RuntimeError.
+_INDEX_OPS = (torch.ops.aten.index.Tensor,)
+
+
+def _raise_index_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError) -> None:
+    """Raises ATen's IndexError for an advanced-indexing read whose meta kernel refused its indices
+    with a RuntimeError: index tensors of a dtype that cannot index, or index tensors whose shapes do
+    not broadcast together ("shape mismatch: indexing tensors could not be broadcast together with
+    shapes [2], [3]", where the meta kernel says "Attempting to broadcast a dimension of length 3").
+    Returns for other ops and errors."""
+    if plan.functional not in _INDEX_OPS:
+        return
+    message = str(error)
+    if message.startswith("tensors used as indices must be long, int, byte or bool tensors"):
+        raise IndexError(message) from None
+    if message.startswith("Attempting to broadcast a dimension"):
+        indices = [index for index in plan.functional_args(metas)[1] if isinstance(index, torch.Tensor)]
+        shapes = ", ".join(str(list(index.shape)) for index in indices)
+        raise IndexError(
+            f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}"
+        ) from None
 
 
 def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any]) -> None:
