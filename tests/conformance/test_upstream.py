@@ -31,14 +31,16 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
         "test_add_matches_cpu_neuron_float32": "passed",
         "test_add_matches_cpu_neuron_float64": "skipped-ours",
         "test_makes_a_double_tensor_neuron": "skipped-ours",
+        "test_makes_a_sparse_tensor_neuron": "skipped-ours",
         "test_only_cuda_neuron": "skipped-pytorch",
         "test_wrong_value_fails_neuron": "failed",
     }
     assert found["test_add_matches_cpu_neuron_float64"][1].endswith(tables.UPSTREAM_DTYPE_SKIPS["float64"])
     assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
+    assert "sparse and quantized tensors" in found["test_makes_a_sparse_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| device_generic_sample.py | 5 | 5 | 1 | 1 | 1 | 2 | 0 | 0 | 50.0% | 40.0% |" in summary
+    assert "| device_generic_sample.py | 6 | 6 | 1 | 1 | 1 | 3 | 0 | 0 | 50.0% | 50.0% |" in summary
 
 
 def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
