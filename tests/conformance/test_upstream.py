@@ -75,9 +75,11 @@ def test_missing_test_files_say_how_to_provide_them(tmp_path):
         ("test_copy_neuron_float32_complex128", True),
         ("test_add_neuron_float32", False),
         ("test_float64_flag_neuron", False),
+        ("test_trivial_fancy_out_of_bounds_neuron", True),
+        ("test_trivial_fancy_neuron", False),
     ],
 )
-def test_fp64_skips_follow_the_dtype_suffix(name, skipped):
+def test_skips_follow_the_name_and_the_dtype_suffix(name, skipped):
     assert (tables.upstream_skip_reason(name) is not None) is skipped
 
 
