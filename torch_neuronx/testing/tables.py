@@ -168,6 +168,11 @@ UPSTREAM_SKIPS: dict[str, str] = {
     # x[mask] = v with v's length not the mask's count of true elements; CUDA syncs on nonzero there.
     "test_boolean_assignment_value_mismatch": _DEFERRED_CHECK
     + " (a boolean mask's count against the value's length; the float value's dtype check comes first then)",
+    "test_stable_sort_against_numpy": (
+        "after its first samples the test index_fills the device tensor with index tensors on the CPU "
+        "(torch.randint without device=), which CUDA's TensorIterator refuses as neuron does; the test "
+        "returns before that part on CUDA"
+    ),
 }
 
 
