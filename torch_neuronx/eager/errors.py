@@ -20,7 +20,7 @@ from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering.overflow import c10_type_name
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, jax_dtype
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, cpp_name, jax_dtype
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
@@ -122,6 +122,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     Scalar conversion errors, ATen's sizes and dtype names."""
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
+        _raise_range_dtype_error_as_cpu(name, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     _raise_conversion_error_as_cpu(metas, error)
@@ -153,6 +154,27 @@ def _raise_index_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError)
         raise IndexError(
             f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}"
         ) from None
+
+
+_RANGE_DTYPE = re.compile(
+    r"linspace\(\): inferred dtype torch\.(\w+) can't be safely cast to passed dtype torch\.(\w+)"
+)
+
+
+def _raise_range_dtype_error_as_cpu(name: str, error: RuntimeError) -> None:
+    """Raises ATen's error for linspace/logspace endpoints of a dtype the passed ``dtype`` cannot hold
+    ("torch.logspace(): inferred dtype c10::complex<float> can't be safely cast to passed dtype
+    Float", RangeFactories.cpp); torch/_refs words both ops' as linspace's, with torch dtypes.
+    Returns for other errors."""
+    match = _RANGE_DTYPE.fullmatch(str(error))
+    if match is None:
+        return
+    op = "logspace" if name.startswith("aten::logspace") else "linspace"
+    inferred, passed = (getattr(torch, group) for group in match.groups())
+    raise RuntimeError(
+        f"torch.{op}(): inferred dtype {cpp_name(jax_dtype(inferred))} can't be safely cast to passed dtype "
+        f"{aten_name(passed)}"
+    ) from None
 
 
 def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any]) -> None:
