@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import torch
 
+from torch_neuronx._compat.torch_internals import schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering.overflow import c10_type_name
@@ -125,6 +126,8 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_range_dtype_error_as_cpu(name, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
+    if isinstance(error, (RuntimeError, IndexError)):
+        _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
     worded = in_aten_words(error)
     if worded is error:
@@ -175,6 +178,46 @@ def _raise_range_dtype_error_as_cpu(name: str, error: RuntimeError) -> None:
         f"torch.{op}(): inferred dtype {cpp_name(jax_dtype(inferred))} can't be safely cast to passed dtype "
         f"{aten_name(passed)}"
     ) from None
+
+
+#: The Python meta kernels' errors for a reduction without identity over an empty slice.
+_EMPTY_REDUCTION = re.compile(
+    r"reducing over zero-size dimension for reduction operation without identity"
+    r"|arg(max|min): Expected reduction dim.*"
+)
+
+
+def _raise_empty_reduction_error_as_cpu(name: str, plan: Plan, metas: list[Any], error: Exception) -> None:
+    """Raises ATen's error for amax, amin, aminmax, argmax or argmin over an empty slice, which their
+    Python meta kernels word alike for every op (and raise as RuntimeError): a reduction over every
+    dimension of an empty input, or over a given dimension of size 0, the first such in the order
+    given and printed as given (ReduceOpsUtils.h ``zero_numel_check_dims``; aminmax's own wording,
+    TensorCompare.cpp). Returns for other ops and errors."""
+    op = name.removeprefix("aten::").split(".")[0]
+    if op not in ("amax", "amin", "aminmax", "argmax", "argmin") or not _EMPTY_REDUCTION.fullmatch(str(error)):
+        return
+    by_name = dict(
+        zip((a.name for a in schema_of(plan.functional).arguments), plan.functional_args(metas), strict=False)
+    )
+    self, dims = by_name["self"], by_name.get("dim")
+    dims = [] if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    empty = next((d for d in dims if self.dim() and self.shape[d] == 0), None)
+    if empty is not None:
+        raise IndexError(
+            f"{op}{':' if op == 'aminmax' else '():'} Expected reduction dim {empty} to have non-zero size."
+        )
+    if dims:
+        return
+    if op == "aminmax":
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
+    if op in ("argmax", "argmin"):
+        raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+    raise RuntimeError(
+        f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+        "Specify the reduction dim with the 'dim' argument."
+    )
 
 
 def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any]) -> None:
