@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from torch_neuronx._compat.torch_internals import schema_of
+from torch_neuronx._compat.torch_internals import op_name, schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering.overflow import c10_type_name
@@ -256,9 +256,12 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
     """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
     (torch._refs) rejected it in its own words. Returns when that is not the reason."""
     message = str(error)
-    if torch.Tag.pointwise not in plan.functional.tags or not message.startswith(
-        ("Attempting to broadcast a dimension", "output with shape torch.Size")
-    ):
+    if not message.startswith(("Attempting to broadcast a dimension", "output with shape torch.Size")):
+        return
+    if op_name(plan.op).startswith("aten::_foreach_"):
+        _raise_foreach_broadcast_error_as_cpu(plan, metas)
+        return
+    if torch.Tag.pointwise not in plan.functional.tags:
         return
     inputs = [tuple(value.shape) for value in plan.functional_args(metas) if isinstance(value, torch.Tensor)]
     in_place = [
@@ -269,3 +272,17 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
         if description is not None
     ]
     rules.check_broadcast(inputs, in_place)
+
+
+def _raise_foreach_broadcast_error_as_cpu(plan: Plan, metas: list[Any]) -> None:
+    """Raises TensorIterator's broadcasting error for a binary foreach op whose tensors do not
+    broadcast pairwise: ATen's foreach ops take the slow path then, one op per pair, so the error is
+    that op's ("The size of tensor a (10) must match the size of tensor b (11) at non-singleton
+    dimension 1"); an in-place op's ``self`` tensors may not be resized."""
+    lists = [value for value in plan.functional_args(metas) if isinstance(value, list)]
+    if len(lists) < 2:
+        return
+    in_place = 0 in plan.writes
+    for pair in zip(*lists[:2], strict=False):
+        shapes = [tuple(tensor.shape) for tensor in pair if isinstance(tensor, torch.Tensor)]
+        rules.check_broadcast(shapes, shapes[:1] if in_place else [])
