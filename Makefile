@@ -32,7 +32,7 @@ coverage: install  ## PyTorch's OpInfo database on neuron against the CPU (about
 		upstream.publish('docs/coverage.md', rest=pathlib.Path('reports/conformance/summary.md').read_text())"
 
 upstream-tests: install  ## PyTorch's own test files on neuron (about an hour; needs third_party/pytorch_tests/README.md's files): docs/coverage.md.
-	$(BIN)/torch-neuronx upstream-tests --budget-minutes 60 --no-progress --out reports/upstream --publish docs/coverage.md
+	$(BIN)/torch-neuronx upstream-tests --budget-minutes 60 --sample 200 --no-progress --out reports/upstream --publish docs/coverage.md
 
 sweep-models: install  ## Every transformers architecture, reduced, on neuron against the CPU: docs/models.md.
 	$(BIN)/torch-neuronx sweep-models --budget-minutes 60 --resume --out reports/models

@@ -29,7 +29,7 @@ def register() -> None:
     )
     from torch_neuronx._startup import boxed_fallback
     from torch_neuronx.distributed import registration as distributed_registration
-    from torch_neuronx.eager.fallback import SPARSE_KEYS, sparse_fallback
+    from torch_neuronx.eager.fallback import UNSUPPORTED_KEYS, layout_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
     torch.utils.rename_privateuse1_backend("neuron")
@@ -49,7 +49,7 @@ def register() -> None:
     atexit.register(_C._disable_python_runtime)
     library = torch.library.Library("_", "IMPL")
     library.fallback(boxed_fallback, "PrivateUse1")
-    for key, layout in SPARSE_KEYS.items():
-        library.fallback(sparse_fallback(layout), key)
+    for key, (kind, fix) in UNSUPPORTED_KEYS.items():
+        library.fallback(layout_fallback(kind, fix), key)
     _library.append(library)
     distributed_registration.register()

@@ -115,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     upstream.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds one test may run (default 120)"
     )
+    upstream.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="run at most N tests of each file, evenly spread over it, so a budget reaches every part of "
+        "a long file (default: all)",
+    )
     upstream.add_argument("--no-progress", action="store_true", help="no progress bar")
     upstream.add_argument(
         "--publish", metavar="DOC", help="also write the summary as DOC's upstream section (docs/coverage.md)"
@@ -173,6 +180,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
         ("--max-samples-per-op", getattr(args, "max_samples_per_op", None)),
         ("--budget-minutes", args.budget_minutes),
         ("--timeout", args.timeout),
+        ("--sample", getattr(args, "sample", None)),
     ):
         if value is not None and value <= 0:
             raise ValueError(f"{option} must be positive, got {value}")
@@ -221,17 +229,26 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
     _check_arguments(args)
     tests_dir = upstream.find_tests_dir(args.tests_dir)
     start = time.monotonic()
+    collected: dict[str, tuple[int, int]] = {}
     rows, stops = upstream.run_upstream(
         _names(args.files),
         keyword=args.keyword,
         tests_dir=tests_dir,
         budget_seconds=args.budget_minutes * 60 if args.budget_minutes else None,
         timeout=args.timeout,
+        sample=args.sample,
         progress=not args.no_progress,
+        collected=collected,
     )
     command = shlex.join(["torch-neuronx", *argv])
     table, summary = upstream.write_report(
-        rows, stops, args.out, command=command, seconds=time.monotonic() - start, source=upstream.describe(tests_dir)
+        rows,
+        stops,
+        args.out,
+        command=command,
+        seconds=time.monotonic() - start,
+        source=upstream.describe(tests_dir),
+        collected=collected,
     )
     if args.publish:
         upstream.publish(args.publish, section=summary.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from torch_neuronx import cli
-from torch_neuronx.testing import tables, upstream
+from torch_neuronx.testing import tables, upstream, upstream_plugin
 
 SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 
@@ -31,14 +31,16 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
         "test_add_matches_cpu_neuron_float32": "passed",
         "test_add_matches_cpu_neuron_float64": "skipped-ours",
         "test_makes_a_double_tensor_neuron": "skipped-ours",
+        "test_makes_a_sparse_tensor_neuron": "skipped-ours",
         "test_only_cuda_neuron": "skipped-pytorch",
         "test_wrong_value_fails_neuron": "failed",
     }
     assert found["test_add_matches_cpu_neuron_float64"][1].endswith(tables.UPSTREAM_DTYPE_SKIPS["float64"])
     assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
+    assert "sparse and quantized tensors" in found["test_makes_a_sparse_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| device_generic_sample.py | 5 | 1 | 1 | 1 | 2 | 0 | 0 | 50.0% | 40.0% |" in summary
+    assert "| device_generic_sample.py | 6 | 6 | 1 | 1 | 1 | 3 | 0 | 0 | 50.0% | 50.0% |" in summary
 
 
 def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
@@ -50,6 +52,15 @@ def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
         "test_c_hangs": "timeout",
         "test_d_runs_after_both": "passed",
     }
+
+
+@pytest.mark.parametrize(
+    ("count", "size", "chosen"),
+    [(10, 3, [0, 3, 6]), (5, 2, [0, 2]), (4, 4, [0, 1, 2, 3]), (3, 8, [0, 1, 2])],
+)
+def test_sample_spreads_over_the_whole_file(count, size, chosen):
+    # --sample N keeps N tests evenly spaced from the first, so a budget reaches a long file's end.
+    assert upstream_plugin._sample(list(range(count)), size) == chosen
 
 
 def test_missing_test_files_say_how_to_provide_them(tmp_path):
@@ -64,9 +75,11 @@ def test_missing_test_files_say_how_to_provide_them(tmp_path):
         ("test_copy_neuron_float32_complex128", True),
         ("test_add_neuron_float32", False),
         ("test_float64_flag_neuron", False),
+        ("test_trivial_fancy_out_of_bounds_neuron", True),
+        ("test_trivial_fancy_neuron", False),
     ],
 )
-def test_fp64_skips_follow_the_dtype_suffix(name, skipped):
+def test_skips_follow_the_name_and_the_dtype_suffix(name, skipped):
     assert (tables.upstream_skip_reason(name) is not None) is skipped
 
 

@@ -278,3 +278,19 @@ def test_clip_grad_norm_matches_cpu(norm_type):
     torch.testing.assert_close(clip.total.cpu(), expected_total)
     for got, want in zip(actual, expected, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["_foreach_clamp_max", "_foreach_maximum", "_foreach_sub", "_foreach_sub_"])
+@pytest.mark.parametrize(("first", "second"), [((10, 10), (11, 11)), ((1, 10), (10, 10))], ids=["mismatch", "grows"])
+def test_foreach_tensors_that_do_not_broadcast_raise_as_the_per_tensor_op(op, first, second):
+    # ATen's foreach ops take the slow path for such lists: the error is TensorIterator's, per pair.
+    errors = []
+    for device in ("cpu", "neuron"):
+        left = [torch.zeros(first, dtype=torch.int32, device=device) for _ in range(3)]
+        right = [torch.ones(second, dtype=torch.int32, device=device) for _ in range(3)]
+        try:
+            getattr(torch, op)(left, right)
+            errors.append(None)
+        except RuntimeError as error:
+            errors.append(str(error))
+    assert errors[1] == errors[0]

@@ -546,3 +546,19 @@ def test_uint8_mask_assignment_warns_deprecation_as_cpu():
         assert sum("uint8 is now deprecated" in str(w.message) for w in caught) == 2
         results[device] = x.cpu()
     torch.testing.assert_close(results["neuron"], results["cpu"])
+
+
+INDEX_READ_ERRORS = {
+    # ATen raises these as IndexError (TORCH_CHECK_INDEX); PyTorch's meta kernel raises RuntimeError.
+    "shapes": (lambda x: x[[0, 1], [0, 1, 2]], "shape mismatch: indexing tensors could not be broadcast together"),
+    "false_mask": (lambda x: x[False, [0, 1], ...], r"with shapes \[0\], \[2\]"),
+    "float_index": (lambda x: x[torch.tensor([], device=x.device)], "tensors used as indices must be long, int"),
+}
+
+
+@pytest.mark.parametrize("case", INDEX_READ_ERRORS)
+def test_index_read_errors_raise_index_error_as_cpu(case):
+    fn, message = INDEX_READ_ERRORS[case]
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=message):
+            fn(torch.zeros(5, 5, device=device))

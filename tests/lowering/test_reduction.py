@@ -4,6 +4,7 @@ out= and in-place forms, and gradients."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -377,3 +378,32 @@ def test_complex_logcumsumexp_keeps_the_cpus_imaginary_branch(dim):
 def test_complex_logsumexp_and_logaddexp_take_the_cpus_imaginary_branch():
     z = torch.complex(torch.randn(4, 5) * 4, torch.randn(4, 5) * 4)
     assert_matches_cpu(lambda z: (torch.logsumexp(z, 1), torch.logaddexp(z, z.flip(0))), z)
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.any.dims, torch.ops.aten.all.dims], ids=["any", "all"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_any_all_over_an_empty_dim_list_reduce_nothing_as_cpu(op, keepdim):
+    x = torch.tensor([[True, False], [False, False]])
+    torch.testing.assert_close(op(x.to("neuron"), [], keepdim).cpu(), op(x, [], keepdim))
+
+
+EMPTY_REDUCTIONS = {
+    "amax_dims": lambda x: torch.amax(x, dim=[2, 0]),
+    "amin_negative_dim": lambda x: torch.amin(x, dim=-3),
+    "amax_all": lambda x: torch.amax(x),
+    "aminmax_dim": lambda x: torch.aminmax(x, dim=0),
+    "aminmax_all": lambda x: torch.aminmax(x),
+    "argmax_dim": lambda x: torch.argmax(x, 0),
+    "argmin_all": lambda x: torch.argmin(x),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_REDUCTIONS)
+def test_reductions_without_identity_over_an_empty_slice_raise_as_cpu(case):
+    # Their Python meta kernels raise one RuntimeError for all; ATen words each op's (IndexError for
+    # a named dimension of size 0, printed as given).
+    fn = EMPTY_REDUCTIONS[case]
+    with pytest.raises(Exception) as cpu:
+        fn(torch.zeros(0, 2, 3))
+    with pytest.raises(type(cpu.value), match=f"^{re.escape(str(cpu.value))}$"):
+        fn(torch.zeros(0, 2, 3, device="neuron"))

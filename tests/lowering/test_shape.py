@@ -71,6 +71,23 @@ def test_linspace_matches_cpu(start, end, steps, dtype):
     torch.testing.assert_close(torch.linspace(start, end, steps, dtype=dtype, device="neuron").cpu(), expected)
 
 
+def test_linspace_of_a_negative_start_into_an_unsigned_dtype_wraps_the_start_first():
+    # The CPU converts the endpoints to uint8 before stepping: -10 becomes 246.
+    expected = torch.linspace(-10, 255, 7, dtype=torch.uint8)
+    torch.testing.assert_close(torch.linspace(-10, 255, 7, dtype=torch.uint8, device="neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    "start, end, dtype, name", [(0, 255, torch.int8, "int8_t"), (-3.7, 10.2, torch.uint8, "uint8_t")]
+)
+def test_linspace_endpoints_that_do_not_fit_the_dtype_raise_as_on_cpu(start, end, dtype, name):
+    message = f"value cannot be converted to type {name} without overflow"
+    with pytest.raises(RuntimeError, match=message):
+        torch.linspace(start, end, 5, dtype=dtype)
+    with pytest.raises(RuntimeError, match=message):
+        torch.linspace(start, end, 5, dtype=dtype, device="neuron")
+
+
 @pytest.mark.parametrize("start, end, steps", [(-2.0, 1, 50), (4.3, -3, 50)])
 def test_bfloat16_linspace_is_no_less_accurate_than_cpu(start, end, steps):
     # The CPU rounds every intermediate to bfloat16; neuron rounds the float64 value once.
@@ -118,3 +135,27 @@ def test_transpose_of_a_zero_dim_tensor_is_itself(dims):
     x = torch.tensor(3.5)
     torch.testing.assert_close(torch.transpose_copy(x.neuron(), *dims).cpu(), torch.transpose_copy(x, *dims))
     torch.testing.assert_close(x.neuron().transpose(*dims).cpu(), x.transpose(*dims))
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((3,), {}),
+        ((10,), {"periodic": False}),
+        ((7, True, 5.5), {}),
+        ((1,), {}),
+        ((0,), {}),
+        ((9,), {"dtype": torch.bfloat16}),
+    ],
+)
+def test_kaiser_window_matches_cpu(args, kwargs):
+    # ATen's composite ends in a DispatchStub with no neuron kernel (an INTERNAL ASSERT before); the
+    # lowering replaces it once the device has started (see the CHANGELOG for a first op of a process).
+    torch.ones(1, device="neuron")
+    expected = torch.kaiser_window(*args, **kwargs)
+    torch.testing.assert_close(torch.kaiser_window(*args, device="neuron", **kwargs).cpu(), expected)
+
+
+def test_linspace_of_one_complex_step_matches_cpu():
+    expected = torch.linspace(0.3 + 0.2j, 7.3 + 0.2j, 1)
+    torch.testing.assert_close(torch.linspace(0.3 + 0.2j, 7.3 + 0.2j, 1, device="neuron").cpu(), expected)

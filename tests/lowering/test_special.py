@@ -221,6 +221,24 @@ def test_logspace_matches_cpu(dtype, start, end, steps, base):
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.int16, torch.bfloat16, torch.float32], ids=str)
+def test_logspace_into_an_out_tensor_computes_in_its_dtype(dtype):
+    # ATen's logspace.out computes in out's dtype (an int16 out was refused, a bfloat16 one rounded
+    # otherwise than the functional form).
+    expected = torch.logspace(0.3, 0.9, 137, out=torch.empty(0, dtype=dtype))
+    actual = torch.logspace(0.3, 0.9, 137, out=torch.empty(0, dtype=dtype, device="neuron"))
+    torch.testing.assert_close(actual.cpu(), expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", [torch.linspace, torch.logspace], ids=["linspace", "logspace"])
+def test_complex_endpoints_into_a_real_dtype_raise_as_cpu(op):
+    name = op.__name__
+    message = rf"^torch\.{name}\(\): inferred dtype c10::complex<float> can't be safely cast to passed dtype Float$"
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=message):
+            op(0, 1j, 5, dtype=torch.float32, device=device)
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int64, torch.bool], ids=str
 )

@@ -535,6 +535,18 @@ def test_sparse_coo_tensors_raise_naming_the_op_and_the_fix():
     assert (dense.to("neuron") + 1).cpu().tolist() == (dense + 1).tolist()
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+def test_quantized_tensors_raise_naming_the_op_and_the_fix():
+    # CUDA has QuantizedCUDA kernels; neuron has none, so every op says so and how to do without.
+    quantized = torch.quantize_per_tensor(torch.arange(4.0), 0.5, 0, torch.quint8)
+    fix = r"quantized tensors are not supported on neuron\. .*\.dequantize\(\)"
+    with pytest.raises(NotImplementedError, match="aten::_empty_affine_quantized.*" + fix):
+        torch._empty_affine_quantized([2], scale=0.5, zero_point=0, dtype=torch.quint8, device="neuron")
+    with pytest.raises(NotImplementedError, match=fix):
+        quantized.to("neuron")
+    torch.testing.assert_close(quantized.dequantize().to("neuron").cpu(), quantized.dequantize())
+
+
 FILLS_THAT_OVERFLOW = {
     "fill_": lambda d: torch.zeros(3, dtype=torch.uint8, device=d).fill_(300),
     "full": lambda d: torch.full((2,), 300, dtype=torch.uint8, device=d),

@@ -16,11 +16,12 @@ from typing import Any, NoReturn
 
 import torch
 
+from torch_neuronx._compat.torch_internals import op_name, schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering.overflow import c10_type_name
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, jax_dtype
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, cpp_name, jax_dtype
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
@@ -121,13 +122,102 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
     Scalar conversion errors, ATen's sizes and dtype names."""
     if isinstance(error, RuntimeError):
+        _raise_index_error_as_cpu(plan, metas, error)
+        _raise_range_dtype_error_as_cpu(name, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
+    if isinstance(error, (RuntimeError, IndexError)):
+        _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
     worded = in_aten_words(error)
     if worded is error:
         raise error
     raise worded from None
+
+
+#: The advanced-indexing reads whose index errors ATen raises as IndexError (TORCH_CHECK_INDEX in
+#: ATen's TensorAdvancedIndexing.cpp and IndexingUtils.h); their Python meta kernels raise RuntimeError.
+_INDEX_OPS = (torch.ops.aten.index.Tensor,)
+
+
+def _raise_index_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError) -> None:
+    """Raises ATen's IndexError for an advanced-indexing read whose meta kernel refused its indices
+    with a RuntimeError: index tensors of a dtype that cannot index, or index tensors whose shapes do
+    not broadcast together ("shape mismatch: indexing tensors could not be broadcast together with
+    shapes [2], [3]", where the meta kernel says "Attempting to broadcast a dimension of length 3").
+    Returns for other ops and errors."""
+    if plan.functional not in _INDEX_OPS:
+        return
+    message = str(error)
+    if message.startswith("tensors used as indices must be long, int, byte or bool tensors"):
+        raise IndexError(message) from None
+    if message.startswith("Attempting to broadcast a dimension"):
+        indices = [index for index in plan.functional_args(metas)[1] if isinstance(index, torch.Tensor)]
+        shapes = ", ".join(str(list(index.shape)) for index in indices)
+        raise IndexError(
+            f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}"
+        ) from None
+
+
+_RANGE_DTYPE = re.compile(
+    r"linspace\(\): inferred dtype torch\.(\w+) can't be safely cast to passed dtype torch\.(\w+)"
+)
+
+
+def _raise_range_dtype_error_as_cpu(name: str, error: RuntimeError) -> None:
+    """Raises ATen's error for linspace/logspace endpoints of a dtype the passed ``dtype`` cannot hold
+    ("torch.logspace(): inferred dtype c10::complex<float> can't be safely cast to passed dtype
+    Float", RangeFactories.cpp); torch/_refs words both ops' as linspace's, with torch dtypes.
+    Returns for other errors."""
+    match = _RANGE_DTYPE.fullmatch(str(error))
+    if match is None:
+        return
+    op = "logspace" if name.startswith("aten::logspace") else "linspace"
+    inferred, passed = (getattr(torch, group) for group in match.groups())
+    raise RuntimeError(
+        f"torch.{op}(): inferred dtype {cpp_name(jax_dtype(inferred))} can't be safely cast to passed dtype "
+        f"{aten_name(passed)}"
+    ) from None
+
+
+#: The Python meta kernels' errors for a reduction without identity over an empty slice.
+_EMPTY_REDUCTION = re.compile(
+    r"reducing over zero-size dimension for reduction operation without identity"
+    r"|arg(max|min): Expected reduction dim.*"
+)
+
+
+def _raise_empty_reduction_error_as_cpu(name: str, plan: Plan, metas: list[Any], error: Exception) -> None:
+    """Raises ATen's error for amax, amin, aminmax, argmax or argmin over an empty slice, which their
+    Python meta kernels word alike for every op (and raise as RuntimeError): a reduction over every
+    dimension of an empty input, or over a given dimension of size 0, the first such in the order
+    given and printed as given (ReduceOpsUtils.h ``zero_numel_check_dims``; aminmax's own wording,
+    TensorCompare.cpp). Returns for other ops and errors."""
+    op = name.removeprefix("aten::").split(".")[0]
+    if op not in ("amax", "amin", "aminmax", "argmax", "argmin") or not _EMPTY_REDUCTION.fullmatch(str(error)):
+        return
+    by_name = dict(
+        zip((a.name for a in schema_of(plan.functional).arguments), plan.functional_args(metas), strict=False)
+    )
+    self, dims = by_name["self"], by_name.get("dim")
+    dims = [] if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    empty = next((d for d in dims if self.dim() and self.shape[d] == 0), None)
+    if empty is not None:
+        raise IndexError(
+            f"{op}{':' if op == 'aminmax' else '():'} Expected reduction dim {empty} to have non-zero size."
+        )
+    if dims:
+        return
+    if op == "aminmax":
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
+    if op in ("argmax", "argmin"):
+        raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+    raise RuntimeError(
+        f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+        "Specify the reduction dim with the 'dim' argument."
+    )
 
 
 def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any]) -> None:
@@ -166,9 +256,12 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
     """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
     (torch._refs) rejected it in its own words. Returns when that is not the reason."""
     message = str(error)
-    if torch.Tag.pointwise not in plan.functional.tags or not message.startswith(
-        ("Attempting to broadcast a dimension", "output with shape torch.Size")
-    ):
+    if not message.startswith(("Attempting to broadcast a dimension", "output with shape torch.Size")):
+        return
+    if op_name(plan.op).startswith("aten::_foreach_"):
+        _raise_foreach_broadcast_error_as_cpu(plan, metas)
+        return
+    if torch.Tag.pointwise not in plan.functional.tags:
         return
     inputs = [tuple(value.shape) for value in plan.functional_args(metas) if isinstance(value, torch.Tensor)]
     in_place = [
@@ -179,3 +272,17 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
         if description is not None
     ]
     rules.check_broadcast(inputs, in_place)
+
+
+def _raise_foreach_broadcast_error_as_cpu(plan: Plan, metas: list[Any]) -> None:
+    """Raises TensorIterator's broadcasting error for a binary foreach op whose tensors do not
+    broadcast pairwise: ATen's foreach ops take the slow path then, one op per pair, so the error is
+    that op's ("The size of tensor a (10) must match the size of tensor b (11) at non-singleton
+    dimension 1"); an in-place op's ``self`` tensors may not be resized."""
+    lists = [value for value in plan.functional_args(metas) if isinstance(value, list)]
+    if len(lists) < 2:
+        return
+    in_place = 0 in plan.writes
+    for pair in zip(*lists[:2], strict=False):
+        shapes = [tuple(tensor.shape) for tensor in pair if isinstance(tensor, torch.Tensor)]
+        rules.check_broadcast(shapes, shapes[:1] if in_place else [])

@@ -6,8 +6,10 @@ decomposition, so it runs on the CPU with its inputs copied to the host and its 
 warns once, and is counted in ``torch_neuronx.get_fallback_ops()``. ``NEURON_FALLBACK_ENABLED=0``
 makes it a NotImplementedError that names the op instead.
 
-Sparse layouts have no neuron kernels and no CPU fallback (a sparse neuron tensor could not hold the
-CPU result): :func:`sparse_fallback` raises for every op on them, naming the op and the way out.
+Sparse layouts and quantized tensors have no neuron kernels and no CPU fallback (a sparse or
+quantized neuron tensor could not hold the CPU result): :func:`layout_fallback` raises for every op
+on them, naming the op and the way out, where PyTorch's dispatcher would say only that the op has no
+kernel for the ``SparsePrivateUse1`` or ``QuantizedPrivateUse1`` key.
 """
 
 from __future__ import annotations
@@ -25,18 +27,29 @@ from torch_neuronx.runtime import launch_records
 _warned: set[str] = set()
 
 
-#: The dispatch keys of neuron's sparse layouts, and the layout each stands for.
-SPARSE_KEYS = {"SparsePrivateUse1": "sparse COO", "SparseCsrPrivateUse1": "sparse compressed (CSR/CSC/BSR/BSC)"}
+#: The dispatch keys of the tensor kinds neuron does not have: (what they hold, how to do without).
+UNSUPPORTED_KEYS = {
+    "SparsePrivateUse1": (
+        "sparse COO",
+        "Keep sparse tensors on the CPU, or convert them with .to_dense() before moving them to neuron.",
+    ),
+    "SparseCsrPrivateUse1": (
+        "sparse compressed (CSR/CSC/BSR/BSC)",
+        "Keep sparse tensors on the CPU, or convert them with .to_dense() before moving them to neuron.",
+    ),
+    "QuantizedPrivateUse1": (
+        "quantized",
+        "Keep quantized tensors on the CPU, or convert them with .dequantize() before moving them to neuron.",
+    ),
+}
 
 
-def sparse_fallback(layout: str) -> Any:
-    """The fallback of a sparse dispatch key: raises NotImplementedError for every op."""
+def layout_fallback(kind: str, fix: str) -> Any:
+    """The fallback of a dispatch key of :data:`UNSUPPORTED_KEYS`: raises NotImplementedError for
+    every op, naming the op, the kind of tensor (``kind``) and ``fix``."""
 
     def raise_unsupported(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            f"{op_name(op)}: {layout} tensors are not supported on neuron. Keep sparse tensors on the CPU, "
-            "or convert them with .to_dense() before moving them to neuron."
-        )
+        raise NotImplementedError(f"{op_name(op)}: {kind} tensors are not supported on neuron. {fix}")
 
     return raise_unsupported
 

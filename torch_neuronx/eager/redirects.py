@@ -5,7 +5,8 @@ its schema does not mark them as written (a legacy of the op). Its ``_native_bat
 overloads declare the same computation properly, so eager (and the CPU fallback, which writes back
 exactly the declared mutations) stays correct by calling those.
 
-``aten::arange.start_out`` and ``aten::linspace.out`` compute in the out tensor's dtype; each is the
+``aten::arange.start_out``, ``aten::linspace.out`` and ``aten::logspace.out`` compute in the out
+tensor's dtype; each is the
 functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
 for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts).
 """
@@ -56,6 +57,12 @@ def linspace_out(start, end, steps, *, out):
     return _into(out, aten.linspace.default(start, end, steps, dtype=out.dtype, device=out.device))
 
 
+def logspace_out(start, end, steps, base=10.0, *, out):
+    """``torch.logspace(..., out=)`` (and ``dtype=``), computed in the out tensor's dtype (it was
+    computed in float32 and refused for an integer out, and rounded differently for a bfloat16 one)."""
+    return _into(out, aten.logspace.default(start, end, steps, base, dtype=out.dtype, device=out.device))
+
+
 def abs_out(self, *, out):
     """``torch.abs(..., out=)`` with ATen's dtype rule (``unary_op_impl_with_complex_to_float_out``):
     a complex input's magnitude goes into any ``out`` it casts to (its real dtype, or its own complex
@@ -95,4 +102,5 @@ KERNELS = {
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
     aten.linspace.out: linspace_out,
+    aten.logspace.out: logspace_out,
 }

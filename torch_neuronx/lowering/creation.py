@@ -1,4 +1,5 @@
-"""Tensors created or filled on the device: fill, zero, full, arange/iota, linspace, eye, scalar_tensor.
+"""Tensors created or filled on the device: fill, zero, full, arange/iota, linspace, eye, scalar_tensor,
+kaiser_window.
 
 Factory arguments (device, layout, pin_memory) are placement, decided by the kernel; the registry
 casts every result to the dtype PyTorch's meta kernel reports.
@@ -120,19 +121,44 @@ def iota(length, *, start, step, dtype, device, requires_grad):
     return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
 
 
-@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True)
+@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True, checked=("start", "end"))
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.linspace, computed as PyTorch's kernel does: from the start for the first half and from
-    the end for the second, so both endpoints are exact. An integer result converts the endpoints to
-    integers first and steps in float64, as the CPU kernel does."""
+    the end for the second, so both endpoints are exact. The endpoints are converted to the result's
+    dtype first with c10's overflow check (``checked``: linspace(0, 255, 7, dtype=int8) raises), so an
+    integer result starts from the converted values (a negative start of an unsigned result wraps:
+    linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does."""
     if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
-        start, end = int(start), int(end)
+        start, end = (int(np.asarray(int(value), np.int64).astype(result_dtype)) for value in (start, end))
     if steps == 1:
-        return jnp.asarray([start], jnp.float64)
+        return jnp.asarray([start], jnp.complex128 if isinstance(start, complex) else jnp.float64)
     step = (end - start) / (steps - 1)
     index = jnp.arange(steps, dtype=jnp.float64)
     half = steps // 2
     return jnp.where(index < half, start + step * index, end - step * (steps - 1 - index))
+
+
+@lowering(aten.kaiser_window.beta, static=("window_length", "periodic", "beta"))
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.kaiser_window: ``I0(beta * sqrt(|1 - ((n - a) / a) ** 2|)) / I0(beta)`` for n = 0 .. N - 1,
+    ``a = (N - 1) / 2``, computed in float64 and rounded once (the CPU computes in the dtype's opmath
+    type), where N is ``window_length`` + 1 for a periodic window, whose last element is dropped; a
+    window of length 1 is ``[1]``. ATen's composite kernel ends in a DispatchStub that has no neuron
+    kernel, so this replaces it; its checks (floating dtypes, non-negative length) are the meta
+    kernel's."""
+    if window_length <= 1:
+        return jnp.ones((window_length,), jnp.float64)
+    count = window_length + 1 if periodic else window_length
+    alpha = (count - 1) / 2.0
+    n = jnp.arange(count, dtype=jnp.float64)
+    window = jnp.i0(beta * jnp.sqrt(jnp.abs(1 - ((n - alpha) / alpha) ** 2))) / jnp.i0(jnp.float64(beta))
+    return window[:window_length]
+
+
+@lowering(aten.kaiser_window.default, aten.kaiser_window.periodic, static=("window_length", "periodic"))
+def kaiser_window_default_beta(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.kaiser_window without ``beta``: ATen's default of 12.0."""
+    return kaiser_window(window_length, periodic, 12.0)
 
 
 @lowering(aten.eye.default, aten.eye.m, static=("n", "m"))

@@ -220,16 +220,24 @@ def aminmax(self, *, dim=None, keepdim=False):
 # --- logical -----------------------------------------------------------------------------------
 
 
+def _logical_axes(self, dim) -> tuple[int, ...] | None:
+    """any/all's dim as JAX axes: unlike the other reductions', an empty list reduces nothing
+    (``aten::any.dims(x, [])`` is ``x != 0``, as ATen's kernel and meta agree); None reduces all."""
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return ()
+    return _axes(self, dim)
+
+
 @lowering(aten.any.default, aten.any.dim, aten.any.dims)
 def any_(self, dim=None, keepdim=False):
     """torch.any: whether some element is non-zero (NaN is non-zero); uint8 inputs give uint8."""
-    return jnp.any(self != 0, axis=_axes(self, dim), keepdims=keepdim)
+    return jnp.any(self != 0, axis=_logical_axes(self, dim), keepdims=keepdim)
 
 
 @lowering(aten.all.default, aten.all.dim, aten.all.dims)
 def all_(self, dim=None, keepdim=False):
     """torch.all: whether every element is non-zero; empty reductions give True."""
-    return jnp.all(self != 0, axis=_axes(self, dim), keepdims=keepdim)
+    return jnp.all(self != 0, axis=_logical_axes(self, dim), keepdims=keepdim)
 
 
 # --- moments and norms -------------------------------------------------------------------------

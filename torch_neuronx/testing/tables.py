@@ -155,9 +155,25 @@ UPSTREAM_DTYPE_SKIPS: dict[str, str] = {
     "complex32": "neuron has no complex32 (complex half), as UNSUPPORTED_DTYPES says",
 }
 
+_DEFERRED_CHECK = (
+    "data-dependent checks run on the device and raise at the next synchronisation (DESIGN.md, 9; "
+    "NEURON_LAUNCH_BLOCKING=1 raises at the op), so the test's assertRaises sees no error at the call "
+    "and the fault is left pending for a later test"
+)
 #: Tests of PyTorch's own files skipped on purpose, keyed by the test's name without its device and
 #: dtype suffix (``test_foo`` for ``test_foo_neuron_float32``), each with its reason.
-UPSTREAM_SKIPS: dict[str, str] = {}
+UPSTREAM_SKIPS: dict[str, str] = {
+    # PyTorch skips it on CUDA itself ("CUDA asserts instead of raising an exception").
+    "test_trivial_fancy_out_of_bounds": _DEFERRED_CHECK + " (index bounds; PyTorch skips this test on CUDA)",
+    # x[mask] = v with v's length not the mask's count of true elements; CUDA syncs on nonzero there.
+    "test_boolean_assignment_value_mismatch": _DEFERRED_CHECK
+    + " (a boolean mask's count against the value's length; the float value's dtype check comes first then)",
+    "test_stable_sort_against_numpy": (
+        "after its first samples the test index_fills the device tensor with index tensors on the CPU "
+        "(torch.randint without device=), which CUDA's TensorIterator refuses as neuron does; the test "
+        "returns before that part on CUDA"
+    ),
+}
 
 
 def upstream_skip_reason(test_name: str) -> str | None:

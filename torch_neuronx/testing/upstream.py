@@ -137,15 +137,20 @@ def _classify(outcome: str, reason: str) -> str:
 class _FileRun:
     """One file's pytest processes, restarted after a crash or a timeout."""
 
-    def __init__(self, path: Path, keyword: str | None, timeout: float, work: Path) -> None:
-        self.path, self.keyword, self.timeout = path, keyword, timeout
+    def __init__(self, path: Path, keyword: str | None, timeout: float, work: Path, sample: int | None = None) -> None:
+        self.path, self.keyword, self.timeout, self.sample = path, keyword, timeout, sample
         self.record = work / f"{path.stem}.jsonl"
         self.done = work / f"{path.stem}.done"
         self.log = work / f"{path.stem}.log"
         self.outcomes: dict[str, tuple[str, str, float]] = {}
+        #: (tests collected, tests selected by the sample) as the first process reported them.
+        self.collected: tuple[int, int] | None = None
 
     def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "pytest", str(self.path), "-q", "-p", "no:cacheprovider"]
+        # --noconftest: PyTorch's test/conftest.py serves its CI (sharding, step-current resumes,
+        # JUnit XML, importing files as __main__), which this run does in its own way, and its hook
+        # signatures follow the pytest of its release, so a newer pytest refuses to load it.
+        command = [sys.executable, "-m", "pytest", str(self.path), "-q", "-p", "no:cacheprovider", "--noconftest"]
         command += ["-p", "torch_neuronx.testing.upstream_plugin", "--rootdir", str(self.path.parent)]
         return command + (["-k", self.keyword] if self.keyword else [])
 
@@ -155,6 +160,7 @@ class _FileRun:
             PYTORCH_TESTING_DEVICE_ONLY_FOR="privateuse1",
             TORCH_NEURONX_UPSTREAM_RECORD=str(self.record),
             TORCH_NEURONX_UPSTREAM_DONE=str(self.done),
+            TORCH_NEURONX_UPSTREAM_SAMPLE=str(self.sample or ""),
             PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])),
         )
         return env
@@ -170,7 +176,9 @@ class _FileRun:
                 if not line.endswith("\n"):
                     break
                 entry = json.loads(line)
-                if entry["event"] == "start":
+                if entry["event"] == "collected":
+                    self.collected = self.collected or (entry["collected"], entry["selected"])
+                elif entry["event"] == "start":
                     running, started = entry["nodeid"], entry["time"]
                 else:
                     self.outcomes[entry["nodeid"]] = (entry["outcome"], entry["reason"], entry["duration"])
@@ -252,14 +260,19 @@ def run_upstream(
     tests_dir: str | os.PathLike[str] | None = None,
     budget_seconds: float | None = None,
     timeout: float = 120.0,
+    sample: int | None = None,
     progress: bool = True,
+    collected: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[list[TestOutcome], dict[str, str]]:
     """Runs PyTorch's test ``files`` (names in ``tests_dir``; default :data:`DEFAULT_FILES`) on
     neuron, each in processes of its own, and returns one :class:`TestOutcome` per test run and,
     per file, why it stopped (``done``, ``budget``, or the error that kept it from importing).
 
     ``keyword`` is pytest's ``-k`` expression. The budget is shared out: each file gets an equal
-    share of the time left when it starts. ``timeout`` is seconds per test.
+    share of the time left when it starts. ``timeout`` is seconds per test. ``sample`` keeps at most
+    that many of each file's tests (after ``keyword``), evenly spread over the file, so that a budget
+    reaches every part of a long file rather than its first tests only; ``collected``, when given, is
+    filled with each file's (tests collected, tests selected).
 
     Raises:
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
@@ -285,8 +298,10 @@ def run_upstream(
             else:
                 left = budget_seconds - (time.monotonic() - start)
                 deadline = time.monotonic() + max(left, 0.0) / (len(paths) - index)
-            run = _FileRun(path, keyword, timeout, Path(work))
+            run = _FileRun(path, keyword, timeout, Path(work), sample)
             stop = run.run(deadline)
+            if collected is not None and run.collected is not None:
+                collected[path.name] = run.collected
             stops[path.name] = run.collection_error() if stop == "collection" else stop
             rows += run.rows()
             if bar is not None:
@@ -335,12 +350,22 @@ def _kind(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", first)[:160]
 
 
-def summary(rows: Sequence[TestOutcome], stops: dict[str, str], *, command: str, seconds: float, source: str) -> str:
-    """The markdown summary: the vendor's breakdown overall and per file, our skips by reason, the
+def summary(
+    rows: Sequence[TestOutcome],
+    stops: dict[str, str],
+    *,
+    command: str,
+    seconds: float,
+    source: str,
+    collected: dict[str, tuple[int, int]] | None = None,
+) -> str:
+    """The markdown summary: the vendor's breakdown overall and per file (with each file's tests
+    collected and, under ``--sample``, selected, from ``collected``), our skips by reason, the
     failures grouped by kind, and the files that did not import or ran out of budget."""
     import jax
 
-    header = ["file", "tests", *_COLUMNS, "pass rate (of passed + failed)", "skipped by us"]
+    collected = collected or {}
+    header = ["file", "collected (selected)", "tests", *_COLUMNS, "pass rate (of passed + failed)", "skipped by us"]
     lines = [
         "## PyTorch's own test files on neuron",
         "",
@@ -364,8 +389,16 @@ def summary(rows: Sequence[TestOutcome], stops: dict[str, str], *, command: str,
     by_file: dict[str, list[TestOutcome]] = collections.defaultdict(list)
     for row in rows:
         by_file[row.file].append(row)
-    table = [[name, *_counts(by_file.get(name, []))] for name in stops]
-    table.append(["all", *_counts(rows)])
+
+    def chosen(name: str) -> str:
+        if name not in collected:
+            return "-"
+        total, selected = collected[name]
+        return str(total) if selected == total else f"{total} ({selected})"
+
+    table = [[name, chosen(name), *_counts(by_file.get(name, []))] for name in stops]
+    totals = [sum(collected[name][index] for name in collected) for index in (0, 1)]
+    table.append(["all", f"{totals[0]} ({totals[1]})" if totals[0] != totals[1] else str(totals[0]), *_counts(rows)])
     lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(str(value) for value in line) + " |" for line in table]
     unfinished = {name: why for name, why in stops.items() if why != "done"}
@@ -400,13 +433,17 @@ def write_report(
     command: str,
     seconds: float,
     source: str,
+    collected: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[Path, Path]:
-    """Writes ``outcomes.parquet`` and ``summary.md`` into ``out``; returns their paths."""
+    """Writes ``outcomes.parquet`` and ``summary.md`` (see :func:`summary`) into ``out``; returns
+    their paths."""
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     table, text = directory / "outcomes.parquet", directory / "summary.md"
     write_parquet(rows, table)
-    text.write_text(summary(rows, stops, command=command, seconds=seconds, source=source), encoding="utf-8")
+    text.write_text(
+        summary(rows, stops, command=command, seconds=seconds, source=source, collected=collected), encoding="utf-8"
+    )
     return table, text
 
 

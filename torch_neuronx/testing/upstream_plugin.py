@@ -4,9 +4,13 @@ It records one JSON line per test into the file named by ``TORCH_NEURONX_UPSTREA
 ``start`` line before a test runs (so the parent can tell which test hung or crashed the process)
 and an outcome line after it, flushed at once. Tests listed in ``TORCH_NEURONX_UPSTREAM_DONE`` (one
 node id a line: finished before a crash or a timeout) are deselected, so a restarted process
-carries on from the next test. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
-are applied here, each with its reason, and a failure that is the device's dtype policy's own
-``TypeError`` (FP64, complex32) is recorded as a deliberate skip too (``skipped-ours``), never as a pass.
+carries on from the next test. ``TORCH_NEURONX_UPSTREAM_SAMPLE=N`` keeps at most N of the file's
+collected tests, evenly spread over the file (the same ones in every restarted process), and a
+``collected`` line says how many there were. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
+are applied here, each with its reason, and a failure that is the device's own refusal of what it
+does not have by design (the dtype policy's ``TypeError`` for FP64 and complex32, the
+``NotImplementedError`` of sparse and quantized tensors) is recorded as a deliberate skip too
+(``skipped-ours``, with that reason), never as a pass.
 """
 
 from __future__ import annotations
@@ -25,16 +29,25 @@ from torch_neuronx.testing import tables
 OURS = "skipped by torch-neuronx: "
 
 _record = None
-#: The device's dtype policy errors (DESIGN.md, decision 8): a test failing with one of them asked for
-#: a dtype neuron does not have, and is recorded as a deliberate skip with that reason.
-_DTYPE_POLICY = (
+#: The device's refusals by design: (exception type, message pattern, reason). A test failing with
+#: one of them asked for what neuron does not have (the dtype policy of DESIGN.md's decision 8; the
+#: sparse and quantized tensors of eager/fallback.py's UNSUPPORTED_KEYS), and is recorded as a
+#: deliberate skip with that reason.
+_POLICY = (
     (
+        TypeError,
         re.compile(r"tensors are not supported because Trainium has no FP64 arithmetic"),
         "FP64 policy (the test makes a float64 or complex128 tensor on neuron, which raises as designed)",
     ),
     (
+        TypeError,
         re.compile(r"on neuron: dtype \w+ is not supported\. Supported dtypes:"),
         "unsupported-dtype policy (the test makes a tensor of a dtype neuron does not have, e.g. complex32)",
+    ),
+    (
+        NotImplementedError,
+        re.compile(r": (sparse COO|sparse compressed \S+|quantized) tensors are not supported on neuron\. "),
+        "sparse and quantized tensors (the test makes one on neuron, which raises as designed; CUDA has them)",
     ),
 )
 
@@ -57,7 +70,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _record.close()
 
 
+def _sample(items: list[pytest.Item], size: int) -> list[pytest.Item]:
+    """At most ``size`` of ``items``, evenly spaced from the first, in their order."""
+    if len(items) <= size:
+        return items
+    return [items[index * len(items) // size] for index in range(size)]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    collected = len(items)
+    sample = os.environ.get("TORCH_NEURONX_UPSTREAM_SAMPLE")
+    if sample:
+        chosen = _sample(items, int(sample))
+        kept_ids = {id(item) for item in chosen}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = chosen
+    _write({"event": "collected", "collected": collected, "selected": len(items)})
     done_path = os.environ.get("TORCH_NEURONX_UPSTREAM_DONE")
     done = set()
     if done_path and os.path.exists(done_path):
@@ -82,11 +110,11 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is None or not report.failed or not isinstance(call.excinfo.value, TypeError):
+    if call.excinfo is None or not report.failed:
         return
     message = " ".join(str(call.excinfo.value).split())
-    for pattern, reason in _DTYPE_POLICY:
-        if pattern.search(message):
+    for kind, pattern, reason in _POLICY:
+        if isinstance(call.excinfo.value, kind) and pattern.search(message):
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1], f"{OURS}{reason}: {message[:200]}")
             return

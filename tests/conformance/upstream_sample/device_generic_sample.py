@@ -26,6 +26,9 @@ class TestSample(TestCase):
     def test_makes_a_double_tensor(self, device):
         torch.zeros(2, dtype=torch.double, device=device)
 
+    def test_makes_a_sparse_tensor(self, device):
+        torch.eye(2).to_sparse().to(device)
+
 
 instantiate_device_type_tests(TestSample, globals(), only_for="privateuse1")
 
