@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.testing import make_tensor
 
+import torch_neuronx
 from tests.utils import assert_matches_cpu
 
 NORMS = [None, "forward", "ortho"]
@@ -75,15 +76,45 @@ def test_fft_of_a_conjugate_view():
     assert_matches_cpu(lambda x: torch.fft.fft(x.conj()), x)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("name", ["fft", "rfft", "ifft"])
-def test_16_bit_inputs_raise_as_on_cpu(dtype, name):
-    """PyTorch's CPU FFT has no 16-bit kernels; torch.fft raises the same error on neuron."""
-    x = _input((8,), dtype)
-    with pytest.raises(RuntimeError, match="Unsupported dtype"):
+@pytest.mark.parametrize("name", ["fft", "rfft", "ifft", "irfft"])
+def test_bfloat16_inputs_raise_as_on_cpu_and_cuda(name):
+    """Neither PyTorch's CPU nor its CUDA FFT has a bfloat16 kernel; torch.fft raises the same error on neuron."""
+    x = _input((8,), torch.bfloat16)
+    with pytest.raises(RuntimeError, match="Unsupported dtype BFloat16"):
         getattr(torch.fft, name)(x)
-    with pytest.raises(RuntimeError, match="Unsupported dtype"):
+    with pytest.raises(RuntimeError, match="Unsupported dtype BFloat16"):
         getattr(torch.fft, name)(x.to("neuron"))
+
+
+@pytest.mark.parametrize(("name", "kwargs"), [("irfft", {"n": 10}), ("hfftn", {})])
+def test_float16_transforms_with_a_real_result_compute_as_cuda(name, kwargs):
+    """CUDA computes a float16 irfft/hfft into float16 (the CPU refuses it): neuron computes it in
+    float32 and rounds once, matching the CPU's float32 result rounded to float16."""
+    x = _input((4, 8), torch.float16)
+    expected = getattr(torch.fft, name)(x.float(), **kwargs).half()
+    torch_neuronx.clear_op_tracking()
+    actual = getattr(torch.fft, name)(x.to("neuron"), **kwargs)
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert actual.dtype == torch.float16
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_float16_irfft_gradient_matches_the_cpu_in_float32():
+    x = _input((4, 8), torch.float16)  # the shapes of the test above: its executables are reused
+    wide = x.float().requires_grad_()
+    torch.fft.irfft(wide, n=10).sum().backward()
+    leaf = x.to("neuron").requires_grad_()
+    torch.fft.irfft(leaf, n=10).sum().backward()
+    assert leaf.grad.dtype == torch.float16
+    torch.testing.assert_close(leaf.grad.cpu(), wide.grad.half())
+
+
+@pytest.mark.parametrize("name", ["fft", "rfft", "ihfft2"])
+def test_float16_transforms_with_a_complex_result_raise_for_complex32(name):
+    """CUDA's result is complex32 (ComplexHalf), which neuron does not hold: a TypeError naming the fix."""
+    x = _input((4, 8), torch.float16).to("neuron")
+    with pytest.raises(TypeError, match=rf"^torch\.fft\.{name} on neuron: .*complex32.*\.float\(\)"):
+        getattr(torch.fft, name)(x)
 
 
 def test_bfloat16_primitive_raises_with_the_fix():

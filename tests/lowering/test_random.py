@@ -300,6 +300,9 @@ def test_rrelu_training_scales_non_positive_values_by_its_noise(dtype):
 def test_rrelu_eval_is_a_leaky_relu_and_the_in_place_form_writes_its_input():
     x = torch.randn(64, 8)
     torch.testing.assert_close(F.rrelu(x.to("neuron"), 0.1, 0.3).cpu(), F.rrelu(x, 0.1, 0.3))
+    # float16 (CUDA computes it, the CPU has no kernel): the CPU's float32 result, rounded once.
+    half = x.half()
+    torch.testing.assert_close(F.rrelu(half.to("neuron"), 0.1, 0.3).cpu(), F.rrelu(half.float(), 0.1, 0.3).half())
     inplace = x.to("neuron")
     returned = F.rrelu(inplace, 0.1, 0.3, training=True, inplace=True)
     assert returned is inplace

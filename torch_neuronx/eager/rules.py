@@ -197,7 +197,7 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             written into an ``out=`` of another dtype by an op that allows none ("Found dtype ..."),
             or ``all``/``any`` write into an ``out=`` that is neither bool nor uint8.
         TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
-            complex128, complex32 (``torch.fft.rfft`` of a float16 tensor).
+            complex128, complex32 (``aten::_fft_r2c`` of a float16 tensor).
     """
     base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
     same_dtype = base in _SAME_DTYPE_UNARY

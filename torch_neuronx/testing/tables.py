@@ -137,9 +137,9 @@ _NO_COMPLEX32 = (
     "one raises the dtype policy's TypeError (docs/usage.md, Dtypes)"
 )
 _HALF_FFT = (
-    "PyTorch's own torch.fft composite (promote_type_fft in SpectralOps.cpp) allows float16 only on "
-    "cuda/meta/xpu devices and raises 'Unsupported dtype Half' above the backend; its results would be "
-    "complex32 anyway"
+    "CUDA's result of a float16 torch.fft transform with a complex result (fft, ifft, rfft, ihfft and their "
+    "2-d and n-d forms) is complex32, which neuron does not hold: eager/half_fft.py raises a TypeError naming "
+    "the fix (the transforms with a real result, irfft and hfft, compute)"
 )
 CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {
     ("sin", torch.complex32): _NO_COMPLEX32,
