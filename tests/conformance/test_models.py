@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from torch_neuronx import cli
-from torch_neuronx.testing import models
+from torch_neuronx.testing import model_sweep, models
 from torch_neuronx.testing.model_sweep import run_model_sweep, targets
 from torch_neuronx.testing.worker import Worker
 
@@ -43,19 +43,30 @@ def test_sample_of_architectures_passes_every_stage_in_process(tmp_path):
     assert (goal["architectures_on_cpu"], goal["eager_pass"], goal["compiled_pass"]) == (2, 2, 2)
 
 
-def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
-    out = str(tmp_path / "report")
+def _journal_rows(model_type: str, outcome: str) -> list[models.ModelOutcome]:
+    return [
+        models.ModelOutcome(model_type, "causal-lm", "X", stage, outcome, "from an earlier run")
+        for stage in models.STAGES
+    ]
+
+
+def test_command_line_writes_the_report_and_keeps_one_result_per_architecture(tmp_path, caplog):
+    out, journal = str(tmp_path / "report"), tmp_path / "kept" / "outcomes.jsonl"
+    # an earlier session's journal: llama (not selected below, kept) and a stale vit (run again)
+    model_sweep._write_journal(journal, _journal_rows("llama", "pass") + _journal_rows("vit", "error"))
     # in process: the worker is tested below, and spawning one costs seconds of imports
     arguments = ["sweep-models", "--models", "vit", "--no-compile", "--in-process", "--no-progress", "--out", out]
-    assert cli.main(arguments) == 0
+    assert cli.main([*arguments, "--journal", str(journal)]) == 0
     table = pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist()
-    assert [(row["stage"], row["outcome"]) for row in table] == [
-        ("cpu", "pass"),
-        ("to_device", "pass"),
-        ("eager_forward", "pass"),
-        ("eager_backward", "pass"),
-        ("compiled_forward", "skipped"),
+    assert [(row["model_type"], row["stage"], row["outcome"]) for row in table] == [
+        *(("llama", stage, "pass") for stage in models.STAGES),
+        ("vit", "cpu", "pass"),
+        ("vit", "to_device", "pass"),
+        ("vit", "eager_forward", "pass"),
+        ("vit", "eager_backward", "pass"),
+        ("vit", "compiled_forward", "skipped"),
     ]
+    assert model_sweep._read_journal(journal) == [models.ModelOutcome(**row) for row in table]
     summary = open(os.path.join(out, "summary.md")).read()
     assert (
         "$ torch-neuronx sweep-models --models vit --no-compile --in-process" in summary
@@ -64,7 +75,7 @@ def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
     assert open(os.path.join(out, "models_pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     caplog.clear()
     # resumed, vit is kept from the journal: nothing runs, the report is the same
-    assert cli.main([*arguments, "--resume"]) == 0
+    assert cli.main([*arguments, "--journal", str(journal), "--resume"]) == 0
     assert pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist() == table
     assert cli.main(["sweep-models", "--models", "no-such-model", "--out", out]) == 2
     assert "no transformers model type matches" in caplog.text
