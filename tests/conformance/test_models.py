@@ -22,6 +22,33 @@ def test_reduced_config_shrinks_sizes_and_keeps_heads_dividing_the_width():
     assert (config.num_local_experts, config.num_experts_per_tok, config.vocab_size) == (4, 2, 256)
 
 
+def test_reduced_config_keeps_the_invariants_between_sizes():
+    gemma = models.reduced_config("gemma4_text")  # full attention every 6th layer
+    assert gemma.layer_types == ["sliding_attention", "full_attention"]
+    # the layers kept are the first and the first of another kind; per-layer dicts renumbered
+    values = {"num_hidden_layers": 6, "layer_types": list("aabaab"), "per_layer_config": {"02": {"num_heads": 64}}}
+    assert models._shrunk(values) == {
+        "num_hidden_layers": 2,
+        "layer_types": ["a", "b"],
+        "per_layer_config": {"01": {"num_heads": 4}},
+    }
+    bamba = models.reduced_config("bamba")
+    assert bamba.mamba_d_head * bamba.mamba_n_heads == bamba.mamba_expand * bamba.hidden_size
+    swin = models.reduced_config("swin")  # 4 stages of doubling width, heads dividing each
+    widths = [swin.embed_dim * 2**stage for stage in range(len(swin.depths))]
+    assert swin.num_layers == 4 and swin.hidden_size == widths[-1]
+    assert all(width % heads == 0 for width, heads in zip(widths, swin.num_heads, strict=True))
+    assert models.reduced_config("bit").num_groups == 4
+    assert (models.reduced_config("esm").vocab_size, models.reduced_config("dots1").num_experts_per_tok) == (256, 2)
+
+
+def test_speech_inputs_follow_the_encoder_config():
+    config = models.reduced_config("canary")  # a conformer: frames x the encoder's 128 mel bins
+    made = models.inputs(config, models.architectures(["canary"])[0], "input_features", accepts_mask=True)
+    assert made["input_features"].shape == (2, 32, config.encoder_config.num_mel_bins)
+    assert made["attention_mask"].shape == (2, 32)
+
+
 def test_architectures_take_their_first_task_and_reject_unknown_patterns():
     found = {a.model_type: a for a in models.architectures(["llama", "vit", "wav2vec2"])}
     assert {name: a.task for name, a in found.items()} == {
