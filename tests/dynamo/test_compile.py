@@ -177,6 +177,19 @@ def test_new_shape_compiles_a_new_graph():
         torch.testing.assert_close(fn(torch.ones(length, device="neuron")).cpu(), torch.tensor(2.0 * length))
 
 
+def test_new_shape_of_a_graph_that_creates_device_tensors():
+    """The graph Dynamo makes dynamic after a new shape, retraced for each call's sizes, creates a
+    tensor on the device and adds the inputs into it (JetMoE's router in the model sweep)."""
+
+    def f(x, index):
+        return torch.zeros(4, x.shape[1], device=x.device).index_add(0, index, x) * 2
+
+    fn = torch.compile(f, backend="neuron")
+    for rows in (6, 5):
+        x, index = torch.randn(rows, 3), torch.arange(rows) % 4
+        torch.testing.assert_close(fn(x.to("neuron"), index.to("neuron")).cpu(), f(x, index))
+
+
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 def test_requested_dynamic_shapes_raise_naming_the_dimension(how):
     x = torch.randn(4, 3, device="neuron")
