@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from torch_neuronx import cli
 from torch_neuronx.testing import model_sweep, models
@@ -47,6 +48,23 @@ def test_speech_inputs_follow_the_encoder_config():
     made = models.inputs(config, models.architectures(["canary"])[0], "input_features", accepts_mask=True)
     assert made["input_features"].shape == (2, 32, config.encoder_config.num_mel_bins)
     assert made["attention_mask"].shape == (2, 32)
+
+
+class _OtherWhenCompiled(torch.nn.Module):
+    """A model that computes another function under torch.compile, as PaliGemma's masks do."""
+
+    def forward(self, x):
+        return x * 2 if torch.compiler.is_compiling() else x
+
+
+@pytest.mark.parametrize("device_factor, outcome", [(2.0, "pass"), (3.0, "mismatch")])
+def test_compiled_mismatch_is_judged_again_against_the_cpu_compiled(device_factor, outcome):
+    made = {"x": torch.randn(4)}
+    row = models.ModelOutcome("m", "causal-lm", "M", "compiled_forward", "mismatch", "result 0: not close")
+    expected = [made["x"]]  # the CPU's eager run
+    models._judge_against_cpu_compiled(row, _OtherWhenCompiled(), made, [made["x"] * device_factor], expected)
+    assert row.outcome == outcome
+    assert ("the model computes another function when compiled" in row.detail) == (outcome == "pass")
 
 
 def test_architectures_take_their_first_task_and_reject_unknown_patterns():
