@@ -197,9 +197,16 @@ def architectures(patterns: Sequence[str] | None = None) -> list[Architecture]:
 
 
 #: Size fields a model cannot do without, given a reduced size when the default config leaves them
-#: ``None`` (DeepSeek-V2's and dots1's experts per token, dots1's shared experts, ESM's vocabulary);
+#: ``None`` (DeepSeek-V2's and dots1's experts per token, dots1's shared experts, ESM's vocabulary,
+#: Nemotron's key-value heads);
 #: other ``None`` sizes mean a part left out (no query LoRA, no MoE) and stay ``None``.
-_REQUIRED = {"num_experts_per_tok": 2, "n_routed_experts": 4, "n_shared_experts": 1, "vocab_size": 256}
+_REQUIRED = {
+    "num_experts_per_tok": 2,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "vocab_size": 256,
+    "num_key_value_heads": 4,  # None: as many as the query heads (Nemotron)
+}
 
 
 def _kept_layers(values: dict[str, Any], before: int, after: int) -> list[int]:
@@ -281,7 +288,7 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
             out[key] = [min(width, 32) for width in value]
         elif key == "embeddings_size" and isinstance(value, int):
             out[key] = min(value, 32)
-        elif key.endswith("num_heads") and isinstance(value, list):
+        elif key.endswith("heads") and isinstance(value, list) and all(isinstance(h, int) for h in value):
             # one count per stage, whose widths (32 and up, doubling) 8 divides
             out[key] = [math.gcd(heads, 8) for heads in value]
         elif key == "num_groups" and isinstance(value, int):
@@ -296,12 +303,11 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
             out["window_size"] = 2
             out["image_size"] = values["patch_size"] * ratio * 2
     width, heads = _width(out), _heads(out)
+    if width and "head_dim" in out and out["head_dim"] is None:
+        out["head_dim"] = width // heads  # None means derived, which some models' code does not do
     for key in ("head_dim", "d_head"):
         if isinstance(out.get(key), int):
-            # heads x head width stays the same multiple of the width (Mamba-2's expand, often 1)
-            before = values[key] * _heads(values) / (_width(values) or 1)
-            ratio = int(before) if before >= 1 and before == int(before) else 1
-            out[key] = max(ratio * width // heads, 4) if width else min(out[key], 8)
+            out[key] = max(width // heads, 4) if width else min(out[key], 8)
     if isinstance(out.get("mamba_d_head"), int) and width:
         inner = out.get("mamba_expand", 2) * width
         if isinstance(out.get("mamba_d_ssm"), int):
@@ -564,6 +570,7 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
     with _Stage(rows["cpu"]):
         config = reduced_config(architecture.model_type)
         model_class = getattr(transformers, architecture.model_class)
+        config = _config_for(model_class, config)
         model = model_class(config).eval()  # eval: no dropout, so both devices compute the same function
         _break_constant_parameters(model)
         accepts_mask = "attention_mask" in inspect.signature(model.forward).parameters
@@ -631,6 +638,19 @@ def _judge_against_cpu_compiled(
             "compared with the CPU's torch.compile (aot_eager): the model computes another function when "
             "compiled, its CPU eager and compiled runs differ"
         )
+
+
+def _config_for(model_class: Any, config: Any) -> Any:
+    """The config ``model_class`` takes: the text sub-config when the model type's config is a
+    composite one and the task's class is the text model's (Llama 4's and Qwen 3.5's causal LM)."""
+    wanted = getattr(model_class, "config_class", None)
+    text = getattr(config, "text_config", None)
+    if wanted is not None and not isinstance(config, wanted) and isinstance(text, wanted):
+        text.num_labels = config.num_labels
+        if getattr(text, "pad_token_id", None) is None:
+            text.pad_token_id = 0
+        return text
+    return config
 
 
 def _break_constant_parameters(model: torch.nn.Module) -> None:
