@@ -35,7 +35,7 @@ upstream-tests: install  ## PyTorch's own test files on neuron (about an hour; n
 	$(BIN)/torch-neuronx upstream-tests --budget-minutes 60 --sample 200 --no-progress --out reports/upstream --publish docs/coverage.md
 
 sweep-models: install  ## Every transformers architecture, reduced, on neuron against the CPU: docs/models.md.
-	$(BIN)/torch-neuronx sweep-models --budget-minutes 60 --resume --out reports/models
+	$(BIN)/torch-neuronx sweep-models --budget-minutes 60 --resume --journal docs/models/outcomes.jsonl --out reports/models
 	cp reports/models/summary.md docs/models.md
 	cp reports/models/models_pass_rates.png docs/models_pass_rates.png
 

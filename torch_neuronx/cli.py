@@ -147,7 +147,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     models.add_argument("--no-compile", action="store_true", help="skip the torch.compile stage")
     models.add_argument(
-        "--resume", action="store_true", help="keep the architectures already in --out's outcomes.jsonl"
+        "--resume", action="store_true", help="keep the architectures already in the journal, run the others"
+    )
+    models.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="the journal of finished architectures, kept across runs (default --out's outcomes.jsonl)",
     )
     models.add_argument(
         "--in-process", action="store_true", help="run in this process (no protection against crashes and hangs)"
@@ -276,6 +281,7 @@ def _sweep_models(args: argparse.Namespace, argv: Sequence[str]) -> int:
         resume=args.resume,
         isolate=not args.in_process,
         progress=not args.no_progress,
+        journal=args.journal,
     )
     command = shlex.join(["torch-neuronx", *argv])
     paths = write_model_report(rows, args.out, command=command, seconds=time.monotonic() - start)

@@ -3,14 +3,16 @@ through the real sweep code, the report files, resume, and the worker that crash
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from torch_neuronx import cli
-from torch_neuronx.testing import models
+from torch_neuronx.testing import model_sweep, models
 from torch_neuronx.testing.model_sweep import run_model_sweep, targets
 from torch_neuronx.testing.worker import Worker
 
@@ -20,6 +22,50 @@ def test_reduced_config_shrinks_sizes_and_keeps_heads_dividing_the_width():
     assert (config.num_hidden_layers, config.hidden_size, config.intermediate_size) == (2, 32, 64)
     assert (config.num_attention_heads, config.num_key_value_heads) == (4, 4)
     assert (config.num_local_experts, config.num_experts_per_tok, config.vocab_size) == (4, 2, 256)
+
+
+def test_reduced_config_keeps_the_invariants_between_sizes():
+    gemma = models.reduced_config("gemma4_text")  # full attention every 6th layer
+    assert gemma.layer_types == ["sliding_attention", "full_attention"]
+    # the layers kept are the first and the first of another kind; per-layer dicts renumbered
+    values = {"num_hidden_layers": 6, "layer_types": list("aabaab"), "per_layer_config": {"02": {"num_heads": 64}}}
+    assert models._shrunk(values) == {
+        "num_hidden_layers": 2,
+        "layer_types": ["a", "b"],
+        "per_layer_config": {"01": {"num_heads": 4}},
+    }
+    bamba = models.reduced_config("bamba")
+    assert bamba.mamba_d_head * bamba.mamba_n_heads == bamba.mamba_expand * bamba.hidden_size
+    swin = models.reduced_config("swin")  # 4 stages of doubling width, heads dividing each
+    widths = [swin.embed_dim * 2**stage for stage in range(len(swin.depths))]
+    assert swin.num_layers == 4 and swin.hidden_size == widths[-1]
+    assert all(width % heads == 0 for width, heads in zip(widths, swin.num_heads, strict=True))
+    assert models.reduced_config("bit").num_groups == 4
+    assert (models.reduced_config("esm").vocab_size, models.reduced_config("dots1").num_experts_per_tok) == (256, 2)
+
+
+def test_speech_inputs_follow_the_encoder_config():
+    config = models.reduced_config("canary")  # a conformer: frames x the encoder's 128 mel bins
+    made = models.inputs(config, models.architectures(["canary"])[0], "input_features", accepts_mask=True)
+    assert made["input_features"].shape == (2, 32, config.encoder_config.num_mel_bins)
+    assert made["attention_mask"].shape == (2, 32)
+
+
+class _OtherWhenCompiled(torch.nn.Module):
+    """A model that computes another function under torch.compile, as PaliGemma's masks do."""
+
+    def forward(self, x):
+        return x * 2 if torch.compiler.is_compiling() else x
+
+
+@pytest.mark.parametrize("device_factor, outcome", [(2.0, "pass"), (3.0, "mismatch")])
+def test_compiled_mismatch_is_judged_again_against_the_cpu_compiled(device_factor, outcome):
+    made = {"x": torch.randn(4)}
+    row = models.ModelOutcome("m", "causal-lm", "M", "compiled_forward", "mismatch", "result 0: not close")
+    expected = [made["x"]]  # the CPU's eager run
+    models._judge_against_cpu_compiled(row, _OtherWhenCompiled(), made, [made["x"] * device_factor], expected)
+    assert row.outcome == outcome
+    assert ("the model computes another function when compiled" in row.detail) == (outcome == "pass")
 
 
 def test_architectures_take_their_first_task_and_reject_unknown_patterns():
@@ -43,19 +89,31 @@ def test_sample_of_architectures_passes_every_stage_in_process(tmp_path):
     assert (goal["architectures_on_cpu"], goal["eager_pass"], goal["compiled_pass"]) == (2, 2, 2)
 
 
-def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
-    out = str(tmp_path / "report")
+def _journal_rows(model_type: str, outcome: str) -> list[models.ModelOutcome]:
+    return [
+        models.ModelOutcome(model_type, "causal-lm", "X", stage, outcome, "from an earlier run")
+        for stage in models.STAGES
+    ]
+
+
+def test_command_line_writes_the_report_and_keeps_one_result_per_architecture(tmp_path, caplog):
+    out, journal = str(tmp_path / "report"), tmp_path / "kept" / "outcomes.jsonl"
+    # an earlier session's journal: llama (not selected below, kept) and a stale vit (run again)
+    model_sweep._write_journal(journal, _journal_rows("llama", "pass") + _journal_rows("vit", "error"))
     # in process: the worker is tested below, and spawning one costs seconds of imports
     arguments = ["sweep-models", "--models", "vit", "--no-compile", "--in-process", "--no-progress", "--out", out]
-    assert cli.main(arguments) == 0
+    assert cli.main([*arguments, "--journal", str(journal)]) == 0
     table = pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist()
-    assert [(row["stage"], row["outcome"]) for row in table] == [
-        ("cpu", "pass"),
-        ("to_device", "pass"),
-        ("eager_forward", "pass"),
-        ("eager_backward", "pass"),
-        ("compiled_forward", "skipped"),
+    assert [(row["model_type"], row["stage"], row["outcome"]) for row in table] == [
+        *(("llama", stage, "pass") for stage in models.STAGES),
+        ("vit", "cpu", "pass"),
+        ("vit", "to_device", "pass"),
+        ("vit", "eager_forward", "pass"),
+        ("vit", "eager_backward", "pass"),
+        ("vit", "compiled_forward", "skipped"),
     ]
+    kept = [models.ModelOutcome(**{**row, "seconds": round(row["seconds"], 2)}) for row in table]
+    assert model_sweep._read_journal(journal) == kept  # seconds to 10 ms in the journal
     summary = open(os.path.join(out, "summary.md")).read()
     assert (
         "$ torch-neuronx sweep-models --models vit --no-compile --in-process" in summary
@@ -64,8 +122,8 @@ def test_command_line_writes_the_report_and_resumes(tmp_path, caplog):
     assert open(os.path.join(out, "models_pass_rates.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     caplog.clear()
     # resumed, vit is kept from the journal: nothing runs, the report is the same
-    assert cli.main([*arguments, "--resume"]) == 0
-    assert pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist() == table
+    assert cli.main([*arguments, "--journal", str(journal), "--resume"]) == 0
+    assert pq.read_table(os.path.join(out, "outcomes.parquet")).to_pylist() == [dataclasses.asdict(r) for r in kept]
     assert cli.main(["sweep-models", "--models", "no-such-model", "--out", out]) == 2
     assert "no transformers model type matches" in caplog.text
 

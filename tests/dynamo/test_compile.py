@@ -192,6 +192,38 @@ def test_new_shape_compiles_a_new_graph():
         torch.testing.assert_close(fn(torch.ones(length, device="neuron")).cpu(), torch.tensor(2.0 * length))
 
 
+def test_new_shape_of_a_graph_that_creates_device_tensors():
+    """The graph Dynamo makes dynamic after a new shape, retraced for each call's sizes, creates a
+    tensor on the device and adds the inputs into it (JetMoE's router in the model sweep)."""
+
+    def f(x, index):
+        return torch.zeros(4, x.shape[1], device=x.device).index_add(0, index, x) * 2
+
+    fn = torch.compile(f, backend="neuron")
+    for rows in (6, 5):
+        x, index = torch.randn(rows, 3), torch.arange(rows) % 4
+        torch.testing.assert_close(fn(x.to("neuron"), index.to("neuron")).cpu(), f(x, index))
+
+
+def test_as_strided_of_a_view_reads_the_storage_the_view_places():
+    """Longformer's and LED's overlapping chunks: as_strided of a reshaped view of a transposed input
+    (found by the model sweep: LED's compiled encoder was off by 4e-4, this by 5)."""
+
+    def chunks(x):
+        y = x.transpose(1, 2).reshape(8, 16, 8).view(8, 2, 8, 8)  # a view of x's storage
+        return y.as_strided((8, 3, 8, 8), (y.stride(0), y.stride(1) // 2, *y.stride()[2:])) * 1
+
+    x = torch.randn(16, 2, 4, 8).transpose(0, 1)
+    on_device = torch.empty_strided(x.shape, x.stride(), device="neuron").copy_(x)
+    torch.testing.assert_close(torch.compile(chunks, backend="neuron")(on_device).cpu(), chunks(x))
+
+
+def test_as_strided_outside_a_sliced_view_raises_instead_of_reading_the_slice():
+    fn = torch.compile(lambda x: x[2:].as_strided((4,), (1,), 0) * 1, backend="neuron")
+    with pytest.raises(Exception, match=r"as_strided: .* read storage elements outside the input tensor"):
+        fn(torch.arange(8.0, device="neuron"))
+
+
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 def test_requested_dynamic_shapes_raise_naming_the_dimension(how):
     x = torch.randn(4, 3, device="neuron")

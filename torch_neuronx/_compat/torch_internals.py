@@ -59,6 +59,7 @@ __all__ = [
     "keep_dynamo_out_of",
     "linear_cross_entropy_accumulates_in_float32",
     "make_fx",
+    "fake_like",
     "register_device_module",
 ]
 
@@ -76,6 +77,18 @@ def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.Gra
             return traced(*args)
 
     return trace
+
+
+def fake_like(values: list[Any]) -> list[Any]:
+    """The tensors of ``values`` as fake tensors (sizes, strides, dtype and device, no storage) of one
+    ``torch._subclasses.FakeTensorMode``, other values as they are: inputs for
+    ``make_fx(..., tracing_mode="fake")``, which traces in the inputs' mode."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return [
+        mode.from_tensor(value, static_shapes=True) if isinstance(value, torch.Tensor) else value for value in values
+    ]
 
 
 def schema_of(op: OpOverload) -> torch._C.FunctionSchema:

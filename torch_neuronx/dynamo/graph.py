@@ -24,6 +24,7 @@ import torch.fx
 from torch_neuronx import _C, _config
 from torch_neuronx._compat.torch_internals import (
     dynamo_disabled,
+    fake_like,
     make_fx,
     mark_boxed,
     pytree,
@@ -161,13 +162,15 @@ class CompiledGraph:
                 "Set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to run such graphs eagerly instead."
             ) from unsupported
 
-    def _specialised(self, values: list[Any]) -> torch.fx.GraphModule:
-        """The graph retraced with the concrete sizes of this call (automatic dynamic shapes)."""
-        concrete = [
-            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v
-            for v in values
-        ]
-        graph = make_fx(self.graph, tracing_mode="real")(*concrete)
+    def _specialised(self, args: tuple[Any, ...], values: list[Any]) -> torch.fx.GraphModule:
+        """The graph retraced with the concrete sizes of this call (automatic dynamic shapes): fake
+        tensors of the call's tensors (on their devices, as Dynamo's were), its sizes as numbers.
+        Meta tensors would not do: a tensor the graph creates on the device (``torch.zeros(...,
+        device=x.device)``) would then meet meta inputs in one op (JetMoE's ``index_add``)."""
+        concrete = fake_like(
+            [arg if isinstance(arg, torch.Tensor) else value for arg, value in zip(args, values, strict=True)]
+        )
+        graph = make_fx(self.graph, tracing_mode="fake")(*concrete)
         self._check_lowerable(graph)
         return graph
 
@@ -176,7 +179,7 @@ class CompiledGraph:
             return self._eager_fallback()
         description = self.signature.describe(args, {})
         try:
-            graph = self._specialised(list(description.values)) if self.symbolic else self.graph
+            graph = self._specialised(args, list(description.values)) if self.symbolic else self.graph
         except CompileError:
             if _config.disable_fallback_execution():
                 raise

@@ -152,16 +152,37 @@ def _check_view_fits(self, size, stride, storage_offset) -> None:
         )
 
 
-@lowering(aten.as_strided.default, aten.as_strided_copy.default)
-def as_strided(self, size, stride, storage_offset=None):
-    """Tensor.as_strided over the input's elements in row-major order (a graph input is contiguous).
+@lowering(aten.as_strided.default, aten.as_strided_copy.default, metas=True)
+def as_strided(self, size, stride, storage_offset=None, *, metas):
+    """Tensor.as_strided: a view of the input's storage, which the input's own strides and offset
+    (``metas[0]``) place its elements in, as in PyTorch; ``storage_offset`` None is the input's own.
+    A contiguous input from offset 0 is its storage in row-major order; the elements of any other
+    (a transposed or reshaped view of a graph input: Longformer's and LED's chunking) are put back
+    where its strides say before the new view reads them.
 
     Raises:
-        RuntimeError: the view reaches past the input's elements.
+        RuntimeError: the view reaches past the input's elements, or reads storage elements that the
+            input, a view of a larger storage, does not hold.
     """
-    _check_view_fits(self, size, stride, storage_offset or 0)
-    view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), storage_offset or 0)
-    return layout.read(self.reshape(-1), view)
+    base = metas[0]
+    offset = base.storage_offset() if storage_offset is None else storage_offset
+    view = layout.View(np.dtype(self.dtype), tuple(size), tuple(stride), offset)
+    if base.storage_offset() == 0 and base.is_contiguous():
+        _check_view_fits(self, size, stride, offset)
+        return layout.read(self.reshape(-1), view)
+    own = layout.positions(layout.View(view.dtype, tuple(base.shape), tuple(base.stride()), base.storage_offset()))
+    wanted = layout.positions(view)
+    where = np.full(int(max(own.max(initial=0), wanted.max(initial=0))) + 1, -1, dtype=np.int64)
+    where[own.reshape(-1)] = np.arange(own.size, dtype=np.int64)
+    index = where[wanted]
+    if (index < 0).any():
+        raise RuntimeError(
+            f"as_strided: sizes {list(size)}, strides {list(stride)} and storage offset {offset} read storage "
+            f"elements outside the input tensor (sizes {list(base.shape)}, strides {list(base.stride())}, "
+            f"storage offset {base.storage_offset()}), a view of a larger storage that a neuron graph does not "
+            "hold; take as_strided of the whole tensor, or .contiguous() the input first"
+        )
+    return self.reshape(-1)[index]
 
 
 def _diagonal_positions(length: int, offset: int) -> tuple[jax.Array, jax.Array]:

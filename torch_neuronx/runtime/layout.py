@@ -85,7 +85,8 @@ def _region(elements: jax.Array, offset: int, length: int) -> jax.Array:
     return jnp.pad(jax.lax.slice(elements, (offset,), (elements.shape[0],)), (0, length - available))
 
 
-def _gather_index(view: View) -> np.ndarray:
+def positions(view: View) -> np.ndarray:
+    """The storage position (in elements) of each element of ``view``: an int64 array of its sizes."""
     index = np.full((), view.offset, dtype=np.int64)
     for size, stride in zip(view.sizes, view.strides, strict=True):
         index = index[..., None] + np.arange(size, dtype=np.int64) * stride
@@ -100,7 +101,7 @@ def read(flat: jax.Array | None, view: View) -> jax.Array:
     elements = bitcast(flat, view.dtype)
     layout = _grid(view)
     if layout is None:
-        return elements[_gather_index(view)]
+        return elements[positions(view)]
     grid, dims, sizes = layout
     block = _region(elements, view.offset, math.prod(grid)).reshape(grid)
     block = block[tuple(slice(0, size) for size in sizes) + (0,)]
@@ -145,7 +146,7 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
     elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
     layout = _grid(view)
     if layout is None:
-        return elements.at[_gather_index(view)].set(value)
+        return elements.at[positions(view)].set(value)
     grid, dims, sizes = layout
     length = math.prod(grid)
     kept_length = min(length, count - view.offset)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import fnmatch
+import inspect
+import math
 import re
 import time
 import traceback
@@ -116,6 +118,7 @@ _SHRINK = {
             "decoder_attention_heads",
             "num_key_value_heads",
             "mamba_n_heads",
+            "n_heads",
         ),
         4,
     ),
@@ -131,7 +134,14 @@ _SHRINK = {
 
 #: Per-family fixes where the generic shrinking breaks a model, each with its reason:
 #: ``model_type -> {field: value}``, applied after shrinking.
-OVERRIDES: dict[str, dict[str, Any]] = {}
+OVERRIDES: dict[str, dict[str, Any]] = {
+    # their defaults have no attention layer (attn_layer_indices None): transformers' cache of Mamba
+    # layers alone cannot tell its length: one attention layer of the two, as in the checkpoints
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},  # likewise
+    # its position embeddings are built for max_length frames of spectrogram (1024 by default)
+    "audio-spectrogram-transformer": {"max_length": 32},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,32 +196,139 @@ def architectures(patterns: Sequence[str] | None = None) -> list[Architecture]:
     return [found[name] for name in selected]
 
 
+#: Size fields a model cannot do without, given a reduced size when the default config leaves them
+#: ``None`` (DeepSeek-V2's and dots1's experts per token, dots1's shared experts, ESM's vocabulary,
+#: Nemotron's key-value heads);
+#: other ``None`` sizes mean a part left out (no query LoRA, no MoE) and stay ``None``.
+_REQUIRED = {
+    "num_experts_per_tok": 2,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "vocab_size": 256,
+    "num_key_value_heads": 4,  # None: as many as the query heads (Nemotron)
+}
+
+
+def _kept_layers(values: dict[str, Any], before: int, after: int) -> list[int]:
+    """The ``after`` layers a reduced model keeps of ``before``: layer 0, then, one at a time, the
+    layer with the most entries not yet kept in the per-layer lists and dicts (``layer_types``,
+    ``mlp_layer_types``, ``per_layer_config``; the first such layer on a tie), or the last layers
+    when no layer adds one. So a pattern keeps its kinds: Gemma's full attention every 6th layer,
+    hybrid models' full attention among linear attention, DeepSeek's MoE after its dense layers."""
+    per_layer = [
+        value
+        for name, value in values.items()
+        if (isinstance(value, list) and len(value) == before) or (_is_per_layer(value) and name != "id2label")
+    ]
+
+    def kinds(layer: int) -> list[Any]:
+        return [v[layer] if isinstance(v, list) else _layer_entry(v, layer) for v in per_layer]
+
+    kept, seen = [0], [{repr(entry)} for entry in kinds(0)]
+    while len(kept) < after:
+        new = {
+            layer: sum(repr(entry) not in known for entry, known in zip(kinds(layer), seen, strict=True))
+            for layer in range(1, before)
+            if layer not in kept
+        }
+        best = max(new, key=lambda layer: (new[layer], layer if not any(new.values()) else -layer))
+        kept.append(best)
+        for entry, known in zip(kinds(best), seen, strict=True):
+            known.add(repr(entry))
+    return sorted(kept)
+
+
+def _layer_entry(per_layer: dict[Any, Any], layer: int) -> Any:
+    return next((value for key, value in per_layer.items() if int(key) == layer), None)
+
+
+def _is_per_layer(value: Any) -> bool:
+    """A dict keyed by layer indices (``"05"``, ``11``), as Gemma 4's ``per_layer_config``."""
+    return isinstance(value, dict) and bool(value) and all(str(key).isdigit() for key in value)
+
+
+def _width(values: dict[str, Any]) -> int | None:
+    return next(
+        (values[k] for k in ("hidden_size", "d_model", "n_embd", "dim") if isinstance(values.get(k), int)), None
+    )
+
+
+def _heads(values: dict[str, Any]) -> int:
+    keys = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+    return next((values[k] for k in keys if isinstance(values.get(k), int)), 4)
+
+
 def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
-    """A config's dict with its size fields shrunk (sub-config dicts too), heads kept dividing the
-    width, and per-layer lists cut to the new number of layers."""
+    """A config's dict with its size fields shrunk (sub-config dicts too) and the invariants between
+    them kept: heads dividing the width and head widths (``head_dim``, ``d_head``, Mamba's
+    ``mamba_d_head``) consistent with it, per-stage head counts dividing their stage's width, norm
+    groups dividing the channels, per-layer lists and dicts cut to the layers kept
+    (:func:`_kept_layers`), and stage-structured models (``depths``) keeping their number of stages."""
     out = dict(values)
-    layers_before = {key: out[key] for key in out if _SHRINK.get(key) == 2 and isinstance(out[key], int)}
+    staged = isinstance(values.get("depths"), list)
+    layers_before = {
+        key: out[key]
+        for key in out
+        if _SHRINK.get(key) == 2 and isinstance(out[key], int) and not (staged and key == "num_layers")
+    }
     for key, value in values.items():
         limit = _SHRINK.get(key)
+        if _is_per_layer(value) or key in ("id2label", "label2id"):
+            continue
         if isinstance(value, dict) and ("model_type" in value or key.endswith("_config")):
             out[key] = _shrunk(value)
-        elif limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
-            out[key] = limit
+        elif key in layers_before or (limit is not None and isinstance(value, int) and not isinstance(value, bool)):
+            if value > limit and not (staged and key in ("num_layers", "hidden_size")):
+                out[key] = limit
+        elif value is None and key in _REQUIRED:
+            out[key] = _REQUIRED[key]
         elif key in ("depths", "num_layers_per_stage") and isinstance(value, list):
             out[key] = [min(depth, 1) for depth in value]
         elif key in ("hidden_sizes", "embed_dims", "embeddings_size") and isinstance(value, list):
             out[key] = [min(width, 32) for width in value]
         elif key == "embeddings_size" and isinstance(value, int):
             out[key] = min(value, 32)
-    if isinstance(out.get("head_dim"), int):
-        width = next((out[k] for k in ("hidden_size", "d_model", "n_embd") if isinstance(out.get(k), int)), None)
-        heads = next((out[k] for k in ("num_attention_heads", "n_head", "num_heads") if isinstance(out.get(k), int)), 4)
-        out["head_dim"] = max(width // heads, 4) if width else min(out["head_dim"], 8)
+        elif key.endswith("heads") and isinstance(value, list) and all(isinstance(h, int) for h in value):
+            # one count per stage, whose widths (32 and up, doubling) 8 divides
+            out[key] = [math.gcd(heads, 8) for heads in value]
+        elif key == "num_groups" and isinstance(value, int):
+            out[key] = math.gcd(value, 4)  # group norm over reduced channels (8 in BiT's bottlenecks)
+    if staged and isinstance(values.get("embed_dim"), int) and isinstance(values.get("hidden_size"), int):
+        # Swin-like: the last stage's width, embed_dim doubled at every stage after the first
+        ratio = values["hidden_size"] // values["embed_dim"]
+        out["hidden_size"] = out["embed_dim"] * ratio
+        if isinstance(values.get("window_size"), int) and isinstance(values.get("patch_size"), int):
+            # windows of 2 patches, and an image whose last stage is still one window wide: a
+            # stage narrower than its window shrinks the window but not its position-bias table
+            out["window_size"] = 2
+            out["image_size"] = values["patch_size"] * ratio * 2
+    width, heads = _width(out), _heads(out)
+    if width and "head_dim" in out and out["head_dim"] is None:
+        out["head_dim"] = width // heads  # None means derived, which some models' code does not do
+    for key in ("head_dim", "d_head"):
+        if isinstance(out.get(key), int):
+            out[key] = max(width // heads, 4) if width else min(out[key], 8)
+    if isinstance(out.get("mamba_d_head"), int) and width:
+        inner = out.get("mamba_expand", 2) * width
+        if isinstance(out.get("mamba_d_ssm"), int):
+            out["mamba_d_ssm"] = inner
+        out["mamba_d_head"] = inner // out.get("mamba_n_heads", 4)
     for key, before in layers_before.items():
         after = out[key]
+        if after >= before:
+            continue
+        kept = _kept_layers(values, before, after)
         for name, value in values.items():
-            if isinstance(value, list) and len(value) == before and after < before and name not in ("depths",):
-                out[name] = value[:after]
+            if isinstance(value, list) and len(value) == before and name not in ("depths",):
+                out[name] = [value[i] for i in kept]
+            elif _is_per_layer(value) and name != "id2label":
+                # renumbered, keys spelt as before ("05"), each layer's own sizes shrunk too
+                digits = len(next(iter(value))) if isinstance(next(iter(value)), str) else 0
+                out[name] = {
+                    (str(new).zfill(digits) if digits else new): _shrunk(entry) if isinstance(entry, dict) else entry
+                    for new, entry in ((new, _layer_entry(value, i)) for new, i in enumerate(kept))
+                    if entry is not None
+                }
     if layers_before and "stage_names" in out:
         # a backbone's stages follow its layers: its default outputs (the last stage) are recomputed
         for name in ("stage_names", "out_features", "out_indices"):
@@ -282,26 +399,60 @@ def _image_config(config: Any) -> Any:
     return getattr(config, "vision_config", None) or config
 
 
-def inputs(config: Any, architecture: Architecture, main_input: str) -> dict[str, torch.Tensor]:
+def _audio_config(config: Any) -> Any:
+    """The config that describes the audio: the encoder's or audio tower's sub-config when it has one."""
+    for name in ("encoder_config", "audio_config", "encoder"):
+        sub = getattr(config, name, None)
+        if sub is not None and _audio_features(sub) is not None:
+            return sub
+    return config
+
+
+def _audio_features(config: Any) -> int | None:
+    """Features per frame of a spectrogram input: mel bins, or (w2v-BERT) the stacked features the
+    projection takes, or (Speech2Text) features per channel times channels; None for raw audio."""
+    for name in ("num_mel_bins", "feature_projection_input_dim"):
+        if isinstance(getattr(config, name, None), int):
+            return getattr(config, name)
+    if isinstance(getattr(config, "input_feat_per_channel", None), int):
+        return config.input_feat_per_channel * getattr(config, "input_channels", 1)
+    return None
+
+
+def inputs(
+    config: Any, architecture: Architecture, main_input: str, accepts_mask: bool = False
+) -> dict[str, torch.Tensor]:
     """The model's inputs, built from its config (seeded): the main input (``input_ids``,
-    ``pixel_values``, ``input_values`` or ``input_features``), and labels for the task's loss."""
+    ``pixel_values``, ``input_values`` or ``input_features``), an all-ones ``attention_mask`` for a
+    spectrogram when the model takes one (``accepts_mask``), and labels for the task's loss."""
     generator = torch.Generator().manual_seed(0)
     made: dict[str, torch.Tensor] = {}
+    audio = _audio_config(config)
+    features = _audio_features(audio)
     if main_input == "pixel_values":
         vision = _image_config(config)
         size = getattr(vision, "image_size", 32)
         size = size if isinstance(size, int) else size[0]
         channels = getattr(vision, "num_channels", 3)
         made["pixel_values"] = torch.randn(_BATCH, channels, size, size, generator=generator)
-    elif main_input == "input_values":
+    elif main_input == "input_values" and features is not None:
+        # a spectrogram (the Audio Spectrogram Transformer): as many frames as its positions cover
+        frames = getattr(config, "max_length", 4 * _SEQUENCE)
+        made["input_values"] = torch.randn(_BATCH, frames, features, generator=generator)
+    elif main_input in ("input_values", "inputs"):
+        # raw audio; "inputs" is the speech encoder-decoder's name for its encoder's input
         made["input_values"] = torch.randn(_BATCH, _AUDIO_SAMPLES, generator=generator)
     elif main_input == "input_features":
-        if hasattr(config, "num_mel_bins"):
-            frames = 2 * getattr(config, "max_source_positions", 1500)
-            made["input_features"] = torch.randn(_BATCH, config.num_mel_bins, frames, generator=generator)
+        features = features or 80
+        if hasattr(audio, "max_source_positions") and hasattr(audio, "num_mel_bins"):
+            # Whisper's layout: mel bins x frames, twice as many frames as encoder positions
+            made["input_features"] = torch.randn(_BATCH, features, 2 * audio.max_source_positions, generator=generator)
         else:
-            features = getattr(config, "input_feat_per_channel", 80) * getattr(config, "input_channels", 1)
+            # frames x features (Speech2Text, conformers: 32 frames, 4 after 8-fold subsampling)
             made["input_features"] = torch.randn(_BATCH, 4 * _SEQUENCE, features, generator=generator)
+            if accepts_mask:
+                # some CTC losses take the input lengths from the mask (Parakeet)
+                made["attention_mask"] = torch.ones(_BATCH, 4 * _SEQUENCE, dtype=torch.long)
     else:
         made["input_ids"] = _token_ids(config, generator, (_BATCH, _SEQUENCE))
     task = architecture.task
@@ -419,9 +570,11 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
     with _Stage(rows["cpu"]):
         config = reduced_config(architecture.model_type)
         model_class = getattr(transformers, architecture.model_class)
+        config = _config_for(model_class, config)
         model = model_class(config).eval()  # eval: no dropout, so both devices compute the same function
         _break_constant_parameters(model)
-        made = inputs(config, architecture, model.main_input_name)
+        accepts_mask = "attention_mask" in inspect.signature(model.forward).parameters
+        made = inputs(config, architecture, model.main_input_name, accepts_mask)
         expected_output = model(**made)
         expected = [t.detach() for t in _float_outputs(expected_output)]
         _loss(expected_output).backward()
@@ -460,7 +613,44 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
                 output = torch.compile(neuron_model, backend="neuron")(**neuron_inputs)
             actual = [t.detach().cpu() for t in _float_outputs(output)]
             _judge(rows["compiled_forward"], actual, expected, lambda: _widened_run(model, made, backward=False))
+            if rows["compiled_forward"].outcome == "mismatch":
+                _judge_against_cpu_compiled(rows["compiled_forward"], model, made, actual, expected)
     yield _skipped_if_failed(rows["compiled_forward"])
+
+
+def _judge_against_cpu_compiled(
+    row: ModelOutcome, model: torch.nn.Module, made: dict[str, torch.Tensor], actual: Any, expected: Any
+) -> None:
+    """A compiled mismatch judged again against the CPU's own ``torch.compile`` (``aot_eager``): some
+    models compute another function when compiling (PaliGemma: under Dynamo transformers builds a
+    causal mask its eager path leaves out, 0.05 apart on the CPU alone). The row passes, with a note
+    saying so, only when the CPU's compiled run differs from its eager run and the device matches
+    the CPU's compiled run; otherwise it stays a mismatch."""
+    torch.compiler.reset()
+    with torch.no_grad():
+        cpu_compiled = [t.detach() for t in _float_outputs(torch.compile(model, backend="aot_eager")(**made))]
+    if compare(cpu_compiled, expected, atol=ATOL, rtol=RTOL).problem is None:
+        return  # the model computes the same function compiled: the device is wrong
+    again = compare(actual, cpu_compiled, atol=ATOL, rtol=RTOL)
+    if again.problem is None:
+        row.outcome, row.max_abs_error = "pass", again.max_abs_error
+        row.detail = (
+            "compared with the CPU's torch.compile (aot_eager): the model computes another function when "
+            "compiled, its CPU eager and compiled runs differ"
+        )
+
+
+def _config_for(model_class: Any, config: Any) -> Any:
+    """The config ``model_class`` takes: the text sub-config when the model type's config is a
+    composite one and the task's class is the text model's (Llama 4's and Qwen 3.5's causal LM)."""
+    wanted = getattr(model_class, "config_class", None)
+    text = getattr(config, "text_config", None)
+    if wanted is not None and not isinstance(config, wanted) and isinstance(text, wanted):
+        text.num_labels = config.num_labels
+        if getattr(text, "pad_token_id", None) is None:
+            text.pad_token_id = 0
+        return text
+    return config
 
 
 def _break_constant_parameters(model: torch.nn.Module) -> None:
