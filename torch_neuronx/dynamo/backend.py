@@ -29,6 +29,12 @@ from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
 __all__ = ["neuron_backend"]
 
+# torch.fx keeps ``aten._assert_async.msg`` and Dynamo's ``torch._assert_async`` from dead-code
+# elimination, but not the ATen overload ``torch._assert_async(t)`` becomes in AOTAutograd's graph
+# (``aten._assert_async.default``, PyTorch 2.13): without this its assertion would vanish silently
+# from every compiled graph. Its lowering is a device check (lowering/assertions.py).
+torch.fx.node.has_side_effect(torch.ops.aten._assert_async.default)
+
 
 def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
     """The first symbolic dimension the user asked for (dynamic=True or torch._dynamo.mark_dynamic),

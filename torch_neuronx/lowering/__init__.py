@@ -33,6 +33,7 @@ FAMILIES = (
     "fft",
     "special",
     "polynomials",
+    "assertions",
 )
 
 

@@ -236,7 +236,9 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
             values = schema_values(node.target, node.args, node.kwargs)
             args = [pytree.tree_map_only(torch.fx.Node, env.__getitem__, v) for v in values]
             metas = [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in values]
-            env[node] = lower_op(node.target, args, metas, node.meta["val"])
+            # make_fx records no value for an op that returns nothing (``_assert_async``).
+            result_meta = node.meta["val"] if schema_of(node.target).returns else None
+            env[node] = lower_op(node.target, args, metas, result_meta)
         elif node.op == "output":
             return [env[leaf] if isinstance(leaf, torch.fx.Node) else leaf for leaf in pytree.tree_leaves(node.args[0])]
         else:
