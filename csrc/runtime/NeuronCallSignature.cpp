@@ -129,9 +129,11 @@ class Walker {
         break;
       }
     }
+    int64_t byte_offset = offset * itemsize;
     if (slot < 0) {
       slot = static_cast<int>(slots_.size());
       slots_.push_back(identity);
+      slot_first_bytes_.push_back(byte_offset);
       slot_tensors_.append(py::handle(obj));
       Allocation* allocation = resolved.allocation;
       bool has_buffer = allocation && allocation->buffer.array;
@@ -154,11 +156,23 @@ class Walker {
     put(static_cast<int8_t>(sizes.size()));
     key_.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
     key_.append(reinterpret_cast<const char*>(strides.data()), strides.size() * sizeof(int64_t));
-    put(offset);
+    int offset_scalar = -1;
+    if (movable(t, slot_bytes)) {
+      // The offset is a runtime input; the key keeps where the view sits relative to the slot's
+      // first view (shifting every view of a storage alike keeps their overlaps).
+      put_tag('o');
+      put(static_cast<int64_t>(byte_offset - slot_first_bytes_[slot]));
+      offset_scalar = static_cast<int>(py::len(scalars_));
+      scalars_.append(py::int_(offset));
+    } else {
+      put_tag('s');
+      put(offset);
+    }
     if (!describe_) {
       return py::none();
     }
-    return py::cast(TensorArg{slot, static_cast<int>(t.scalar_type()), sizes.vec(), strides.vec(), offset});
+    return py::cast(
+        TensorArg{slot, static_cast<int>(t.scalar_type()), sizes.vec(), strides.vec(), offset, offset_scalar});
   }
 
   py::object tensor_list(PyObject* obj, const ArgSpec& spec) {
@@ -361,6 +375,19 @@ class Walker {
     }
   }
 
+  // Whether a non-empty view's elements span less than its storage, so that it could sit at
+  // another offset of it (then its offset is a runtime input).
+  static bool movable(const at::Tensor& t, size_t storage_bytes) {
+    if (t.numel() == 0) {
+      return false;
+    }
+    int64_t extent = 1;
+    for (int64_t dim = 0; dim < t.dim(); ++dim) {
+      extent += (t.size(dim) - 1) * t.stride(dim);
+    }
+    return extent * static_cast<int64_t>(t.element_size()) < static_cast<int64_t>(storage_bytes);
+  }
+
   const std::string& op_name_;
   bool describe_;
   std::string key_;
@@ -369,6 +396,7 @@ class Walker {
   py::list slot_tensors_;
   std::vector<SlotInfo> slot_infos_;
   std::vector<const void*> slots_;
+  std::vector<int64_t> slot_first_bytes_; // per slot: the byte offset of its first view
   py::object generator_ = py::none();
   int device_ = -1;
   std::string first_tensor_;
@@ -537,10 +565,12 @@ void bind_call_signature(py::module_& m) {
       .def_property_readonly("sizes", [](const TensorArg& a) { return py::tuple(py::cast(a.sizes)); })
       .def_property_readonly("strides", [](const TensorArg& a) { return py::tuple(py::cast(a.strides)); })
       .def_readonly("offset", &TensorArg::offset)
+      .def_readonly("offset_scalar", &TensorArg::offset_scalar)
       .def("__repr__", [](const TensorArg& a) {
         return "TensorArg(slot=" + std::to_string(a.slot) + ", dtype_code=" + std::to_string(a.dtype_code) +
             ", sizes=" + py::str(py::tuple(py::cast(a.sizes))).cast<std::string>() + ", strides=" +
-            py::str(py::tuple(py::cast(a.strides))).cast<std::string>() + ", offset=" + std::to_string(a.offset) + ")";
+            py::str(py::tuple(py::cast(a.strides))).cast<std::string>() + ", offset=" + std::to_string(a.offset) +
+            ", offset_scalar=" + std::to_string(a.offset_scalar) + ")";
       });
   py::class_<TensorListArg>(m, "TensorListArg", "A tensor list argument, item by item.")
       .def_readonly("items", &TensorListArg::items)

@@ -7,7 +7,9 @@
 // An executable reads storages, not tensors: each distinct storage among the arguments is one
 // "slot", passed as its flat PJRT buffer (or absent, for a storage never written, which reads as
 // zeros), and each tensor is (slot, dtype, sizes, strides, storage offset), materialised inside the
-// executable. Python numbers in Scalar/float positions (unless left at their default) and 0-dim CPU
+// executable. A view's storage offset is a runtime input too where the view could sit elsewhere
+// in its storage; the key keeps its byte distance from the first view of the same storage, so the
+// aliasing between a call's views is part of it. Python numbers in Scalar/float positions (unless left at their default) and 0-dim CPU
 // tensors are runtime inputs, so a new learning rate does not compile a new executable; every other
 // argument is part of the key.
 
@@ -42,12 +44,18 @@ struct ArgSpec {
 // executable is traced from these descriptions, never from the call's tensors, which it must not hold.
 
 // A neuron tensor: a view (dtype, sizes, strides, element offset) of the storage in slot `slot`.
+// A view that could sit at another offset of its storage (its extent is shorter than the storage)
+// takes its offset at launch, as runtime scalar `offset_scalar`, so that one executable serves
+// every offset (rows of a matrix, a KV cache's growing position); `offset` is then the describing
+// call's value, for meta kernels only. `offset_scalar` is -1 for a view whose offset is part of the
+// key (empty views, and views spanning their whole storage, whose only offset is 0).
 struct TensorArg {
   int slot;
   int dtype_code;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t offset;
+  int offset_scalar;
 };
 
 // A tensor list: each item a TensorArg, a NumberArg, a HostScalarArg or None.

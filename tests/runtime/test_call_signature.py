@@ -15,11 +15,13 @@ def test_tensor_views_share_the_slot_of_their_storage():
     call = arguments.call_signature(aten.add.Tensor).describe((base[1:, 2:], base.t()), {"alpha": 2})
     first, second, alpha = call.arguments
     assert (first.slot, first.sizes, first.strides, first.offset) == (0, (3, 4), (6, 1), 8)
+    assert first.offset_scalar == 0  # shorter than its storage: its offset is runtime scalar 0
     assert (second.slot, second.sizes, second.strides, second.offset) == (0, (6, 4), (1, 6), 0)
-    assert isinstance(alpha, arguments.NumberArg) and (alpha.index, alpha.type_name) == (0, "int")
+    assert second.offset_scalar == -1  # spans its storage: offset 0 is the only one, a constant
+    assert isinstance(alpha, arguments.NumberArg) and (alpha.index, alpha.type_name) == (1, "int")
     (slot,) = call.slots
     assert slot.nbytes == 4 * 6 * 4 and call.buffer_count == int(slot.has_buffer)
-    assert (call.scalar_count, call.device) == (1, 0)
+    assert (call.scalar_count, call.device) == (2, 0)
 
 
 def test_every_kind_of_argument_is_described():
@@ -54,3 +56,9 @@ def test_key_tells_views_dtypes_and_number_types_apart():
     assert key(x, 1) != key(x, 1.0)
     assert key(x, 1.0) == key(x, 2.5)  # a number is a runtime input: its value is not in the key
     assert key(x, x) != key(x.int(), x.int())
+    # A view's offset is a runtime input; where views of one storage sit relative to each other is not.
+    assert key(x[0], y[0]) == key(x[3], y[1])
+    assert key(x[0], x[1]) == key(x[2], x[3])
+    assert key(x[0], x[1]) != key(x[0], x[2])
+    assert key(x[0], x[0]) != key(x[0], x[1])
+    assert key(x[0], y[0]) != key(x[:, 0], y[0])

@@ -93,3 +93,107 @@ def test_default_capacity_without_a_readable_limit(monkeypatch, tmp_path):
     monkeypatch.delenv("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE", raising=False)
     monkeypatch.setattr(_config, "MAX_MAP_COUNT_FILE", str(tmp_path / "absent"))
     assert _config.executable_cache_size() == 4096
+
+
+def _admitted() -> int:
+    """Executables admitted to the cache so far (those still cached and those evicted)."""
+    info = torch_neuronx.executable_cache_info()
+    return info.size + info.evictions
+
+
+def test_views_at_every_storage_offset_share_one_executable():
+    """An eager op over a matrix's rows compiles once: a view's storage offset is a runtime input
+    (csrc/runtime/NeuronCallSignature.cpp), so the first row and the last share the executable."""
+    host = torch.randn(24, 13)
+    x = host.to("neuron")
+    before = _admitted()
+    for i in range(host.shape[0]):
+        torch.testing.assert_close(torch.exp(x[i]).cpu(), torch.exp(host[i]))
+    assert _admitted() - before == 1
+    columns = x[:, 2:5]  # a strided view at other offsets: a shape of its own, one executable
+    before = _admitted()
+    for start in range(0, 10, 3):
+        torch.testing.assert_close(torch.exp(x[:, start : start + 3]).cpu(), torch.exp(host[:, start : start + 3]))
+    assert _admitted() - before == 1
+    torch.testing.assert_close(torch.exp(columns).cpu(), torch.exp(host[:, 2:5]))
+
+
+def test_in_place_and_out_on_views_at_every_offset_share_one_executable():
+    """Writes into views (in place, out=) land at each view's own offset, from one executable per op."""
+    host = torch.randn(16, 7)
+    y = host.to("neuron")
+    before = _admitted()
+    for i in range(host.shape[0]):
+        y[i].mul_(i + 0.5)
+        host[i].mul_(i + 0.5)
+    assert _admitted() - before == 1
+    torch.testing.assert_close(y.cpu(), host)
+
+    out, expected = torch.zeros(16, 7, device="neuron"), torch.zeros(16, 7)
+    before = _admitted()
+    for i in range(host.shape[0]):
+        torch.sin(y[i], out=out[i])
+        torch.sin(host[i], out=expected[i])
+    assert _admitted() - before == 1
+    torch.testing.assert_close(out.cpu(), expected)
+
+    # Views of one storage: the key keeps where they sit relative to each other, not where they are.
+    before = _admitted()
+    for i in range(host.shape[0] - 2):
+        torch.add(y[i], y[i + 1], out=y[i + 2])
+        torch.add(host[i], host[i + 1], out=host[i + 2])
+    assert _admitted() - before == 1
+    torch.testing.assert_close(y.cpu(), host)
+
+
+def test_partial_overlap_still_raises_after_a_call_at_other_offsets():
+    """Two views of one storage that overlap at these offsets raise as on the CPU, even after the
+    same shapes compiled at offsets where they did not."""
+    flat = torch.zeros(40, device="neuron")
+    torch.exp(flat[0:8], out=flat[10:18])
+    message = "some elements of the input tensor and the written-to tensor refer to a single memory location"
+    host = torch.zeros(40)
+    with pytest.raises(RuntimeError, match=message):
+        torch.exp(host[0:8], out=host[4:12])
+    with pytest.raises(RuntimeError, match=message):
+        torch.exp(flat[0:8], out=flat[4:12])
+
+
+def test_copies_of_views_at_every_offset_share_one_view_program():
+    """Reading rows to the host and writing host rows into a device matrix compile one view program
+    each (runtime/buffers.py), whatever the row."""
+    from torch_neuronx.runtime import buffers
+
+    host = torch.randn(12, 19)
+    x = host.to("neuron")
+    reads = buffers._read_program.cache_info().misses
+    for i in range(host.shape[0]):
+        torch.testing.assert_close(x[i].cpu(), host[i])
+    assert buffers._read_program.cache_info().misses - reads == 1
+    written = torch.zeros(12, 19, device="neuron")
+    writes = buffers._write_program.cache_info().misses
+    for i in range(host.shape[0]):
+        written[i].copy_(host[i])
+    assert buffers._write_program.cache_info().misses - writes == 1
+    torch.testing.assert_close(written.cpu(), host)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda base, i: base[i, :, :3],  # a grid that overhangs the view's extent
+        lambda base, i: base.view(-1).as_strided((3, 3), (2, 3), 7 * i),  # not nesting: a gather
+        lambda base, i: base[i].t(),
+    ],
+    ids=["overhanging-grid", "gather", "transposed"],
+)
+def test_reads_and_writes_of_views_at_every_offset_match_the_cpu(view):
+    host = torch.randn(5, 4, 8)
+    x = host.to("neuron")
+    before = _admitted()
+    for i in range(host.shape[0]):
+        torch.testing.assert_close(torch.cos(view(x, i)).cpu(), torch.cos(view(host, i)))
+        view(x, i).neg_()
+        view(host, i).neg_()
+    assert _admitted() - before == 2
+    torch.testing.assert_close(x.cpu(), host)

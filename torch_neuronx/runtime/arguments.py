@@ -5,7 +5,8 @@ that into the C++ signature of an ATen op, whose ``prepare`` gives the fast path
 inputs, and whose ``describe`` gives a cache miss a typed :class:`CallDescription`: one description
 per argument, saying where it sits:
 
-- :class:`TensorArg` ``(slot, dtype_code, sizes, strides, offset)``: a view of a storage slot;
+- :class:`TensorArg` ``(slot, dtype_code, sizes, strides, offset, offset_scalar)``: a view of a
+  storage slot, its offset given at launch as runtime scalar ``offset_scalar`` (-1: a constant);
 - :class:`TensorListArg` ``(items)``: a tensor list, item by item;
 - :class:`HostScalarArg` ``(index, dtype_code, wrapped)``: a 0-dim CPU tensor, a runtime scalar;
 - :class:`NumberArg` ``(index, type_name)``: a Python number, a runtime scalar;
@@ -189,11 +190,12 @@ def flat_tensors(value: Any) -> list[Any]:
     return [value]
 
 
-def view_of(description: TensorArg) -> layout.View:
-    """The view a tensor description takes of its slot's buffer."""
-    return layout.View(
-        jax_dtype(DTYPE_OF[description.dtype_code]), description.sizes, description.strides, description.offset
-    )
+def view_of(description: TensorArg, scalars: Any) -> layout.View:
+    """The view a tensor description takes of its slot's buffer, inside the executable: its offset
+    is the runtime scalar ``scalars[description.offset_scalar]`` where it has one, else a constant."""
+    index = description.offset_scalar
+    offset = scalars[index] if index >= 0 else description.offset
+    return layout.View(jax_dtype(DTYPE_OF[description.dtype_code]), description.sizes, description.strides, offset)
 
 
 def materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
@@ -202,7 +204,7 @@ def materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:
     if description is None:
         return None
     if isinstance(description, TensorArg):
-        return layout.read(slot_arrays[description.slot], view_of(description))
+        return layout.read(slot_arrays[description.slot], view_of(description, scalars))
     if isinstance(description, TensorListArg):
         return [materialize(d, slot_arrays, scalars) for d in description.items]
     if isinstance(description, HostScalarArg):
@@ -231,9 +233,11 @@ class InputLayout(NamedTuple):
         return InputLayout(tuple(call.arguments), tuple(call.slots), call.buffer_count, call.scalar_count)
 
 
-def unpack(flat_inputs: tuple[Any, ...], inputs: InputLayout, random: bool) -> tuple[list[Any], list[Any], Any, Any]:
-    """Inside an executable: (the slots' buffers, the arguments materialised from their
-    descriptions, seed, offset).
+def unpack(
+    flat_inputs: tuple[Any, ...], inputs: InputLayout, random: bool
+) -> tuple[list[Any], tuple[Any, ...], list[Any], Any, Any]:
+    """Inside an executable: (the slots' buffers, the runtime scalars, the arguments materialised
+    from their descriptions, seed, offset).
 
     The executable's inputs are the buffers of the slots that have one, then the runtime scalars,
     then (for random work) the generator's seed and offset.
@@ -242,4 +246,4 @@ def unpack(flat_inputs: tuple[Any, ...], inputs: InputLayout, random: bool) -> t
     slot_arrays = [next(feed) if slot.has_buffer else None for slot in inputs.slots]
     scalars = flat_inputs[inputs.buffer_count : inputs.buffer_count + inputs.scalar_count]
     seed, offset = flat_inputs[inputs.buffer_count + inputs.scalar_count :] if random else (None, None)
-    return slot_arrays, [materialize(d, slot_arrays, scalars) for d in inputs.arguments], seed, offset
+    return slot_arrays, scalars, [materialize(d, slot_arrays, scalars) for d in inputs.arguments], seed, offset

@@ -28,20 +28,41 @@ def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
     return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
 
 
+def _keyed(view: layout.View, nbytes: int) -> tuple[layout.View, tuple[int, ...]]:
+    """(the view a view program is keyed by, the program's offset arguments). A non-empty view
+    shorter than its storage of ``nbytes`` could sit at other offsets of it: its program takes the
+    offset at launch (the key's offset is None), so a loop over rows or a KV cache's growing position
+    compiles one program; any other view's offset is a constant of its program (as is the offset
+    of a view reaching past its storage's end, which XLA's ``dynamic_slice`` would clamp)."""
+    count = nbytes // view.dtype.itemsize
+    if math.prod(view.sizes) and layout.extent(view) < count and view.offset + layout.extent(view) <= count:
+        return view._replace(offset=None), (view.offset,)
+    return view, ()
+
+
+def _placed(view: layout.View, offset: tuple[Any, ...]) -> layout.View:
+    """A keyed view at the launch's offset (``offset``: the program's offset arguments)."""
+    return view._replace(offset=offset[0]) if view.offset is None else view
+
+
 # Bounded: each is an executable (see runtime/executable_cache.py); views of changing shapes are many.
 @functools.lru_cache(maxsize=512)
 def _read_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
+    """The program reading ``view`` (keyed by :func:`_keyed`): ``program(flat, *offset)``, or
+    ``program(*offset)`` for a storage without a buffer."""
     del nbytes  # part of the cache key only: the buffer length is fixed by it
     if buffer_dtype is None:
-        return jit_on_core(lambda: layout.read(None, view), device)
-    return jit_on_core(lambda flat: layout.read(flat, view), device)
+        return jit_on_core(lambda *offset: layout.read(None, _placed(view, offset)), device)
+    return jit_on_core(lambda flat, *offset: layout.read(flat, _placed(view, offset)), device)
 
 
 @functools.lru_cache(maxsize=512)
 def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View, device: int):
+    """The program writing ``view`` (keyed by :func:`_keyed`): ``program(flat, value, *offset)``, or
+    ``program(value, *offset)`` for a storage without a buffer; returns the new buffer."""
     if buffer_dtype is None:
-        return jit_on_core(lambda value: layout.write(None, nbytes, value, view), device)
-    return jit_on_core(lambda flat, value: layout.write(flat, nbytes, value, view), device)
+        return jit_on_core(lambda value, *offset: layout.write(None, nbytes, value, _placed(view, offset)), device)
+    return jit_on_core(lambda flat, value, *offset: layout.write(flat, nbytes, value, _placed(view, offset)), device)
 
 
 def _storage_buffer(tensor: torch.Tensor) -> tuple[jax.Array | None, int, int, int]:
@@ -70,12 +91,13 @@ def read(tensor: torch.Tensor) -> jax.Array:
     array, code, offset, nbytes = _storage_buffer(tensor)
     view = view_of(tensor, offset)
     device = tensor.device.index
+    keyed, offset = _keyed(view, nbytes)
     if array is None:
-        return _run_view_program("neuron::read_view", _read_program(None, nbytes, view, device), device)
+        return _run_view_program("neuron::read_view", _read_program(None, nbytes, keyed, device), device, *offset)
     if code == CODE_OF[tensor.dtype] and layout.covers_storage(view, array.shape[0]):
         return array.reshape(view.sizes)
-    program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)
-    return _run_view_program("neuron::read_view", program, device, array)
+    program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
+    return _run_view_program("neuron::read_view", program, device, array, *offset)
 
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
@@ -86,13 +108,15 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     view = view_of(tensor, offset)
     device = tensor.device.index
     count = nbytes // view.dtype.itemsize
+    keyed, offset = _keyed(view, nbytes)
     if layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes:
         flat = value.reshape(-1)
     elif array is None:
-        flat = _run_view_program("neuron::write_view", _write_program(None, nbytes, view, device), device, value)
+        program = _write_program(None, nbytes, keyed, device)
+        flat = _run_view_program("neuron::write_view", program, device, value, *offset)
     else:
-        program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, view, device)
-        flat = _run_view_program("neuron::write_view", program, device, array, value)
+        program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
+        flat = _run_view_program("neuron::write_view", program, device, array, value, *offset)
     _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
     queue.note_launch(device, flat)
 

@@ -289,7 +289,7 @@ def build(
     input_layout = arguments.InputLayout.of(call)  # not `call`, which holds the call's tensors
 
     def traced(*flat_inputs: Any) -> tuple[Any, ...]:
-        slot_arrays, args, seed, offset = arguments.unpack(flat_inputs, input_layout, bool(random_elements))
+        slot_arrays, scalars, args, seed, offset = arguments.unpack(flat_inputs, input_layout, bool(random_elements))
         context = TraceContext(seed, offset)
         context.host_checked = host_checked
         with tracing(context):
@@ -299,7 +299,7 @@ def build(
             if target is not None:
                 nbytes = input_layout.slots[target.slot].nbytes
                 slot_arrays[target.slot] = layout.write(
-                    slot_arrays[target.slot], nbytes, value, arguments.view_of(target)
+                    slot_arrays[target.slot], nbytes, value, arguments.view_of(target, scalars)
                 )
         checks[:] = [(check.message, check.error) for check in context.checks]
         new = [r.flatten(v) for r, v in zip(results, values[:fresh], strict=True) if isinstance(r, ResultLayout)]

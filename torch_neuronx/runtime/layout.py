@@ -8,12 +8,18 @@ trace time, so a view costs nothing beyond the reshapes and slices XLA fuses int
 A view whose strides nest (each stride a multiple of the next, dimensions not overlapping; slices,
 steps, transposes, permutes, narrow, select, diagonal) becomes a reshape of a contiguous region into
 a grid, a slice of the grid and a transpose. Any other view becomes a gather with a constant index.
+
+A view's offset is a Python int (a constant of the executable) or a traced integer scalar (a runtime
+input, so one executable serves every offset): the view's extent is then cut out of the buffer with
+``jax.lax.dynamic_slice`` and read as a view at offset 0 of it (written back with
+``dynamic_update_slice``). The caller checks on the host that the view lies inside the storage
+(``check_in_bounds`` in csrc/runtime/NeuronCallSignature.cpp), since XLA clamps a start that does not.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,12 +29,22 @@ from torch_neuronx.runtime.dtypes import convert
 
 
 class View(NamedTuple):
-    """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset."""
+    """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset (an int,
+    or a traced integer scalar given at launch)."""
 
     dtype: np.dtype
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
-    offset: int
+    offset: Any
+
+
+def extent(view: View) -> int:
+    """The elements from a non-empty view's first element to its last, both included."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(view.sizes, view.strides, strict=True))
+
+
+def _static(offset: Any) -> bool:
+    return isinstance(offset, (int, np.integer))
 
 
 def bitcast(flat: jax.Array, dtype: np.dtype) -> jax.Array:
@@ -99,6 +115,9 @@ def read(flat: jax.Array | None, view: View) -> jax.Array:
     if flat is None or math.prod(shape) == 0:
         return jnp.zeros(shape, view.dtype)
     elements = bitcast(flat, view.dtype)
+    if not _static(view.offset):
+        elements = jax.lax.dynamic_slice(elements, (view.offset,), (extent(view),))
+        view = view._replace(offset=0)
     layout = _grid(view)
     if layout is None:
         return elements[positions(view)]
@@ -114,7 +133,7 @@ def read(flat: jax.Array | None, view: View) -> jax.Array:
 
 def covers_storage(view: View, storage_elements: int) -> bool:
     """True when ``view`` is the whole storage, contiguous from offset 0."""
-    if view.offset != 0 or math.prod(view.sizes) != storage_elements:
+    if not _static(view.offset) or view.offset != 0 or math.prod(view.sizes) != storage_elements:
         return False
     expected = 1
     for size, stride in reversed(list(zip(view.sizes, view.strides, strict=True))):
@@ -141,6 +160,12 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
             "unsupported operation: more than one element of the written-to tensor refers to a single "
             "memory location. Please clone() the tensor before performing the operation."
         )
+    if not _static(view.offset):
+        elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
+        length = extent(view)
+        region = jax.lax.dynamic_slice(elements, (view.offset,), (length,))
+        region = write(region, length * view.dtype.itemsize, value, view._replace(offset=0))
+        return jax.lax.dynamic_update_slice(elements, region, (view.offset,))
     if covers_storage(view, count):
         return value.reshape(-1)
     elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
