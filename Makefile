@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: main test test-adaptive test-distributed test-ecosystem lint bench coverage upstream-tests sweep-models nki-sweep install clean
+.PHONY: main test test-adaptive test-conformance test-distributed test-ecosystem lint bench coverage upstream-tests sweep-models nki-sweep install clean
 
 main: install  ## Train and run real models on `neuron`, checked against the CPU.
 	$(BIN)/python -m examples.main_job
@@ -16,6 +16,9 @@ test: install  ## Lint, format check and the test suite.
 
 test-adaptive: install  ## The lowering tests and the OpInfo sample with adaptive eager on (about 40 minutes).
 	TORCH_NEURONX_ADAPTIVE_EAGER=1 $(BIN)/python -m pytest -n 2 tests/lowering tests/conformance/test_opinfo_sample.py tests/dynamo tests/workloads
+
+test-conformance: install  ## The OpInfo sample in three dtypes, every OpInfo's error inputs, the runner's worker (minutes).
+	TORCH_NEURONX_CONFORMANCE_FULL=1 $(BIN)/python -m pytest -n 2 tests/conformance
 
 test-distributed: install  ## The full distributed suite: 2-process jobs, torchrun, faults (a few minutes).
 	TORCH_NEURONX_DISTRIBUTED_FULL=1 $(BIN)/python -m pytest -v tests/distributed
