@@ -28,15 +28,10 @@ _warned: set[str] = set()
 
 
 #: The dispatch keys of the tensor kinds neuron does not have: (what they hold, how to do without).
+_DENSE_FIX = "Keep sparse tensors on the CPU, or convert them with .to_dense() before moving them to neuron."
 UNSUPPORTED_KEYS = {
-    "SparsePrivateUse1": (
-        "sparse COO",
-        "Keep sparse tensors on the CPU, or convert them with .to_dense() before moving them to neuron.",
-    ),
-    "SparseCsrPrivateUse1": (
-        "sparse compressed (CSR/CSC/BSR/BSC)",
-        "Keep sparse tensors on the CPU, or convert them with .to_dense() before moving them to neuron.",
-    ),
+    "SparsePrivateUse1": ("sparse COO", _DENSE_FIX),
+    "SparseCsrPrivateUse1": ("sparse compressed (CSR/CSC/BSR/BSC)", _DENSE_FIX),
     "QuantizedPrivateUse1": (
         "quantized",
         "Keep quantized tensors on the CPU, or convert them with .dequantize() before moving them to neuron.",

@@ -160,15 +160,14 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
             "unsupported operation: more than one element of the written-to tensor refers to a single "
             "memory location. Please clone() the tensor before performing the operation."
         )
+    if covers_storage(view, count):  # never for an offset given at launch
+        return value.reshape(-1)
+    elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
     if not _static(view.offset):
-        elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
         length = extent(view)
         region = jax.lax.dynamic_slice(elements, (view.offset,), (length,))
         region = write(region, length * view.dtype.itemsize, value, view._replace(offset=0))
         return jax.lax.dynamic_update_slice(elements, region, (view.offset,))
-    if covers_storage(view, count):
-        return value.reshape(-1)
-    elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
     layout = _grid(view)
     if layout is None:
         return elements.at[positions(view)].set(value)
