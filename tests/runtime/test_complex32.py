@@ -150,3 +150,13 @@ def test_compiled_function_with_complex32_inputs_and_outputs():
     assert actual.dtype == C32
     expected = f(x.to(torch.complex64), y.to(torch.complex64)).to(C32)
     torch.testing.assert_close(actual.cpu(), expected, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("fn", [torch.complex, torch.polar], ids=["complex", "polar"])
+def test_float16_parts_make_complex32(fn):
+    generator = torch.Generator().manual_seed(0)
+    first, second = torch.rand(2, 5, generator=generator).half()
+    expected = fn(first.float(), second.float()).to(C32)  # the CPU has no float16 polar
+    actual = fn(first.to("neuron"), second.to("neuron"))
+    assert actual.dtype == C32
+    torch.testing.assert_close(actual.cpu(), expected)
