@@ -27,6 +27,10 @@ SAMPLE = (
     ("nn.functional.softsign", torch.bool),
     ("nn.functional.avg_pool3d", torch.bfloat16),
     ("fft.irfft", torch.float16),
+    ("fft.fft", torch.float16),
+    ("sin", torch.complex32),
+    ("sum", torch.complex32),
+    ("nn.functional.conv2d", torch.complex32),
     *tables.CUDA_DTYPE_GAPS,
 )
 

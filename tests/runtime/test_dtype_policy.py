@@ -36,20 +36,6 @@ def test_view_as_float64_or_complex128_raises_the_policy_error(source, target):
 
 
 @pytest.mark.parametrize(
-    "make",
-    [
-        lambda x: torch.view_as_complex(x.view(4, 2)),
-        lambda x: x.view(torch.complex32),
-        lambda x: torch.complex(x, x),
-    ],
-)
-def test_complex32_raises_the_policy_error(make):
-    # CUDA holds complex32 (ComplexHalf); JAX/XLA has no such type, so neuron refuses it by name.
-    with pytest.raises(TypeError, match="on neuron: dtype ComplexHalf is not supported"):
-        make(torch.zeros(8, dtype=torch.float16, device="neuron"))
-
-
-@pytest.mark.parametrize(
     ("source", "target"),
     [
         (torch.float32, torch.int32),

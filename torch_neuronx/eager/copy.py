@@ -55,6 +55,12 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         and buffers.share_whole(source, destination)
     ):
         pass  # a whole-buffer copy on one core: the destination now holds the source's (immutable) buffer
+    elif (
+        source.dtype == destination.dtype
+        and source.is_conj() == destination.is_conj()
+        and source.is_neg() == destination.is_neg()
+    ):  # the same representation: the elements as stored (a complex32 tensor's pairs, bit for bit)
+        buffers.write(destination, buffers.transfer(buffers.read_stored(source), destination.device.index))
     else:
         value = buffers.transfer(buffers.read(source), destination.device.index)
         if source.is_conj() != destination.is_conj():

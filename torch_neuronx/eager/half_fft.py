@@ -1,20 +1,20 @@
-"""``torch.fft`` of float16 tensors, as CUDA computes them (decision 8: dtypes follow CUDA).
+"""``torch.fft`` of float16 and complex32 tensors, as CUDA computes them (decision 8: dtypes follow CUDA).
 
 Every ``torch.fft`` function is a CompositeImplicitAutograd op whose composite first calls
-``promote_type_fft`` (``aten/src/ATen/native/SpectralOps.cpp``): it accepts float16 only on cuda,
-meta and xpu tensors and raises "Unsupported dtype Half" on every other device, PrivateUse1
-included, above any backend kernel. On CUDA a float16 input is promoted to complex32 (ComplexHalf)
-and the result is complex32, or float16 for the transforms with a real result (``irfft``,
+``promote_type_fft`` (``aten/src/ATen/native/SpectralOps.cpp``): it accepts float16 and complex32
+(ComplexHalf) only on cuda, meta and xpu tensors and raises "Unsupported dtype Half" on every other
+device, PrivateUse1 included, above any backend kernel. On CUDA a float16 input is promoted to
+complex32 and the result is complex32, or float16 for the transforms with a real result (``irfft``,
 ``hfft`` and their 2-d and n-d forms).
 
 The kernels here replace those composites on PrivateUse1 and AutogradPrivateUse1 (so autograd
-differentiates through the ops they call, as it would through the composite):
-
-- a float16 input of a transform with a real result is computed in float32 (the CPU's and XLA's
-  FFT precision) and the result rounded to float16, the dtype CUDA returns;
-- a float16 input of a transform with a complex result raises TypeError: that result is complex32,
-  which neuron does not hold (XLA has no complex32; docs/usage.md, Dtypes);
-- every other input goes to PyTorch's own composite unchanged (``OpOverload.decompose``).
+differentiates through the ops they call, as it would through the composite): a float16 or
+complex32 input is computed in float32/complex64 (the CPU's and XLA's FFT precision) by PyTorch's
+composite, and the result rounded to float16 or complex32, CUDA's result dtype; every other input
+goes to the composite unchanged (``OpOverload.decompose``). Unlike cuFFT, which computes half
+precision only for sizes that are powers of two ("cuFFT only supports dimensions whose sizes are
+powers of two when computing in half precision"), any size computes: the values are the CPU's in
+float32 rounded, where CUDA's would be a half-precision transform.
 
 bfloat16 is left to the composite: CUDA refuses it too ("Unsupported dtype BFloat16"). The ``out=``
 overloads keep PyTorch's composite, which refuses float16 as on the CPU.
@@ -30,40 +30,26 @@ from torch_neuronx._compat.torch_internals import OpOverload
 
 aten = torch.ops.aten
 
-#: Transforms whose result is real (float16 for a float16 input on CUDA).
-_REAL_RESULT = ("irfft", "hfft")
-#: Transforms whose result is complex (complex32 for a float16 input on CUDA).
-_COMPLEX_RESULT = ("fft", "ifft", "rfft", "ihfft")
+#: The transforms (each with its 2-d and n-d forms).
+_TRANSFORMS = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")
+#: The 16-bit input dtypes CUDA transforms -> the dtype the transform computes in here.
+_WIDER = {torch.float16: torch.float32, torch.complex32: torch.complex64}
+#: The wide result's dtype -> CUDA's result dtype.
+_NARROWER = {torch.float32: torch.float16, torch.complex64: torch.complex32}
 
 
-def _real_result_kernel(op: OpOverload, name: str) -> Any:
+def _kernel(op: OpOverload, name: str) -> Any:
     def kernel(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if self.dtype == torch.float16:
-            return op.decompose(self.float(), *args, **kwargs).to(torch.float16)
-        return op.decompose(self, *args, **kwargs)
+        wide = _WIDER.get(self.dtype)
+        if wide is None:
+            return op.decompose(self, *args, **kwargs)
+        result = op.decompose(self.to(wide), *args, **kwargs)
+        return result.to(_NARROWER[result.dtype])
 
     kernel.__name__ = kernel.__qualname__ = f"fft_{name}"
     kernel.__doc__ = (
-        f"``torch.fft.{name}``: a float16 input is computed in float32 and the result rounded to float16 "
-        "(CUDA's result dtype); other inputs go to PyTorch's composite."
-    )
-    return kernel
-
-
-def _complex_result_kernel(op: OpOverload, name: str) -> Any:
-    def kernel(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if self.dtype == torch.float16:
-            raise TypeError(
-                f"torch.fft.{name} on neuron: the result of a float16 input is complex32 (ComplexHalf), as "
-                "on CUDA, and neuron does not hold complex32 (XLA has no such type; docs/usage.md, Dtypes). "
-                "Convert the input with .float() for a complex64 result"
-            )
-        return op.decompose(self, *args, **kwargs)
-
-    kernel.__name__ = kernel.__qualname__ = f"fft_{name}"
-    kernel.__doc__ = (
-        f"``torch.fft.{name}``: TypeError for a float16 input (its result would be complex32); other inputs "
-        "go to PyTorch's composite."
+        f"``torch.fft.{name}``: a float16 or complex32 input is computed in float32/complex64 and the result "
+        "rounded to float16 or complex32 (CUDA's result dtype); other inputs go to PyTorch's composite."
     )
     return kernel
 
@@ -71,12 +57,10 @@ def _complex_result_kernel(op: OpOverload, name: str) -> Any:
 def _kernels() -> dict[OpOverload, Any]:
     kernels = {}
     for suffix in ("", "2", "n"):
-        for base, make in [(b, _real_result_kernel) for b in _REAL_RESULT] + [
-            (b, _complex_result_kernel) for b in _COMPLEX_RESULT
-        ]:
+        for base in _TRANSFORMS:
             name = base + suffix
             op = getattr(aten, f"fft_{name}").default
-            kernels[op] = make(op, name)
+            kernels[op] = _kernel(op, name)
     return kernels
 
 

@@ -14,7 +14,7 @@ import torch
 
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import buffers
-from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype
+from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype, numpy_to_torch
 
 aten = torch.ops.aten
 
@@ -22,7 +22,7 @@ aten = torch.ops.aten
 def _local_scalar_dense(tensor: torch.Tensor) -> Any:
     """``Tensor.item()``."""
     tracking.executed["aten::_local_scalar_dense"] += 1
-    return buffers.device_to_host(tensor).item()
+    return numpy_to_torch(buffers.device_to_host(tensor)).item()
 
 
 def _nonzero(tensor: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from torch_neuronx._compat.torch_internals import (
     overload_name,
     schema_of,
 )
-from torch_neuronx.eager import composites, copy, half_fft, host_ops, math_bits, redirects, views
+from torch_neuronx.eager import complex32_conv, composites, copy, half_fft, host_ops, math_bits, redirects, views
 from torch_neuronx.eager.kernel import EagerKernel
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
@@ -192,7 +192,7 @@ def _register_kernels() -> None:
         library.impl(op, kernel)
     autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
     # On both keys: autograd differentiates the ops they call.
-    for op, kernel in {**composites.KERNELS, **half_fft.KERNELS}.items():
+    for op, kernel in {**composites.KERNELS, **half_fft.KERNELS, **complex32_conv.KERNELS}.items():
         library.impl(op, kernel)
         autograd.impl(op, kernel)
     for plan in plans():

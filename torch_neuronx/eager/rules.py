@@ -22,7 +22,7 @@ from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
 
-#: Dtypes a neuron tensor never holds (decision 8); complex32 is refused as absent from JAX_DTYPE.
+#: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
 
 #: Unary ops whose ATen meta builds its TensorIterator with ``build_borrowing_unary_op``
@@ -197,7 +197,7 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             written into an ``out=`` of another dtype by an op that allows none ("Found dtype ..."),
             or ``all``/``any`` write into an ``out=`` that is neither bool nor uint8.
         TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
-            complex128, complex32 (``aten::_fft_r2c`` of a float16 tensor).
+            complex128.
     """
     base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
     same_dtype = base in _SAME_DTYPE_UNARY

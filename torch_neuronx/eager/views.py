@@ -23,7 +23,7 @@ def view_dtype(self: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     rules.
 
     Raises:
-        TypeError: ``dtype`` is one the device cannot hold (float64, complex128, complex32), with
+        TypeError: ``dtype`` is one the device cannot hold (float64, complex128), with
             the dtype policy's message.
     """
     if dtype != self.dtype:

@@ -25,7 +25,7 @@ import torch.fx
 from torch_neuronx._compat.torch_internals import OpOverload, decomposition_table, make_fx, pytree, schema_of
 from torch_neuronx.lowering import overflow, promotion, registry
 from torch_neuronx.runtime import layout, tracing
-from torch_neuronx.runtime.dtypes import convert, jax_dtype
+from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
 
 #: AOTAutograd's wrappers of a mutating op in a functional graph (their outputs: the op's results,
 #: then the new values of its mutated arguments, or of the bases those are views of).
@@ -126,7 +126,8 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
                 f"lowering of {entry.op} returned shape {tuple(produced.shape)}, PyTorch's meta kernel "
                 f"says {tuple(expected.shape)}"
             )
-        cast.append(convert(produced, jax_dtype(expected.dtype)))
+        # view_dtype: a complex32 result is complex64 rounded to complex32, as each op stores it.
+        cast.append(convert(produced, view_dtype(expected.dtype)))
     if isinstance(result_meta, (tuple, list)):
         return type(result_meta)(cast)
     return cast[0]

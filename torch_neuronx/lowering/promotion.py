@@ -3,9 +3,10 @@
 A lowering registered with a ``promotion`` kind receives its participating arguments (every Tensor
 and Scalar argument, or those it names in ``promote``) cast to the computation dtype PyTorch's
 ``elementwise_dtypes`` gives for them (float32 "opmath" for 16-bit floats, as CPU kernels compute),
-and so are all other runtime scalars. A Python number operand of a 16-bit computation is rounded to
-the operands' dtype first, as TensorIterator wraps it in a 0-dim tensor of that dtype, except in the
-kernels that read the number's original value.
+and so are all other runtime scalars. A Python number operand of a 16-bit computation (float16,
+bfloat16, complex32) is rounded to the operands' dtype first, as TensorIterator wraps it in a 0-dim
+tensor of that dtype, except in the kernels that read the number's original value. complex32
+computes in complex64 (``elementwise_dtypes``' opmath), its result rounded by the engine.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, schema_of
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
-from torch_neuronx.runtime.dtypes import jax_dtype
+from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
 
 
 class Promotion(enum.Enum):
@@ -93,8 +94,8 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
     # except in the kernels that read the scalar's original value (_ORIGINAL_SCALAR_OPS).
     _, common = elementwise_dtypes(*participants, type_promotion_kind=Promotion.DEFAULT.value)
     scalar_dtype = (
-        jax_dtype(common)
-        if common in (torch.bfloat16, torch.float16) and entry.op not in _ORIGINAL_SCALAR_OPS
+        view_dtype(common)
+        if common in (torch.bfloat16, torch.float16, torch.complex32) and entry.op not in _ORIGINAL_SCALAR_OPS
         else None
     )
     for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
@@ -103,10 +104,10 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         rounded_operand = is_number(meta) and scalar_dtype is not None and names[i] in _OPERAND_NAMES
         if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
             if rounded_operand:
-                args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
+                args[i] = convert(arg, scalar_dtype).astype(target)
             continue
         if rounded_operand and i in chosen:
-            args[i] = jnp.asarray(arg).astype(scalar_dtype).astype(target)
+            args[i] = convert(arg, scalar_dtype).astype(target)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             args[i] = jnp.asarray(arg).astype(target)
     return args

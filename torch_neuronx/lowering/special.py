@@ -616,17 +616,25 @@ def _check_complex_parts(first: jax.Array, second: jax.Array) -> None:
         )
 
 
+def _float32_parts(first: jax.Array, second: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Checked parts, float16 ones widened to float32 (``lax.complex`` has no complex32; the engine
+    rounds the complex64 result to the complex32 that PyTorch's meta kernel gives)."""
+    _check_complex_parts(first, second)
+    return first.astype(jnp.float32), second.astype(jnp.float32)
+
+
 @lowering(aten.complex.default)
 def complex_(real: jax.Array, imag: jax.Array) -> jax.Array:
-    """torch.complex(real, imag), broadcast; both of one float dtype (RuntimeError otherwise, as on CPU)."""
-    _check_complex_parts(real, imag)
-    return jax.lax.complex(*jnp.broadcast_arrays(real, imag))
+    """torch.complex(real, imag), broadcast; both of one float dtype (RuntimeError otherwise, as on
+    CPU); float16 parts give complex32."""
+    return jax.lax.complex(*jnp.broadcast_arrays(*_float32_parts(real, imag)))
 
 
 @lowering(aten.polar.default)
 def polar(abs: jax.Array, angle: jax.Array) -> jax.Array:
-    """torch.polar: abs * cos(angle) + i abs * sin(angle); both of one float dtype."""
-    _check_complex_parts(abs, angle)
+    """torch.polar: abs * cos(angle) + i abs * sin(angle); both of one float dtype (float16: computed
+    in float32, the complex32 result rounded once)."""
+    abs, angle = _float32_parts(abs, angle)
     return jax.lax.complex(*jnp.broadcast_arrays(abs * jnp.cos(angle), abs * jnp.sin(angle)))
 
 

@@ -30,7 +30,7 @@ import torch
 from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import OpOverload, SchemaArgument, op_name, schema_of
 from torch_neuronx.runtime import layout
-from torch_neuronx.runtime.dtypes import DTYPE_OF, jax_dtype
+from torch_neuronx.runtime.dtypes import DTYPE_OF, jax_dtype, view_dtype
 
 TensorArg = _C.TensorArg
 TensorListArg = _C.TensorListArg
@@ -195,7 +195,7 @@ def view_of(description: TensorArg, scalars: Any) -> layout.View:
     is the runtime scalar ``scalars[description.offset_scalar]`` where it has one, else a constant."""
     index = description.offset_scalar
     offset = scalars[index] if index >= 0 else description.offset
-    return layout.View(jax_dtype(DTYPE_OF[description.dtype_code]), description.sizes, description.strides, offset)
+    return layout.View(view_dtype(DTYPE_OF[description.dtype_code]), description.sizes, description.strides, offset)
 
 
 def materialize(description: Any, slot_arrays: list[Any], scalars: Any) -> Any:

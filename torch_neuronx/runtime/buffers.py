@@ -18,14 +18,14 @@ import torch
 
 from torch_neuronx import _C
 from torch_neuronx.runtime import cores, launch_records, layout, queue, recording
-from torch_neuronx.runtime.dtypes import CODE_OF, JAX_DTYPE_OF_CODE, jax_dtype, torch_to_numpy
+from torch_neuronx.runtime.dtypes import CODE_OF, COMPLEX32, JAX_DTYPE_OF_CODE, torch_to_numpy, view_dtype
 from torch_neuronx.runtime.executable import jit_on_core
 
 
 def view_of(tensor: torch.Tensor, offset: int | None = None) -> layout.View:
     """The view ``tensor`` takes of its buffer (``offset``: its element offset in that buffer)."""
     start = tensor.storage_offset() if offset is None else offset
-    return layout.View(jax_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
+    return layout.View(view_dtype(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()), start)
 
 
 def _keyed(view: layout.View, nbytes: int) -> tuple[layout.View, tuple[int, ...]]:
@@ -87,25 +87,44 @@ def _run_view_program(name: str, program: Any, device: int, *args: Any) -> jax.A
 
 
 def read(tensor: torch.Tensor) -> jax.Array:
-    """The value of a neuron tensor as a JAX array of its shape (asynchronous)."""
+    """The value of a neuron tensor as a JAX array of its shape (asynchronous); complex64 for a
+    complex32 tensor (runtime/layout.py)."""
+    return _read_view(tensor, lambda view: view)
+
+
+def read_stored(tensor: torch.Tensor) -> jax.Array:
+    """A neuron tensor's elements as its storage holds them: its value (:func:`read`), or for a
+    complex32 tensor its float16 (real, imag) pairs, shape ``(*tensor.shape, 2)``, bit for bit."""
+    return _read_view(tensor, lambda view: layout.pairs_view(view) if view.dtype == COMPLEX32 else view)
+
+
+def _read_view(tensor: torch.Tensor, viewed: Any) -> jax.Array:
+    """The value of ``viewed(view)`` over ``tensor``'s buffer, where ``view`` is the tensor's own."""
     array, code, offset, nbytes = _storage_buffer(tensor)
-    view = view_of(tensor, offset)
+    view = viewed(view_of(tensor, offset))
     device = tensor.device.index
     keyed, offset = _keyed(view, nbytes)
     if array is None:
         return _run_view_program("neuron::read_view", _read_program(None, nbytes, keyed, device), device, *offset)
-    if code == CODE_OF[tensor.dtype] and layout.covers_storage(view, array.shape[0]):
+    if JAX_DTYPE_OF_CODE[code] == view.dtype and layout.covers_storage(view, array.shape[0]):
         return array.reshape(view.sizes)
     program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
     return _run_view_program("neuron::read_view", program, device, array, *offset)
 
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
-    """``tensor[...] = value`` for a JAX value on ``tensor``'s core, cast and broadcast as needed."""
+    """``tensor[...] = value`` for a JAX value on ``tensor``'s core, cast and broadcast as needed.
+
+    For a complex32 tensor, a float16 ``value`` of shape ``(*tensor.shape, 2)`` (no value of the
+    tensor's own shape has it) is its (real, imag) pairs, as :func:`read_stored` and
+    :func:`host_to_device` give them, and is written bit for bit.
+    """
     array, code, offset, nbytes = _storage_buffer(tensor)
     if nbytes == 0:
         return
     view = view_of(tensor, offset)
+    if view.dtype == COMPLEX32 and value.dtype == jnp.float16 and tuple(value.shape) == (*view.sizes, 2):
+        view = layout.pairs_view(view)
     device = tensor.device.index
     count = nbytes // view.dtype.itemsize
     keyed, offset = _keyed(view, nbytes)
@@ -129,11 +148,12 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
     """
     if source.dtype != destination.dtype or source.shape != destination.shape or source.device != destination.device:
         return False
-    array, code, offset, _ = _storage_buffer(source)
+    array, code, offset, nbytes = _storage_buffer(source)
+    source_view = view_of(source, offset)
     if (
         array is None
-        or code != CODE_OF[source.dtype]
-        or not layout.covers_storage(view_of(source, offset), array.shape[0])
+        or JAX_DTYPE_OF_CODE[code] != JAX_DTYPE_OF_CODE[CODE_OF[source.dtype]]
+        or not layout.covers_storage(source_view, nbytes // source_view.dtype.itemsize)
     ):
         return False
     _, _, destination_offset, nbytes = _storage_buffer(destination)
@@ -145,9 +165,13 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
 
 
 def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
-    """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory)."""
+    """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory); a complex32
+    tensor's copy is its float16 (real, imag) pairs, shape ``(*source.shape, 2)`` (see :func:`write`)."""
     dispatched = launch_records.now() if launch_records.active else 0
-    value = jax.device_put(torch_to_numpy(source), cores.core(device))
+    host = torch_to_numpy(source)
+    if host.dtype == COMPLEX32:
+        host = host[..., None].view(np.float16)
+    value = jax.device_put(host, cores.core(device))
     if dispatched:
         launch_records.copied("Memcpy HtoD", device, dispatched, value, source.nbytes)
     return value
@@ -218,17 +242,19 @@ def host_to_device_adopting(source: torch.Tensor, device: int) -> jax.Array:
 
 
 def device_to_host(tensor: torch.Tensor) -> np.ndarray:
-    """The value of a neuron tensor on the host. A synchronisation point: waits for the tensor's
-    core and raises any pending device fault first."""
+    """The value of a neuron tensor on the host (a complex32 tensor's as a numpy array of
+    ``COMPLEX32``, its bytes exactly). A synchronisation point: waits for the tensor's core and raises
+    any pending device fault first."""
     recording.flush(tensor.device.index, "host read")
-    value = read(tensor)
+    value = read_stored(tensor)
     device = tensor.device.index
     queue.synchronize(device, "neuronHostReadSynchronize")
-    if not launch_records.active:
-        return np.asarray(value)
-    dispatched = launch_records.now()
+    dispatched = launch_records.now() if launch_records.active else 0
     host = np.asarray(value)
-    launch_records.copied("Memcpy DtoH", device, dispatched, None, host.nbytes)
+    if tensor.dtype == torch.complex32:
+        host = host.view(COMPLEX32)[..., 0]
+    if dispatched:
+        launch_records.copied("Memcpy DtoH", device, dispatched, None, host.nbytes)
     return host
 
 

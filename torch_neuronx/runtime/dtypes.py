@@ -1,7 +1,15 @@
-"""torch dtypes, their c10 ScalarType codes (what the C++ core and the cache keys use) and JAX dtypes."""
+"""torch dtypes, their c10 ScalarType codes (what the C++ core and the cache keys use) and JAX dtypes.
+
+complex32 (ComplexHalf), which XLA does not have, is held as its float16 (real, imag) pairs, the
+``view_as_real`` layout (4 bytes an element, as on CUDA): a complex32 storage's buffer is float16, a
+complex32 tensor's view of it has dtype :data:`COMPLEX32`, and inside an executable its value is
+complex64 (:data:`JAX_DTYPE`) whose parts are float16 values; ``runtime/layout.py`` converts at the
+buffer (reading widens exactly, writing rounds each part to float16 as CUDA's ``c10::complex<Half>``).
+"""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -31,15 +39,28 @@ JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.uint64: np.dtype(jnp.uint64),
     torch.bool: np.dtype(jnp.bool_),
     torch.complex64: np.dtype(jnp.complex64),
+    # Held as float16 pairs (COMPLEX32); computed as complex64.
+    torch.complex32: np.dtype(jnp.complex64),
     # Not on the device; host-side conversions and CPU fallback results only.
     torch.float64: np.dtype(jnp.float64),
     torch.complex128: np.dtype(jnp.complex128),
 }
 
-TORCH_DTYPE: dict[np.dtype, torch.dtype] = {value: key for key, value in JAX_DTYPE.items()}
+#: The element of a complex32 tensor in its storage and in host arrays: a (real, imag) pair of
+#: float16. A numpy dtype (host copies are numpy arrays of it), never a JAX array's dtype.
+COMPLEX32 = np.dtype([("real", np.float16), ("imag", np.float16)])
 
-#: c10 code -> JAX dtype
-JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {CODE_OF[dtype]: jax_dtype for dtype, jax_dtype in JAX_DTYPE.items()}
+#: numpy/JAX dtype -> torch.dtype (complex64 is complex64, COMPLEX32 complex32).
+TORCH_DTYPE: dict[np.dtype, torch.dtype] = {
+    **{value: key for key, value in JAX_DTYPE.items() if key != torch.complex32},
+    COMPLEX32: torch.complex32,
+}
+
+#: c10 code -> the JAX dtype of the buffer a storage of that code holds (float16 for complex32).
+JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {
+    CODE_OF[dtype]: np.dtype(jnp.float16) if dtype == torch.complex32 else jax_dtype
+    for dtype, jax_dtype in JAX_DTYPE.items()
+}
 
 
 #: JAX dtype -> the C++ type ATen's errors print where they name ``typeid`` (matmul's "got: int !=
@@ -78,6 +99,12 @@ def jax_dtype(dtype: torch.dtype) -> np.dtype:
         raise TypeError(f"neuron does not support {dtype}") from None
 
 
+def view_dtype(dtype: torch.dtype) -> np.dtype:
+    """The dtype of a tensor's view of its storage buffer (``runtime/layout.View``): the JAX dtype,
+    or :data:`COMPLEX32` for complex32; TypeError for dtypes neuron cannot hold."""
+    return COMPLEX32 if dtype == torch.complex32 else jax_dtype(dtype)
+
+
 def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A numpy copy of a CPU tensor, any dtype JAX knows (bfloat16 and float8 included).
 
@@ -85,8 +112,9 @@ def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
     never share memory with a user's CPU tensor (REPORT.md, hazard 1).
     """
     tensor = tensor.detach().contiguous()
-    target = JAX_DTYPE[tensor.dtype]
+    target = view_dtype(tensor.dtype)
     if tensor.dtype in (
+        torch.complex32,
         torch.bfloat16,
         torch.float8_e4m3fn,
         torch.float8_e5m2,
@@ -104,7 +132,15 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
     """A CPU tensor that owns a copy of ``array`` (any dtype in JAX_DTYPE)."""
     dtype = TORCH_DTYPE[np.dtype(array.dtype)]
     array = np.ascontiguousarray(array)
-    if dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64):
+    if dtype in (
+        torch.complex32,
+        torch.bfloat16,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    ):
         width = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[array.dtype.itemsize]
         return torch.from_numpy(array.view(width).copy()).view(dtype)
     return torch.from_numpy(array.copy())
@@ -121,10 +157,16 @@ def convert(value, dtype):
     - floating -> int8 / int16 / uint16: through int32, then wrapped (300.0 -> int8 44);
     - floating -> uint8 / uint32 / uint64: through int64, then wrapped (-1.0 -> uint8 255);
     - real -> float8_e4m3fn: saturating to +-448 (infinities included), NaN stays NaN;
+    - anything -> :data:`COMPLEX32`: complex64 with each part rounded to float16 (to nearest even, as
+      ``c10::complex<Half>``), the value a complex32 tensor holds;
     - everything else: XLA's conversion (round to nearest even, integer wrap-around), which matches.
     """
     value = jnp.asarray(value)
     source, target = np.dtype(value.dtype), np.dtype(dtype)
+    if target == COMPLEX32:
+        wide = convert(value, jnp.complex64)
+        parts = (jnp.real(wide), jnp.imag(wide))
+        return jax.lax.complex(*(part.astype(jnp.float16).astype(jnp.float32) for part in parts))
     if source == target:
         return value
     if jnp.issubdtype(source, jnp.floating) and jnp.issubdtype(target, jnp.integer):

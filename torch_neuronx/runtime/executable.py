@@ -87,9 +87,12 @@ class ResultLayout:
         return ResultLayout(sizes, strides, meta.dtype, None if order == tuple(range(len(sizes))) else order)
 
     def flatten(self, value: jax.Array) -> jax.Array:
-        """The buffer of a result's value (a JAX array of ``sizes``): its elements in memory order."""
+        """The buffer of a result's value (a JAX array of ``sizes``): its elements in memory order
+        (a complex32 result's float16 pairs, see runtime/layout.py)."""
         if self.order is not None:
             value = jax.numpy.transpose(value, self.order)
+        if self.dtype == torch.complex32:
+            value = layout.complex32_pairs(value)
         return value.reshape(-1)
 
 

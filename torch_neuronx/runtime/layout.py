@@ -14,6 +14,11 @@ input, so one executable serves every offset): the view's extent is then cut out
 ``jax.lax.dynamic_slice`` and read as a view at offset 0 of it (written back with
 ``dynamic_update_slice``). The caller checks on the host that the view lies inside the storage
 (``check_in_bounds`` in csrc/runtime/NeuronCallSignature.cpp), since XLA clamps a start that does not.
+
+A complex32 view (dtype ``COMPLEX32``: XLA has no complex32) is read and written as the float16 view
+of its (real, imag) pairs (:func:`pairs_view`, ``view_as_real``'s layout): reading gives complex64,
+exactly; writing rounds each part to float16, to nearest even (:func:`complex32_pairs`). This is the
+one place where complex32 values meet their storage, so every lowering computes them as complex64.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from torch_neuronx.runtime.dtypes import convert
+from torch_neuronx.runtime.dtypes import COMPLEX32, convert
 
 
 class View(NamedTuple):
@@ -73,6 +78,20 @@ def bitcast(flat: jax.Array, dtype: np.dtype) -> jax.Array:
     return jax.lax.bitcast_convert_type(flat.reshape(-1, ratio), dtype)
 
 
+def pairs_view(view: View) -> View:
+    """A complex32 view as the float16 view of its (real, imag) pairs: sizes ``(*sizes, 2)``,
+    strides and offset doubled (``torch.view_as_real``'s layout)."""
+    strides = (*(2 * stride for stride in view.strides), 1)
+    return View(np.dtype(jnp.float16), (*view.sizes, 2), strides, view.offset * 2)
+
+
+def complex32_pairs(value: jax.Array) -> jax.Array:
+    """The float16 (real, imag) pairs (shape ``(*value.shape, 2)``) of a value stored as complex32:
+    each part rounded to float16, to nearest even, as CUDA's ``c10::complex<Half>``."""
+    rounded = convert(value, COMPLEX32)
+    return jnp.stack([jnp.real(rounded), jnp.imag(rounded)], axis=-1).astype(jnp.float16)
+
+
 def _grid(view: View) -> tuple[list[int], list[int], list[int]] | None:
     """For a nesting view: (grid shape, view dims in grid order, their sizes); None otherwise.
 
@@ -110,7 +129,11 @@ def positions(view: View) -> np.ndarray:
 
 
 def read(flat: jax.Array | None, view: View) -> jax.Array:
-    """The value of ``view`` over the buffer ``flat`` (None: a never-written storage, zeros)."""
+    """The value of ``view`` over the buffer ``flat`` (None: a never-written storage, zeros); a
+    complex32 view's value is complex64."""
+    if view.dtype == COMPLEX32:
+        pairs = read(flat, pairs_view(view)).astype(jnp.float32)
+        return jax.lax.complex(pairs[..., 0], pairs[..., 1])
     shape = tuple(view.sizes)
     if flat is None or math.prod(shape) == 0:
         return jnp.zeros(shape, view.dtype)
@@ -146,8 +169,11 @@ def covers_storage(view: View, storage_elements: int) -> bool:
 def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> jax.Array:
     """The new buffer after ``view[...] = value`` (value cast and broadcast to the view).
 
-    The result is typed ``view.dtype``; the caller records that as the buffer's new dtype.
+    The result is typed ``view.dtype`` (float16 for a complex32 view: its pairs); the caller records
+    the view's dtype as the buffer's new dtype.
     """
+    if view.dtype == COMPLEX32:
+        return write(flat, nbytes, complex32_pairs(value), pairs_view(view))
     shape = tuple(view.sizes)
     value = jnp.broadcast_to(convert(value, view.dtype), shape)
     count, remainder = divmod(nbytes, view.dtype.itemsize)

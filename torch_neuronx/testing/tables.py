@@ -28,7 +28,6 @@ DEVICE_DTYPES: tuple[torch.dtype, ...] = (
 UNSUPPORTED_DTYPES: dict[torch.dtype, str] = {
     torch.float64: "Trainium has no FP64",
     torch.complex128: "Trainium has no FP64",
-    torch.complex32: "neuron has no complex32 (complex half)",
 }
 
 #: OpInfos whose values are not comparable with the CPU's and that the OpInfo itself does not skip
@@ -132,19 +131,7 @@ KNOWN_ERROR_WORDING: dict[tuple[str, int], str] = {
 #: (op, dtype) pairs of the CUDA-dtype phase (testing/cuda_dtypes.py: dtypes CUDA computes an op in and
 #: the CPU does not) that neuron still refuses, by kind, each with its reason. docs/coverage.md lists
 #: the measured counts and the other pairs of each kind; the default run checks these as strict xfails.
-_NO_COMPLEX32 = (
-    "neuron has no complex32 (ComplexHalf) tensors: JAX/XLA has no complex32 type, so creating or viewing "
-    "one raises the dtype policy's TypeError (docs/usage.md, Dtypes)"
-)
-_HALF_FFT = (
-    "CUDA's result of a float16 torch.fft transform with a complex result (fft, ifft, rfft, ihfft and their "
-    "2-d and n-d forms) is complex32, which neuron does not hold: eager/half_fft.py raises a TypeError naming "
-    "the fix (the transforms with a real result, irfft and hfft, compute)"
-)
-CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {
-    ("sin", torch.complex32): _NO_COMPLEX32,
-    ("fft.fft", torch.float16): _HALF_FFT,
-}
+CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {}
 
 #: The dtypes of PyTorch's own test files that ``torch-neuronx upstream-tests`` skips on purpose: a
 #: test instantiated for one of them (its name ends in ``_neuron_<dtype>``, one of a pair of dtypes
@@ -152,7 +139,10 @@ CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {
 UPSTREAM_DTYPE_SKIPS: dict[str, str] = {
     "float64": "FP64 policy: Trainium has no FP64; a float64 tensor on neuron raises TypeError (DESIGN.md, 8)",
     "complex128": "FP64 policy: Trainium has no FP64; a complex128 tensor on neuron raises TypeError (DESIGN.md, 8)",
-    "complex32": "neuron has no complex32 (complex half), as UNSUPPORTED_DTYPES says",
+    "complex32": (
+        "complex32 (ComplexHalf) is held and computed (docs/usage.md, Dtypes), but PyTorch's own complex32 "
+        "tests have not been run on neuron yet"
+    ),
 }
 
 _DEFERRED_CHECK = (

@@ -8,7 +8,7 @@ carries on from the next test. ``TORCH_NEURONX_UPSTREAM_SAMPLE=N`` keeps at most
 collected tests, evenly spread over the file (the same ones in every restarted process), and a
 ``collected`` line says how many there were. Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
 are applied here, each with its reason, and a failure that is the device's own refusal of what it
-does not have by design (the dtype policy's ``TypeError`` for FP64 and complex32, the
+does not have by design (the dtype policy's ``TypeError`` for FP64, the
 ``NotImplementedError`` of sparse and quantized tensors) is recorded as a deliberate skip too
 (``skipped-ours``, with that reason), never as a pass.
 """
@@ -42,7 +42,7 @@ _POLICY = (
     (
         TypeError,
         re.compile(r"on neuron: dtype \w+ is not supported\. Supported dtypes:"),
-        "unsupported-dtype policy (the test makes a tensor of a dtype neuron does not have, e.g. complex32)",
+        "unsupported-dtype policy (the test makes a tensor of a dtype neuron does not have, e.g. float64)",
     ),
     (
         NotImplementedError,

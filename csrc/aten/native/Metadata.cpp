@@ -59,6 +59,7 @@ void check_dtype_supported(c10::ScalarType dtype, const char* op) {
     case c10::ScalarType::UInt32:
     case c10::ScalarType::UInt64:
     case c10::ScalarType::Bool:
+    case c10::ScalarType::ComplexHalf:
     case c10::ScalarType::ComplexFloat:
     case c10::ScalarType::Float8_e4m3fn:
     case c10::ScalarType::Float8_e5m2:
@@ -66,7 +67,7 @@ void check_dtype_supported(c10::ScalarType dtype, const char* op) {
     default:
       TORCH_CHECK_TYPE(false, op, " on neuron: dtype ", c10::toString(dtype),
                        " is not supported. Supported dtypes: float32, bfloat16, float16, float8_e4m3fn, "
-                       "float8_e5m2, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool, complex64.");
+                       "float8_e5m2, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool, complex32, complex64.");
   }
 }
 
@@ -119,7 +120,7 @@ at::Tensor view_as_real(const at::Tensor& self) {
 }
 
 at::Tensor view_as_complex(const at::Tensor& self) {
-  // A float16 tensor's complex view is complex32, which the device does not hold (decision 8).
+  // A float16 tensor's complex view is complex32, held as its float16 pairs; a float64 one is not held.
   at::Tensor result = at::native::view_as_complex(self);
   check_dtype_supported(result.scalar_type(), "aten::view_as_complex");
   return result;
