@@ -235,6 +235,7 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
     tests_dir = upstream.find_tests_dir(args.tests_dir)
     start = time.monotonic()
     collected: dict[str, tuple[int, int]] = {}
+    left_out: dict[str, dict[str, int]] = {}
     rows, stops = upstream.run_upstream(
         _names(args.files),
         keyword=args.keyword,
@@ -244,6 +245,7 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
         sample=args.sample,
         progress=not args.no_progress,
         collected=collected,
+        left_out=left_out,
     )
     command = shlex.join(["torch-neuronx", *argv])
     table, summary = upstream.write_report(
@@ -254,6 +256,7 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
         seconds=time.monotonic() - start,
         source=upstream.describe(tests_dir),
         collected=collected,
+        left_out=left_out,
     )
     if args.publish:
         upstream.publish(args.publish, section=summary.read_text(encoding="utf-8"))

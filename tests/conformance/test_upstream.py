@@ -7,13 +7,14 @@ only where they are present.
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 
 import pyarrow.parquet as pq
 import pytest
 
 from torch_neuronx import cli
-from torch_neuronx.testing import tables, upstream, upstream_plugin
+from torch_neuronx.testing import tables, upstream, upstream_compat, upstream_plugin
 
 SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 
@@ -27,20 +28,22 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
     argv = ["upstream-tests", "--tests-dir", str(SAMPLES), "--files", "device_generic_sample.py"]
     assert cli.main([*argv, "--no-progress", "--out", str(tmp_path)]) == 0
     found = _outcomes(tmp_path)
+    # The float64 variant of @dtypes and the complex128 one of @parametrize are not instantiated.
     assert {test: outcome for test, (outcome, _) in found.items()} == {
         "test_add_matches_cpu_neuron_float32": "passed",
-        "test_add_matches_cpu_neuron_float64": "skipped-ours",
+        "test_neg_matches_cpu_bfloat16_neuron_bfloat16": "passed",
         "test_makes_a_double_tensor_neuron": "skipped-ours",
         "test_makes_a_sparse_tensor_neuron": "skipped-ours",
         "test_only_cuda_neuron": "skipped-pytorch",
         "test_wrong_value_fails_neuron": "failed",
     }
-    assert found["test_add_matches_cpu_neuron_float64"][1].endswith(tables.UPSTREAM_DTYPE_SKIPS["float64"])
     assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
     assert "sparse and quantized tensors" in found["test_makes_a_sparse_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| device_generic_sample.py | 6 | 6 | 1 | 1 | 1 | 3 | 0 | 0 | 50.0% | 50.0% |" in summary
+    assert "| device_generic_sample.py | 6 | 6 | 2 | 1 | 1 | 2 | 0 | 0 | 66.7% | 33.3% |" in summary
+    # float64, complex128; all; share of the 8 variants.
+    assert "| device_generic_sample.py | 1 | 1 | 2 | 25.0% |" in summary
 
 
 def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
@@ -61,6 +64,35 @@ def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):
 def test_sample_spreads_over_the_whole_file(count, size, chosen):
     # --sample N keeps N tests evenly spaced from the first, so a budget reaches a long file's end.
     assert upstream_plugin._sample(list(range(count)), size) == chosen
+
+
+def test_renamed_names_are_bound_where_the_installed_release_lacks_them():
+    # Each old name resolves to its new home, and install_compat binds only the absent ones.
+    for (module_name, name), (target, why) in upstream_compat.RENAMED.items():
+        assert callable(target) and why, (module_name, name)
+    bound = upstream_compat.install_compat()
+    for qualified in bound:
+        module_name, _, name = qualified.rpartition(".")
+        assert hasattr(importlib.import_module(module_name), name)
+    from torch.testing._internal import common_methods_invocations, common_utils
+
+    assert common_utils.skipIfMps is common_utils.skipIfMPS
+    assert common_methods_invocations.skip("add") == ("add", "", None, None, False)
+    assert upstream_compat.install_compat() == []
+
+
+def test_old_skipops_form_checks_its_names_against_the_test():
+    # The old skipOps(class, test, entries) names what 2.13's form reads from the test itself.
+    class TestSomething:
+        def test_x(self):
+            pass
+
+    with pytest.raises(AssertionError, match="decorates .*TestSomething.test_x"):
+        upstream_compat._skip_ops("TestOther", "test_x", [])(TestSomething.test_x)
+    decorated = upstream_compat._skip_ops("TestSomething", "test_x", [("add", "", None, None, False)])(
+        TestSomething.test_x
+    )
+    assert list(decorated._op_overrides) == ["add"]
 
 
 def test_missing_test_files_say_how_to_provide_them(tmp_path):

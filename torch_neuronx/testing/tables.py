@@ -139,10 +139,6 @@ CUDA_DTYPE_GAPS: dict[tuple[str, torch.dtype], str] = {}
 UPSTREAM_DTYPE_SKIPS: dict[str, str] = {
     "float64": "FP64 policy: Trainium has no FP64; a float64 tensor on neuron raises TypeError (DESIGN.md, 8)",
     "complex128": "FP64 policy: Trainium has no FP64; a complex128 tensor on neuron raises TypeError (DESIGN.md, 8)",
-    "complex32": (
-        "complex32 (ComplexHalf) is held and computed (docs/usage.md, Dtypes), but PyTorch's own complex32 "
-        "tests have not been run on neuron yet"
-    ),
 }
 
 _DEFERRED_CHECK = (

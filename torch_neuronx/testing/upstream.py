@@ -145,6 +145,8 @@ class _FileRun:
         self.outcomes: dict[str, tuple[str, str, float]] = {}
         #: (tests collected, tests selected by the sample) as the first process reported them.
         self.collected: tuple[int, int] | None = None
+        #: Dtype variants PyTorch's test base did not instantiate, by missing dtype (NeuronTestBase).
+        self.left_out: dict[str, int] = {}
 
     def _command(self) -> list[str]:
         # --noconftest: PyTorch's test/conftest.py serves its CI (sharding, step-current resumes,
@@ -178,6 +180,7 @@ class _FileRun:
                 entry = json.loads(line)
                 if entry["event"] == "collected":
                     self.collected = self.collected or (entry["collected"], entry["selected"])
+                    self.left_out = self.left_out or entry.get("left_out", {})
                 elif entry["event"] == "start":
                     running, started = entry["nodeid"], entry["time"]
                 else:
@@ -263,6 +266,7 @@ def run_upstream(
     sample: int | None = None,
     progress: bool = True,
     collected: dict[str, tuple[int, int]] | None = None,
+    left_out: dict[str, dict[str, int]] | None = None,
 ) -> tuple[list[TestOutcome], dict[str, str]]:
     """Runs PyTorch's test ``files`` (names in ``tests_dir``; default :data:`DEFAULT_FILES`) on
     neuron, each in processes of its own, and returns one :class:`TestOutcome` per test run and,
@@ -272,7 +276,9 @@ def run_upstream(
     share of the time left when it starts. ``timeout`` is seconds per test. ``sample`` keeps at most
     that many of each file's tests (after ``keyword``), evenly spread over the file, so that a budget
     reaches every part of a long file rather than its first tests only; ``collected``, when given, is
-    filled with each file's (tests collected, tests selected).
+    filled with each file's (tests collected, tests selected), and ``left_out`` with each file's
+    count of dtype variants not instantiated, by dtype (neuron does not hold them:
+    :data:`torch_neuronx.testing.upstream_compat.MISSING_DTYPES`).
 
     Raises:
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
@@ -302,6 +308,8 @@ def run_upstream(
             stop = run.run(deadline)
             if collected is not None and run.collected is not None:
                 collected[path.name] = run.collected
+            if left_out is not None and run.left_out:
+                left_out[path.name] = run.left_out
             stops[path.name] = run.collection_error() if stop == "collection" else stop
             rows += run.rows()
             if bar is not None:
@@ -358,13 +366,16 @@ def summary(
     seconds: float,
     source: str,
     collected: dict[str, tuple[int, int]] | None = None,
+    left_out: dict[str, dict[str, int]] | None = None,
 ) -> str:
     """The markdown summary: the vendor's breakdown overall and per file (with each file's tests
-    collected and, under ``--sample``, selected, from ``collected``), our skips by reason, the
-    failures grouped by kind, and the files that did not import or ran out of budget."""
+    collected and, under ``--sample``, selected, from ``collected``), the dtype variants not
+    instantiated (``left_out``, as :func:`run_upstream` fills it), our skips by reason, the failures
+    grouped by kind, and the files that did not import or ran out of budget."""
     import jax
 
     collected = collected or {}
+    left_out = left_out or {}
     header = ["file", "collected (selected)", "tests", *_COLUMNS, "pass rate (of passed + failed)", "skipped by us"]
     lines = [
         "## PyTorch's own test files on neuron",
@@ -408,6 +419,7 @@ def summary(
             f"- `{name}`: " + ("the time budget ran out" if why == "budget" else _cell(why, 400))
             for name, why in unfinished.items()
         ]
+    lines += _left_out_lines(left_out, collected)
     ours = collections.Counter(
         row.reason.removeprefix(OURS).split(":")[0] for row in rows if row.outcome == "skipped-ours"
     )
@@ -425,6 +437,35 @@ def summary(
     return "\n".join(lines) + "\n"
 
 
+def _left_out_lines(left_out: dict[str, dict[str, int]], collected: dict[str, tuple[int, int]]) -> list[str]:
+    """The summary's table of dtype variants that PyTorch's test base did not instantiate."""
+    from torch_neuronx.testing.upstream_compat import MISSING_DTYPES
+
+    if not left_out:
+        return []
+    names = [str(dtype).removeprefix("torch.") for dtype in MISSING_DTYPES]
+    reasons = "; ".join(f"{name}: {why}" for name, why in zip(names, MISSING_DTYPES.values(), strict=True))
+    lines = [
+        "",
+        "### Dtype variants not instantiated",
+        "",
+        "Neuron's test base (`torch_neuronx/testing/upstream_compat.py`, `NeuronTestBase`: PyTorch's "
+        "`PrivateUse1TestBase` declaring the dtypes neuron does not hold) instantiates no variant of these "
+        "dtypes, as PyTorch's test base instantiates none for a dtype that a device's dtype lists leave out "
+        f"(MPS's lists leave out float64). Why: {reasons}. They are not outcomes, so they are neither in the "
+        "table above nor in its skip shares; counted over each file's whole collection, before `--sample`.",
+        "",
+        "| file | " + " | ".join(names) + " | not instantiated | share of the file's variants |",
+        "|---|" + "---:|" * (len(names) + 2),
+    ]
+    for name, counts in left_out.items():
+        total = sum(counts.values())
+        variants = total + collected.get(name, (0, 0))[0]
+        cells = [str(counts.get(dtype, 0)) for dtype in names]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {total} | {100 * total / variants:.1f}% |")
+    return lines
+
+
 def write_report(
     rows: Sequence[TestOutcome],
     stops: dict[str, str],
@@ -434,6 +475,7 @@ def write_report(
     seconds: float,
     source: str,
     collected: dict[str, tuple[int, int]] | None = None,
+    left_out: dict[str, dict[str, int]] | None = None,
 ) -> tuple[Path, Path]:
     """Writes ``outcomes.parquet`` and ``summary.md`` (see :func:`summary`) into ``out``; returns
     their paths."""
@@ -442,7 +484,8 @@ def write_report(
     table, text = directory / "outcomes.parquet", directory / "summary.md"
     write_parquet(rows, table)
     text.write_text(
-        summary(rows, stops, command=command, seconds=seconds, source=source, collected=collected), encoding="utf-8"
+        summary(rows, stops, command=command, seconds=seconds, source=source, collected=collected, left_out=left_out),
+        encoding="utf-8",
     )
     return table, text
 

@@ -1,0 +1,195 @@
+"""What ``torch-neuronx upstream-tests`` installs into PyTorch's test base before a test file imports.
+
+Two things, both applied by :mod:`torch_neuronx.testing.upstream_plugin` in the test file's process
+and neither editing a test file:
+
+- :class:`NeuronTestBase`, PyTorch's ``PrivateUse1TestBase`` declaring the dtypes neuron does not
+  hold (:data:`MISSING_DTYPES`: float64 and complex128, by the FP64 policy), so that
+  PyTorch's test base does not instantiate a test variant for them, as it instantiates none for a
+  dtype a device's ``@dtypesIf<device>`` or OpInfo ``dtypesIf[<device>]`` list leaves out (MPS's
+  lists leave out float64). PyTorch 2.13 has no per-device dtype declaration that applies to every
+  test (``dtypesIfPRIVATEUSE1`` is per test, OpInfo's ``dtypesIf`` per op), so the base filters the
+  dtypes it is handed, at the two places its ``instantiate_test`` reads them; pytorch/xla's test
+  base (``test/pytorch_test_base.py``, through PyTorch's ``TORCH_TEST_DEVICES`` hook) does the same
+  for the dtypes XLA lacks. Every variant left out is counted (:attr:`NeuronTestBase.left_out`) and
+  the report says how many, per file and dtype.
+- :func:`install_compat`: the names that test files of an older PyTorch release import from
+  ``torch.testing._internal`` (or call in numpy) and that the installed release renamed, moved or
+  removed (:data:`RENAMED`), bound to their new homes where the new name does what the old one did.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import importlib
+from typing import Any, ClassVar
+
+import torch
+from torch.testing._internal import common_device_type
+
+__all__ = ["MISSING_DTYPES", "RENAMED", "NeuronTestBase", "install_compat", "install_device_base"]
+
+#: The dtypes neuron does not hold, with why: no test variant is instantiated for them.
+MISSING_DTYPES: dict[torch.dtype, str] = {
+    torch.float64: "FP64 policy: Trainium has no FP64 (DESIGN.md, 8)",
+    torch.complex128: "FP64 policy: Trainium has no FP64 (DESIGN.md, 8)",
+}
+
+
+def _missing(dtypes: Any) -> torch.dtype | None:
+    """The first of :data:`MISSING_DTYPES` in ``dtypes`` (a dtype, a tuple or list of them, or None)."""
+    for dtype in dtypes if isinstance(dtypes, (tuple, list)) else (dtypes,):
+        if dtype in MISSING_DTYPES:
+            return dtype
+    return None
+
+
+class NeuronTestBase(common_device_type.PrivateUse1TestBase):
+    """PyTorch's ``PrivateUse1TestBase`` (the ``neuron`` device) that instantiates no test variant
+    of a dtype in :data:`MISSING_DTYPES`.
+
+    A variant is left out when its ``dtype`` (or one of its ``dtypes``) is missing, whether the
+    dtypes come from ``@dtypes``/``@dtypesIf*`` (through ``_get_dtypes``) or from ``@ops`` and
+    ``@parametrize`` (through the test's ``parametrize_fn``). A test left with no variant is not
+    instantiated at all. Tests that make a float64 tensor in their body, without a dtype variant,
+    still run (the dtype policy's TypeError makes them skipped-ours, see the plugin).
+    """
+
+    #: Variants left out so far in this process, by the name of the missing dtype.
+    left_out: ClassVar[collections.Counter[str]] = collections.Counter()
+
+    @classmethod
+    def _leave_out(cls, dtypes: Any) -> bool:
+        missing = _missing(dtypes)
+        if missing is None:
+            return False
+        cls.left_out[str(missing).removeprefix("torch.")] += 1
+        return True
+
+    @classmethod
+    def _get_dtypes(cls, test: Any) -> Any:
+        dtypes = super()._get_dtypes(test)
+        return None if dtypes is None else [entry for entry in dtypes if not cls._leave_out(entry)]
+
+    @classmethod
+    def instantiate_test(cls, name: str, test: Any, *, generic_cls: Any = None) -> None:
+        parametrize_fn = getattr(test, "parametrize_fn", None)
+        if parametrize_fn is None:
+            super().instantiate_test(name, test, generic_cls=generic_cls)
+            return
+        original = test
+
+        # A copy of the test carrying a filtered parametrize_fn, so that the test function itself
+        # (shared by every device's class) keeps its own.
+        @functools.wraps(original)
+        def held(*args: Any, **kwargs: Any) -> Any:
+            return original(*args, **kwargs)
+
+        def kept(test: Any, generic_cls: Any, device_cls: Any) -> Any:
+            for variant in parametrize_fn(test, generic_cls, device_cls):
+                kwargs = variant[2]
+                if not cls._leave_out(kwargs.get("dtypes", kwargs.get("dtype"))):
+                    yield variant
+
+        held.parametrize_fn = kept
+        super().instantiate_test(name, held, generic_cls=generic_cls)
+
+
+def install_device_base() -> None:
+    """Puts :class:`NeuronTestBase` in place of ``PrivateUse1TestBase`` among the device test bases
+    that ``instantiate_device_type_tests`` instantiates for (call before a test file imports)."""
+    bases = common_device_type.device_type_test_bases
+    for index, base in enumerate(bases):
+        if base is common_device_type.PrivateUse1TestBase:
+            bases[index] = NeuronTestBase
+
+
+def _skip_ops(test_case_name: str, base_test_name: str, to_skip: Any) -> Any:
+    """PyTorch <= 2.5's ``skipOps(test_case_name, base_test_name, to_skip)`` as 2.13's
+    ``skipOps(to_skip)``, which reads the class and test names from the decorated function.
+
+    Raises:
+        AssertionError: the decorated function is not ``test_case_name.base_test_name`` (the two
+            forms would then skip different tests).
+    """
+    decorate = common_device_type.skipOps(to_skip)
+
+    def wrapped(fn: Any) -> Any:
+        parts = fn.__qualname__.split(".")
+        if parts[-2:] != [test_case_name, base_test_name]:
+            raise AssertionError(f"skipOps({test_case_name!r}, {base_test_name!r}) decorates {fn.__qualname__}")
+        return decorate(fn)
+
+    return wrapped
+
+
+def _reduced_f32(bf32_precision: float = 1e-5) -> Any:
+    # The old bf32_on_and_off(bf32_precision): 2.13's reduced_f32_on_and_off, which runs the test
+    # again with bf32 (and tf32) matmuls on the CPU only, as the old one ran bf32 there.
+    from torch.testing._internal.common_mkldnn import reduced_f32_on_and_off
+
+    return reduced_f32_on_and_off(bf32_precision=bf32_precision)
+
+
+def _cuda_tf32_is_not_fp32() -> bool:
+    # The old common_cuda.tf32_is_not_fp32: whether float32 matmuls may run as TF32, i.e. on a
+    # CUDA (not ROCm) device of compute capability 8 or higher. 2.13 dropped it from common_cuda;
+    # common_mkldnn's function of that name asks another question (the CPU's AMX).
+    if not torch.cuda.is_available() or torch.version.cuda is None:
+        return False
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).major >= 8
+
+
+#: (module, old name) -> (what it is now, why the binding is sound). Old release's test files
+#: import these names; the installed release has them under another name or module.
+RENAMED: dict[tuple[str, str], tuple[Any, str]] = {
+    ("torch.testing._internal.common_utils", "skipIfMps"): (
+        lambda: importlib.import_module("torch.testing._internal.common_utils").skipIfMPS,
+        "renamed skipIfMPS (same decorator: skips where the test runs on MPS)",
+    ),
+    ("torch.testing._internal.common_methods_invocations", "binary_ufuncs_and_refs"): (
+        lambda: tuple(importlib.import_module("torch.testing._internal.common_methods_invocations").binary_ufuncs),
+        "now binary_ufuncs: the BinaryUfuncInfos of op_db + python_ref_db, as before",
+    ),
+    ("torch.testing._internal.common_mkldnn", "bf32_on_and_off"): (
+        lambda: _reduced_f32,
+        "renamed reduced_f32_on_and_off (bf32_precision kept; it changes nothing off the CPU)",
+    ),
+    ("torch.testing._internal.common_methods_invocations", "skip"): (
+        lambda: common_device_type.skip,
+        "moved to common_device_type (the same 5-field skip entry)",
+    ),
+    ("torch.testing._internal.common_methods_invocations", "xfail"): (
+        lambda: common_device_type.xfail,
+        "moved to common_device_type (the same 5-field xfail entry)",
+    ),
+    ("torch.testing._internal.common_methods_invocations", "skipOps"): (
+        lambda: _skip_ops,
+        "moved to common_device_type, which reads the class and test names from the test; the old "
+        "form's names are checked against them",
+    ),
+    ("torch.testing._internal.common_cuda", "tf32_is_not_fp32"): (
+        lambda: _cuda_tf32_is_not_fp32,
+        "dropped from common_cuda: the old test (a CUDA device of compute capability >= 8), restated",
+    ),
+    ("numpy", "msort"): (
+        lambda: functools.partial(importlib.import_module("numpy").sort, axis=0),
+        "numpy 2 removed it; numpy 1's msort(a) was sort(a, axis=0), as its deprecation said",
+    ),
+    ("torch.testing._internal.common_nn", "new_module_tests"): (
+        lambda: importlib.import_module("torch.testing._internal.common_nn").get_new_module_tests(),
+        "now built by get_new_module_tests() (the installed release's list)",
+    ),
+}
+
+
+def install_compat() -> list[str]:
+    """Binds each of :data:`RENAMED` that its module lacks; returns the ``module.name`` bound."""
+    bound = []
+    for (module_name, name), (target, _why) in RENAMED.items():
+        module = importlib.import_module(module_name)
+        if not hasattr(module, name):
+            setattr(module, name, target())
+            bound.append(f"{module_name}.{name}")
+    return bound
