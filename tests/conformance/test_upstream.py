@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from torch_neuronx import cli
-from torch_neuronx.testing import tables, upstream, upstream_compat, upstream_plugin
+from torch_neuronx._compat import upstream_tests
+from torch_neuronx.testing import tables, upstream, upstream_plugin
 
 SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 
@@ -68,9 +69,9 @@ def test_sample_spreads_over_the_whole_file(count, size, chosen):
 
 def test_renamed_names_are_bound_where_the_installed_release_lacks_them():
     # Each old name resolves to its new home, and install_compat binds only the absent ones.
-    for (module_name, name), (target, why) in upstream_compat.RENAMED.items():
+    for (module_name, name), (target, why) in upstream_tests.RENAMED.items():
         assert callable(target) and why, (module_name, name)
-    bound = upstream_compat.install_compat()
+    bound = upstream_tests.install_compat()
     for qualified in bound:
         module_name, _, name = qualified.rpartition(".")
         assert hasattr(importlib.import_module(module_name), name)
@@ -78,7 +79,7 @@ def test_renamed_names_are_bound_where_the_installed_release_lacks_them():
 
     assert common_utils.skipIfMps is common_utils.skipIfMPS
     assert common_methods_invocations.skip("add") == ("add", "", None, None, False)
-    assert upstream_compat.install_compat() == []
+    assert upstream_tests.install_compat() == []
 
 
 def test_old_skipops_form_checks_its_names_against_the_test():
@@ -88,8 +89,8 @@ def test_old_skipops_form_checks_its_names_against_the_test():
             pass
 
     with pytest.raises(AssertionError, match="decorates .*TestSomething.test_x"):
-        upstream_compat._skip_ops("TestOther", "test_x", [])(TestSomething.test_x)
-    decorated = upstream_compat._skip_ops("TestSomething", "test_x", [("add", "", None, None, False)])(
+        upstream_tests._skip_ops("TestOther", "test_x", [])(TestSomething.test_x)
+    decorated = upstream_tests._skip_ops("TestSomething", "test_x", [("add", "", None, None, False)])(
         TestSomething.test_x
     )
     assert list(decorated._op_overrides) == ["add"]

@@ -278,7 +278,7 @@ def run_upstream(
     reaches every part of a long file rather than its first tests only; ``collected``, when given, is
     filled with each file's (tests collected, tests selected), and ``left_out`` with each file's
     count of dtype variants not instantiated, by dtype (neuron does not hold them:
-    :data:`torch_neuronx.testing.upstream_compat.MISSING_DTYPES`).
+    :data:`torch_neuronx._compat.upstream_tests.MISSING_DTYPES`).
 
     Raises:
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
@@ -439,7 +439,7 @@ def summary(
 
 def _left_out_lines(left_out: dict[str, dict[str, int]], collected: dict[str, tuple[int, int]]) -> list[str]:
     """The summary's table of dtype variants that PyTorch's test base did not instantiate."""
-    from torch_neuronx.testing.upstream_compat import MISSING_DTYPES
+    from torch_neuronx._compat.upstream_tests import MISSING_DTYPES
 
     if not left_out:
         return []
@@ -449,7 +449,7 @@ def _left_out_lines(left_out: dict[str, dict[str, int]], collected: dict[str, tu
         "",
         "### Dtype variants not instantiated",
         "",
-        "Neuron's test base (`torch_neuronx/testing/upstream_compat.py`, `NeuronTestBase`: PyTorch's "
+        "Neuron's test base (`torch_neuronx/_compat/upstream_tests.py`, `NeuronTestBase`: PyTorch's "
         "`PrivateUse1TestBase` declaring the dtypes neuron does not hold) instantiates no variant of these "
         "dtypes, as PyTorch's test base instantiates none for a dtype that a device's dtype lists leave out "
         f"(MPS's lists leave out float64). Why: {reasons}. They are not outcomes, so they are neither in the "

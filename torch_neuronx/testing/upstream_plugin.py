@@ -7,8 +7,8 @@ node id a line: finished before a crash or a timeout) are deselected, so a resta
 carries on from the next test. ``TORCH_NEURONX_UPSTREAM_SAMPLE=N`` keeps at most N of the file's
 collected tests, evenly spread over the file (the same ones in every restarted process), and a
 ``collected`` line says how many there were, and how many dtype variants PyTorch's test base left
-out because neuron does not hold their dtype (:class:`torch_neuronx.testing.upstream_compat.NeuronTestBase`,
-installed here with the compatibility names of :func:`~torch_neuronx.testing.upstream_compat.install_compat`
+out because neuron does not hold their dtype (:class:`torch_neuronx._compat.upstream_tests.NeuronTestBase`,
+installed here with the compatibility names of :func:`~torch_neuronx._compat.upstream_tests.install_compat`
 before any test file imports). Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
 are applied here, each with its reason, and a failure that is the device's own refusal of what it
 does not have by design (the dtype policy's ``TypeError`` for FP64, the
@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from torch_neuronx.testing import tables, upstream_compat
+from torch_neuronx._compat import upstream_tests
+from torch_neuronx.testing import tables
 
 #: The prefix that marks a skip reason as ours, not PyTorch's eligibility checks'.
 OURS = "skipped by torch-neuronx: "
@@ -66,8 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("TORCH_NEURONX_UPSTREAM_RECORD")
     if path:
         _record = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole session
-    upstream_compat.install_compat()
-    upstream_compat.install_device_base()
+    upstream_tests.install_compat()
+    upstream_tests.install_device_base()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -95,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "event": "collected",
             "collected": collected,
             "selected": len(items),
-            "left_out": dict(upstream_compat.NeuronTestBase.left_out),
+            "left_out": dict(upstream_tests.NeuronTestBase.left_out),
         }
     )
     done_path = os.environ.get("TORCH_NEURONX_UPSTREAM_DONE")
