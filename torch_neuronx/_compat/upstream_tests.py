@@ -23,6 +23,9 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
 from typing import Any, ClassVar
 
 import torch
@@ -184,12 +187,59 @@ RENAMED: dict[tuple[str, str], tuple[Any, str]] = {
 }
 
 
-def install_compat() -> list[str]:
-    """Binds each of :data:`RENAMED` that its module lacks; returns the ``module.name`` bound."""
+def _bind(module: Any, names: list[str]) -> list[str]:
+    """Binds each of ``names`` (of :data:`RENAMED`) that ``module`` lacks; returns those bound."""
     bound = []
-    for (module_name, name), (target, _why) in RENAMED.items():
-        module = importlib.import_module(module_name)
+    for name in names:
         if not hasattr(module, name):
-            setattr(module, name, target())
+            setattr(module, name, RENAMED[(module.__name__, name)][0]())
+            bound.append(f"{module.__name__}.{name}")
+    return bound
+
+
+class _BindOnImport(importlib.abc.MetaPathFinder):
+    """Binds :data:`RENAMED`'s names into a module right after its first import: importing
+    ``common_methods_invocations`` (its OpInfo database) costs about 2 s, which a test file that
+    never imports it should not pay in each of its worker processes."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[str]] = collections.defaultdict(list)
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self.pending:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        names, exec_module = self.pending.pop(fullname), spec.loader.exec_module
+
+        def exec_and_bind(module: Any) -> None:
+            exec_module(module)
+            _bind(module, names)
+
+        spec.loader.exec_module = exec_and_bind
+        return spec
+
+
+_on_import = _BindOnImport()
+_scheduled: set[tuple[str, str]] = set()
+
+
+def install_compat() -> list[str]:
+    """Binds each of :data:`RENAMED` that its module lacks: at once in a module already imported,
+    else right after the module's first import. Returns the ``module.name`` bound or scheduled by
+    this call (a second call returns none of them again)."""
+    bound = []
+    for module_name, name in RENAMED:
+        if (module_name, name) in _scheduled:
+            continue
+        _scheduled.add((module_name, name))
+        module = sys.modules.get(module_name)
+        if module is not None:
+            bound += _bind(module, [name])
+        else:
+            _on_import.pending[module_name].append(name)
             bound.append(f"{module_name}.{name}")
+    if _on_import.pending and _on_import not in sys.meta_path:
+        sys.meta_path.insert(0, _on_import)
     return bound
