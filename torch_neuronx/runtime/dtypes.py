@@ -105,6 +105,12 @@ def view_dtype(dtype: torch.dtype) -> np.dtype:
     return COMPLEX32 if dtype == torch.complex32 else jax_dtype(dtype)
 
 
+#: Torch dtypes numpy has no dtype for: host copies move their bits through a same-width integer view.
+_THROUGH_INTEGER_VIEW = frozenset(
+    (torch.complex32, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64)
+)
+
+
 def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A numpy copy of a CPU tensor, any dtype JAX knows (bfloat16 and float8 included).
 
@@ -113,16 +119,7 @@ def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """
     tensor = tensor.detach().contiguous()
     target = view_dtype(tensor.dtype)
-    if tensor.dtype in (
-        torch.complex32,
-        torch.bfloat16,
-        torch.float8_e4m3fn,
-        torch.float8_e5m2,
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-    ):
-        # numpy has no such torch dtype: move the bits through a same-width integer view.
+    if tensor.dtype in _THROUGH_INTEGER_VIEW:
         width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
         return tensor.view(width).numpy().copy().view(target)
     return np.array(tensor.numpy(), copy=True)
@@ -132,15 +129,7 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
     """A CPU tensor that owns a copy of ``array`` (any dtype in JAX_DTYPE)."""
     dtype = TORCH_DTYPE[np.dtype(array.dtype)]
     array = np.ascontiguousarray(array)
-    if dtype in (
-        torch.complex32,
-        torch.bfloat16,
-        torch.float8_e4m3fn,
-        torch.float8_e5m2,
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-    ):
+    if dtype in _THROUGH_INTEGER_VIEW:
         width = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[array.dtype.itemsize]
         return torch.from_numpy(array.view(width).copy()).view(dtype)
     return torch.from_numpy(array.copy())

@@ -88,8 +88,8 @@ def pairs_view(view: View) -> View:
 def complex32_pairs(value: jax.Array) -> jax.Array:
     """The float16 (real, imag) pairs (shape ``(*value.shape, 2)``) of a value stored as complex32:
     each part rounded to float16, to nearest even, as CUDA's ``c10::complex<Half>``."""
-    rounded = convert(value, COMPLEX32)
-    return jnp.stack([jnp.real(rounded), jnp.imag(rounded)], axis=-1).astype(jnp.float16)
+    wide = convert(value, jnp.complex64)
+    return jnp.stack([jnp.real(wide), jnp.imag(wide)], axis=-1).astype(jnp.float16)
 
 
 def _grid(view: View) -> tuple[list[int], list[int], list[int]] | None:
