@@ -64,6 +64,35 @@ def _unpack_key(seed) -> jax.Array:
     return jax.random.wrap_key_data(jnp.stack([bits >> 32, bits & 0xFFFFFFFF]).astype(jnp.uint32))
 
 
+def _scores(q, k, attn_bias, is_causal, scale):
+    """Q K^T * scale with the mask applied, in q's dtype: ``attn_bias`` is additive, or boolean
+    (True = attend); ``is_causal`` keeps ``tril(ones(L, S))``; masked scores are -inf."""
+    scores = jnp.einsum("...le,...se->...ls", q, k, precision=jax.lax.Precision.HIGHEST) * jnp.asarray(scale, q.dtype)
+    length, source = scores.shape[-2:]
+    if is_causal:
+        scores = jnp.where(jnp.tril(jnp.ones((length, source), jnp.bool_)), scores, -jnp.inf)
+    if attn_bias is not None:
+        if attn_bias.dtype == jnp.bool_:
+            scores = jnp.where(attn_bias, scores, -jnp.inf)
+        else:
+            scores = scores + attn_bias.astype(q.dtype)
+    return scores
+
+
+def _repeat_heads(query, key_states, value):
+    """Key and value heads repeated to the query's (grouped-query attention), and the group size."""
+    if query.ndim < 3 or key_states.shape[-3] == query.shape[-3]:
+        return key_states, value, 1
+    groups = query.shape[-3] // key_states.shape[-3]
+    return jnp.repeat(key_states, groups, axis=-3), jnp.repeat(value, groups, axis=-3), groups
+
+
+def _dropout_keep(rng, dropout_p, shape):
+    """The mask of the probabilities dropout keeps: the same for a forward and its backward, which
+    rebuild it from the same key."""
+    return jax.random.bernoulli(rng, 1.0 - dropout_p, shape)
+
+
 def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale, rng):
     """softmax(Q K^T * scale + bias) V in the opmath type, with PyTorch's math-path semantics.
 
@@ -73,26 +102,23 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     """
     dtype = _opmath(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
-    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
-        groups = q.shape[-3] // k.shape[-3]
-        k = jnp.repeat(k, groups, axis=-3)
-        v = jnp.repeat(v, groups, axis=-3)
+    k, v, _ = _repeat_heads(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = jnp.einsum("...le,...se->...ls", q, k, precision=jax.lax.Precision.HIGHEST) * jnp.asarray(scale, dtype)
-    length, source = scores.shape[-2:]
-    if is_causal:
-        scores = jnp.where(jnp.tril(jnp.ones((length, source), jnp.bool_)), scores, -jnp.inf)
-    if attn_bias is not None:
-        if attn_bias.dtype == jnp.bool_:
-            scores = jnp.where(attn_bias, scores, -jnp.inf)
-        else:
-            scores = scores + attn_bias.astype(dtype)
-    probabilities, logsumexp = _softmax_rows(scores, -1)
+    probabilities, logsumexp = _softmax_rows(_scores(q, k, attn_bias, is_causal, scale), -1)
     if dropout_p > 0:
-        keep = jax.random.bernoulli(rng, 1.0 - dropout_p, probabilities.shape)
+        keep = _dropout_keep(rng, dropout_p, probabilities.shape)
         probabilities = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
     output = jnp.einsum("...ls,...se->...le", probabilities, v, precision=jax.lax.Precision.HIGHEST)
     return output, logsumexp
+
+
+def _sum_to_shape(gradient, shape):
+    """``gradient`` summed over the dimensions along which a tensor of ``shape`` was broadcast to it."""
+    lead = gradient.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, size in enumerate(shape) if size == 1 and gradient.shape[lead + i] != 1
+    )
+    return jnp.sum(gradient, axis=axes, keepdims=True).reshape(shape) if axes else gradient.reshape(shape)
 
 
 @lowering(aten._scaled_dot_product_fused_attention_overrideable.default, static=("dropout_p", "scale"), random=True)
@@ -139,22 +165,44 @@ def _scaled_dot_product_fused_attention_overrideable_backward(
     *,
     scale=None,
 ):
-    """Backward of the fused SDPA: (grad_query, grad_key, grad_value, grad_attn_bias), the
-    vector-Jacobian product of the forward recomputed with the same dropout mask (rebuilt from
-    ``philox_seed``); gradients ``grad_input_mask`` leaves out are zeros."""
-    rng = _unpack_key(philox_seed) if dropout_p > 0 else None
-    additive = attn_bias is not None and attn_bias.dtype != jnp.bool_
+    """Backward of the fused SDPA: (grad_query, grad_key, grad_value, grad_attn_bias); gradients
+    ``grad_input_mask`` leaves out are zeros.
+
+    As FlashAttention's backward (Dao et al., 2022, Algorithm 4) does, the probabilities are rebuilt
+    from the scores and the forward's saved ``logsumexp`` (``exp(S - lse)``), without the softmax's
+    row max and row sum; dropout's mask is rebuilt from ``philox_seed``. Then, with P the
+    probabilities and P' = dropout(P):
+    dV = P'^T dO, dP = dropout(dO V^T), dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
+    dK = scale dS^T Q (summed over a key head's group), d(bias) = dS summed to the bias's shape.
+    """
     dtype = _opmath(query.dtype)
-
-    def forward(q, k, v, bias):
-        return _attention(q, k, v, bias if additive else attn_bias, dropout_p, is_causal, scale, rng)[0]
-
-    bias = attn_bias.astype(dtype) if additive else jnp.zeros((), dtype)
-    primals = (query.astype(dtype), key_states.astype(dtype), value.astype(dtype), bias)
-    _, pullback = jax.vjp(forward, *primals)
-    grads = pullback(grad_out.astype(dtype))
-    grad_bias = grads[3] if additive else jnp.zeros(() if attn_bias is None else attn_bias.shape, dtype)
-    results = (*grads[:3], grad_bias)
+    q, k, v = (t.astype(dtype) for t in (query, key_states, value))
+    k, v, groups = _repeat_heads(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    d_out = grad_out.astype(dtype)
+    scores = _scores(q, k, attn_bias, is_causal, scale)
+    row_logsumexp = logsumexp.astype(dtype)[..., None]
+    # A fully masked row (logsumexp -inf) has probabilities 0, not exp(-inf + inf) = NaN.
+    probabilities = jnp.where(jnp.isneginf(row_logsumexp), jnp.zeros((), dtype), jnp.exp(scores - row_logsumexp))
+    d_probabilities = jnp.einsum("...le,...se->...ls", d_out, v, precision=jax.lax.Precision.HIGHEST)
+    kept = probabilities
+    if dropout_p > 0:
+        keep = _dropout_keep(_unpack_key(philox_seed), dropout_p, probabilities.shape)
+        kept = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
+        d_probabilities = jnp.where(keep, d_probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
+    grad_value = jnp.einsum("...ls,...le->...se", kept, d_out, precision=jax.lax.Precision.HIGHEST)
+    d_scores = probabilities * (d_probabilities - jnp.sum(probabilities * d_probabilities, axis=-1, keepdims=True))
+    grad_query = jnp.einsum("...ls,...se->...le", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
+    grad_key = jnp.einsum("...ls,...le->...se", d_scores, q, precision=jax.lax.Precision.HIGHEST) * scale
+    if groups > 1:  # a key/value head served `groups` query heads: its gradient is their sum
+        grouped = (*grad_key.shape[:-3], grad_key.shape[-3] // groups, groups, *grad_key.shape[-2:])
+        grad_key = grad_key.reshape(grouped).sum(axis=-3)
+        grad_value = grad_value.reshape(grouped).sum(axis=-3)
+    if attn_bias is not None and attn_bias.dtype != jnp.bool_:
+        grad_bias = _sum_to_shape(d_scores, attn_bias.shape)
+    else:
+        grad_bias = jnp.zeros(() if attn_bias is None else attn_bias.shape, dtype)
+    results = (grad_query, grad_key, grad_value, grad_bias)
     return tuple(
         g if wanted else jnp.zeros(g.shape, g.dtype) for g, wanted in zip(results, grad_input_mask, strict=True)
     )
