@@ -27,7 +27,7 @@ def register() -> None:
         linear_cross_entropy_accumulates_in_float32,
         register_device_module,
     )
-    from torch_neuronx._startup import boxed_fallback
+    from torch_neuronx._startup import boxed_fallback, register_starters
     from torch_neuronx.distributed import registration as distributed_registration
     from torch_neuronx.eager.fallback import UNSUPPORTED_KEYS, layout_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
@@ -52,4 +52,5 @@ def register() -> None:
     for key, (kind, fix) in UNSUPPORTED_KEYS.items():
         library.fallback(layout_fallback(kind, fix), key)
     _library.append(library)
+    register_starters()
     distributed_registration.register()

@@ -15,6 +15,15 @@ from typing import Any
 _ready = False
 _lock = threading.RLock()
 
+#: Ops whose ATen composite kernel calls a device's DispatchStub itself (``kaiser_window``, in
+#: TensorFactories.cpp): before the device starts, the dispatcher runs that composite rather than the
+#: fallback that would start it, and the stub has no neuron kernel ("DispatchStub: missing kernel for
+#: neuron", an INTERNAL ASSERT). :func:`register_starters` gives them a kernel at ``import torch``
+#: that starts the device and dispatches again; the device's own kernels replace it when it starts.
+STARTED_BEFORE_COMPOSITE = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
+
+_starters: list[Any] = []  # the torch.library.Library holding those kernels until the device starts
+
 
 def ready() -> bool:
     """Whether the device has started: the runtime and the eager kernels."""
@@ -38,6 +47,9 @@ def ensure_started() -> None:
         from torch_neuronx.eager import registration
 
         runtime.start()
+        for starters in _starters:  # before the device's kernels for the same ops replace them
+            starters._destroy()
+        _starters.clear()
         registration.register_kernels()
         if _config.nki_sdpa():
             from nki.kernels import sdpa
@@ -48,6 +60,27 @@ def ensure_started() -> None:
             from torch_neuronx.adaptive import trace
 
             trace.set_active(True)
+
+
+def register_starters() -> None:
+    """Registers a PrivateUse1 kernel for each op of :data:`STARTED_BEFORE_COMPOSITE` that starts the
+    device and dispatches the call again (to the device's kernel, registered by then)."""
+    import torch
+
+    library = torch.library.Library("aten", "IMPL")
+    for name in STARTED_BEFORE_COMPOSITE:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        library.impl(name, _start_then_dispatch(op), "PrivateUse1")
+    _starters.append(library)
+
+
+def _start_then_dispatch(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        ensure_started()
+        return op(*args, **kwargs)
+
+    return kernel
 
 
 def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:

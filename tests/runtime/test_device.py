@@ -11,15 +11,21 @@ import torch
 
 
 def test_autoload_registers_the_device_without_importing_jax():
+    # kaiser_window is then the first op: its ATen composite calls a DispatchStub on the device
+    # itself, which raised an INTERNAL ASSERT before the device had started (_startup.py).
     code = (
         "import sys, torch; "
         "assert torch.neuron.is_available(); "
         "assert torch._C._get_privateuse1_backend_name() == 'neuron'; "
         "x = torch.empty(3, device='neuron'); "
         "assert 'jax' not in sys.modules, 'import torch must not import JAX'; "
+        "window = torch.kaiser_window(6, True, 3.0, device='neuron'); "
+        "torch.testing.assert_close(window.cpu(), torch.kaiser_window(6, True, 3.0)); "
         "print('ok')"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 
