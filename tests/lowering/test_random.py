@@ -20,6 +20,11 @@ N = 20_000  # samples for distribution checks: standard errors of about 1% of th
 DRAWS = {
     "rand": lambda d, g: torch.rand(64, device=d, generator=g),
     "rand_bf16": lambda d, g: torch.rand(64, device=d, dtype=torch.bfloat16, generator=g),
+    "rand_complex64": lambda d, g: torch.rand(64, device=d, dtype=torch.complex64, generator=g),
+    "rand_complex32": lambda d, g: torch.rand(64, device=d, dtype=torch.complex32, generator=g),
+    "uniform_complex64": lambda d, g: torch.empty(64, device=d, dtype=torch.complex64).uniform_(-2, 3, generator=g),
+    "rand_like_complex32": lambda d, g: torch.rand_like(torch.zeros(64, device=d, dtype=torch.complex32), generator=g),
+    "randn_complex32": lambda d, g: torch.randn(64, device=d, dtype=torch.complex32, generator=g),
     "randn": lambda d, g: torch.randn(4, 16, device=d, generator=g),
     "randint": lambda d, g: torch.randint(3, 10, (64,), device=d, generator=g),
     "randint_int32": lambda d, g: torch.randint(0, 1000, (64,), device=d, dtype=torch.int32, generator=g),
@@ -53,19 +58,24 @@ DRAWS = {
 }
 
 
+def _parts(x: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's (real, imag) pairs (``view_as_real``); a real tensor as it is."""
+    return torch.view_as_real(x) if x.is_complex() else x
+
+
 @pytest.mark.parametrize("name", DRAWS)
 def test_draws_are_native_and_reproducible(name):
     draw = DRAWS[name]
     torch.manual_seed(123)
-    first = draw("neuron", None).cpu()
-    second = draw("neuron", None).cpu()
+    drawn = draw("neuron", None).cpu()
+    expected_cpu = draw("cpu", None)
+    assert drawn.shape == expected_cpu.shape and drawn.dtype == expected_cpu.dtype
+    first, second = _parts(drawn), _parts(draw("neuron", None).cpu())  # the CPU compares no complex32
     assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
     assert first.device.type == "cpu" and not torch.equal(first, second), "consecutive draws must differ"
     torch.manual_seed(123)
-    torch.testing.assert_close(draw("neuron", None).cpu(), first, rtol=0, atol=0)
-    torch.testing.assert_close(draw("neuron", None).cpu(), second, rtol=0, atol=0)
-    expected_cpu = draw("cpu", None)
-    assert first.shape == expected_cpu.shape and first.dtype == expected_cpu.dtype
+    torch.testing.assert_close(_parts(draw("neuron", None).cpu()), first, rtol=0, atol=0)
+    torch.testing.assert_close(_parts(draw("neuron", None).cpu()), second, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", ["rand", "randint", "normal_", "bernoulli_tensor_", "multinomial"])
@@ -128,16 +138,32 @@ UNIFORM_DRAWS = {
 }
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.complex64, torch.complex32], ids=str
+)
 @pytest.mark.parametrize("name", UNIFORM_DRAWS)
 def test_uniform_stays_below_its_upper_bound_as_on_cpu(name, dtype):
-    """Samples computed in float32 can round up to ``to`` in a 16-bit dtype; CPU (and CUDA) turn such
-    values into ``from``, so samples lie in [from, to) with CPU's set of values and mean."""
+    """Samples computed in float32 can round up to ``to`` in a 16-bit dtype (complex32's float16
+    parts: 2**-12 of the samples of rand); CPU and CUDA turn such values into ``from``, so samples
+    lie in [from, to) with CPU's set of values and mean. A complex tensor draws each part so."""
     low, high, draw = UNIFORM_DRAWS[name]
     x, reference = draw(dtype, "neuron").cpu(), draw(dtype, "cpu")
-    assert x.dtype == dtype and x.min() >= low and x.max() < high
+    assert x.dtype == dtype
+    x, reference = _parts(x), _parts(reference)
+    assert x.min() >= low and x.max() < high
     assert x.unique().numel() == pytest.approx(reference.unique().numel(), rel=0.05)
     assert x.double().mean().item() == pytest.approx(reference.double().mean().item(), abs=(high - low) * 0.01)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex32], ids=str)
+def test_complex_uniform_parts_are_independent_uniforms(dtype):
+    """ATen draws a complex tensor's real and imaginary parts as separate uniforms in [from, to)."""
+    z = torch.empty(N, dtype=dtype, device="neuron").uniform_(-1, 3).cpu()
+    real, imag = z.real.double(), z.imag.double()
+    for part in (real, imag):
+        assert part.min() >= -1 and part.max() < 3
+        assert _moments(part) == pytest.approx((1.0, 16 / 12), rel=0.05)
+    assert torch.corrcoef(torch.stack([real, imag]))[0, 1].abs().item() < 0.04  # 1/sqrt(N) = 0.007
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -149,11 +175,17 @@ def test_normal_distribution(dtype):
     assert _moments(z) == pytest.approx((0.0, 1.0), abs=0.05)
 
 
-def test_complex_normal_splits_the_variance():
-    z = torch.randn(N, dtype=torch.complex64, device="neuron").cpu()
-    assert z.dtype == torch.complex64
-    assert _moments(z.real) == pytest.approx((0.0, 0.5), abs=0.03)
-    assert _moments(z.imag) == pytest.approx((0.0, 0.5), abs=0.03)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex32], ids=str)
+def test_complex_normal_splits_the_variance(dtype):
+    z = torch.randn(N, dtype=dtype, device="neuron").cpu()
+    assert z.dtype == dtype
+    real, imag = z.real.double(), z.imag.double()
+    assert _moments(real) == pytest.approx((0.0, 0.5), abs=0.03)
+    assert _moments(imag) == pytest.approx((0.0, 0.5), abs=0.03)
+    assert torch.corrcoef(torch.stack([real, imag]))[0, 1].abs().item() < 0.04
+    shifted = torch.empty(N, dtype=dtype, device="neuron").normal_(2.0, 4.0).cpu()
+    assert _moments(shifted.real.double()) == pytest.approx((2.0, 8.0), rel=0.06)
+    assert _moments(shifted.imag.double()) == pytest.approx((2.0, 8.0), rel=0.06)
 
 
 def test_normal_tensor_overloads():
@@ -412,3 +444,31 @@ def test_draws_of_empty_tensors():
     assert torch.rand(0, 3, device="neuron").cpu().shape == (0, 3)
     assert torch.empty(0, device="neuron").normal_().cpu().shape == (0,)
     assert torch.randperm(0, device="neuron").cpu().shape == (0,)
+
+
+def _error(call):
+    """The (type, message) ``call`` raises (it must raise)."""
+    with pytest.raises(Exception) as info:
+        result = call()
+        if isinstance(result, torch.Tensor):
+            result.cpu()
+    return type(info.value), str(info.value)
+
+
+UNIFORM_BOUND_ERRORS = {
+    "from_below_half": (torch.float16, -70000, 0),
+    "to_above_bfloat16": (torch.bfloat16, 0, 3.5e38),
+    "range_past_half": (torch.float16, -60000, 60000),
+    "range_past_float": (torch.float32, -3e38, 3e38),
+    "complex32_range_past_half": (torch.complex32, -60000, 60000),
+    "complex64_from_above_to": (torch.complex64, 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", UNIFORM_BOUND_ERRORS)
+def test_uniform_bounds_raise_atens_errors(name):
+    """ATen's uniform_ checks its bounds against the dtype (a complex tensor's against its parts'),
+    the same on CPU and CUDA: the same exception and message on neuron."""
+    dtype, low, high = UNIFORM_BOUND_ERRORS[name]
+    expected = _error(lambda: torch.empty(3, dtype=dtype).uniform_(low, high))
+    assert _error(lambda: torch.empty(3, dtype=dtype, device="neuron").uniform_(low, high)) == expected

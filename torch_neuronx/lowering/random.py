@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime.dtypes import TORCH_DTYPE
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, aten_name, cpp_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -57,20 +57,50 @@ def _torch_name(dtype) -> str:
 # --- continuous distributions ------------------------------------------------------------------
 
 
-@lowering(aten.uniform.default, random=True, static=("from", "to"))
-def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key):
-    """torch.Tensor.uniform_ (and torch.rand): U[0, 1) * (to - from) + from computed in float32 and
-    rounded to ``self``'s dtype, as PyTorch's CPU kernel does; a value that rounds up to ``to`` (in
-    bfloat16, say) becomes ``from``, as on CPU and CUDA, so every result lies in [from, to).
-    The bounds are part of the executable (calls use few distinct ones: nn.init's per layer), so
-    from > to raises at the call, with CPU's message; integer tensors are rejected as on CPU."""
-    _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
+def _check_uniform_bounds(from_: float, to: float, dtype: torch.dtype) -> None:
+    """ATen's uniform_ checks (``uniform_impl_``, the same on CPU and CUDA) for a tensor of the
+    floating ``dtype``: both bounds within its range, from <= to, and to - from within its range."""
+    info = torch.finfo(dtype)
+    for value, name in ((from_, "from"), (to, "to")):
+        if not info.min <= value <= info.max:
+            raise RuntimeError(f"{name} is out of bounds for {cpp_name(JAX_DTYPE[dtype])}")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
-    dtype = _sample_dtype(self.dtype)
+    if to - from_ > info.max:
+        raise RuntimeError(
+            f"uniform_ expects to-from <= std::numeric_limits<{aten_name(dtype)}>::max(), but found to={to:g} "
+            f"and from={from_:g} which result in to-from to exceed the limit"
+        )
+
+
+def _uniform_in(rng_key, shape, from_: float, to: float, dtype) -> jax.Array:
+    """U[from, to) in the real ``dtype`` as CPU and CUDA compute it: the bounds rounded to ``dtype``,
+    U[0, 1) * (to - from) + from in float32 (for 16-bit dtypes too), rounded to ``dtype``; a value
+    that rounds up to ``to`` becomes ``from`` (CUDA's uniform kernel maps, rounds and then checks the
+    upper bound), so every result lies in [from, to)."""
     low, high = _scalar(from_, dtype), _scalar(to, dtype)
-    value = (_uniform(rng_key, self.shape) * (high - low) + low).astype(self.dtype)
-    return jnp.where(value == _scalar(to, self.dtype), _scalar(from_, self.dtype), value)
+    sample = _sample_dtype(dtype)
+    value = (_uniform(rng_key, shape) * (high.astype(sample) - low.astype(sample)) + low.astype(sample)).astype(dtype)
+    return jnp.where(value == high, low, value)
+
+
+@lowering(aten.uniform.default, random=True, static=("from", "to"), metas=True)
+def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
+    """torch.Tensor.uniform_ (and torch.rand, rand_like): samples in [from, to) of ``self``'s dtype
+    (see :func:`_uniform_in`). A complex tensor draws its real and imaginary parts each in
+    [from, to), as ATen draws into ``view_as_real(self)``; complex32's parts are float16 samples, so
+    they stay below ``to`` after the float16 rounding. The bounds are part of the executable (calls
+    use few distinct ones: nn.init's per layer), so ATen's bounds checks raise at the call with its
+    messages; integer tensors are rejected as on CPU and CUDA."""
+    dtype = metas[0].dtype
+    if dtype.is_complex:
+        part = torch.float16 if dtype == torch.complex32 else torch.float32
+        _check_uniform_bounds(from_, to, part)
+        parts = _uniform_in(rng_key, (*self.shape, 2), from_, to, JAX_DTYPE[part]).astype(jnp.float32)
+        return jax.lax.complex(parts[..., 0], parts[..., 1])
+    _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
+    _check_uniform_bounds(from_, to, dtype)
+    return _uniform_in(rng_key, self.shape, from_, to, self.dtype)
 
 
 def _check_std(std) -> None:
@@ -79,13 +109,17 @@ def _check_std(std) -> None:
 
 @lowering(aten.normal_functional.default, aten.normal_.default, random=True)
 def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
-    """torch.Tensor.normal_: N(mean, std**2) (complex: real and imaginary parts each of variance
-    std**2 / 2, as PyTorch draws them); std < 0 raises as on CPU."""
+    """torch.Tensor.normal_ (and torch.randn): N(mean, std**2). A complex tensor's real and
+    imaginary parts are each N(mean, std**2 / 2), as ATen draws into ``view_as_real(self)`` with
+    std / sqrt(2): both parts are shifted by ``mean``. std < 0 raises as on CPU."""
     _require_floating(self, "\"normal_kernel_cpu\" not implemented for '{dtype}'", NotImplementedError, True)
     dtype = _sample_dtype(self.dtype)
     real = jnp.finfo(dtype).dtype
-    mean, std = _scalar(mean, dtype), _scalar(std, real)
+    std = _scalar(std, real)
     _check_std(std)
+    mean = _scalar(mean, real)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        mean = jax.lax.complex(mean, mean)
     return mean + std * jax.random.normal(rng_key, self.shape, dtype)
 
 
