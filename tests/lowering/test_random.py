@@ -472,3 +472,97 @@ def test_uniform_bounds_raise_atens_errors(name):
     dtype, low, high = UNIFORM_BOUND_ERRORS[name]
     expected = _error(lambda: torch.empty(3, dtype=dtype).uniform_(low, high))
     assert _error(lambda: torch.empty(3, dtype=dtype, device="neuron").uniform_(low, high)) == expected
+
+
+def _empty(dtype):
+    return lambda device: torch.empty(3, dtype=dtype, device=device)
+
+
+# Refusals that ATen's templates make on every device (DistributionTemplates.h): the CPU's words.
+REFUSED_AS_ON_CPU = {
+    "cauchy_int64": lambda d: _empty(torch.int64)(d).cauchy_(),
+    "cauchy_bool": lambda d: _empty(torch.bool)(d).cauchy_(),
+    "cauchy_complex32": lambda d: _empty(torch.complex32)(d).cauchy_(),
+    "exponential_uint8": lambda d: _empty(torch.uint8)(d).exponential_(),
+    "exponential_complex64": lambda d: _empty(torch.complex64)(d).exponential_(),
+    "random_to_complex64": lambda d: _empty(torch.complex64)(d).random_(0, 5),
+    "random_from_complex32": lambda d: _empty(torch.complex32)(d).random_(1, None),
+    "random_to_float8": lambda d: _empty(torch.float8_e4m3fn)(d).random_(0, 2),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED_AS_ON_CPU)
+def test_random_dtype_refusals_of_atens_templates_match_the_cpu(name):
+    draw = REFUSED_AS_ON_CPU[name]
+    assert _error(lambda: draw("neuron")) == _error(lambda: draw("cpu"))
+
+
+# Refusals of CUDA's kernels (cuda/DistributionTemplates.h, Dropout.cu): CUDA's exception and words,
+# where the CPU names its own kernels ("log_normal_cpu") or computes (bernoulli of integers).
+CUDA_REFUSALS = {
+    "log_normal_int32": (lambda: _empty(torch.int32)("neuron").log_normal_(), '"log_normal_cuda"', "Int"),
+    "log_normal_complex32": (
+        lambda: _empty(torch.complex32)("neuron").log_normal_(),
+        '"log_normal_cuda"',
+        "ComplexHalf",
+    ),
+    "geometric_bool": (lambda: _empty(torch.bool)("neuron").geometric_(0.5), '"geometric_cuda"', "Bool"),
+    "geometric_complex64": (
+        lambda: _empty(torch.complex64)("neuron").geometric_(0.5),
+        '"geometric_cuda"',
+        "ComplexFloat",
+    ),
+    "cauchy_float8": (lambda: _empty(torch.float8_e4m3fn)("neuron").cauchy_(), '"cauchy_cuda"', "Float8_e4m3fn"),
+    "normal_int64": (lambda: _empty(torch.int64)("neuron").normal_(), '"normal_kernel_cuda"', "Long"),
+    "uniform_float8": (lambda: _empty(torch.float8_e5m2)("neuron").uniform_(), '"check_uniform_bounds"', "Float8_e5m2"),
+    "random_complex64": (lambda: _empty(torch.complex64)("neuron").random_(), '"random_kernel_cuda"', "ComplexFloat"),
+    "random_uint16": (lambda: _empty(torch.uint16)("neuron").random_(), '"random_kernel_cuda"', "UInt16"),
+    "bernoulli_p_complex64": (
+        lambda: _empty(torch.complex64)("neuron").bernoulli_(0.5),
+        '"bernoulli_scalar_cuda_"',
+        "ComplexFloat",
+    ),
+    "bernoulli_tensor_complex32": (
+        lambda: _empty(torch.complex32)("neuron").bernoulli_(torch.full((3,), 0.5, device="neuron")),
+        '"bernoulli_tensor_cuda_self_"',
+        "ComplexHalf",
+    ),
+    "dropout_int64": (
+        lambda: F.dropout(torch.ones(4, dtype=torch.int64, device="neuron"), 0.5),
+        '"fused_dropout"',
+        "Long",
+    ),
+    "dropout_complex64": (
+        lambda: F.dropout(torch.ones(4, dtype=torch.complex64, device="neuron"), 0.5),
+        '"fused_dropout"',
+        "ComplexFloat",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CUDA_REFUSALS)
+def test_random_dtype_refusals_are_cudas(name):
+    draw, kernel, dtype = CUDA_REFUSALS[name]
+    assert _error(draw) == (NotImplementedError, f"{kernel} not implemented for '{dtype}'")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(torch.int32, "Int"), (torch.bool, "Bool"), (torch.complex64, "ComplexFloat")], ids=str
+)
+def test_bernoulli_of_non_floating_probabilities_raises_cudas_error(dtype, name):
+    # The CPU computes bernoulli of integer probabilities (and names its kernel for complex ones).
+    expected = (RuntimeError, f"expected probabilities tensor to have floating type, got {name}")
+    assert _error(lambda: torch.bernoulli(torch.ones(3, dtype=dtype, device="neuron"))) == expected
+    probabilities = torch.ones(3, dtype=dtype, device="neuron")
+    assert _error(lambda: torch.zeros(3, device="neuron").bernoulli_(probabilities)) == expected
+
+
+def test_random_ops_still_take_what_cuda_takes():
+    """The dtypes the refusals above leave: integer geometric_, bool/integer random_ and bernoulli_,
+    dropout outside training or with p == 1 of any dtype."""
+    assert torch.empty(64, dtype=torch.int16, device="neuron").geometric_(0.5).cpu().min() >= 1
+    assert set(torch.empty(64, dtype=torch.bool, device="neuron").random_().cpu().tolist()) == {False, True}
+    assert torch.zeros(64, dtype=torch.uint8, device="neuron").bernoulli_(1.0).cpu().eq(1).all()
+    ones = torch.ones(4, dtype=torch.int64, device="neuron")
+    torch.testing.assert_close(F.dropout(ones, 0.5, training=False).cpu(), torch.ones(4, dtype=torch.int64))
+    torch.testing.assert_close(F.dropout(ones, 1.0).cpu(), torch.zeros(4, dtype=torch.int64))

@@ -19,6 +19,7 @@ import torch
 from torch_neuronx._compat.torch_internals import op_name, schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
+from torch_neuronx.lowering import registry
 from torch_neuronx.lowering.overflow import c10_type_name
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, cpp_name, jax_dtype
@@ -120,7 +121,9 @@ def _dtype_word(match: re.Match[str]) -> str:
 
 def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], error: Exception) -> NoReturn:
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
-    Scalar conversion errors, ATen's sizes and dtype names."""
+    Scalar conversion errors, ATen's sizes and dtype names; a random op's dtype refusal as its
+    lowering's ``dtype_rule`` (CUDA's kernel) words it."""
+    _raise_random_dtype_error(plan, metas)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
@@ -133,6 +136,18 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     if worded is error:
         raise error
     raise worded from None
+
+
+def _raise_random_dtype_error(plan: Plan, metas: list[Any]) -> None:
+    """Raises the ``dtype_rule`` error of a random op's lowering (lowering/random.py: the dtypes
+    CUDA's kernel takes, with its exception and message) when that rule refuses the call: the Python
+    meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout refuse some dtypes
+    first, in their own words ("log_normal not implemented for torch.complex64"). Returns otherwise."""
+    entry = registry.LOWERINGS.get(plan.functional)
+    if entry is None or not entry.random or entry.dtype_rule is None:
+        return
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
+    entry.dtype_rule(dict(zip(names, plan.functional_args(metas), strict=True)))
 
 
 #: The advanced-indexing reads whose index errors ATen raises as IndexError (TORCH_CHECK_INDEX in
