@@ -550,7 +550,7 @@ def test_random_dtype_refusals_are_cudas(name):
     ("dtype", "name"), [(torch.int32, "Int"), (torch.bool, "Bool"), (torch.complex64, "ComplexFloat")], ids=str
 )
 def test_bernoulli_of_non_floating_probabilities_raises_cudas_error(dtype, name):
-    # The CPU computes bernoulli of integer probabilities (and names its kernel for complex ones).
+    # The CPU raises NotImplementedError naming its kernel: "bernoulli_tensor_cpu_p_" not implemented.
     expected = (RuntimeError, f"expected probabilities tensor to have floating type, got {name}")
     assert _error(lambda: torch.bernoulli(torch.ones(3, dtype=dtype, device="neuron"))) == expected
     probabilities = torch.ones(3, dtype=dtype, device="neuron")
