@@ -98,6 +98,8 @@ class EagerKernel:
                 )
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
                 raise errors.in_aten_words(RuntimeError(str(error))) from None
+            except NotImplementedError:  # a RuntimeError too, handled below
+                raise
             except (RuntimeError, ValueError, IndexError, OverflowError) as error:
                 refused = error
         except NotImplementedError:
