@@ -22,11 +22,12 @@ from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering import registry
 from torch_neuronx.lowering.overflow import c10_type_name
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, cpp_name, jax_dtype
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, TYPE_META_NAMES, aten_name, cpp_name, jax_dtype
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
 _CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
+_TYPE_META = {aten_name(dtype): name for dtype, name in TYPE_META_NAMES.items()}  # Half -> c10::Half
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
     (  # addmm/mm's shape check in ATen's Blas.cpp
@@ -48,6 +49,12 @@ _REWORDED = (
     (  # addcdiv_meta in ATen's PointwiseOps.cpp joins its message parts with two spaces here
         re.compile(r"^Integer division with addcdiv is no longer supported, and in a future release"),
         "Integer division with addcdiv is no longer supported, and in a future  release",
+    ),
+    (  # the generated out= check of structured kernels (and copy_arg) prints each dtype's TypeMeta
+        re.compile(r"Expected out tensor to have dtype (\w+) but got (\w+) instead"),
+        lambda match: "Expected out tensor to have dtype {}, but got {} instead".format(
+            *(_TYPE_META.get(name, name) for name in match.groups())
+        ),
     ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),

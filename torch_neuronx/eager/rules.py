@@ -20,7 +20,7 @@ from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
@@ -28,7 +28,25 @@ _UNHELD = (torch.float64, torch.complex128)
 #: Unary ops whose ATen meta builds its TensorIterator with ``build_borrowing_unary_op``
 #: (UnaryOps.cpp), which checks that every operand has one dtype: an ``out=`` of another dtype is an
 #: error, not a cast, on CPU and CUDA alike. Their Python meta kernels cast or word it otherwise.
-_SAME_DTYPE_UNARY = frozenset({"neg", "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "bitwise_not"})
+_SAME_DTYPE_UNARY = frozenset(
+    {
+        "neg", "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "bitwise_not",
+        "conj_physical", "gelu", "softplus", "softshrink", "hardshrink",
+    }
+)  # fmt: skip
+
+#: Ops whose ``out=`` must have exactly the result's dtype: structured kernels that are not
+#: TensorIterator ops (ATen's generated ``set_output`` checks each ``out=`` tensor's dtype) and the
+#: generated ``out=`` forms of functional ops (``copy_arg``), on CPU and CUDA alike; their Python
+#: meta kernels accept any ``out=`` dtype, so ``torch.sort(x, out=(half, long))`` wrote rounded values.
+_EXACT_OUT_DTYPE = frozenset(
+    {
+        "sort", "tril", "triu", "aminmax", "index_add", "index_copy", "scatter_reduce", "renorm",
+        "_softmax", "avg_pool3d", "diag_embed", "slice_scatter", "unfold_copy", "lu_unpack",
+        "linalg_cross", "linalg_qr", "linalg_lu", "linalg_lu_factor_ex", "linalg_lu_solve",
+        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex",
+    }
+)  # fmt: skip
 
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
@@ -209,6 +227,11 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
+        if base in _EXACT_OUT_DTYPE and destination != result.dtype:
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {TYPE_META_NAMES[result.dtype]}, but got "
+                f"{TYPE_META_NAMES[destination]} instead"
+            )
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
                 f"result type {aten_name(result.dtype)} can't be cast to the desired output type "

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, aten_name, cpp_name
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name, cpp_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -61,21 +61,6 @@ _ALL_TYPES = _FLOATING | {torch.uint8, torch.int8, torch.int16, torch.int32, tor
 #: AT_DISPATCH_ALL_TYPES_AND3(Half, BFloat16, Bool).
 _ALL_TYPES_AND_BOOL = _ALL_TYPES | {torch.bool}
 
-#: caffe2::TypeMeta's names of the non-floating dtypes (cauchy_'s error prints the TypeMeta).
-_TYPE_META_NAMES = {
-    torch.bool: "bool",
-    torch.uint8: "unsigned char",
-    torch.int8: "signed char",
-    torch.int16: "short int",
-    torch.int32: "int",
-    torch.int64: "long int",
-    torch.uint16: "short unsigned int",
-    torch.uint32: "unsigned int",
-    torch.uint64: "long unsigned int",
-    torch.complex32: "c10::complex<c10::Half>",
-    torch.complex64: "c10::complex<float>",
-}
-
 
 def _check_dispatched(kernel: str, dtype: torch.dtype, dtypes: frozenset[torch.dtype]) -> None:
     """CUDA's AT_DISPATCH of ``kernel`` over ``dtypes``: NotImplementedError for any other dtype."""
@@ -96,7 +81,7 @@ def _continuous(name: str, kernel: str, type_meta: bool = False) -> Callable[[di
     def rule(arguments: dict[str, Any]) -> None:
         dtype = arguments["self"].dtype
         if not dtype.is_floating_point:
-            shown = _TYPE_META_NAMES[dtype] if type_meta else aten_name(dtype)
+            shown = TYPE_META_NAMES[dtype] if type_meta else aten_name(dtype)
             raise RuntimeError(
                 f"{name} distribution is a continuous probability distribution. "
                 f"dtype must be a floating point but you specified {shown}"
