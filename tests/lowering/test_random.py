@@ -566,3 +566,66 @@ def test_random_ops_still_take_what_cuda_takes():
     ones = torch.ones(4, dtype=torch.int64, device="neuron")
     torch.testing.assert_close(F.dropout(ones, 0.5, training=False).cpu(), torch.ones(4, dtype=torch.int64))
     torch.testing.assert_close(F.dropout(ones, 1.0).cpu(), torch.zeros(4, dtype=torch.int64))
+
+
+NORMAL_TENSOR_CALLS = {
+    "tensor_tensor": lambda mean, std: torch.normal(mean, std),
+    "tensor_float": lambda mean, std: torch.normal(mean, 2.0),
+    "float_tensor": lambda mean, std: torch.normal(1.0, std),
+}
+
+
+@pytest.mark.parametrize("call", NORMAL_TENSOR_CALLS)
+@pytest.mark.parametrize(
+    ("mean_dtype", "std_dtype"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float16),
+        (torch.float32, torch.float16),
+        (torch.complex32, torch.float32),
+        (torch.complex64, torch.bfloat16),
+    ],
+    ids=str,
+)
+def test_normal_of_tensors_has_atens_result_dtype(call, mean_dtype, std_dtype):
+    """ATen's result takes ``mean``'s dtype (``std``'s for a float mean), where PyTorch's Python meta
+    kernel promoted the two (float16 mean, float32 std: float32)."""
+    draw = NORMAL_TENSOR_CALLS[call]
+    expected = draw(torch.zeros(4, dtype=mean_dtype), torch.ones(4, dtype=std_dtype))
+    actual = draw(torch.zeros(4, dtype=mean_dtype, device="neuron"), torch.ones(4, dtype=std_dtype, device="neuron"))
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+NORMAL_TENSOR_ERRORS = {
+    "complex_std": lambda d: torch.normal(torch.zeros(3, device=d), torch.ones(3, dtype=torch.complex64, device=d)),
+    "complex_std_float_mean": lambda d: torch.normal(0.0, torch.ones(3, dtype=torch.complex64, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", NORMAL_TENSOR_ERRORS)
+def test_normal_of_a_complex_std_raises_atens_error(name):
+    draw = NORMAL_TENSOR_ERRORS[name]
+    assert _error(lambda: draw("neuron")) == _error(lambda: draw("cpu"))
+
+
+def test_normal_of_an_integer_result_raises_cudas_error():
+    integers = torch.zeros(3, dtype=torch.int64, device="neuron")
+    expected = (NotImplementedError, "\"normal_kernel_cuda\" not implemented for 'Long'")
+    assert _error(lambda: torch.normal(integers, torch.ones(3, device="neuron"))) == expected
+    assert _error(lambda: torch.normal(1.0, integers)) == expected
+
+
+def test_normal_of_a_complex32_mean_is_complex32_around_it():
+    mean = torch.full((N,), 1 - 2j, dtype=torch.complex32, device="neuron")
+    z = torch.normal(mean, torch.full((N,), 2.0, device="neuron")).cpu()
+    assert z.dtype == torch.complex32
+    assert _moments(z.real.double()) == pytest.approx((1.0, 2.0), rel=0.06)
+    assert _moments(z.imag.double()) == pytest.approx((-2.0, 2.0), rel=0.06)
+
+
+def test_compiled_normal_of_tensors_has_eagers_result_dtype():
+    # Dynamo and AOTAutograd trace under the Python dispatcher, whose meta kernel is replaced too.
+    mean, std = torch.zeros(8, dtype=torch.float16, device="neuron"), torch.ones(8, device="neuron")
+    compiled = torch.compile(lambda m, s: torch.normal(m, s) * 2, backend="neuron")
+    assert compiled(mean, std).dtype == torch.normal(mean, std).dtype == torch.float16

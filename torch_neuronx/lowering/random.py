@@ -180,21 +180,33 @@ def _normal_tensors(mean, std, shape, rng_key):
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
-@lowering(aten.normal.Tensor_float, random=True)
+def _normal_result_dtypes(name: str) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule``: ATen draws ``torch.normal``'s result (of argument ``name``'s dtype) with
+    normal_impl_, whose CUDA kernel takes the floating dtypes (a complex result draws its real view)."""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments[name].dtype
+        if not dtype.is_complex:
+            _check_dispatched("normal_kernel_cuda", dtype, _FLOATING)
+
+    return rule
+
+
+@lowering(aten.normal.Tensor_float, random=True, dtype_rule=_normal_result_dtypes("mean"))
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
     _check_std(std)
     return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
-@lowering(aten.normal.float_Tensor, random=True)
+@lowering(aten.normal.float_Tensor, random=True, dtype_rule=_normal_result_dtypes("std"))
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
-@lowering(aten.normal.Tensor_Tensor, random=True)
+@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_result_dtypes("mean"))
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
