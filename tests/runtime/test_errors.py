@@ -190,6 +190,16 @@ MISTYPED_OUTS = {
     "mm": lambda d: torch.mm(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), out=_half(d, 2, 2)),
     "gelu": lambda d: torch._C._nn.gelu(torch.ones(3, device=d), out=_half(d, 3)),
     "conj_physical": lambda d: torch.conj_physical(torch.ones(3, device=d), out=_half(d, 3)),
+    "amax": lambda d: torch.amax(torch.ones(3, device=d), 0, out=_half(d, ())),
+    "cummax": lambda d: torch.cummax(
+        torch.ones(3, device=d), 0, out=(_half(d, 3), torch.empty(3, dtype=torch.long, device=d))
+    ),
+    "take": lambda d: torch.take(torch.ones(3, device=d), torch.tensor([0], device=d), out=_half(d, 1)),
+    "nan_to_num": lambda d: torch.nan_to_num(torch.ones(3, device=d), out=_half(d, 3)),
+    "frexp": lambda d: torch.frexp(
+        torch.ones(3, device=d), out=(_half(d, 3), torch.empty(3, dtype=torch.int32, device=d))
+    ),
+    "heaviside": lambda d: torch.heaviside(torch.ones(3, device=d), torch.ones(3, device=d), out=_half(d, 3)),
 }
 
 

@@ -48,6 +48,36 @@ _EXACT_OUT_DTYPE = frozenset(
     }
 )  # fmt: skip
 
+#: Ops whose ``out=`` (their first) must have the result's dtype, checked by ATen code that CPU and
+#: CUDA share (ReduceOps.cpp, UnaryOps.cpp, BinaryOps.cpp, TensorAdvancedIndexing.cpp,
+#: BatchLinearAlgebra.cpp), each in its own words: op -> message of (result dtype, out dtype).
+_SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
+    "amax": lambda r, o: (
+        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
+        f"and {aten_name(o)} for out's dtype."
+    ),
+    "amin": lambda r, o: (
+        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
+        f"and {aten_name(o)} for out's dtype."
+    ),
+    "cummax": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "cummin": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "logcumsumexp": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "take": lambda r, o: (
+        f"take(): self and out expected to have the same dtype, but got self.dtype = {aten_name(r)} "
+        f"and out.dtype = {aten_name(o)}"
+    ),
+    "nan_to_num": lambda r, o: f"nan_to_num: dtype of out: {aten_name(o)} should be same as input: {aten_name(r)}",
+    "frexp": lambda r, o: (
+        f"torch.frexp() expects mantissa to have dtype {TYPE_META_NAMES[r]} but got {TYPE_META_NAMES[o]}"
+    ),
+    "heaviside": lambda r, o: "heaviside is not yet implemented for tensors with different dtypes.",
+    "ormqr": lambda r, o: (
+        f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
+        f"{aten_name(r)} and result has dtype {aten_name(o)}"
+    ),
+}
+
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
 
@@ -219,10 +249,12 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     """
     base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
     same_dtype = base in _SAME_DTYPE_UNARY
-    for result, target in zip(written, targets, strict=True):
+    for position, (result, target) in enumerate(zip(written, targets, strict=True)):
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
+        if position == 0 and base in _SAME_DTYPE_OUT_MESSAGES and destination != result.dtype:
+            raise RuntimeError(_SAME_DTYPE_OUT_MESSAGES[base](result.dtype, destination))
         if base in _BYTEBOOL_RESULT and destination not in (torch.bool, torch.uint8):
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
