@@ -347,15 +347,17 @@ def test_rrelu_eval_is_a_leaky_relu_and_the_in_place_form_writes_its_input():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-def test_rrelu_raises_the_cpu_errors():
+def test_rrelu_raises_the_cpu_errors_and_cudas_dtype_refusals():
     x = torch.randn(6, device="neuron")
     with pytest.raises(RuntimeError, match=r"noise tensor shape must match self tensor shape. Got self.shape = \[6\]"):
         torch.ops.aten.rrelu_with_noise(x, torch.empty(4, device="neuron"), 0.1, 0.3, True)
     with pytest.raises(RuntimeError, match="Expected from <= to to be true"):
         torch.ops.aten.rrelu_with_noise(x, torch.empty(6, device="neuron"), 0.5, 0.1, True)
     integers = torch.ones(3, dtype=torch.int32, device="neuron")
-    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+    with pytest.raises(NotImplementedError, match="^\"rrelu_with_noise_out_cuda\" not implemented for 'Int'"):
         torch.ops.aten.rrelu_with_noise(integers, integers.clone(), 0.1, 0.3, True)
+    with pytest.raises(NotImplementedError, match="^\"leaky_relu_cuda\" not implemented for 'Int'"):
+        torch.ops.aten.rrelu_with_noise(integers, integers.clone(), 0.1, 0.3, False)
 
 
 # --- views and in-place semantics ---------------------------------------------------------------

@@ -27,7 +27,6 @@ from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, TYPE_META_NAMES, aten_n
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
 _CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
-_TYPE_META = {aten_name(dtype): name for dtype, name in TYPE_META_NAMES.items()}  # Half -> c10::Half
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
     (  # addmm/mm's shape check in ATen's Blas.cpp
@@ -53,7 +52,7 @@ _REWORDED = (
     (  # the generated out= check of structured kernels (and copy_arg) prints each dtype's TypeMeta
         re.compile(r"Expected out tensor to have dtype (\w+) but got (\w+) instead"),
         lambda match: "Expected out tensor to have dtype {}, but got {} instead".format(
-            *(_TYPE_META.get(name, name) for name in match.groups())
+            *(_type_meta(name) for name in match.groups())
         ),
     ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
@@ -88,6 +87,15 @@ _RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], .
         "For non-complex input tensors, argument alpha must not be a complex number.",
     ),
 )
+
+
+def _type_meta(name: str) -> str:
+    """The TypeMeta name of the dtype ATen names ``name`` ("Half" -> "c10::Half"); ``name`` if none.
+    Looked up when needed: naming complex32 makes a complex32 tensor, which warns."""
+    for dtype, type_meta in TYPE_META_NAMES.items():
+        if (name == "ComplexHalf") == (dtype == torch.complex32) and aten_name(dtype) == name:
+            return type_meta
+    return name
 
 
 def in_aten_words(error: Exception) -> Exception:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name, cpp_name
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -91,11 +91,6 @@ def _continuous(name: str, kernel: str, type_meta: bool = False) -> Callable[[di
     return rule
 
 
-def _torch_name(dtype) -> str:
-    """PyTorch's ScalarType name ("Long") of a JAX dtype, as its kernels name it in errors."""
-    return torch.empty(0, dtype=TORCH_DTYPE[jnp.dtype(dtype)]).type().removeprefix("torch.").removesuffix("Tensor")
-
-
 # --- continuous distributions ------------------------------------------------------------------
 
 
@@ -105,7 +100,7 @@ def _check_uniform_bounds(from_: float, to: float, dtype: torch.dtype) -> None:
     info = torch.finfo(dtype)
     for value, name in ((from_, "from"), (to, "to")):
         if not info.min <= value <= info.max:
-            raise RuntimeError(f"{name} is out of bounds for {cpp_name(JAX_DTYPE[dtype])}")
+            raise RuntimeError(f"{name} is out of bounds for {TYPE_META_NAMES[dtype]}")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
     if to - from_ > info.max:
@@ -243,16 +238,22 @@ def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
 # --- discrete distributions ----------------------------------------------------------------------
 
 
-@lowering(aten.rrelu_with_noise_functional.default, random=True, static=("lower", "upper"))
+def _rrelu_dtypes(arguments: dict[str, Any]) -> None:
+    """CUDA's rrelu_with_noise: training dispatches ``rrelu_with_noise_out_cuda``, evaluation is a
+    leaky ReLU (``leaky_relu_cuda``), both over the floating dtypes."""
+    kernel = "rrelu_with_noise_out_cuda" if arguments["training"] else "leaky_relu_cuda"
+    _check_dispatched(kernel, arguments["self"].dtype, _FLOATING)
+
+
+@lowering(aten.rrelu_with_noise_functional.default, random=True, static=("lower", "upper"), dtype_rule=_rrelu_dtypes)
 def rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, rng_key):
     """F.rrelu (randomized leaky ReLU, Xu et al. 2015), returning (output, noise).
 
     Training: each element ``x <= 0`` is scaled by ``r ~ U[lower, upper)`` drawn in float32 (the
     product rounds once to ``self``'s dtype, as CUDA's kernel computes in its accumulate type) and
     ``noise`` records ``r``, elsewhere 1 (what the backward multiplies by). Evaluation: a leaky ReLU
-    of slope ``(lower + upper) / 2``, ``noise`` unchanged. Checks and errors are the CPU kernel's."""
-    if not jnp.issubdtype(self.dtype, jnp.floating):
-        raise NotImplementedError(f"\"rrelu_with_noise_out_cpu\" not implemented for '{_torch_name(self.dtype)}'")
+    of slope ``(lower + upper) / 2``, ``noise`` unchanged. Checks and errors are the CPU kernel's,
+    dtype refusals CUDA's."""
     if tuple(noise.shape) != tuple(self.shape):
         raise RuntimeError(
             "noise tensor shape must match self tensor shape. "
