@@ -438,8 +438,12 @@ def test_invalid_parameters_raise_as_on_cpu(draw, error):
 
 
 def test_random_bounds_warn_for_inexact_floats():
-    with pytest.warns(UserWarning, match="out of bounds"):
+    with pytest.warns(UserWarning, match="Due to precision limitations c10::BFloat16 can support") as on_neuron:
         torch.empty(3, dtype=torch.bfloat16, device="neuron").random_(0, 1000).cpu()
+    with pytest.warns(UserWarning) as on_cpu:
+        torch.empty(3, dtype=torch.bfloat16).random_(0, 1000)
+    # The CPU's warning ends with where it was triggered in ATen's sources.
+    assert str(on_cpu[0].message).startswith(str(on_neuron[0].message))
 
 
 def test_draws_of_empty_tensors():
@@ -490,6 +494,9 @@ REFUSED_AS_ON_CPU = {
     "random_to_complex64": lambda d: _empty(torch.complex64)(d).random_(0, 5),
     "random_from_complex32": lambda d: _empty(torch.complex32)(d).random_(1, None),
     "random_to_float8": lambda d: _empty(torch.float8_e4m3fn)(d).random_(0, 2),
+    "random_past_int8": lambda d: _empty(torch.int8)(d).random_(0, 1000),
+    "random_past_half": lambda d: _empty(torch.float16)(d).random_(-70000, 0),
+    "random_past_bool": lambda d: _empty(torch.bool)(d).random_(0, 3),
 }
 
 

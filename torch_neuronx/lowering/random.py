@@ -341,23 +341,24 @@ def _integer_max(dtype) -> int:
 
 
 def _check_in_range(value: int, name: str, dtype) -> None:
-    """PyTorch's check_from_to_in_range for one bound."""
-    torch_dtype = TORCH_DTYPE[jnp.dtype(dtype)]
+    """PyTorch's check_from_to_in_range for one bound, with its words (the dtype's TypeMeta name)."""
+    shown = TYPE_META_NAMES[TORCH_DTYPE[jnp.dtype(dtype)]]
     digits = _digits(dtype)
     if digits is not None:
         info = jnp.finfo(dtype)
         if not float(info.min) <= value <= float(info.max):
-            raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+            raise RuntimeError(f"{name} is out of bounds for {shown}")
         if not -(1 << digits) <= value <= (1 << digits):
             warnings.warn(
-                f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {torch_dtype} can "
-                "support discrete uniform distribution only within this range.",
+                f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {shown} can "
+                "support discrete uniform distribution only within this range. This warning will become an error "
+                "in version 1.7 release, please fix the code in advance",
                 stacklevel=2,
             )
         return
     low, high = (0, 1) if dtype == jnp.bool_ else (int(jnp.iinfo(dtype).min), int(jnp.iinfo(dtype).max))
     if not low <= value <= high:
-        raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+        raise RuntimeError(f"{name} is out of bounds for {shown}")
 
 
 def _integers(rng_key, shape, low: int, count: int) -> jax.Array:
