@@ -13,6 +13,7 @@ SAMPLE = [
     "all_reduce_SUM_float32",
     "all_reduce_AVG_bfloat16",
     "all_reduce_MAX_int32",
+    "all_reduce_SUM_complex32",
     "all_reduce_async_orders_later_work",
     "broadcast_int64",
     "all_gather_into_tensor",

@@ -20,6 +20,11 @@ N = 20_000  # samples for distribution checks: standard errors of about 1% of th
 DRAWS = {
     "rand": lambda d, g: torch.rand(64, device=d, generator=g),
     "rand_bf16": lambda d, g: torch.rand(64, device=d, dtype=torch.bfloat16, generator=g),
+    "rand_complex64": lambda d, g: torch.rand(64, device=d, dtype=torch.complex64, generator=g),
+    "rand_complex32": lambda d, g: torch.rand(64, device=d, dtype=torch.complex32, generator=g),
+    "uniform_complex64": lambda d, g: torch.empty(64, device=d, dtype=torch.complex64).uniform_(-2, 3, generator=g),
+    "rand_like_complex32": lambda d, g: torch.rand_like(torch.zeros(64, device=d, dtype=torch.complex32), generator=g),
+    "randn_complex32": lambda d, g: torch.randn(64, device=d, dtype=torch.complex32, generator=g),
     "randn": lambda d, g: torch.randn(4, 16, device=d, generator=g),
     "randint": lambda d, g: torch.randint(3, 10, (64,), device=d, generator=g),
     "randint_int32": lambda d, g: torch.randint(0, 1000, (64,), device=d, dtype=torch.int32, generator=g),
@@ -53,19 +58,24 @@ DRAWS = {
 }
 
 
+def _parts(x: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's (real, imag) pairs (``view_as_real``); a real tensor as it is."""
+    return torch.view_as_real(x) if x.is_complex() else x
+
+
 @pytest.mark.parametrize("name", DRAWS)
 def test_draws_are_native_and_reproducible(name):
     draw = DRAWS[name]
     torch.manual_seed(123)
-    first = draw("neuron", None).cpu()
-    second = draw("neuron", None).cpu()
+    drawn = draw("neuron", None).cpu()
+    expected_cpu = draw("cpu", None)
+    assert drawn.shape == expected_cpu.shape and drawn.dtype == expected_cpu.dtype
+    first, second = _parts(drawn), _parts(draw("neuron", None).cpu())  # the CPU compares no complex32
     assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
     assert first.device.type == "cpu" and not torch.equal(first, second), "consecutive draws must differ"
     torch.manual_seed(123)
-    torch.testing.assert_close(draw("neuron", None).cpu(), first, rtol=0, atol=0)
-    torch.testing.assert_close(draw("neuron", None).cpu(), second, rtol=0, atol=0)
-    expected_cpu = draw("cpu", None)
-    assert first.shape == expected_cpu.shape and first.dtype == expected_cpu.dtype
+    torch.testing.assert_close(_parts(draw("neuron", None).cpu()), first, rtol=0, atol=0)
+    torch.testing.assert_close(_parts(draw("neuron", None).cpu()), second, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", ["rand", "randint", "normal_", "bernoulli_tensor_", "multinomial"])
@@ -128,16 +138,32 @@ UNIFORM_DRAWS = {
 }
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.complex64, torch.complex32], ids=str
+)
 @pytest.mark.parametrize("name", UNIFORM_DRAWS)
 def test_uniform_stays_below_its_upper_bound_as_on_cpu(name, dtype):
-    """Samples computed in float32 can round up to ``to`` in a 16-bit dtype; CPU (and CUDA) turn such
-    values into ``from``, so samples lie in [from, to) with CPU's set of values and mean."""
+    """Samples computed in float32 can round up to ``to`` in a 16-bit dtype (complex32's float16
+    parts: 2**-12 of the samples of rand); CPU and CUDA turn such values into ``from``, so samples
+    lie in [from, to) with CPU's set of values and mean. A complex tensor draws each part so."""
     low, high, draw = UNIFORM_DRAWS[name]
     x, reference = draw(dtype, "neuron").cpu(), draw(dtype, "cpu")
-    assert x.dtype == dtype and x.min() >= low and x.max() < high
+    assert x.dtype == dtype
+    x, reference = _parts(x), _parts(reference)
+    assert x.min() >= low and x.max() < high
     assert x.unique().numel() == pytest.approx(reference.unique().numel(), rel=0.05)
     assert x.double().mean().item() == pytest.approx(reference.double().mean().item(), abs=(high - low) * 0.01)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex32], ids=str)
+def test_complex_uniform_parts_are_independent_uniforms(dtype):
+    """ATen draws a complex tensor's real and imaginary parts as separate uniforms in [from, to)."""
+    z = torch.empty(N, dtype=dtype, device="neuron").uniform_(-1, 3).cpu()
+    real, imag = z.real.double(), z.imag.double()
+    for part in (real, imag):
+        assert part.min() >= -1 and part.max() < 3
+        assert _moments(part) == pytest.approx((1.0, 16 / 12), rel=0.05)
+    assert torch.corrcoef(torch.stack([real, imag]))[0, 1].abs().item() < 0.04  # 1/sqrt(N) = 0.007
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -149,11 +175,17 @@ def test_normal_distribution(dtype):
     assert _moments(z) == pytest.approx((0.0, 1.0), abs=0.05)
 
 
-def test_complex_normal_splits_the_variance():
-    z = torch.randn(N, dtype=torch.complex64, device="neuron").cpu()
-    assert z.dtype == torch.complex64
-    assert _moments(z.real) == pytest.approx((0.0, 0.5), abs=0.03)
-    assert _moments(z.imag) == pytest.approx((0.0, 0.5), abs=0.03)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex32], ids=str)
+def test_complex_normal_splits_the_variance(dtype):
+    z = torch.randn(N, dtype=dtype, device="neuron").cpu()
+    assert z.dtype == dtype
+    real, imag = z.real.double(), z.imag.double()
+    assert _moments(real) == pytest.approx((0.0, 0.5), abs=0.03)
+    assert _moments(imag) == pytest.approx((0.0, 0.5), abs=0.03)
+    assert torch.corrcoef(torch.stack([real, imag]))[0, 1].abs().item() < 0.04
+    shifted = torch.empty(N, dtype=dtype, device="neuron").normal_(2.0, 4.0).cpu()
+    assert _moments(shifted.real.double()) == pytest.approx((2.0, 8.0), rel=0.06)
+    assert _moments(shifted.imag.double()) == pytest.approx((2.0, 8.0), rel=0.06)
 
 
 def test_normal_tensor_overloads():
@@ -315,15 +347,17 @@ def test_rrelu_eval_is_a_leaky_relu_and_the_in_place_form_writes_its_input():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-def test_rrelu_raises_the_cpu_errors():
+def test_rrelu_raises_the_cpu_errors_and_cudas_dtype_refusals():
     x = torch.randn(6, device="neuron")
     with pytest.raises(RuntimeError, match=r"noise tensor shape must match self tensor shape. Got self.shape = \[6\]"):
         torch.ops.aten.rrelu_with_noise(x, torch.empty(4, device="neuron"), 0.1, 0.3, True)
     with pytest.raises(RuntimeError, match="Expected from <= to to be true"):
         torch.ops.aten.rrelu_with_noise(x, torch.empty(6, device="neuron"), 0.5, 0.1, True)
     integers = torch.ones(3, dtype=torch.int32, device="neuron")
-    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+    with pytest.raises(NotImplementedError, match="^\"rrelu_with_noise_out_cuda\" not implemented for 'Int'"):
         torch.ops.aten.rrelu_with_noise(integers, integers.clone(), 0.1, 0.3, True)
+    with pytest.raises(NotImplementedError, match="^\"leaky_relu_cuda\" not implemented for 'Int'"):
+        torch.ops.aten.rrelu_with_noise(integers, integers.clone(), 0.1, 0.3, False)
 
 
 # --- views and in-place semantics ---------------------------------------------------------------
@@ -404,11 +438,203 @@ def test_invalid_parameters_raise_as_on_cpu(draw, error):
 
 
 def test_random_bounds_warn_for_inexact_floats():
-    with pytest.warns(UserWarning, match="out of bounds"):
+    with pytest.warns(UserWarning, match="Due to precision limitations c10::BFloat16 can support") as on_neuron:
         torch.empty(3, dtype=torch.bfloat16, device="neuron").random_(0, 1000).cpu()
+    with pytest.warns(UserWarning) as on_cpu:
+        torch.empty(3, dtype=torch.bfloat16).random_(0, 1000)
+    # The CPU's warning ends with where it was triggered in ATen's sources.
+    assert str(on_cpu[0].message).startswith(str(on_neuron[0].message))
 
 
 def test_draws_of_empty_tensors():
     assert torch.rand(0, 3, device="neuron").cpu().shape == (0, 3)
     assert torch.empty(0, device="neuron").normal_().cpu().shape == (0,)
     assert torch.randperm(0, device="neuron").cpu().shape == (0,)
+
+
+def _error(call):
+    """The (type, message) ``call`` raises (it must raise)."""
+    with pytest.raises(Exception) as info:
+        result = call()
+        if isinstance(result, torch.Tensor):
+            result.cpu()
+    return type(info.value), str(info.value)
+
+
+UNIFORM_BOUND_ERRORS = {
+    "from_below_half": (torch.float16, -70000, 0),
+    "to_above_bfloat16": (torch.bfloat16, 0, 3.5e38),
+    "range_past_half": (torch.float16, -60000, 60000),
+    "range_past_float": (torch.float32, -3e38, 3e38),
+    "complex32_range_past_half": (torch.complex32, -60000, 60000),
+    "complex64_from_above_to": (torch.complex64, 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", UNIFORM_BOUND_ERRORS)
+def test_uniform_bounds_raise_atens_errors(name):
+    """ATen's uniform_ checks its bounds against the dtype (a complex tensor's against its parts'),
+    the same on CPU and CUDA: the same exception and message on neuron."""
+    dtype, low, high = UNIFORM_BOUND_ERRORS[name]
+    expected = _error(lambda: torch.empty(3, dtype=dtype).uniform_(low, high))
+    assert _error(lambda: torch.empty(3, dtype=dtype, device="neuron").uniform_(low, high)) == expected
+
+
+def _empty(dtype):
+    return lambda device: torch.empty(3, dtype=dtype, device=device)
+
+
+# Refusals that ATen's templates make on every device (DistributionTemplates.h): the CPU's words.
+REFUSED_AS_ON_CPU = {
+    "cauchy_int64": lambda d: _empty(torch.int64)(d).cauchy_(),
+    "cauchy_bool": lambda d: _empty(torch.bool)(d).cauchy_(),
+    "cauchy_complex32": lambda d: _empty(torch.complex32)(d).cauchy_(),
+    "exponential_uint8": lambda d: _empty(torch.uint8)(d).exponential_(),
+    "exponential_complex64": lambda d: _empty(torch.complex64)(d).exponential_(),
+    "random_to_complex64": lambda d: _empty(torch.complex64)(d).random_(0, 5),
+    "random_from_complex32": lambda d: _empty(torch.complex32)(d).random_(1, None),
+    "random_to_float8": lambda d: _empty(torch.float8_e4m3fn)(d).random_(0, 2),
+    "random_past_int8": lambda d: _empty(torch.int8)(d).random_(0, 1000),
+    "random_past_half": lambda d: _empty(torch.float16)(d).random_(-70000, 0),
+    "random_past_bool": lambda d: _empty(torch.bool)(d).random_(0, 3),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED_AS_ON_CPU)
+def test_random_dtype_refusals_of_atens_templates_match_the_cpu(name):
+    draw = REFUSED_AS_ON_CPU[name]
+    assert _error(lambda: draw("neuron")) == _error(lambda: draw("cpu"))
+
+
+# Refusals of CUDA's kernels (cuda/DistributionTemplates.h, Dropout.cu): CUDA's exception and words,
+# where the CPU names its own kernels ("log_normal_cpu") or computes (bernoulli of integers).
+CUDA_REFUSALS = {
+    "log_normal_int32": (lambda: _empty(torch.int32)("neuron").log_normal_(), '"log_normal_cuda"', "Int"),
+    "log_normal_complex32": (
+        lambda: _empty(torch.complex32)("neuron").log_normal_(),
+        '"log_normal_cuda"',
+        "ComplexHalf",
+    ),
+    "geometric_bool": (lambda: _empty(torch.bool)("neuron").geometric_(0.5), '"geometric_cuda"', "Bool"),
+    "geometric_complex64": (
+        lambda: _empty(torch.complex64)("neuron").geometric_(0.5),
+        '"geometric_cuda"',
+        "ComplexFloat",
+    ),
+    "cauchy_float8": (lambda: _empty(torch.float8_e4m3fn)("neuron").cauchy_(), '"cauchy_cuda"', "Float8_e4m3fn"),
+    "normal_int64": (lambda: _empty(torch.int64)("neuron").normal_(), '"normal_kernel_cuda"', "Long"),
+    "uniform_float8": (lambda: _empty(torch.float8_e5m2)("neuron").uniform_(), '"check_uniform_bounds"', "Float8_e5m2"),
+    "random_complex64": (lambda: _empty(torch.complex64)("neuron").random_(), '"random_kernel_cuda"', "ComplexFloat"),
+    "random_uint16": (lambda: _empty(torch.uint16)("neuron").random_(), '"random_kernel_cuda"', "UInt16"),
+    "bernoulli_p_complex64": (
+        lambda: _empty(torch.complex64)("neuron").bernoulli_(0.5),
+        '"bernoulli_scalar_cuda_"',
+        "ComplexFloat",
+    ),
+    "bernoulli_tensor_complex32": (
+        lambda: _empty(torch.complex32)("neuron").bernoulli_(torch.full((3,), 0.5, device="neuron")),
+        '"bernoulli_tensor_cuda_self_"',
+        "ComplexHalf",
+    ),
+    "dropout_int64": (
+        lambda: F.dropout(torch.ones(4, dtype=torch.int64, device="neuron"), 0.5),
+        '"fused_dropout"',
+        "Long",
+    ),
+    "dropout_complex64": (
+        lambda: F.dropout(torch.ones(4, dtype=torch.complex64, device="neuron"), 0.5),
+        '"fused_dropout"',
+        "ComplexFloat",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CUDA_REFUSALS)
+def test_random_dtype_refusals_are_cudas(name):
+    draw, kernel, dtype = CUDA_REFUSALS[name]
+    assert _error(draw) == (NotImplementedError, f"{kernel} not implemented for '{dtype}'")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(torch.int32, "Int"), (torch.bool, "Bool"), (torch.complex64, "ComplexFloat")], ids=str
+)
+def test_bernoulli_of_non_floating_probabilities_raises_cudas_error(dtype, name):
+    # The CPU raises NotImplementedError naming its kernel: "bernoulli_tensor_cpu_p_" not implemented.
+    expected = (RuntimeError, f"expected probabilities tensor to have floating type, got {name}")
+    assert _error(lambda: torch.bernoulli(torch.ones(3, dtype=dtype, device="neuron"))) == expected
+    probabilities = torch.ones(3, dtype=dtype, device="neuron")
+    assert _error(lambda: torch.zeros(3, device="neuron").bernoulli_(probabilities)) == expected
+
+
+def test_random_ops_still_take_what_cuda_takes():
+    """The dtypes the refusals above leave: integer geometric_, bool/integer random_ and bernoulli_,
+    dropout outside training or with p == 1 of any dtype."""
+    assert torch.empty(64, dtype=torch.int16, device="neuron").geometric_(0.5).cpu().min() >= 1
+    assert set(torch.empty(64, dtype=torch.bool, device="neuron").random_().cpu().tolist()) == {False, True}
+    assert torch.zeros(64, dtype=torch.uint8, device="neuron").bernoulli_(1.0).cpu().eq(1).all()
+    ones = torch.ones(4, dtype=torch.int64, device="neuron")
+    torch.testing.assert_close(F.dropout(ones, 0.5, training=False).cpu(), torch.ones(4, dtype=torch.int64))
+    torch.testing.assert_close(F.dropout(ones, 1.0).cpu(), torch.zeros(4, dtype=torch.int64))
+
+
+NORMAL_TENSOR_CALLS = {
+    "tensor_tensor": lambda mean, std: torch.normal(mean, std),
+    "tensor_float": lambda mean, std: torch.normal(mean, 2.0),
+    "float_tensor": lambda mean, std: torch.normal(1.0, std),
+}
+
+
+@pytest.mark.parametrize("call", NORMAL_TENSOR_CALLS)
+@pytest.mark.parametrize(
+    ("mean_dtype", "std_dtype"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float16),
+        (torch.float32, torch.float16),
+        (torch.complex32, torch.float32),
+        (torch.complex64, torch.bfloat16),
+    ],
+    ids=str,
+)
+def test_normal_of_tensors_has_atens_result_dtype(call, mean_dtype, std_dtype):
+    """ATen's result takes ``mean``'s dtype (``std``'s for a float mean), where PyTorch's Python meta
+    kernel promoted the two (float16 mean, float32 std: float32)."""
+    draw = NORMAL_TENSOR_CALLS[call]
+    expected = draw(torch.zeros(4, dtype=mean_dtype), torch.ones(4, dtype=std_dtype))
+    actual = draw(torch.zeros(4, dtype=mean_dtype, device="neuron"), torch.ones(4, dtype=std_dtype, device="neuron"))
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+NORMAL_TENSOR_ERRORS = {
+    "complex_std": lambda d: torch.normal(torch.zeros(3, device=d), torch.ones(3, dtype=torch.complex64, device=d)),
+    "complex_std_float_mean": lambda d: torch.normal(0.0, torch.ones(3, dtype=torch.complex64, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", NORMAL_TENSOR_ERRORS)
+def test_normal_of_a_complex_std_raises_atens_error(name):
+    draw = NORMAL_TENSOR_ERRORS[name]
+    assert _error(lambda: draw("neuron")) == _error(lambda: draw("cpu"))
+
+
+def test_normal_of_an_integer_result_raises_cudas_error():
+    integers = torch.zeros(3, dtype=torch.int64, device="neuron")
+    expected = (NotImplementedError, "\"normal_kernel_cuda\" not implemented for 'Long'")
+    assert _error(lambda: torch.normal(integers, torch.ones(3, device="neuron"))) == expected
+    assert _error(lambda: torch.normal(1.0, integers)) == expected
+
+
+def test_normal_of_a_complex32_mean_is_complex32_around_it():
+    mean = torch.full((N,), 1 - 2j, dtype=torch.complex32, device="neuron")
+    z = torch.normal(mean, torch.full((N,), 2.0, device="neuron")).cpu()
+    assert z.dtype == torch.complex32
+    assert _moments(z.real.double()) == pytest.approx((1.0, 2.0), rel=0.06)
+    assert _moments(z.imag.double()) == pytest.approx((-2.0, 2.0), rel=0.06)
+
+
+def test_compiled_normal_of_tensors_has_eagers_result_dtype():
+    # Dynamo and AOTAutograd trace under the Python dispatcher, whose meta kernel is replaced too.
+    mean, std = torch.zeros(8, dtype=torch.float16, device="neuron"), torch.ones(8, device="neuron")
+    compiled = torch.compile(lambda m, s: torch.normal(m, s) * 2, backend="neuron")
+    assert compiled(mean, std).dtype == torch.normal(mean, std).dtype == torch.float16

@@ -160,3 +160,26 @@ def test_float16_parts_make_complex32(fn):
     actual = fn(first.to("neuron"), second.to("neuron"))
     assert actual.dtype == C32
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+COPIES_OF_LAZY_VIEWS = {
+    "cpu": lambda t: t.cpu(),
+    "clone": lambda t: t.clone(),
+    "other_core": lambda t: t.to("neuron:1" if t.is_neuron else "cpu"),
+    "copy_": lambda t: torch.zeros(t.shape, dtype=t.dtype, device=t.device).copy_(t),
+    "resolved": lambda t: t.resolve_conj().resolve_neg(),
+    "complex64": lambda t: t.to(torch.complex64),
+}
+
+
+@pytest.mark.parametrize("view", ["conj", "neg"])
+@pytest.mark.parametrize("route", COPIES_OF_LAZY_VIEWS)
+def test_copies_of_lazy_conj_and_neg_views_copy_their_values(view, route):
+    """A lazy ``conj()`` or ``_neg_view`` of complex32 (a bit on the tensor, no computation) is
+    copied by value, as on the CPU: the copy holds the conjugated or negated pairs."""
+    x = _values((4, 3))
+    make = torch.Tensor.conj if view == "conj" else torch._neg_view
+    copy = COPIES_OF_LAZY_VIEWS[route]
+    expected = copy(make(x)).resolve_conj().resolve_neg()
+    actual = copy(make(x.to("neuron"))).cpu().resolve_conj().resolve_neg()
+    _same_bytes(actual, expected)

@@ -176,3 +176,19 @@ def test_device_properties():
 def test_negative_device_context_is_a_no_op():
     with torch.neuron.device(-1):
         assert torch.neuron.current_device() == 0
+
+
+def test_negative_set_device_is_a_no_op_as_on_cuda(two_cores):
+    # torch.cuda.set_device: "This function is a no-op if this argument is negative."
+    torch.neuron.set_device(1)
+    try:
+        torch.neuron.set_device(-1)
+        assert torch.neuron.current_device() == 1
+    finally:
+        torch.neuron.set_device(0)
+
+
+@pytest.mark.parametrize("call", [torch.neuron.memory_stats, torch.neuron.set_device, torch.neuron.synchronize])
+def test_another_device_type_raises_cudas_value_error(call):
+    with pytest.raises(ValueError, match=r"^Expected a neuron device, but got: cpu$"):
+        call(torch.device("cpu"))

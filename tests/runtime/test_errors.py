@@ -169,6 +169,46 @@ def test_in_place_and_out_results_that_cannot_be_cast_raise_as_on_cpu(case):
     assert str(on_neuron.value) == str(on_cpu.value)
 
 
+def _half(d, *shape):
+    return torch.empty(*shape, dtype=torch.float16, device=d)
+
+
+# out= of another dtype than the result's, refused with the words of ATen's generated out= check
+# (structured kernels, copy_arg) or of TensorIterator's same-dtype unary ops: device-independent code,
+# so CUDA raises these too. Their Python meta kernels accepted the out= and wrote rounded values, or
+# worded the error their own way ("dtype Float but got Half").
+MISTYPED_OUTS = {
+    "sort": lambda d: torch.sort(
+        torch.ones(3, device=d), out=(_half(d, 3), torch.empty(3, dtype=torch.long, device=d))
+    ),
+    "tril": lambda d: torch.tril(torch.ones(2, 2, device=d), out=_half(d, 2, 2)),
+    "index_add": lambda d: torch.index_add(
+        torch.ones(3, device=d), 0, torch.tensor([0], device=d), torch.ones(1, device=d), out=_half(d, 3)
+    ),
+    "aminmax": lambda d: torch.aminmax(torch.ones(3, device=d), out=(_half(d, ()), _half(d, ()))),
+    "linalg_cross": lambda d: torch.linalg.cross(torch.ones(3, device=d), torch.ones(3, device=d), out=_half(d, 3)),
+    "mm": lambda d: torch.mm(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), out=_half(d, 2, 2)),
+    "gelu": lambda d: torch._C._nn.gelu(torch.ones(3, device=d), out=_half(d, 3)),
+    "conj_physical": lambda d: torch.conj_physical(torch.ones(3, device=d), out=_half(d, 3)),
+    "amax": lambda d: torch.amax(torch.ones(3, device=d), 0, out=_half(d, ())),
+    "cummax": lambda d: torch.cummax(
+        torch.ones(3, device=d), 0, out=(_half(d, 3), torch.empty(3, dtype=torch.long, device=d))
+    ),
+    "take": lambda d: torch.take(torch.ones(3, device=d), torch.tensor([0], device=d), out=_half(d, 1)),
+    "nan_to_num": lambda d: torch.nan_to_num(torch.ones(3, device=d), out=_half(d, 3)),
+    "frexp": lambda d: torch.frexp(
+        torch.ones(3, device=d), out=(_half(d, 3), torch.empty(3, dtype=torch.int32, device=d))
+    ),
+    "heaviside": lambda d: torch.heaviside(torch.ones(3, device=d), torch.ones(3, device=d), out=_half(d, 3)),
+}
+
+
+@pytest.mark.parametrize("case", MISTYPED_OUTS)
+def test_outs_of_another_dtype_raise_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(MISTYPED_OUTS[case])
+    assert on_neuron == on_cpu
+
+
 def _small(d, dtype=torch.float32):
     return torch.zeros(3, device=d, dtype=dtype)
 

@@ -1,5 +1,6 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
-the fused SGD steps and the tensor-lr fused Adam(W) steps.
+the fused SGD steps, the tensor-lr fused Adam(W) steps and the result dtype of ``torch.normal`` with
+tensor arguments.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -237,7 +238,38 @@ def _fused_sgd_(self, grads, momentum_buffer_list, **kwargs):
     """``_fused_sgd_``: updates its lists in place."""
 
 
+def _check_normal_std(std: torch.Tensor) -> None:
+    torch._check(not std.is_complex(), lambda: "normal expects standard deviation to be non-complex")
+
+
+def _normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: object = None) -> torch.Tensor:
+    """``torch.normal(mean: Tensor, std: float)`` as ATen's ``normal_impl`` (DistributionTemplates.h,
+    the same on CPU and CUDA): a result of ``mean``'s dtype. PyTorch's Python meta kernel (torch/_refs)
+    promotes ``mean`` with ``std`` instead (float16 ``mean``: a float32 result)."""
+    torch._check(std >= 0.0, lambda: f"normal expects std >= 0.0, but found std {std:g}")
+    return torch.empty_like(mean, memory_format=torch.contiguous_format)
+
+
+def _normal_float_tensor(mean: float, std: torch.Tensor, *, generator: object = None) -> torch.Tensor:
+    """``torch.normal(mean: float, std: Tensor)`` as ATen's: a result of ``std``'s dtype; a complex
+    ``std`` raises ATen's error (the Python meta kernel computes)."""
+    _check_normal_std(std)
+    return torch.empty_like(std, memory_format=torch.contiguous_format)
+
+
+def _normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: object = None) -> torch.Tensor:
+    """``torch.normal(mean: Tensor, std: Tensor)`` as ATen's: a result of ``mean``'s dtype in the
+    broadcast shape (the Python meta kernel promotes the two: bfloat16 ``mean`` with float16 ``std``
+    gave float32, complex32 ``mean`` complex64); a complex ``std`` raises ATen's error."""
+    _check_normal_std(std)
+    shape = torch.broadcast_shapes(mean.shape, std.shape)
+    return torch.empty(shape, dtype=mean.dtype, device=mean.device)
+
+
 _KERNELS = {
+    aten.normal.Tensor_float: _normal_tensor_float,
+    aten.normal.float_Tensor: _normal_float_tensor,
+    aten.normal.Tensor_Tensor: _normal_tensor_tensor,
     aten._fused_sgd.default: _fused_sgd,
     aten._fused_sgd_.default: _fused_sgd_,
     aten._fused_sgd.tensor_lr: _fused_sgd,
@@ -264,11 +296,20 @@ _KERNELS = {
 }
 
 
+#: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
+#: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
+_PYTHON_DISPATCHER_METAS = (aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor)
+
+
 def register() -> None:
-    """Registers the kernels above for the Meta key (once), replacing PyTorch's LSTM cell kernel."""
+    """Registers the kernels above for the Meta key (once), replacing PyTorch's LSTM cell kernel
+    and, for the Python dispatcher too, its ``torch.normal`` kernels."""
     if _libraries:
         return
     library = torch.library.Library("aten", "IMPL", "Meta")
     for op, kernel in _KERNELS.items():
         library.impl(op, kernel)
+    for op in _PYTHON_DISPATCHER_METAS:
+        op.py_kernels[torch._C.DispatchKey.Meta] = _KERNELS[op]
+        op._dispatch_cache.clear()
     _libraries.append(library)

@@ -31,7 +31,7 @@ def _index(device: torch.device | int | str | None) -> int:
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "neuron":
-            raise ValueError(f"expected a neuron device, got {device}")
+            raise ValueError(f"Expected a neuron device, but got: {device}")  # torch.cuda's words
         index = device.index if device.index is not None else _C._current_device()
     else:
         index = int(device)
@@ -76,12 +76,15 @@ def current_device() -> int:
 
 
 def set_device(device: torch.device | int | str) -> None:
-    """Sets this thread's current core.
+    """Sets this thread's current core; a negative index does nothing, as for ``torch.cuda.set_device``.
 
     Raises:
         RuntimeError: the index is not a visible core (as CUDA raises for a device ordinal it lacks).
+        ValueError: ``device`` names another device type ("Expected a neuron device, but got: cpu").
     """
     global _core_selected
+    if isinstance(device, int) and device < 0:
+        return
     _C._set_device(_index(device))
     _core_selected = True
 

@@ -19,9 +19,10 @@ import torch
 from torch_neuronx._compat.torch_internals import op_name, schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, call
+from torch_neuronx.lowering import registry
 from torch_neuronx.lowering.overflow import c10_type_name
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, aten_name, cpp_name, jax_dtype
+from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, TYPE_META_NAMES, aten_name, cpp_name, jax_dtype
 
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
@@ -47,6 +48,12 @@ _REWORDED = (
     (  # addcdiv_meta in ATen's PointwiseOps.cpp joins its message parts with two spaces here
         re.compile(r"^Integer division with addcdiv is no longer supported, and in a future release"),
         "Integer division with addcdiv is no longer supported, and in a future  release",
+    ),
+    (  # the generated out= check of structured kernels (and copy_arg) prints each dtype's TypeMeta
+        re.compile(r"Expected out tensor to have dtype (\w+) but got (\w+) instead"),
+        lambda match: "Expected out tensor to have dtype {}, but got {} instead".format(
+            *(_type_meta(name) for name in match.groups())
+        ),
     ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
@@ -80,6 +87,15 @@ _RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], .
         "For non-complex input tensors, argument alpha must not be a complex number.",
     ),
 )
+
+
+def _type_meta(name: str) -> str:
+    """The TypeMeta name of the dtype ATen names ``name`` ("Half" -> "c10::Half"); ``name`` if none.
+    Looked up when needed: naming complex32 makes a complex32 tensor, which warns."""
+    for dtype, type_meta in TYPE_META_NAMES.items():
+        if (name == "ComplexHalf") == (dtype == torch.complex32) and aten_name(dtype) == name:
+            return type_meta
+    return name
 
 
 def in_aten_words(error: Exception) -> Exception:
@@ -120,7 +136,9 @@ def _dtype_word(match: re.Match[str]) -> str:
 
 def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], error: Exception) -> NoReturn:
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
-    Scalar conversion errors, ATen's sizes and dtype names."""
+    Scalar conversion errors, ATen's sizes and dtype names; a random op's dtype refusal as its
+    lowering's ``dtype_rule`` (CUDA's kernel) words it."""
+    _raise_random_dtype_error(plan, metas)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
@@ -133,6 +151,18 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     if worded is error:
         raise error
     raise worded from None
+
+
+def _raise_random_dtype_error(plan: Plan, metas: list[Any]) -> None:
+    """Raises the ``dtype_rule`` error of a random op's lowering (lowering/random.py: the dtypes
+    CUDA's kernel takes, with its exception and message) when that rule refuses the call: the Python
+    meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout refuse some dtypes
+    first, in their own words ("log_normal not implemented for torch.complex64"). Returns otherwise."""
+    entry = registry.LOWERINGS.get(plan.functional)
+    if entry is None or not entry.random or entry.dtype_rule is None:
+        return
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
+    entry.dtype_rule(dict(zip(names, plan.functional_args(metas), strict=True)))
 
 
 #: The advanced-indexing reads whose index errors ATen raises as IndexError (TORCH_CHECK_INDEX in

@@ -89,6 +89,7 @@ class EagerKernel:
             if shape != list(metas[plan.writes[0]].shape):
                 return runners.resize_self_runner(plan)
         functional_metas = plan.functional_args(metas)
+        refused = None
         try:
             try:
                 result_meta = call(plan.op, metas)
@@ -97,10 +98,14 @@ class EagerKernel:
                 )
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
                 raise errors.in_aten_words(RuntimeError(str(error))) from None
+            except NotImplementedError:  # a RuntimeError too, handled below
+                raise
             except (RuntimeError, ValueError, IndexError, OverflowError) as error:
-                errors.raise_as_cpu(self.name, plan, metas, described, error)
+                refused = error
         except NotImplementedError:
             return runners.fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
+        if refused is not None:  # reworded outside: ATen's words may be a NotImplementedError
+            errors.raise_as_cpu(self.name, plan, metas, described, refused)
         resized = rules.resized_outputs(plan, values, metas, described)
         if resized:
             return runners.resize_runner(plan.op, resized)

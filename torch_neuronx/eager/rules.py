@@ -20,7 +20,7 @@ from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
@@ -28,7 +28,55 @@ _UNHELD = (torch.float64, torch.complex128)
 #: Unary ops whose ATen meta builds its TensorIterator with ``build_borrowing_unary_op``
 #: (UnaryOps.cpp), which checks that every operand has one dtype: an ``out=`` of another dtype is an
 #: error, not a cast, on CPU and CUDA alike. Their Python meta kernels cast or word it otherwise.
-_SAME_DTYPE_UNARY = frozenset({"neg", "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "bitwise_not"})
+_SAME_DTYPE_UNARY = frozenset(
+    {
+        "neg", "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "bitwise_not",
+        "conj_physical", "gelu", "softplus", "softshrink", "hardshrink",
+    }
+)  # fmt: skip
+
+#: Ops whose ``out=`` must have exactly the result's dtype: structured kernels that are not
+#: TensorIterator ops (ATen's generated ``set_output`` checks each ``out=`` tensor's dtype) and the
+#: generated ``out=`` forms of functional ops (``copy_arg``), on CPU and CUDA alike; their Python
+#: meta kernels accept any ``out=`` dtype, so ``torch.sort(x, out=(half, long))`` wrote rounded values.
+_EXACT_OUT_DTYPE = frozenset(
+    {
+        "sort", "tril", "triu", "aminmax", "index_add", "index_copy", "scatter_reduce", "renorm",
+        "_softmax", "avg_pool3d", "diag_embed", "slice_scatter", "unfold_copy", "lu_unpack",
+        "linalg_cross", "linalg_qr", "linalg_lu", "linalg_lu_factor_ex", "linalg_lu_solve",
+        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex",
+    }
+)  # fmt: skip
+
+#: Ops whose ``out=`` (their first) must have the result's dtype, checked by ATen code that CPU and
+#: CUDA share (ReduceOps.cpp, UnaryOps.cpp, BinaryOps.cpp, TensorAdvancedIndexing.cpp,
+#: BatchLinearAlgebra.cpp), each in its own words: op -> message of (result dtype, out dtype).
+_SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
+    "amax": lambda r, o: (
+        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
+        f"and {aten_name(o)} for out's dtype."
+    ),
+    "amin": lambda r, o: (
+        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
+        f"and {aten_name(o)} for out's dtype."
+    ),
+    "cummax": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "cummin": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "logcumsumexp": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "take": lambda r, o: (
+        f"take(): self and out expected to have the same dtype, but got self.dtype = {aten_name(r)} "
+        f"and out.dtype = {aten_name(o)}"
+    ),
+    "nan_to_num": lambda r, o: f"nan_to_num: dtype of out: {aten_name(o)} should be same as input: {aten_name(r)}",
+    "frexp": lambda r, o: (
+        f"torch.frexp() expects mantissa to have dtype {TYPE_META_NAMES[r]} but got {TYPE_META_NAMES[o]}"
+    ),
+    "heaviside": lambda r, o: "heaviside is not yet implemented for tensors with different dtypes.",
+    "ormqr": lambda r, o: (
+        f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
+        f"{aten_name(r)} and result has dtype {aten_name(o)}"
+    ),
+}
 
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
@@ -201,14 +249,21 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     """
     base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
     same_dtype = base in _SAME_DTYPE_UNARY
-    for result, target in zip(written, targets, strict=True):
+    for position, (result, target) in enumerate(zip(written, targets, strict=True)):
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
+        if position == 0 and base in _SAME_DTYPE_OUT_MESSAGES and destination != result.dtype:
+            raise RuntimeError(_SAME_DTYPE_OUT_MESSAGES[base](result.dtype, destination))
         if base in _BYTEBOOL_RESULT and destination not in (torch.bool, torch.uint8):
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
+        if base in _EXACT_OUT_DTYPE and destination != result.dtype:
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {TYPE_META_NAMES[result.dtype]}, but got "
+                f"{TYPE_META_NAMES[destination]} instead"
+            )
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
                 f"result type {aten_name(result.dtype)} can't be cast to the desired output type "

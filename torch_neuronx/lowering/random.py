@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime.dtypes import TORCH_DTYPE
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -44,48 +46,127 @@ def _scalar(value, dtype) -> jax.Array:
     return jnp.asarray(value).astype(dtype)
 
 
-def _require_floating(self, message: str, error: type[Exception], complex_ok: bool = False) -> None:
-    if not jnp.issubdtype(self.dtype, jnp.inexact if complex_ok else jnp.floating):
-        raise error(message.format(dtype=_torch_name(self.dtype)))
+# --- the dtypes CUDA's kernels take ---------------------------------------------------------------
+#
+# Each random op refuses the dtypes its CUDA kernel does not dispatch, with CUDA's exception and
+# message (ATen's DistributionTemplates.h and cuda/DistributionTemplates.h, torch 2.13), as its
+# lowering's ``dtype_rule``. The Python meta kernels of some (torch/_refs: exponential, cauchy,
+# log_normal, geometric) refuse a dtype first in their own words; eager/errors.py then raises the
+# rule's error instead.
+
+#: AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16): float8 and complex tensors are refused.
+_FLOATING = frozenset((torch.float32, torch.float64, torch.float16, torch.bfloat16))
+#: AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16): no bool, uint16/32/64, float8 or complex.
+_ALL_TYPES = _FLOATING | {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
+#: AT_DISPATCH_ALL_TYPES_AND3(Half, BFloat16, Bool).
+_ALL_TYPES_AND_BOOL = _ALL_TYPES | {torch.bool}
 
 
-def _torch_name(dtype) -> str:
-    """PyTorch's ScalarType name ("Long") of a JAX dtype, as its kernels name it in errors."""
-    return torch.empty(0, dtype=TORCH_DTYPE[jnp.dtype(dtype)]).type().removeprefix("torch.").removesuffix("Tensor")
+def _check_dispatched(kernel: str, dtype: torch.dtype, dtypes: frozenset[torch.dtype]) -> None:
+    """CUDA's AT_DISPATCH of ``kernel`` over ``dtypes``: NotImplementedError for any other dtype."""
+    if dtype not in dtypes:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
+
+
+def _dispatched(kernel: str, dtypes: frozenset[torch.dtype]) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule``: ``self``'s dtype is one CUDA's ``kernel`` dispatches (see _check_dispatched)."""
+    return lambda arguments: _check_dispatched(kernel, arguments["self"].dtype, dtypes)
+
+
+def _continuous(name: str, kernel: str, type_meta: bool = False) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule``: ATen's "{name} distribution is a continuous probability distribution"
+    RuntimeError for a non-floating ``self`` (its dtype as a ScalarType, or with ``type_meta`` as
+    the TypeMeta cauchy_ prints), then CUDA's dispatch of ``kernel`` (which refuses float8)."""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments["self"].dtype
+        if not dtype.is_floating_point:
+            shown = TYPE_META_NAMES[dtype] if type_meta else aten_name(dtype)
+            raise RuntimeError(
+                f"{name} distribution is a continuous probability distribution. "
+                f"dtype must be a floating point but you specified {shown}"
+            )
+        _check_dispatched(kernel, dtype, _FLOATING)
+
+    return rule
 
 
 # --- continuous distributions ------------------------------------------------------------------
 
 
-@lowering(aten.uniform.default, random=True, static=("from", "to"))
-def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key):
-    """torch.Tensor.uniform_ (and torch.rand): U[0, 1) * (to - from) + from computed in float32 and
-    rounded to ``self``'s dtype, as PyTorch's CPU kernel does; a value that rounds up to ``to`` (in
-    bfloat16, say) becomes ``from``, as on CPU and CUDA, so every result lies in [from, to).
-    The bounds are part of the executable (calls use few distinct ones: nn.init's per layer), so
-    from > to raises at the call, with CPU's message; integer tensors are rejected as on CPU."""
-    _require_floating(self, "\"check_uniform_bounds\" not implemented for '{dtype}'", NotImplementedError)
+def _check_uniform_bounds(from_: float, to: float, dtype: torch.dtype) -> None:
+    """ATen's uniform_ checks (``uniform_impl_``, the same on CPU and CUDA) for a tensor of the
+    floating ``dtype``: both bounds within its range, from <= to, and to - from within its range."""
+    info = torch.finfo(dtype)
+    for value, name in ((from_, "from"), (to, "to")):
+        if not info.min <= value <= info.max:
+            raise RuntimeError(f"{name} is out of bounds for {TYPE_META_NAMES[dtype]}")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
-    dtype = _sample_dtype(self.dtype)
+    if to - from_ > info.max:
+        raise RuntimeError(
+            f"uniform_ expects to-from <= std::numeric_limits<{aten_name(dtype)}>::max(), but found to={to:g} "
+            f"and from={from_:g} which result in to-from to exceed the limit"
+        )
+
+
+def _uniform_in(rng_key, shape, from_: float, to: float, dtype) -> jax.Array:
+    """U[from, to) in the real ``dtype`` as CPU and CUDA compute it: the bounds rounded to ``dtype``,
+    U[0, 1) * (to - from) + from in float32 (for 16-bit dtypes too), rounded to ``dtype``; a value
+    that rounds up to ``to`` becomes ``from`` (CUDA's uniform kernel maps, rounds and then checks the
+    upper bound), so every result lies in [from, to)."""
     low, high = _scalar(from_, dtype), _scalar(to, dtype)
-    value = (_uniform(rng_key, self.shape) * (high - low) + low).astype(self.dtype)
-    return jnp.where(value == _scalar(to, self.dtype), _scalar(from_, self.dtype), value)
+    sample = _sample_dtype(dtype)
+    value = (_uniform(rng_key, shape) * (high.astype(sample) - low.astype(sample)) + low.astype(sample)).astype(dtype)
+    return jnp.where(value == high, low, value)
+
+
+def _uniform_dtypes(arguments: dict[str, Any]) -> None:
+    """uniform_impl_: a complex tensor draws into its real view; others dispatch as below."""
+    if not arguments["self"].dtype.is_complex:
+        _check_dispatched("check_uniform_bounds", arguments["self"].dtype, _FLOATING)
+
+
+@lowering(aten.uniform.default, random=True, static=("from", "to"), metas=True, dtype_rule=_uniform_dtypes)
+def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
+    """torch.Tensor.uniform_ (and torch.rand, rand_like): samples in [from, to) of ``self``'s dtype
+    (see :func:`_uniform_in`). A complex tensor draws its real and imaginary parts each in
+    [from, to), as ATen draws into ``view_as_real(self)``; complex32's parts are float16 samples, so
+    they stay below ``to`` after the float16 rounding. The bounds are part of the executable (calls
+    use few distinct ones: nn.init's per layer), so ATen's bounds checks raise at the call with its
+    messages; integer tensors are rejected as on CPU and CUDA."""
+    dtype = metas[0].dtype
+    if dtype.is_complex:
+        part = torch.float16 if dtype == torch.complex32 else torch.float32
+        _check_uniform_bounds(from_, to, part)
+        parts = _uniform_in(rng_key, (*self.shape, 2), from_, to, JAX_DTYPE[part]).astype(jnp.float32)
+        return jax.lax.complex(parts[..., 0], parts[..., 1])
+    _check_uniform_bounds(from_, to, dtype)
+    return _uniform_in(rng_key, self.shape, from_, to, self.dtype)
 
 
 def _check_std(std) -> None:
     device_check(std < 0, 0, "normal expects std >= 0.0, but found a negative std")
 
 
-@lowering(aten.normal_functional.default, aten.normal_.default, random=True)
+def _normal_dtypes(arguments: dict[str, Any]) -> None:
+    """normal_impl_: a complex tensor draws into its real view; others dispatch as below."""
+    if not arguments["self"].dtype.is_complex:
+        _check_dispatched("normal_kernel_cuda", arguments["self"].dtype, _FLOATING)
+
+
+@lowering(aten.normal_functional.default, aten.normal_.default, random=True, dtype_rule=_normal_dtypes)
 def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
-    """torch.Tensor.normal_: N(mean, std**2) (complex: real and imaginary parts each of variance
-    std**2 / 2, as PyTorch draws them); std < 0 raises as on CPU."""
-    _require_floating(self, "\"normal_kernel_cpu\" not implemented for '{dtype}'", NotImplementedError, True)
+    """torch.Tensor.normal_ (and torch.randn): N(mean, std**2). A complex tensor's real and
+    imaginary parts are each N(mean, std**2 / 2), as ATen draws into ``view_as_real(self)`` with
+    std / sqrt(2): both parts are shifted by ``mean``. std < 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     real = jnp.finfo(dtype).dtype
-    mean, std = _scalar(mean, dtype), _scalar(std, real)
+    std = _scalar(std, real)
     _check_std(std)
+    mean = _scalar(mean, real)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        mean = jax.lax.complex(mean, mean)
     return mean + std * jax.random.normal(rng_key, self.shape, dtype)
 
 
@@ -94,56 +175,60 @@ def _normal_tensors(mean, std, shape, rng_key):
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
-@lowering(aten.normal.Tensor_float, random=True)
+def _normal_result_dtypes(name: str) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule``: ATen draws ``torch.normal``'s result (of argument ``name``'s dtype) with
+    normal_impl_, whose CUDA kernel takes the floating dtypes (a complex result draws its real view)."""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments[name].dtype
+        if not dtype.is_complex:
+            _check_dispatched("normal_kernel_cuda", dtype, _FLOATING)
+
+    return rule
+
+
+@lowering(aten.normal.Tensor_float, random=True, dtype_rule=_normal_result_dtypes("mean"))
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
     _check_std(std)
     return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
-@lowering(aten.normal.float_Tensor, random=True)
+@lowering(aten.normal.float_Tensor, random=True, dtype_rule=_normal_result_dtypes("std"))
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
-@lowering(aten.normal.Tensor_Tensor, random=True)
+@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_result_dtypes("mean"))
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
     return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), rng_key)
 
 
-@lowering(aten.exponential.default, random=True)
+@lowering(aten.exponential.default, random=True, dtype_rule=_continuous("Exponential", "exponential_cuda"))
 def exponential(self, lambd=1.0, *, generator=None, rng_key):
     """torch.Tensor.exponential_: -log(1 - U) / lambd, in [0, inf); lambd <= 0 raises as on CPU."""
-    _require_floating(
-        self,
-        "Exponential distribution is a continuous probability distribution. "
-        "dtype must be a floating point but you specified {dtype}",
-        RuntimeError,
-    )
     dtype = _sample_dtype(self.dtype)
     rate = _scalar(lambd, dtype)
     device_check(rate <= 0, 0, "exponential_ expects lambda > 0.0")
     return -jnp.log1p(-_uniform(rng_key, self.shape)) / rate
 
 
-@lowering(aten.log_normal.default, random=True)
+@lowering(aten.log_normal.default, random=True, dtype_rule=_dispatched("log_normal_cuda", _FLOATING))
 def log_normal(self, mean=1.0, std=2.0, *, generator=None, rng_key):
     """torch.Tensor.log_normal_: exp(N(mean, std**2)); std <= 0 raises as on CPU."""
-    _require_floating(self, "\"log_normal_cpu\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     mean, std = _scalar(mean, dtype), _scalar(std, dtype)
     device_check(std <= 0, 0, "log_normal_ expects std > 0.0")
     return jnp.exp(mean + std * jax.random.normal(rng_key, self.shape, dtype))
 
 
-@lowering(aten.cauchy.default, random=True)
+@lowering(aten.cauchy.default, random=True, dtype_rule=_continuous("Cauchy", "cauchy_cuda", type_meta=True))
 def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
     """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
-    _require_floating(self, "\"cauchy_cpu\" not implemented for '{dtype}'", NotImplementedError)
     dtype = _sample_dtype(self.dtype)
     median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
     device_check(sigma <= 0, 0, "cauchy_ expects sigma > 0.0")
@@ -153,15 +238,22 @@ def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
 # --- discrete distributions ----------------------------------------------------------------------
 
 
-@lowering(aten.rrelu_with_noise_functional.default, random=True, static=("lower", "upper"))
+def _rrelu_dtypes(arguments: dict[str, Any]) -> None:
+    """CUDA's rrelu_with_noise: training dispatches ``rrelu_with_noise_out_cuda``, evaluation is a
+    leaky ReLU (``leaky_relu_cuda``), both over the floating dtypes."""
+    kernel = "rrelu_with_noise_out_cuda" if arguments["training"] else "leaky_relu_cuda"
+    _check_dispatched(kernel, arguments["self"].dtype, _FLOATING)
+
+
+@lowering(aten.rrelu_with_noise_functional.default, random=True, static=("lower", "upper"), dtype_rule=_rrelu_dtypes)
 def rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None, *, rng_key):
     """F.rrelu (randomized leaky ReLU, Xu et al. 2015), returning (output, noise).
 
     Training: each element ``x <= 0`` is scaled by ``r ~ U[lower, upper)`` drawn in float32 (the
     product rounds once to ``self``'s dtype, as CUDA's kernel computes in its accumulate type) and
     ``noise`` records ``r``, elsewhere 1 (what the backward multiplies by). Evaluation: a leaky ReLU
-    of slope ``(lower + upper) / 2``, ``noise`` unchanged. Checks and errors are the CPU kernel's."""
-    _require_floating(self, "\"rrelu_with_noise_out_cpu\" not implemented for '{dtype}'", NotImplementedError)
+    of slope ``(lower + upper) / 2``, ``noise`` unchanged. Checks and errors are the CPU kernel's,
+    dtype refusals CUDA's."""
     if tuple(noise.shape) != tuple(self.shape):
         raise RuntimeError(
             "noise tensor shape must match self tensor shape. "
@@ -186,7 +278,12 @@ def _bernoulli(rng_key, shape, p) -> jax.Array:
     return _uniform(rng_key, shape) < p.astype(jnp.float32)
 
 
-@lowering(aten.bernoulli.p, aten.bernoulli_.float, random=True)
+@lowering(
+    aten.bernoulli.p,
+    aten.bernoulli_.float,
+    random=True,
+    dtype_rule=_dispatched("bernoulli_scalar_cuda_", _ALL_TYPES_AND_BOOL),
+)
 def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
     ``p``; p outside [0, 1] raises as on CPU."""
@@ -195,21 +292,29 @@ def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     return _bernoulli(rng_key, self.shape, p)
 
 
-@lowering(aten.bernoulli.Tensor, random=True)
+def _bernoulli_tensor_dtypes(arguments: dict[str, Any]) -> None:
+    """CUDA's bernoulli_kernel(self, p): floating probabilities, then its dispatch of ``self``."""
+    p = arguments.get("p", arguments["self"])
+    if not p.dtype.is_floating_point:
+        raise RuntimeError(f"expected probabilities tensor to have floating type, got {aten_name(p.dtype)}")
+    _check_dispatched("bernoulli_tensor_cuda_self_", arguments["self"].dtype, _ALL_TYPES_AND_BOOL)
+
+
+@lowering(aten.bernoulli.Tensor, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli_tensor(self, p, *, generator=None, rng_key):
     """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype."""
     device_check(jnp.any((p < 0) | (p > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, jnp.broadcast_to(p, self.shape))
 
 
-@lowering(aten.bernoulli.default, random=True)
+@lowering(aten.bernoulli.default, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli(self, *, generator=None, rng_key):
     """torch.bernoulli(input): 1 with probability input[i], in ``input``'s dtype."""
     device_check(jnp.any((self < 0) | (self > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, self)
 
 
-@lowering(aten.geometric.default, random=True)
+@lowering(aten.geometric.default, random=True, dtype_rule=_dispatched("geometric_cuda", _ALL_TYPES))
 def geometric(self, p, *, generator=None, rng_key):
     """torch.Tensor.geometric_: trials until the first success, ceil(log(1 - U) / log(1 - p)) >= 1;
     p outside (0, 1) raises as on CPU."""
@@ -236,23 +341,24 @@ def _integer_max(dtype) -> int:
 
 
 def _check_in_range(value: int, name: str, dtype) -> None:
-    """PyTorch's check_from_to_in_range for one bound."""
-    torch_dtype = TORCH_DTYPE[jnp.dtype(dtype)]
+    """PyTorch's check_from_to_in_range for one bound, with its words (the dtype's TypeMeta name)."""
+    shown = TYPE_META_NAMES[TORCH_DTYPE[jnp.dtype(dtype)]]
     digits = _digits(dtype)
     if digits is not None:
         info = jnp.finfo(dtype)
         if not float(info.min) <= value <= float(info.max):
-            raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+            raise RuntimeError(f"{name} is out of bounds for {shown}")
         if not -(1 << digits) <= value <= (1 << digits):
             warnings.warn(
-                f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {torch_dtype} can "
-                "support discrete uniform distribution only within this range.",
+                f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {shown} can "
+                "support discrete uniform distribution only within this range. This warning will become an error "
+                "in version 1.7 release, please fix the code in advance",
                 stacklevel=2,
             )
         return
     low, high = (0, 1) if dtype == jnp.bool_ else (int(jnp.iinfo(dtype).min), int(jnp.iinfo(dtype).max))
     if not low <= value <= high:
-        raise RuntimeError(f"{name} is out of bounds for {torch_dtype}")
+        raise RuntimeError(f"{name} is out of bounds for {shown}")
 
 
 def _integers(rng_key, shape, low: int, count: int) -> jax.Array:
@@ -264,20 +370,36 @@ def _integers(rng_key, shape, low: int, count: int) -> jax.Array:
     return (bits % np.uint64(count)).astype(jnp.int64) + np.int64(low)
 
 
-@lowering(aten.random.default, random=True)
+def _random_from_to_dtypes(arguments: dict[str, Any]) -> None:
+    """random_from_to_impl's dtype checks, in its order (an empty range raises first, in the lowering)."""
+    dtype, start, to = arguments["self"].dtype, arguments.get("from", 0), arguments.get("to")
+    if to is not None and start >= to:
+        return
+    if to is None and start == -(1 << 63):
+        _check_dispatched("random_full_64_bits_range_kernel_cuda", dtype, _ALL_TYPES | {torch.bfloat16})
+        if dtype not in (torch.int64, torch.float64, torch.float32, torch.bfloat16):
+            raise RuntimeError("random_full_64_bits_range_kernel_cuda handles only int64, double, float and bfloat16")
+    elif dtype.is_floating_point:
+        _check_dispatched("random_update_from_to" if to is not None else "random_from_to_range_calc", dtype, _FLOATING)
+    elif dtype.is_complex:
+        where = "check_random_bounds" if to is not None else "random_from_to_impl"
+        raise RuntimeError(f"{where} handles only integral, floating-point and boolean types")
+
+
+@lowering(aten.random.default, random=True, dtype_rule=_dispatched("random_kernel_cuda", _ALL_TYPES_AND_BOOL))
 def random(self, *, generator=None, rng_key):
     """torch.Tensor.random_(): integers in [0, 2**digits] for floating dtypes (every integer the
     dtype represents exactly), [0, max] for integer dtypes, {0, 1} for bool."""
     return _integers(rng_key, self.shape, 0, _integer_max(self.dtype) + 1)
 
 
-@lowering(aten.random.to, random=True)
+@lowering(aten.random.to, random=True, dtype_rule=_random_from_to_dtypes)
 def random_to(self, to, *, generator=None, rng_key):
     """torch.Tensor.random_(to): integers in [0, to)."""
     return random_from(self, 0, to, rng_key=rng_key)
 
 
-@lowering(getattr(aten.random, "from"), random=True)
+@lowering(getattr(aten.random, "from"), random=True, dtype_rule=_random_from_to_dtypes)
 def random_from(self, from_, to=None, *, generator=None, rng_key):
     """torch.Tensor.random_(from, to): integers in [from, to); ``to=None`` means up to the dtype's
     largest (2**digits for floating dtypes); bounds are checked as PyTorch checks them."""
@@ -299,7 +421,14 @@ def random_from(self, from_, to=None, *, generator=None, rng_key):
     return _integers(rng_key, self.shape, from_, last - from_ + 1)
 
 
-@lowering(aten.native_dropout.default, static=("train",), random=True)
+def _dropout_dtypes(arguments: dict[str, Any]) -> None:
+    """CUDA's native_dropout: a training call with 0 <= p < 1 on a non-empty input dispatches
+    ``fused_dropout`` over the floating dtypes (evaluation clones, p == 1 gives zeros, any dtype)."""
+    if arguments["train"] is not False and arguments["p"] != 1 and arguments["input"].numel() > 0:
+        _check_dispatched("fused_dropout", arguments["input"].dtype, _FLOATING)
+
+
+@lowering(aten.native_dropout.default, static=("train",), random=True, dtype_rule=_dropout_dtypes)
 def native_dropout(input, p, train, *, rng_key):
     """torch.nn.functional.dropout's kernel: (input * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p)
     when training (p == 1 zeroes everything); (input, all True) otherwise."""

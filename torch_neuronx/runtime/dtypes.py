@@ -79,6 +79,30 @@ CPP_TYPE_NAMES: dict[np.dtype, str] = {
 }
 
 
+#: torch dtype -> caffe2::TypeMeta's name, which ATen prints where an error streams a tensor's
+#: ``dtype()`` ("Expected out tensor to have dtype float, but got c10::Half instead").
+TYPE_META_NAMES: dict[torch.dtype, str] = {
+    torch.bool: "bool",
+    torch.uint8: "unsigned char",
+    torch.int8: "signed char",
+    torch.int16: "short int",
+    torch.int32: "int",
+    torch.int64: "long int",
+    torch.uint16: "short unsigned int",
+    torch.uint32: "unsigned int",
+    torch.uint64: "long unsigned int",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.float8_e4m3fn: "c10::Float8_e4m3fn",
+    torch.float8_e5m2: "c10::Float8_e5m2",
+    torch.complex32: "c10::complex<c10::Half>",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
+
 def aten_name(dtype: torch.dtype | np.dtype) -> str:
     """ATen's name of a torch or JAX dtype in its kernels' errors: Float, BFloat16, Long, Byte."""
     if not isinstance(dtype, torch.dtype):
