@@ -50,20 +50,24 @@ def record(
     outputs: list[jax.Array],
     checks: list[tuple[str, type[Exception], bool]],
     stack: str | None = None,
+    *,
+    at_launch: bool = True,
 ) -> None:
     """Records the checks of one launch: ``checks`` holds (message, error, synchronous) per check and
     ``outputs`` its (failed, detail); ``stack`` is where it was launched (default: the caller's stack,
-    with TORCH_NEURONX_ENABLE_STACK_TRACE=1). When a check is synchronous, waits for the launch and
-    raises the earliest fault pending on ``device`` (as CUDA's host-side checks synchronise)."""
+    with TORCH_NEURONX_ENABLE_STACK_TRACE=1). When a check is synchronous and this is its launch
+    (``at_launch``; not a flush of adaptive eager's recorded ops, which records every op's checks
+    first), waits for the launch and raises the earliest fault pending on ``device`` (as CUDA's
+    host-side checks synchronise)."""
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
     queue = _pending.setdefault(device, [])
     synchronous = False
-    for (message, error, at_launch), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
-        queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, at_launch))
-        synchronous = synchronous or at_launch
-    if synchronous:
+    for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
+        queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, blocking and at_launch))
+        synchronous = synchronous or blocking
+    if synchronous and at_launch:
         raise_pending(device)
 
 
