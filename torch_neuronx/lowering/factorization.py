@@ -54,10 +54,18 @@ def _first_index(failed: jax.Array) -> jax.Array:
 
 def _check_info(info: jax.Array, message: str, error: type[Exception] = LinAlgError) -> None:
     """Raises ``message`` (``{detail}`` is the first nonzero info) at the op when any info is
-    nonzero, as ``torch._linalg_check_errors`` does on the host (CUDA's waits for the op)."""
+    nonzero, as ``torch._linalg_check_errors`` does on the host (CUDA's waits for the op). For a
+    batch (``info`` of one dimension or more) the message names the first failing matrix after the
+    op's name, as ATen's does: "linalg.inv: (Batch element 2): The diagonal element 3 is zero ..."."""
     flat = info.reshape(-1)
-    first = flat[jnp.argmax(flat != 0)] if flat.size else jnp.int32(0)
-    device_check(jnp.any(flat != 0), first, message, error, synchronous=True)
+    index = jnp.argmax(flat != 0) if flat.size else jnp.int64(0)
+    first = flat[index] if flat.size else jnp.int32(0)
+    detail = first
+    if info.ndim:
+        name, rest = message.split(": ", 1)
+        message = f"{name}: (Batch element {{batch}}): {rest.replace('{detail}', '{info}')}"
+        detail = index.astype(jnp.int64) * 2**32 + first.astype(jnp.int64)
+    device_check(jnp.any(flat != 0), detail, message, error, synchronous=True)
 
 
 def _check_finite(a: jax.Array, message: str, error: type[Exception]) -> None:

@@ -85,7 +85,9 @@ def raise_pending(device: int) -> None:
 
 def _describe(device: int, check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
-    text = f"{check.op} on neuron:{device}: {check.message.format(detail=detail)}"
+    # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})".
+    message = check.message.format(detail=detail, batch=detail >> 32, info=detail & 0xFFFFFFFF)
+    text = f"{check.op} on neuron:{device}: {message}"
     if _LAUNCH_BLOCKING or check.synchronous:
         return text
     text += (
