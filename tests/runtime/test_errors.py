@@ -794,3 +794,23 @@ def test_resizing_a_non_empty_out_warns_once_per_output_as_on_cpu(call):
         # The CPU's warnings end in "(Triggered internally at .../Resize.cpp:30.)".
         messages.append(sorted(str(warning.message).split(" (Triggered internally")[0] for warning in caught))
     assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.linalg.eigh(
+            torch.eye(3, device=d), out=(torch.empty(0, device=d), torch.empty(0, device=d).int())
+        ),
+        lambda d: torch.linalg.slogdet(
+            torch.eye(3, device=d), out=(torch.empty(0, device=d), torch.empty(0, device=d).long())
+        ),
+        lambda d: torch.linalg.cholesky(torch.eye(3, device=d), out=torch.empty(0, dtype=torch.int16, device=d)),
+        lambda d: torch.linalg.det(torch.eye(3, dtype=torch.complex64, device=d), out=torch.empty(0, device=d)),
+    ],
+    ids=["eigh", "slogdet", "cholesky", "det"],
+)
+def test_linalg_out_of_a_dtype_the_result_cannot_take_raises_atens_error(call):
+    # ATen's checkLinalgCompatibleDtype: "Expected out tensor to have dtype float, but got int instead".
+    cpu, neuron = _errors_on_cpu_and_neuron(call)
+    assert neuron == cpu

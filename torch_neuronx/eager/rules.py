@@ -20,7 +20,7 @@ from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name
+from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, aten_name, cpp_name, jax_dtype
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
@@ -209,6 +209,12 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
+        if not torch.can_cast(result.dtype, destination) and base.lstrip("_").startswith("linalg_"):
+            # ATen's checkLinalgCompatibleDtype (LinalgUtils.h), which names C++ types.
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {cpp_name(jax_dtype(result.dtype))}, but got "
+                f"{cpp_name(jax_dtype(destination))} instead"
+            )
         if not torch.can_cast(result.dtype, destination):
             raise RuntimeError(
                 f"result type {aten_name(result.dtype)} can't be cast to the desired output type "
