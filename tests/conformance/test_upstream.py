@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pathlib
+import unittest
 
 import pyarrow.parquet as pq
 import pytest
@@ -82,6 +83,31 @@ def test_renamed_names_are_bound_where_the_installed_release_lacks_them():
     assert upstream_tests.install_compat() == []
 
 
+def test_fixtures_calling_super_of_their_own_class_run_once_each():
+    # test_linalg's TestLinalg calls super(self.__class__, self).setUp(), which recursed once 2.13
+    # made the generic class a base of the device class.
+    from torch.testing._internal.common_utils import TestCase
+
+    calls = []
+
+    class TestOldStyle(TestCase):
+        def setUp(self):
+            super(self.__class__, self).setUp()
+            calls.append("setUp")
+
+        def tearDown(self):
+            calls.append("tearDown")
+            super(self.__class__, self).tearDown()
+
+        def test_x(self):
+            calls.append("test")
+
+    device_class = type("TestOldStyleNEURON", (upstream_tests.NeuronTestBase, TestOldStyle), {})
+    result = unittest.TestResult()
+    device_class("test_x").run(result)
+    assert (result.errors, result.failures, calls) == ([], [], ["setUp", "test", "tearDown"])
+
+
 def test_old_skipops_form_checks_its_names_against_the_test():
     # The old skipOps(class, test, entries) names what 2.13's form reads from the test itself.
     class TestSomething:
@@ -110,6 +136,11 @@ def test_missing_test_files_say_how_to_provide_them(tmp_path):
         ("test_float64_flag_neuron", False),
         ("test_trivial_fancy_out_of_bounds_neuron", True),
         ("test_trivial_fancy_neuron", False),
+        ("test_kaiser_window_neuron_bfloat16", True),
+        ("test_kaiser_window_neuron_int64", False),
+        ("test_signal_window_functions_window_hann_neuron_float32", True),
+        ("test_pin_memory", True),
+        ("test_pin_memory_from_constructor_neuron", False),
     ],
 )
 def test_skips_follow_the_name_and_the_dtype_suffix(name, skipped):
@@ -137,3 +168,18 @@ def test_publish_replaces_only_its_own_section(tmp_path):
     assert doc.read_text() == (
         f"# Operator coverage\n\nnew table\n\n{upstream.BEGIN}\n## Upstream\n\nsecond\n{upstream.END}\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("claims", "fp64_only"),
+    [
+        ("did not work in forward but are listed by the OpInfo: {torch.float64}", True),
+        ("did not work in backward but are listed by the OpInfo: {torch.float64, torch.complex128}", True),
+        ("did not work in forward but are listed by the OpInfo: {torch.float64, torch.float16}", False),
+        ("worked in forward but are not listed by the OpInfo: {torch.complex64}", False),
+    ],
+)
+def test_dtype_claims_failing_by_fp64_alone_count_as_the_policy(claims, fp64_only):
+    # test_ops' test_dtypes: the OpInfo's dtypes for a PrivateUse1 device are the CPU's, FP64 included.
+    message = f"The supported dtypes for add on device type neuron are incorrect! The following dtypes {claims}."
+    assert upstream_plugin._only_fp64_claims(message) is fp64_only

@@ -145,23 +145,48 @@ def test_info_reports_the_failure_index(dtype):
         (lambda a: torch.linalg.svdvals(a / 0), "input matrix contained non-finite values"),
     ],
 )
-def test_checked_forms_raise_linalg_error(fn, match):
+def test_checked_forms_raise_linalg_error_at_the_op(fn, match):
+    # CUDA checks LAPACK's info on the host after copying it back, so these raise at the op there too
+    # (test_linalg's assertRaises around the call), not at a later synchronisation.
     a = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     a[0, 0] = -1.0 if "minor" in match else 1.0
     with pytest.raises(torch.linalg.LinAlgError, match=match):
         fn(a)
-    with pytest.raises(torch.linalg.LinAlgError, match=match):
+    with pytest.raises(torch.linalg.LinAlgError, match=match) as raised:
         fn(a.to("neuron"))
-        torch.neuron.synchronize()
+    assert "synchronization point" not in str(raised.value)
 
 
-def test_eig_rejects_non_finite_input():
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: torch.linalg.cholesky_ex(a, check_errors=True),
+        lambda a: torch.linalg.inv(a),
+        lambda a: torch.linalg.solve(a, a[..., :1].clone()),
+        lambda a: torch.linalg.lu_factor_ex(a, check_errors=True),
+    ],
+    ids=["cholesky_ex", "inv", "solve", "lu_factor_ex"],
+)
+def test_batched_checked_forms_name_the_failing_matrix_as_aten(fn):
+    # ATen's _linalg_check_errors: "linalg.inv: (Batch element 3): The diagonal element 2 is zero ...".
+    batch = torch.eye(3).repeat(5, 1, 1)
+    batch[3, 1, 1] = 0
+    messages = []
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError) as raised:
+            fn(batch.to(device))
+        messages.append(str(raised.value))
+    # Raised by a device check, neuron's message starts with the op: "aten::... on neuron:0: ".
+    assert messages[1].split(" on neuron:0: ")[-1] == messages[0]
+    assert "(Batch element 3)" in messages[0]
+
+
+def test_eig_rejects_non_finite_input_at_the_op():
     a = torch.tensor([[float("nan"), 1.0], [1.0, 1.0]])
     with pytest.raises(RuntimeError, match="should not contain infs or NaNs"):
         torch.linalg.eig(a)
     with pytest.raises(RuntimeError, match="should not contain infs or NaNs"):
         torch.linalg.eig(a.to("neuron"))
-        torch.neuron.synchronize()
 
 
 def test_pinv_gradient_matches_cpu():

@@ -137,6 +137,28 @@ def test_interpolate_integer_nearest():
     _assert_matches(lambda t: F.interpolate(t, size=(5, 9), mode="nearest"), x, grad=False)
 
 
+@pytest.mark.parametrize(
+    ("mode", "dtype"),
+    [
+        ("nearest", torch.int64),
+        ("nearest-exact", torch.int8),
+        ("bilinear", torch.uint8),
+        ("bicubic", torch.int32),
+        ("linear", torch.uint8),
+    ],
+)
+@pytest.mark.parametrize("antialias", [False, True])
+def test_interpolation_dtypes_cuda_refuses_raise_its_dispatch_error(mode, dtype, antialias):
+    # CUDA interpolates floating-point inputs, and uint8 in the nearest modes; test_nn's
+    # test_upsamplingBiMode2d_nonsupported_dtypes expects "not implemented for" for the rest.
+    if antialias and mode not in ("bilinear", "bicubic"):
+        pytest.skip("antialias is for bilinear and bicubic")
+    shape = (1, 2, 6) if mode == "linear" else (1, 2, 6, 6)
+    x = torch.ones(shape, dtype=dtype, device="neuron")
+    with pytest.raises(NotImplementedError, match=r"\"\w+_out_frame\" not implemented for '\w+'"):
+        F.interpolate(x, size=shape[2:] if antialias else (4,) * (len(shape) - 2), mode=mode, antialias=antialias)
+
+
 def test_upsample_ops_reach_their_lowerings():
     x = torch.randn(1, 2, 3, 4)
     _assert_matches(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -667,6 +668,60 @@ def test_integer_addcdiv_error_is_atens_message():
     assert neuron == cpu
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.bool, torch.float32])
+@pytest.mark.parametrize("scales", [{"beta": 2.5}, {"alpha": 1.5}, {"beta": 1j, "alpha": 1.5}, {"alpha": 1j}])
+def test_addr_scales_the_result_cannot_take_raise_atens_error(dtype, scales):
+    # torch/_refs' addr, the meta kernel, says "cannot safely convert <class 'float'> to Int".
+    def call(device):
+        vector = torch.ones(3, dtype=dtype, device=device)
+        return torch.addr(torch.ones(3, 3, dtype=dtype, device=device), vector, vector, **scales)
+
+    if dtype.is_floating_point and not any(isinstance(value, complex) for value in scales.values()):
+        torch.testing.assert_close(call("neuron").cpu(), call("cpu"))
+        return
+    cpu, neuron = _errors_on_cpu_and_neuron(call)
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, i: x.clone().fill_(2 + 1j),
+        lambda x, i: torch.full((2,), 1 + 1j, dtype=x.dtype, device=x.device),
+        lambda x, i: torch.threshold(x, 1 + 1j, 2),
+        lambda x, i: x.index_fill(0, i, 2),  # builds the executable the next call may reuse
+        lambda x, i: x.index_fill(0, i, 1 + 1j),
+        lambda x, i: x.clone().index_fill_(0, i, 1 + 0j),
+    ],
+    ids=["fill_", "full", "threshold", "index_fill-real", "index_fill", "index_fill_-zero-imaginary"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_complex_scalars_for_real_results_raise_as_on_cpu(call, dtype):
+    # c10 converts a complex Scalar to a real type only when its imaginary part is zero; index_fill
+    # refuses any complex value first. Neuron dropped the imaginary part, a wrong value.
+    def make(device):
+        return call(torch.zeros(3, dtype=dtype, device=device), torch.tensor([0, 2], device=device))
+
+    try:
+        expected = make("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError) as raised:
+            make("neuron")
+        assert str(raised.value) == str(error)
+        return
+    torch.testing.assert_close(make("neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize("op", [torch.complex, torch.polar])
+@pytest.mark.parametrize(
+    "dtypes", [(torch.int8, torch.int8), (torch.float32, torch.int32), (torch.bool, torch.float32)]
+)
+def test_complex_parts_that_are_not_floating_point_raise_atens_error(op, dtypes):
+    # The Python meta kernel asserts about one part; ATen names both parts' dtypes.
+    cpu, neuron = _errors_on_cpu_and_neuron(lambda d: op(*(torch.ones(2, dtype=t, device=d) for t in dtypes)))
+    assert neuron == cpu
+
+
 @pytest.mark.parametrize(
     "call", [torch.clamp, torch.Tensor.clamp, torch.Tensor.clamp_], ids=["clamp", "Tensor.clamp", "clamp_"]
 )
@@ -701,6 +756,14 @@ def test_rounding_of_complex_raises_not_implemented_as_cpu(op):
             op(torch.ones(2, dtype=torch.complex64, device=device))
         messages.append(str(raised.value))
     assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize("call", [torch.round, lambda x: torch.round(x, decimals=2), torch.Tensor.round_])
+def test_round_of_complex_raises_not_implemented_as_cpu_and_cuda(call):
+    # Neuron rounded each part (test_ops' test_dtypes of _refs.round: "worked but not listed").
+    for device in ("cpu", "neuron"):
+        with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
+            call(torch.ones(2, dtype=torch.complex64, device=device))
 
 
 @pytest.mark.parametrize("op", [torch.all, torch.any])
@@ -757,3 +820,45 @@ def test_in_place_abs_of_complex_raises_as_cpu():
     assert neuron == cpu
     x = torch.tensor([-1.5, 2.0])
     torch.testing.assert_close(x.to("neuron").abs_().cpu(), x.abs_())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.linalg.eigh(
+            torch.eye(3, device=d), out=(torch.empty(7, 7, device=d), torch.empty(7, 7, device=d))
+        ),
+        lambda d: torch.add(torch.ones(3, device=d), 1, out=torch.empty(2, device=d)),
+    ],
+    ids=["eigh", "add"],
+)
+def test_resizing_a_non_empty_out_warns_once_per_output_as_on_cpu(call):
+    # Python meta kernels warn too, in their own words; only ATen's warning may reach the user.
+    messages = []
+    for device in ("cpu", "neuron"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call(device)
+        # The CPU's warnings end in "(Triggered internally at .../Resize.cpp:30.)".
+        messages.append(sorted(str(warning.message).split(" (Triggered internally")[0] for warning in caught))
+    assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.linalg.eigh(
+            torch.eye(3, device=d), out=(torch.empty(0, device=d), torch.empty(0, device=d).int())
+        ),
+        lambda d: torch.linalg.slogdet(
+            torch.eye(3, device=d), out=(torch.empty(0, device=d), torch.empty(0, device=d).long())
+        ),
+        lambda d: torch.linalg.cholesky(torch.eye(3, device=d), out=torch.empty(0, dtype=torch.int16, device=d)),
+        lambda d: torch.linalg.det(torch.eye(3, dtype=torch.complex64, device=d), out=torch.empty(0, device=d)),
+    ],
+    ids=["eigh", "slogdet", "cholesky", "det"],
+)
+def test_linalg_out_of_a_dtype_the_result_cannot_take_raises_atens_error(call):
+    # ATen's checkLinalgCompatibleDtype: "Expected out tensor to have dtype float, but got int instead".
+    cpu, neuron = _errors_on_cpu_and_neuron(call)
+    assert neuron == cpu

@@ -53,9 +53,12 @@ def test_copies_between_cores(two_cores, non_blocking):
 
 @pytest.mark.parametrize("non_blocking", [False, True])
 def test_pinned_memory_and_non_blocking_copies(non_blocking):
-    pinned = torch.randn(16).pin_memory()
-    assert pinned.is_pinned()
-    assert not torch.randn(4).is_pinned()
+    # test_torch's test_pin_memory, as it runs where CUDA is available.
+    source = torch.randn(16)
+    pinned = source.pin_memory()
+    assert pinned.is_pinned() and not source.is_pinned()
+    assert pinned.data_ptr() != source.data_ptr() and torch.equal(pinned, source)
+    assert pinned.pin_memory() is pinned
     on_device = pinned.to("neuron", non_blocking=non_blocking)
     host = on_device.to("cpu", non_blocking=non_blocking)
     torch.neuron.synchronize()
@@ -96,6 +99,17 @@ def test_device_copies_stay_independent_of_their_source(make_pair):
     expected_destination.mul_(-1)
     torch.testing.assert_close(source.cpu(), expected_source)
     torch.testing.assert_close(destination.cpu(), expected_destination)
+
+
+def test_lazy_clone_is_a_clone_whose_writes_stay_its_own():
+    # The CPU's and CUDA's _lazy_clone shares a copy-on-write storage; neuron's is a clone.
+    values = torch.tensor([[0, 1], [2, 3]])
+    source = values.to("neuron")
+    clone = source._lazy_clone()
+    source.view(4).add_(1)
+    torch.testing.assert_close(clone.cpu(), values)
+    clone.add_(10)
+    torch.testing.assert_close((source.cpu(), clone.cpu()), (values + 1, values + 10))
 
 
 def test_device_copy_reaches_every_view_of_the_destination():
@@ -218,3 +232,39 @@ def test_resize_to_the_same_size_keeps_strides_as_cpu():
         assert out.stride() == (4, 2)
         torch.testing.assert_close(out.cpu(), torch.nonzero(mask))
         assert out.resize_(2, 4).stride() == (4, 1)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.complex64, torch.int32, torch.uint8, torch.bool]
+)
+def test_empty_fills_uninitialized_memory_under_deterministic_algorithms(dtype):
+    # torch.use_deterministic_algorithms(True) makes empty tensors hold NaN, or the dtype's largest
+    # value, as the CPU's and CUDA's empty kernels do.
+    factories = [
+        lambda device: torch.empty(3, 4, device=device, dtype=dtype),
+        lambda device: torch.empty_strided((3, 4), (1, 3), device=device, dtype=dtype),
+        lambda device: torch.empty_like(torch.zeros(3, 4, device=device, dtype=dtype)),
+        lambda device: torch.empty_permuted((2, 3, 4), (1, 0, 2), device=device, dtype=dtype),
+    ]
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        for factory in factories:
+            torch.testing.assert_close(factory("neuron").cpu(), factory("cpu"), equal_nan=True)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint16, torch.int8])
+def test_resize_fills_the_added_elements_under_deterministic_algorithms(dtype):
+    results = []
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        for device in ("cpu", "neuron"):
+            tensor = torch.zeros(2, 3, dtype=dtype, device=device)
+            tensor.resize_(3, 4)
+            results.append(tensor.cpu())
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    torch.testing.assert_close(results[1], results[0], equal_nan=True)

@@ -238,7 +238,8 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
         count = 2 * len(op.executable.checks)
         if count:
             exe = op.executable
-            faults.record(trace.device, exe.name, list(checks[position : position + count]), exe.checks, op.stack)
+            outputs = list(checks[position : position + count])
+            faults.record(trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=False)
             position += count
     if results:
         queue.note_launch(trace.device, results[0])

@@ -141,6 +141,8 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     _raise_random_dtype_error(plan, metas)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
+        _raise_complex_parts_error_as_cpu(name, metas, error)
+        _raise_scale_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
@@ -187,6 +189,54 @@ def _raise_index_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError)
         raise IndexError(
             f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}"
         ) from None
+
+
+_COMPLEX_PARTS = re.compile(r"(real|imag) must be floating point, got torch\.\w+")
+
+
+def _raise_complex_parts_error_as_cpu(name: str, metas: list[Any], error: RuntimeError) -> None:
+    """Raises ATen's error for torch.complex or torch.polar of parts that are not floating point
+    ("Expected both inputs to be Half, Float or Double tensors but got Char and Char",
+    TensorFactories.cpp ``complex_check_floating``), which the Python meta kernel words as an
+    assertion about one part. Returns for other ops and errors."""
+    if name.removeprefix("aten::").split(".")[0] not in ("complex", "polar") or not _COMPLEX_PARTS.fullmatch(
+        str(error)
+    ):
+        return
+    first, second = (aten_name(meta.dtype) for meta in metas[:2])
+    raise RuntimeError(
+        f"Expected both inputs to be Half, Float or Double tensors but got {first} and {second}"
+    ) from None
+
+
+_SCALE_TYPE = re.compile(
+    r"cannot safely convert <class '(?:float|complex)'> to [\w.]+"
+    r"|expected bool/int (?:alpha|beta) but got <class '\w+'>"
+)
+
+
+def _raise_scale_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError) -> None:
+    """Raises ATen's error for an ``alpha`` or ``beta`` the result's dtype cannot take (addr's
+    ``check_addr_scalar``, LinearAlgebra.cpp: beta checked first), which torch/_refs words as "cannot
+    safely convert <class 'float'> to Int": a float or complex one for integer or bool results, a
+    complex one for real floating results (c10's conversion error). Returns for other errors."""
+    if not _SCALE_TYPE.fullmatch(str(error)):
+        return
+    by_name = dict(
+        zip((a.name for a in schema_of(plan.functional).arguments), plan.functional_args(metas), strict=False)
+    )
+    result = by_name["self"]
+    for scale in ("beta", "alpha"):
+        value = by_name.get(scale, 1)
+        if isinstance(value, bool) or not isinstance(value, (float, complex)):
+            continue
+        if not (result.dtype.is_floating_point or result.dtype.is_complex):
+            raise RuntimeError(
+                f"For integral input tensors, argument {scale} must not be a floating point number."
+            ) from None
+        if isinstance(value, complex) and not result.dtype.is_complex:
+            type_name = c10_type_name(jax_dtype(result.dtype))
+            raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
 
 
 _RANGE_DTYPE = re.compile(

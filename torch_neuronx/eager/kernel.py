@@ -15,6 +15,9 @@ flat buffers. Calls that resize ``out=`` tensors or fall back to the CPU get oth
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -25,6 +28,17 @@ from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
+
+#: The warning that Python meta kernels give for an ``out=`` tensor they resize (torch._prims_common
+#: ``_maybe_resize_out``); the runner that resizes it gives ATen's own (eager/runners.py), once.
+_META_RESIZE_WARNING = "An output with one or more elements was resized"
+
+
+@contextlib.contextmanager
+def _meta_resize_warnings_silenced() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_META_RESIZE_WARNING)
+        yield
 
 
 class EagerKernel:
@@ -92,12 +106,13 @@ class EagerKernel:
         refused = None
         try:
             try:
-                result_meta = call(plan.op, metas)
-                functional_result = (
-                    result_meta if plan.functional is plan.op else call(plan.functional, functional_metas)
-                )
+                with _meta_resize_warnings_silenced():
+                    result_meta = call(plan.op, metas)
+                    functional_result = (
+                        result_meta if plan.functional is plan.op else call(plan.functional, functional_metas)
+                    )
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
-                raise errors.in_aten_words(RuntimeError(str(error))) from None
+                refused = RuntimeError(str(error))
             except NotImplementedError:  # a RuntimeError too, handled below
                 raise
             except (RuntimeError, ValueError, IndexError, OverflowError) as error:
@@ -152,4 +167,4 @@ class EagerKernel:
             counter=tracking.executed,
             ahead_of_time=False,
         )
-        return runners.with_host_checks(built.launch, host_checks) if host_checks else built.launch
+        return runners.with_host_checks(built.launch, host_checks, plan) if host_checks else built.launch

@@ -61,6 +61,7 @@ KEEP_COMPOSITE: frozenset[OpOverload] = frozenset(
         aten.new_empty_strided.default,
         aten.empty_strided.default,
         aten.empty.memory_format,
+        aten.empty_permuted.default,
         aten._local_scalar_dense.default,
         aten.resize_.default,
         aten.set_.source_Storage,

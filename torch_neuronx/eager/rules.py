@@ -259,7 +259,10 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
-        if base in _EXACT_OUT_DTYPE and destination != result.dtype:
+        # _EXACT_OUT_DTYPE's ATen kernels, and ATen's checkLinalgCompatibleDtype (LinalgUtils.h) for
+        # an out= the result cannot be cast to, both naming TypeMeta's C++ types.
+        exact = base in _EXACT_OUT_DTYPE and destination != result.dtype
+        if exact or (not torch.can_cast(result.dtype, destination) and base.lstrip("_").startswith("linalg_")):
             raise RuntimeError(
                 f"Expected out tensor to have dtype {TYPE_META_NAMES[result.dtype]}, but got "
                 f"{TYPE_META_NAMES[destination]} instead"

@@ -92,10 +92,16 @@ def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) 
     ]
 
 
-def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]]) -> Runner:
-    """``runner`` preceded by c10's overflow check of the runtime scalars ``host_checks`` names."""
+def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]], plan: Plan) -> Runner:
+    """``runner`` preceded by the lowering's dtype rule, which may refuse a runtime scalar's kind
+    (index_fill: a complex value for a real tensor) and must come first, as in ATen, and by c10's
+    overflow check of the runtime scalars ``host_checks`` names."""
+    dtype_rule = registry.LOWERINGS[plan.functional].dtype_rule
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
 
     def run(inputs, device, slot_tensors, generator, values):
+        if dtype_rule is not None:
+            dtype_rule(dict(zip(names, plan.functional_args(values), strict=False)))
         for position, dtype in host_checks:
             overflow.raise_if_overflows(values[position], dtype)
         return runner(inputs, device, slot_tensors, generator, values)

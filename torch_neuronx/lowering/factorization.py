@@ -9,8 +9,9 @@ are unique only up to sign (phase); the OpInfos compare them through ``output_pr
 
 The ``_ex`` variants return LAPACK's ``info`` (0, or the 1-based index where the factorization
 failed) and raise nothing unless ``check_errors=True``; then, and for the forms that always check
-(``cholesky``, ``cholesky_inverse``, ``_linalg_svd``), a failure is a device check raised at the
-next synchronisation with the message and exception type of ``torch._linalg_check_errors``.
+(``cholesky``, ``cholesky_inverse``, ``_linalg_svd``), a failure raises at the op with the message
+and exception type of ``torch._linalg_check_errors``: a synchronous device check, since CUDA checks
+``info`` on the host after copying it back.
 """
 
 from __future__ import annotations
@@ -52,15 +53,25 @@ def _first_index(failed: jax.Array) -> jax.Array:
 
 
 def _check_info(info: jax.Array, message: str, error: type[Exception] = LinAlgError) -> None:
-    """Raises ``message`` (``{detail}`` is the first nonzero info) at the next synchronisation when
-    any info is nonzero, as ``torch._linalg_check_errors`` does on the host."""
+    """Raises ``message`` (``{detail}`` is the first nonzero info) at the op when any info is
+    nonzero, as ``torch._linalg_check_errors`` does on the host (CUDA's waits for the op). For a
+    batch (``info`` of one dimension or more) the message names the first failing matrix after the
+    op's name, as ATen's does: "linalg.inv: (Batch element 2): The diagonal element 3 is zero ..."."""
     flat = info.reshape(-1)
-    first = flat[jnp.argmax(flat != 0)] if flat.size else jnp.int32(0)
-    device_check(jnp.any(flat != 0), first, message, error)
+    index = jnp.argmax(flat != 0) if flat.size else jnp.int64(0)
+    first = flat[index] if flat.size else jnp.int32(0)
+    detail = first
+    if info.ndim:
+        name, rest = message.split(": ", 1)
+        message = f"{name}: (Batch element {{batch}}): {rest.replace('{detail}', '{info}')}"
+        detail = index.astype(jnp.int64) * 2**32 + first.astype(jnp.int64)
+    device_check(jnp.any(flat != 0), detail, message, error, synchronous=True)
 
 
 def _check_finite(a: jax.Array, message: str, error: type[Exception]) -> None:
-    device_check(~jnp.all(jnp.isfinite(a)), 0, message, error)
+    """Raises ``message`` at the op when ``a`` holds a NaN or an infinity (LAPACK's non-convergence
+    check, made on the host on CUDA too)."""
+    device_check(~jnp.all(jnp.isfinite(a)), 0, message, error, synchronous=True)
 
 
 # --------------------------------------------------------------------------------------- LU

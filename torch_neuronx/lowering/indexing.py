@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -440,7 +441,20 @@ def _index_fill(self, dim, index, value):
     return x.at[_along(dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
 
 
-@lowering(aten.index_fill.int_Scalar, promotion=Promotion.NO_OPMATH, promote=("self",), checked=("value",))
+def _real_fill_of_complex(arguments: dict[str, Any]) -> None:
+    """index_fill's own check (TensorAdvancedIndexing.cpp), made before c10's conversion: a complex
+    value never fills a real tensor, even with a zero imaginary part."""
+    if isinstance(arguments["value"], complex) and not arguments["self"].dtype.is_complex:
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
+
+
+@lowering(
+    aten.index_fill.int_Scalar,
+    promotion=Promotion.NO_OPMATH,
+    promote=("self",),
+    checked=("value",),
+    dtype_rule=_real_fill_of_complex,
+)
 def index_fill_scalar(self, dim, index, value):
     """torch.index_fill: the slices at ``index`` along ``dim`` set to ``value`` (in self's dtype);
     negative indices wrap, as on CPU."""

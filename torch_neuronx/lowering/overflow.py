@@ -40,7 +40,8 @@ def c10_type_name(dtype: Any) -> str | None:
 def check_fits(value: Any, dtype: Any) -> None:
     """c10's overflow check of a Scalar converted to ``dtype``: integer targets reject NaN, infinities
     and values outside [lowest, max] (an integer may go down to -max for an unsigned type); floating
-    targets reject finite values beyond their range.
+    targets reject finite values beyond their range; a complex value fits a real type only with a
+    zero imaginary part (its real part is checked).
 
     A concrete value (a Python number: a static argument, a graph constant) raises now, as on the CPU.
     A traced one (a runtime scalar of the executable) is checked inside it and raised at the next
@@ -56,8 +57,11 @@ def check_fits(value: Any, dtype: Any) -> None:
         raise_if_overflows(value, dtype)
         return
     value = jnp.asarray(value)
-    if name is None or jnp.issubdtype(value.dtype, jnp.complexfloating) or value.dtype == jnp.bool_:
+    if name is None or value.dtype == jnp.bool_:
         return
+    imaginary = jnp.zeros((), jnp.bool_)
+    if jnp.issubdtype(value.dtype, jnp.complexfloating):  # fits only with a zero imaginary part
+        imaginary, value = jnp.imag(value) != 0, jnp.real(value)
     wide = value.astype(jnp.float64)
     if jnp.issubdtype(dtype, jnp.integer):
         info = jnp.iinfo(dtype)
@@ -65,6 +69,7 @@ def check_fits(value: Any, dtype: Any) -> None:
         failed = jnp.isnan(wide) | (wide < lowest) | (wide > float(info.max))
     else:
         failed = jnp.isfinite(wide) & (jnp.abs(wide) > float(jnp.finfo(dtype).max))
+    failed = failed | imaginary
     device_check(failed, jnp.int64(0), _overflow_message(name), RuntimeError)
 
 
@@ -76,8 +81,13 @@ def raise_if_overflows(value: Any, dtype: Any) -> None:
     """
     dtype = np.dtype(dtype)
     name = _C10_NAMES.get(dtype)
-    if name is None or isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
+    if name is None or isinstance(value, (bool, np.bool_)):
         return
+    if isinstance(value, (complex, np.complexfloating)):
+        # c10's overflows(): a complex value fits a real type only with a zero imaginary part.
+        if value.imag != 0:
+            raise RuntimeError(_overflow_message(name))
+        value = value.real
     if np.issubdtype(dtype, np.integer):
         info = jnp.iinfo(dtype)
         integral = isinstance(value, (int, np.integer))

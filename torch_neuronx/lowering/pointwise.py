@@ -16,6 +16,7 @@ import jax.scipy.special as jsp
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -126,13 +127,21 @@ def sgn(self):
     return sign(self)
 
 
-@lowering(aten.round.default, promotion=Promotion.DEFAULT)
+def _not_complex(arguments: dict) -> None:
+    """round's dtype rule: CPU and CUDA have no complex kernel (NotImplementedError, their dispatch
+    macro's "not implemented for 'ComplexFloat'")."""
+    dtype = arguments["self"].dtype
+    if dtype.is_complex:
+        raise NotImplementedError(f"\"round\" not implemented for '{aten_name(dtype)}'")
+
+
+@lowering(aten.round.default, promotion=Promotion.DEFAULT, dtype_rule=_not_complex)
 def round_(self):
     """torch.round: half to even; integers unchanged."""
     return jnp.round(self)
 
 
-@lowering(aten.round.decimals, promotion=Promotion.DEFAULT, static=("decimals",))
+@lowering(aten.round.decimals, promotion=Promotion.DEFAULT, static=("decimals",), dtype_rule=_not_complex)
 def round_decimals(self, *, decimals):
     """torch.round(decimals=d): scales by 10**d, rounds half to even, scales back, as PyTorch does."""
     scale = 10.0**decimals

@@ -32,6 +32,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -185,11 +187,22 @@ def _interpolate(x, taps: Sequence[Taps]):
     return x
 
 
-def _check_float(x, name: str) -> None:
-    if not jnp.issubdtype(x.dtype, jnp.floating):
+def _interpolated_dtypes(kernel: str, *, uint8: bool = False) -> Callable[[dict[str, Any]], None]:
+    """The dtype rule of an upsampling op: CUDA's kernels take floating-point inputs, and the nearest
+    modes uint8 as well; another dtype raises CUDA's dispatch error (``NotImplementedError``, a
+    RuntimeError) naming ``kernel``. (The CPU interpolates uint8 in every mode.)"""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments["self"].dtype
+        if dtype.is_floating_point or (uint8 and dtype == torch.uint8):
+            return
+        kinds = "floating-point and uint8" if uint8 else "floating-point"
         raise NotImplementedError(
-            f"aten::{name} on neuron: {x.dtype} input; interpolate floating-point tensors (convert with .float())"
+            f"\"{kernel}\" not implemented for '{aten_name(dtype)}': neuron interpolates {kinds} tensors, "
+            "as CUDA does; convert the input with .float()"
         )
+
+    return rule
 
 
 def _upsample(x, taps: Sequence[Taps]):
@@ -225,37 +238,61 @@ def _cubic(x_shape, output_size, align_corners, scales):
 # --- nearest ----------------------------------------------------------------------------------
 
 
-@lowering(aten.upsample_nearest1d.default, static=("scales",))
+@lowering(
+    aten.upsample_nearest1d.default,
+    static=("scales",),
+    dtype_rule=_interpolated_dtypes("upsample_nearest1d_out_frame", uint8=True),
+)
 def upsample_nearest1d(self, output_size, scales=None):
     """F.interpolate(mode="nearest") on (N, C, W): ``src = min(floor(dst * scale), in - 1)``."""
     return _upsample(self, _nearest(self.shape, output_size, [scales], exact=False))
 
 
-@lowering(aten.upsample_nearest2d.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_nearest2d.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest2d_out_frame", uint8=True),
+)
 def upsample_nearest2d(self, output_size, scales_h=None, scales_w=None):
     """F.interpolate(mode="nearest") on (N, C, H, W)."""
     return _upsample(self, _nearest(self.shape, output_size, [scales_h, scales_w], exact=False))
 
 
-@lowering(aten.upsample_nearest3d.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten.upsample_nearest3d.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest3d_out_frame", uint8=True),
+)
 def upsample_nearest3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
     """F.interpolate(mode="nearest") on (N, C, D, H, W)."""
     return _upsample(self, _nearest(self.shape, output_size, [scales_d, scales_h, scales_w], exact=False))
 
 
-@lowering(aten._upsample_nearest_exact1d.default, static=("scales",))
+@lowering(
+    aten._upsample_nearest_exact1d.default,
+    static=("scales",),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact1d_out_frame", uint8=True),
+)
 def _upsample_nearest_exact1d(self, output_size, scales=None):
     """F.interpolate(mode="nearest-exact") on (N, C, W): ``src = min(floor((dst + 0.5) * scale), in - 1)``."""
     return _upsample(self, _nearest(self.shape, output_size, [scales], exact=True))
 
 
-@lowering(aten._upsample_nearest_exact2d.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_nearest_exact2d.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact2d_out_frame", uint8=True),
+)
 def _upsample_nearest_exact2d(self, output_size, scales_h=None, scales_w=None):
     """F.interpolate(mode="nearest-exact") on (N, C, H, W)."""
     return _upsample(self, _nearest(self.shape, output_size, [scales_h, scales_w], exact=True))
 
 
-@lowering(aten._upsample_nearest_exact3d.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten._upsample_nearest_exact3d.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact3d_out_frame", uint8=True),
+)
 def _upsample_nearest_exact3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
     """F.interpolate(mode="nearest-exact") on (N, C, D, H, W)."""
     return _upsample(self, _nearest(self.shape, output_size, [scales_d, scales_h, scales_w], exact=True))
@@ -308,33 +345,43 @@ def _upsample_nearest_exact3d_backward(
 # --- linear and cubic -------------------------------------------------------------------------
 
 
-@lowering(aten.upsample_linear1d.default, static=("scales",))
+@lowering(
+    aten.upsample_linear1d.default, static=("scales",), dtype_rule=_interpolated_dtypes("upsample_linear1d_out_frame")
+)
 def upsample_linear1d(self, output_size, align_corners, scales=None):
     """F.interpolate(mode="linear"): two taps ``i0 = floor(src)``, ``i1 = min(i0 + 1, in - 1)`` with
     weights ``1 - l, l`` where ``l = src - i0``."""
-    _check_float(self, "upsample_linear1d")
     return _upsample(self, _linear(self.shape, output_size, align_corners, [scales]))
 
 
-@lowering(aten.upsample_bilinear2d.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_bilinear2d.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_out_frame"),
+)
 def upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bilinear") (antialias=False): linear taps along H and W."""
-    _check_float(self, "upsample_bilinear2d")
     return _upsample(self, _linear(self.shape, output_size, align_corners, [scales_h, scales_w]))
 
 
-@lowering(aten.upsample_trilinear3d.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten.upsample_trilinear3d.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_trilinear3d_out_frame"),
+)
 def upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
     """F.interpolate(mode="trilinear"): linear taps along D, H and W."""
-    _check_float(self, "upsample_trilinear3d")
     return _upsample(self, _linear(self.shape, output_size, align_corners, [scales_d, scales_h, scales_w]))
 
 
-@lowering(aten.upsample_bicubic2d.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_bicubic2d.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_out_frame"),
+)
 def upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bicubic") (antialias=False): four taps per dimension with Keys' cubic
     convolution weights (A = -0.75), border-clamped (results may overshoot the input range)."""
-    _check_float(self, "upsample_bicubic2d")
     return _upsample(self, _cubic(self.shape, output_size, align_corners, [scales_h, scales_w]))
 
 
@@ -578,19 +625,25 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
 # --- antialiased ------------------------------------------------------------------------------
 
 
-@lowering(aten._upsample_bilinear2d_aa.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_bilinear2d_aa.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_aa_out_frame"),
+)
 def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bilinear", antialias=True): a triangle filter widened by the downsampling
     factor (Pillow's resampling, as PyTorch implements it)."""
-    _check_float(self, "_upsample_bilinear2d_aa")
     return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=False))
 
 
-@lowering(aten._upsample_bicubic2d_aa.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_bicubic2d_aa.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_aa_out_frame"),
+)
 def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bicubic", antialias=True): Keys' cubic filter (A = -0.5) widened by the
     downsampling factor."""
-    _check_float(self, "_upsample_bicubic2d_aa")
     return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=True))
 
 

@@ -114,11 +114,14 @@ def select(self, dim, index):
 
 # lift_fresh has a lowering so that it is not decomposed (PyTorch's nop_decomposition makes it an
 # alias): FakeTensorMode turns the real constant of ``torch.tensor(...)`` in a compiled graph into a
-# fake one at lift_fresh, and would reject it at alias.
+# fake one at lift_fresh, and would reject it at alias. _lazy_clone (a copy-on-write clone on the
+# CPU and CUDA, whose COW DataPtr neuron's allocations cannot take: "Expected storage != nullptr")
+# is a clone: a new storage of equal values, each storage's later writes binding buffers of its own.
 @lowering(
     aten.alias.default,
     aten.alias_copy.default,
     aten.clone.default,
+    aten._lazy_clone.default,
     aten.lift_fresh.default,
     aten.lift_fresh_copy.default,
     aten.detach.default,

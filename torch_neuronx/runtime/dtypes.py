@@ -63,22 +63,6 @@ JAX_DTYPE_OF_CODE: dict[int, np.dtype] = {
 }
 
 
-#: JAX dtype -> the C++ type ATen's errors print where they name ``typeid`` (matmul's "got: int !=
-#: float", convolution's "Input type (float)").
-CPP_TYPE_NAMES: dict[np.dtype, str] = {
-    np.dtype(jnp.bool_): "bool",
-    np.dtype(jnp.int8): "signed char",
-    np.dtype(jnp.uint8): "unsigned char",
-    np.dtype(jnp.int16): "short int",
-    np.dtype(jnp.int32): "int",
-    np.dtype(jnp.int64): "long int",
-    np.dtype(jnp.float16): "c10::Half",
-    np.dtype(jnp.bfloat16): "c10::BFloat16",
-    np.dtype(jnp.float32): "float",
-    np.dtype(jnp.complex64): "c10::complex<float>",
-}
-
-
 #: torch dtype -> caffe2::TypeMeta's name, which ATen prints where an error streams a tensor's
 #: ``dtype()`` ("Expected out tensor to have dtype float, but got c10::Half instead").
 TYPE_META_NAMES: dict[torch.dtype, str] = {
@@ -100,6 +84,13 @@ TYPE_META_NAMES: dict[torch.dtype, str] = {
     torch.complex32: "c10::complex<c10::Half>",
     torch.complex64: "c10::complex<float>",
     torch.complex128: "c10::complex<double>",
+}
+
+#: JAX dtype -> the C++ type ATen's errors print where they name ``typeid`` (matmul's "got: int !=
+#: float", convolution's "Input type (float)"): the TypeMeta names of the dtypes JAX arrays hold
+#: (complex32 is computed as complex64, so a JAX array is never complex32).
+CPP_TYPE_NAMES: dict[np.dtype, str] = {
+    JAX_DTYPE[dtype]: name for dtype, name in TYPE_META_NAMES.items() if dtype != torch.complex32
 }
 
 

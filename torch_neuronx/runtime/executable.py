@@ -122,7 +122,7 @@ class Executable:
         device: int,
         program: Any,
         traced: Callable[..., tuple[Any, ...]],
-        checks: list[tuple[str, type[Exception]]],
+        checks: list[tuple[str, type[Exception], bool]],
         results: Sequence[Any],
         written_slots: list[int],
         written_codes: list[int],
@@ -288,7 +288,7 @@ def build(
     # A slot's buffer takes the dtype of the last view written into it.
     last_code = {target.slot: target.dtype_code for target in writes if target is not None}
     written_codes = [last_code[slot] for slot in written_slots]
-    checks: list[tuple[str, type[Exception]]] = []
+    checks: list[tuple[str, type[Exception], bool]] = []
     input_layout = arguments.InputLayout.of(call)  # not `call`, which holds the call's tensors
 
     def traced(*flat_inputs: Any) -> tuple[Any, ...]:
@@ -304,7 +304,7 @@ def build(
                 slot_arrays[target.slot] = layout.write(
                     slot_arrays[target.slot], nbytes, value, arguments.view_of(target, scalars)
                 )
-        checks[:] = [(check.message, check.error) for check in context.checks]
+        checks[:] = [(check.message, check.error, check.synchronous) for check in context.checks]
         new = [r.flatten(v) for r, v in zip(results, values[:fresh], strict=True) if isinstance(r, ResultLayout)]
         check_outputs = [x for check in context.checks for x in (check.failed, check.detail)]
         return (*new, *[slot_arrays[s] for s in written_slots], *check_outputs)

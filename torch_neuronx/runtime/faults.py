@@ -29,6 +29,8 @@ class PendingCheck:
     message: str
     error: type[Exception]
     stack: str | None
+    #: Raised at its launch (:func:`record`), not after the op ran asynchronously.
+    synchronous: bool = False
 
 
 _sequence = itertools.count()
@@ -46,17 +48,27 @@ def record(
     device: int,
     op: str,
     outputs: list[jax.Array],
-    checks: list[tuple[str, type[Exception]]],
+    checks: list[tuple[str, type[Exception], bool]],
     stack: str | None = None,
+    *,
+    at_launch: bool = True,
 ) -> None:
-    """Records the checks of one launch: ``outputs`` holds (failed, detail) per check; ``stack`` is
-    where it was launched (default: the caller's stack, with TORCH_NEURONX_ENABLE_STACK_TRACE=1)."""
+    """Records the checks of one launch: ``checks`` holds (message, error, synchronous) per check and
+    ``outputs`` its (failed, detail); ``stack`` is where it was launched (default: the caller's stack,
+    with TORCH_NEURONX_ENABLE_STACK_TRACE=1). When a check is synchronous and this is its launch
+    (``at_launch``; not a flush of adaptive eager's recorded ops, which records every op's checks
+    first), waits for the launch and raises the earliest fault pending on ``device`` (as CUDA's
+    host-side checks synchronise)."""
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
     queue = _pending.setdefault(device, [])
-    for (message, error), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
-        queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack))
+    synchronous = False
+    for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
+        queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, blocking and at_launch))
+        synchronous = synchronous or blocking
+    if synchronous and at_launch:
+        raise_pending(device)
 
 
 def raise_pending(device: int) -> None:
@@ -73,8 +85,10 @@ def raise_pending(device: int) -> None:
 
 def _describe(device: int, check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
-    text = f"{check.op} on neuron:{device}: {check.message.format(detail=detail)}"
-    if _LAUNCH_BLOCKING:
+    # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})".
+    message = check.message.format(detail=detail, batch=detail >> 32, info=detail & 0xFFFFFFFF)
+    text = f"{check.op} on neuron:{device}: {message}"
+    if _LAUNCH_BLOCKING or check.synchronous:
         return text
     text += (
         "\nThis device fault was raised at a synchronization point after the op ran asynchronously; "

@@ -33,15 +33,19 @@ def random_key(seed: Any, offset: Any) -> jax.Array:
 
 class DeviceCheck:
     """A device-side assertion of a traced executable: ``error(message)`` is raised when ``failed``
-    (a bool scalar) is true; ``detail`` (an int64 scalar) is formatted into it as ``{detail}``."""
+    (a bool scalar) is true; ``detail`` (an int64 scalar) is formatted into it as ``{detail}``. A
+    ``synchronous`` check is raised at the launch itself (runtime/faults.py)."""
 
-    __slots__ = ("detail", "error", "failed", "message")
+    __slots__ = ("detail", "error", "failed", "message", "synchronous")
 
-    def __init__(self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception]) -> None:
+    def __init__(
+        self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception], synchronous: bool = False
+    ) -> None:
         self.failed = failed
         self.detail = detail
         self.message = message
         self.error = error
+        self.synchronous = synchronous
 
 
 class TraceContext:
@@ -73,9 +77,11 @@ class TraceContext:
         self.random_elements += max(int(elements), 1)
         return key
 
-    def check(self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception]) -> None:
+    def check(
+        self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception], synchronous: bool = False
+    ) -> None:
         """Records a device-side assertion (see :class:`DeviceCheck`)."""
-        self.checks.append(DeviceCheck(failed, detail, message, error))
+        self.checks.append(DeviceCheck(failed, detail, message, error, synchronous))
 
 
 class _Active(threading.local):
@@ -119,11 +125,17 @@ class tracing:
         _active.stack.pop()
 
 
-def device_check(failed: Any, detail: Any, message: str, error: type[Exception] = RuntimeError) -> None:
+def device_check(
+    failed: Any, detail: Any, message: str, error: type[Exception] = RuntimeError, *, synchronous: bool = False
+) -> None:
     """For lowerings: when ``failed`` is true on the device, ``error(message)`` is raised at the next
-    synchronisation point, naming the op; ``{detail}`` in ``message`` is replaced by ``detail``.
+    synchronisation point, naming the op; ``{detail}`` in ``message`` is replaced by ``detail``, and
+    ``{batch}`` and ``{info}`` by its high and low 32 bits (a detail packing two numbers).
+    ``synchronous=True`` raises it at the op's launch instead, which waits for the op: for the checks
+    that CUDA makes on the host after copying a result back (linalg's ``info``), not the asynchronous
+    device-side asserts of indexing.
 
     Raises:
         RuntimeError: no executable is being traced.
     """
-    active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error)
+    active_context().check(jnp.asarray(failed, jnp.bool_), jnp.asarray(detail, jnp.int64), message, error, synchronous)

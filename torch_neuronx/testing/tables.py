@@ -7,6 +7,8 @@ or an unsupported feature with its reason, never a way to hide a wrong value (ST
 
 from __future__ import annotations
 
+import fnmatch
+
 import torch
 
 #: The dtypes the conformance runner checks (those of the device that CPU OpInfos also cover).
@@ -146,9 +148,57 @@ _DEFERRED_CHECK = (
     "NEURON_LAUNCH_BLOCKING=1 raises at the op), so the test's assertRaises sees no error at the call "
     "and the fault is left pending for a later test"
 )
-#: Tests of PyTorch's own files skipped on purpose, keyed by the test's name without its device and
-#: dtype suffix (``test_foo`` for ``test_foo_neuron_float32``), each with its reason.
+_CPU_TOO = "fails on the CPU too: "
+_VITALS_GONE = "torch 2.13 removed torch.vitals_enabled and torch.read_vitals (a CPU-only test)"
+_SCIPY_EMPTY_WINDOW = (
+    _CPU_TOO + "the test compares windows of size 0 with SciPy's, and the installed SciPy (newer than the "
+    "v2.4.0 test files) raises 'Parameter Nx=0 is not a positive integer'; the integer variants pass"
+)
+_NO_COW = (
+    "checks copy-on-write storages (torch._C._is_cow_tensor, shared data addresses): neuron's "
+    "allocations carry a context that c10's COW DataPtr cannot wrap, so _lazy_clone is a clone into a "
+    "new storage (equal values, independent writes; tests/runtime/test_tensors.py); PyTorch skips these "
+    "tests on XLA alike (skipXLA)"
+)
+_UINT8_INTERPOLATION = (
+    "compares bilinear/bicubic interpolation of uint8 images with float32's; neuron interpolates "
+    "floating-point tensors only, as CUDA does (it raises CUDA's 'not implemented for' error), and the "
+    "test skips itself on CUDA ('CUDA implementation is not yet supporting uint8')"
+)
+#: Tests of PyTorch's own files skipped on purpose, each with its reason: keyed by the test's name
+#: without its device and dtype suffix (``test_foo`` for ``test_foo_neuron_float32``), or by an
+#: ``fnmatch`` pattern (holding ``*``) over the whole instantiated name. A reason starting "fails on
+#: the CPU too" is a test that is not ours to fix: the test files are older than the installed
+#: torch, numpy or SciPy, and the CPU fails it alike.
 UPSTREAM_SKIPS: dict[str, str] = {
+    "test_rot90": _CPU_TOO
+    + "torch 2.13 raises IndexError for a dim out of range, the v2.4.0 test expects RuntimeError",
+    "test_signal_window_functions_window_*_neuron_*float*": _SCIPY_EMPTY_WINDOW,
+    "test_signal_windows_functions_window_*_neuron_*float*": _SCIPY_EMPTY_WINDOW,
+    "test_kaiser_window_neuron_*float*": _SCIPY_EMPTY_WINDOW,
+    "test_kaiser_neuron_*float*": _SCIPY_EMPTY_WINDOW,
+    "test_basic_vitals": _CPU_TOO + _VITALS_GONE,
+    "test_basic_vitals_read_write": _CPU_TOO + _VITALS_GONE,
+    "test_dataloader_vitals": _CPU_TOO + _VITALS_GONE,
+    "test_masked_scatter": _DEFERRED_CHECK
+    + " (a source with fewer elements than the mask's count; the test checks that part on every device but CUDA)",
+    "test_upsamplingBiMode2d_consistency_*": _UINT8_INTERPOLATION,
+    "test_upsamplingBiLinear2d_consistency_interp_size_bug_*": _UINT8_INTERPOLATION,
+    "test_tensor_storage_type": (
+        "the v2.4.0 test expects torch's CPU storage classes (torch.FloatStorage) for every device but "
+        "CUDA; torch 2.13's storage_type() looks a PrivateUse1 device's classes up in torch.neuron, "
+        "which has none of the deprecated typed-storage classes (so it returns None)"
+    ),
+    "test_lazy_clone": _NO_COW,
+    "test_lazy_clone_view": _NO_COW,
+    "test_lazy_clone_view_materialize": _NO_COW,
+    "test_lazy_clone_binary_op_no_materialize": _NO_COW,
+    "test_parallel_cow_materialize_error": _NO_COW,
+    "test_pin_memory": (
+        "a CPU-only test that expects pin_memory() to raise unless CUDA is available; with neuron, the "
+        "process's accelerator, pinned memory exists, as with CUDA (tests/runtime/test_tensors.py checks "
+        "the test's CUDA branch on neuron)"
+    ),
     # PyTorch skips it on CUDA itself ("CUDA asserts instead of raising an exception").
     "test_trivial_fancy_out_of_bounds": _DEFERRED_CHECK + " (index bounds; PyTorch skips this test on CUDA)",
     # x[mask] = v with v's length not the mask's count of true elements; CUDA syncs on nonzero there.
@@ -168,6 +218,9 @@ def upstream_skip_reason(test_name: str) -> str | None:
     base, _, suffix = test_name.partition("_neuron")
     if base in UPSTREAM_SKIPS:
         return UPSTREAM_SKIPS[base]
+    for pattern, reason in UPSTREAM_SKIPS.items():
+        if "*" in pattern and fnmatch.fnmatchcase(test_name, pattern):
+            return reason
     for token in suffix.replace("[", "_").split("_"):
         if token in UPSTREAM_DTYPE_SKIPS:
             return UPSTREAM_DTYPE_SKIPS[token]

@@ -6,6 +6,8 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -32,6 +34,21 @@ void check_strided(std::optional<c10::Layout> layout, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided, op,
                               " on neuron: only the torch.strided layout is supported, got ",
                               c10::layout_or_default(layout));
+}
+
+// torch.use_deterministic_algorithms(True) with fill_uninitialized_memory (the default) fills new
+// memory with NaN, or the dtype's largest value: a new empty tensor, and the elements resize_ adds
+// to a storage, as CUDA's and the CPU's kernels do.
+bool fills_uninitialized_memory() {
+  return at::globalContext().deterministicAlgorithms() &&
+         at::globalContext().deterministicFillUninitializedMemory();
+}
+
+at::Tensor fill_if_deterministic(at::Tensor tensor) {
+  if (C10_UNLIKELY(fills_uninitialized_memory())) {
+    at::native::fill_empty_deterministic_(tensor);
+  }
+  return tensor;
 }
 
 } // namespace
@@ -79,7 +96,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   auto scalar_type = c10::dtype_or_default(dtype);
   check_dtype_supported(scalar_type, "aten::empty.memory_format");
   c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, target_device(device)));
-  return at::detail::empty_generic(size, &c10::neuron::allocator(), kNeuronKeys, scalar_type, memory_format);
+  return fill_if_deterministic(
+      at::detail::empty_generic(size, &c10::neuron::allocator(), kNeuronKeys, scalar_type, memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -89,7 +107,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   auto scalar_type = c10::dtype_or_default(dtype);
   check_dtype_supported(scalar_type, "aten::empty_strided");
   c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, target_device(device)));
-  return at::detail::empty_strided_generic(size, stride, &c10::neuron::allocator(), kNeuronKeys, scalar_type);
+  return fill_if_deterministic(
+      at::detail::empty_strided_generic(size, stride, &c10::neuron::allocator(), kNeuronKeys, scalar_type));
 }
 
 at::Tensor empty_dense(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype,
@@ -172,11 +191,15 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   }
   int64_t needed = impl->numel() == 0 ? 0 : (impl->storage_offset() + impl->numel()) * impl->itemsize();
   auto* storage = impl->storage().unsafeGetStorageImpl();
-  if (needed > static_cast<int64_t>(storage->nbytes())) {
+  auto old_nbytes = static_cast<int64_t>(storage->nbytes());
+  if (needed > old_nbytes) {
     c10::neuron::resize_storage_bytes(storage, static_cast<size_t>(needed));
   }
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
+  }
+  if (C10_UNLIKELY(fills_uninitialized_memory())) {
+    at::native::fill_resize_deterministic_(self, old_nbytes);
   }
   return self;
 }
