@@ -97,8 +97,8 @@ def test_elapsed_time_measures_device_work_and_grows_with_it():
     warm = torch.randn(768, 768, device="neuron")
     warm = warm @ warm / 768  # compile first: compilation delays the launch, not the device work
     torch.neuron.synchronize()
-    timings = []
-    for repeats in (1, 6):
+
+    def timed(repeats: int) -> float:
         start, end = torch_neuronx.Event(enable_timing=True), torch_neuronx.Event(enable_timing=True)
         x = torch.randn(768, 768, device="neuron")
         torch.neuron.synchronize()
@@ -107,8 +107,12 @@ def test_elapsed_time_measures_device_work_and_grows_with_it():
             x = x @ x / 768
         end.record()
         end.synchronize()
-        timings.append(start.elapsed_time(end))
-    assert 0 < timings[0] < timings[1]
+        return start.elapsed_time(end)
+
+    # The fastest of three runs each, and 16x the work: on a machine loaded by other jobs one run of
+    # one matmul was once slower (90 ms) than one of six (82 ms).
+    one, sixteen = (min(timed(repeats) for _ in range(3)) for repeats in (1, 16))
+    assert 0 < one < sixteen
 
 
 def test_elapsed_time_requires_timing_events():
