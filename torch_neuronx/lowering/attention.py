@@ -144,6 +144,47 @@ def _scaled_dot_product_fused_attention_overrideable(
     return output, logsumexp, None, None, length, source, seed, jnp.zeros((), jnp.int64), None
 
 
+def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp, dropout_p, is_causal, scale, rng):
+    """(grad_query, grad_key, grad_value, grad_attn_bias) of :func:`_attention` from the gradient of its
+    output and its saved ``logsumexp``; ``rng`` rebuilds dropout's mask.
+
+    As FlashAttention's backward (Dao et al., 2022, Algorithm 4) does, the probabilities are rebuilt
+    from the scores and the forward's saved ``logsumexp`` (``exp(S - lse)``), without the softmax's
+    row max and row sum; dropout's mask is rebuilt from ``rng``. Then, with P the
+    probabilities and P' = dropout(P):
+    dV = P'^T dO, dP = dropout(dO V^T), dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
+    dK = scale dS^T Q (summed over a key head's group), d(bias) = dS summed to the bias's shape.
+    """
+    dtype = _opmath(query.dtype)
+    q, k, v = (t.astype(dtype) for t in (query, key_states, value))
+    k, v, groups = _repeat_heads(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    d_out = grad_out.astype(dtype)
+    scores = _scores(q, k, attn_bias, is_causal, scale)
+    row_logsumexp = logsumexp.astype(dtype)[..., None]
+    # A fully masked row (logsumexp -inf) has probabilities 0, not exp(-inf + inf) = NaN.
+    probabilities = jnp.where(jnp.isneginf(row_logsumexp), jnp.zeros((), dtype), jnp.exp(scores - row_logsumexp))
+    d_probabilities = jnp.einsum("...le,...se->...ls", d_out, v, precision=jax.lax.Precision.HIGHEST)
+    kept = probabilities
+    if dropout_p > 0:
+        keep = _dropout_keep(rng, dropout_p, probabilities.shape)
+        kept = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
+        d_probabilities = jnp.where(keep, d_probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
+    grad_value = jnp.einsum("...ls,...le->...se", kept, d_out, precision=jax.lax.Precision.HIGHEST)
+    d_scores = probabilities * (d_probabilities - jnp.sum(probabilities * d_probabilities, axis=-1, keepdims=True))
+    grad_query = jnp.einsum("...ls,...se->...le", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
+    grad_key = jnp.einsum("...ls,...le->...se", d_scores, q, precision=jax.lax.Precision.HIGHEST) * scale
+    if groups > 1:  # a key/value head served `groups` query heads: its gradient is their sum
+        grouped = (*grad_key.shape[:-3], grad_key.shape[-3] // groups, groups, *grad_key.shape[-2:])
+        grad_key = grad_key.reshape(grouped).sum(axis=-3)
+        grad_value = grad_value.reshape(grouped).sum(axis=-3)
+    if attn_bias is not None and attn_bias.dtype != jnp.bool_:
+        grad_bias = _sum_to_shape(d_scores, attn_bias.shape)
+    else:
+        grad_bias = jnp.zeros(() if attn_bias is None else attn_bias.shape, dtype)
+    return grad_query, grad_key, grad_value, grad_bias
+
+
 @lowering(aten._scaled_dot_product_fused_attention_overrideable_backward.default, static=("dropout_p", "scale"))
 def _scaled_dot_product_fused_attention_overrideable_backward(
     grad_out,
@@ -165,44 +206,37 @@ def _scaled_dot_product_fused_attention_overrideable_backward(
     *,
     scale=None,
 ):
-    """Backward of the fused SDPA: (grad_query, grad_key, grad_value, grad_attn_bias); gradients
-    ``grad_input_mask`` leaves out are zeros.
-
-    As FlashAttention's backward (Dao et al., 2022, Algorithm 4) does, the probabilities are rebuilt
-    from the scores and the forward's saved ``logsumexp`` (``exp(S - lse)``), without the softmax's
-    row max and row sum; dropout's mask is rebuilt from ``philox_seed``. Then, with P the
-    probabilities and P' = dropout(P):
-    dV = P'^T dO, dP = dropout(dO V^T), dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
-    dK = scale dS^T Q (summed over a key head's group), d(bias) = dS summed to the bias's shape.
-    """
-    dtype = _opmath(query.dtype)
-    q, k, v = (t.astype(dtype) for t in (query, key_states, value))
-    k, v, groups = _repeat_heads(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    d_out = grad_out.astype(dtype)
-    scores = _scores(q, k, attn_bias, is_causal, scale)
-    row_logsumexp = logsumexp.astype(dtype)[..., None]
-    # A fully masked row (logsumexp -inf) has probabilities 0, not exp(-inf + inf) = NaN.
-    probabilities = jnp.where(jnp.isneginf(row_logsumexp), jnp.zeros((), dtype), jnp.exp(scores - row_logsumexp))
-    d_probabilities = jnp.einsum("...le,...se->...ls", d_out, v, precision=jax.lax.Precision.HIGHEST)
-    kept = probabilities
-    if dropout_p > 0:
-        keep = _dropout_keep(_unpack_key(philox_seed), dropout_p, probabilities.shape)
-        kept = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
-        d_probabilities = jnp.where(keep, d_probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
-    grad_value = jnp.einsum("...ls,...le->...se", kept, d_out, precision=jax.lax.Precision.HIGHEST)
-    d_scores = probabilities * (d_probabilities - jnp.sum(probabilities * d_probabilities, axis=-1, keepdims=True))
-    grad_query = jnp.einsum("...ls,...se->...le", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
-    grad_key = jnp.einsum("...ls,...le->...se", d_scores, q, precision=jax.lax.Precision.HIGHEST) * scale
-    if groups > 1:  # a key/value head served `groups` query heads: its gradient is their sum
-        grouped = (*grad_key.shape[:-3], grad_key.shape[-3] // groups, groups, *grad_key.shape[-2:])
-        grad_key = grad_key.reshape(grouped).sum(axis=-3)
-        grad_value = grad_value.reshape(grouped).sum(axis=-3)
-    if attn_bias is not None and attn_bias.dtype != jnp.bool_:
-        grad_bias = _sum_to_shape(d_scores, attn_bias.shape)
-    else:
-        grad_bias = jnp.zeros(() if attn_bias is None else attn_bias.shape, dtype)
-    results = (grad_query, grad_key, grad_value, grad_bias)
+    """Backward of the fused SDPA: (grad_query, grad_key, grad_value, grad_attn_bias), see
+    :func:`_attention_backward`; gradients ``grad_input_mask`` leaves out are zeros."""
+    rng = _unpack_key(philox_seed) if dropout_p > 0 else None
+    results = _attention_backward(
+        grad_out, query, key_states, value, attn_bias, logsumexp, dropout_p, is_causal, scale, rng
+    )
     return tuple(
         g if wanted else jnp.zeros(g.shape, g.dtype) for g, wanted in zip(results, grad_input_mask, strict=True)
     )
+
+
+@lowering(aten._scaled_dot_product_flash_attention_for_cpu.default, static=("dropout_p", "scale"))
+def _scaled_dot_product_flash_attention_for_cpu(
+    query, key_states, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None
+):
+    """The CPU's fused SDPA, which ``torch.compile`` traces for CPU tensors: (output, logsumexp),
+    as :func:`_attention` computes them (the CPU kernel takes no dropout; its meta kernel refuses it).
+
+    Lowered rather than decomposed: PyTorch's decomposition returns the attention probabilities in
+    the logsumexp's place, which its backward (not decomposed) then reads as a logsumexp, giving
+    wrong gradients in a compiled training step (torch/_decomp/decompositions.py says inductor
+    must exclude it)."""
+    return _attention(query, key_states, value, attn_mask, dropout_p, is_causal, scale, None)
+
+
+@lowering(aten._scaled_dot_product_flash_attention_for_cpu_backward.default, static=("dropout_p", "scale"))
+def _scaled_dot_product_flash_attention_for_cpu_backward(
+    grad_out, query, key_states, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None, scale=None
+):
+    """Backward of the CPU's fused SDPA: (grad_query, grad_key, grad_value), see
+    :func:`_attention_backward`."""
+    return _attention_backward(
+        grad_out, query, key_states, value, attn_mask, logsumexp, dropout_p, is_causal, scale, None
+    )[:3]
