@@ -238,3 +238,25 @@ def test_compiled_sdpa_of_cpu_tensors_has_eager_gradients(name):
     eager.square().sum().backward()
     for got, want in zip(actual, [eager.detach(), *[t.grad for t in leaves]], strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_sdpa_backward_of_rows_masked_with_the_dtypes_minimum():
+    # Hugging Face masks with finfo.min: a fully masked row's logsumexp, finfo.min + log(S), rounds
+    # to finfo.min, so exp(scores - logsumexp) rebuilt 1 for every key instead of 1/S. Compared with
+    # the math path (softmax of the masked scores); the CPU's fused kernel loses the same bits.
+    q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
+    mask = torch.zeros(L, S)
+    mask[0, :] = torch.finfo(torch.float32).min
+    mask[1, 2:] = torch.finfo(torch.float32).min
+
+    def math(q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1) * E**-0.5 + mask, -1) @ v
+
+    grad_output = torch.randn(B, H, L, E)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = math(*leaves)
+    out.backward(grad_output)
+    expected = [out.detach(), *[t.grad for t in leaves]]
+    actual = _run(*to_neuron([q, k, v, mask]), {}, grad_output)[:4]  # the mask's gradient left out
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want)

@@ -149,8 +149,8 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     output and its saved ``logsumexp``; ``rng`` rebuilds dropout's mask.
 
     As FlashAttention's backward (Dao et al., 2022, Algorithm 4) does, the probabilities are rebuilt
-    from the scores and the forward's saved ``logsumexp`` (``exp(S - lse)``), without the softmax's
-    row max and row sum; dropout's mask is rebuilt from ``rng``. Then, with P the
+    from the scores and the forward's saved ``logsumexp`` (``exp(S - lse)``, renormalised), without the
+    softmax's row max; dropout's mask is rebuilt from ``rng``. Then, with P the
     probabilities and P' = dropout(P):
     dV = P'^T dO, dP = dropout(dO V^T), dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
     dK = scale dS^T Q (summed over a key head's group), d(bias) = dS summed to the bias's shape.
@@ -162,8 +162,14 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     d_out = grad_out.astype(dtype)
     scores = _scores(q, k, attn_bias, is_causal, scale)
     row_logsumexp = logsumexp.astype(dtype)[..., None]
-    # A fully masked row (logsumexp -inf) has probabilities 0, not exp(-inf + inf) = NaN.
-    probabilities = jnp.where(jnp.isneginf(row_logsumexp), jnp.zeros((), dtype), jnp.exp(scores - row_logsumexp))
+    # Rows are renormalised: where the scores are as large as float32's range (a row masked with
+    # finfo.min, as Hugging Face masks, gives lse = finfo.min + log(n) == finfo.min), the logsumexp
+    # has lost its log-sum and exp(S - lse) is 1, not 1/n. A fully masked row (logsumexp -inf) has
+    # probabilities 0, not exp(-inf + inf) = NaN.
+    unnormalised = jnp.exp(scores - jnp.where(jnp.isneginf(row_logsumexp), jnp.zeros((), dtype), row_logsumexp))
+    total = jnp.sum(unnormalised, axis=-1, keepdims=True)
+    empty = jnp.isneginf(row_logsumexp) | (total == 0)
+    probabilities = jnp.where(empty, jnp.zeros((), dtype), unnormalised / jnp.where(empty, jnp.ones((), dtype), total))
     d_probabilities = jnp.einsum("...le,...se->...ls", d_out, v, precision=jax.lax.Precision.HIGHEST)
     kept = probabilities
     if dropout_p > 0:
