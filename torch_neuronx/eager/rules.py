@@ -48,21 +48,27 @@ _EXACT_OUT_DTYPE = frozenset(
     }
 )  # fmt: skip
 
+
+def _input_and_out_match(result: torch.dtype, out: torch.dtype) -> str:
+    return (
+        f"Expected the dtype for input and out to match, but got {aten_name(result)} for input's dtype "
+        f"and {aten_name(out)} for out's dtype."
+    )
+
+
+def _scalar_type_matches(result: torch.dtype, out: torch.dtype) -> str:
+    return f"expected scalar_type {aten_name(result)} but found {aten_name(out)}"
+
+
 #: Ops whose ``out=`` (their first) must have the result's dtype, checked by ATen code that CPU and
 #: CUDA share (ReduceOps.cpp, UnaryOps.cpp, BinaryOps.cpp, TensorAdvancedIndexing.cpp,
 #: BatchLinearAlgebra.cpp), each in its own words: op -> message of (result dtype, out dtype).
 _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
-    "amax": lambda r, o: (
-        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
-        f"and {aten_name(o)} for out's dtype."
-    ),
-    "amin": lambda r, o: (
-        f"Expected the dtype for input and out to match, but got {aten_name(r)} for input's dtype "
-        f"and {aten_name(o)} for out's dtype."
-    ),
-    "cummax": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
-    "cummin": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
-    "logcumsumexp": lambda r, o: f"expected scalar_type {aten_name(r)} but found {aten_name(o)}",
+    "amax": _input_and_out_match,
+    "amin": _input_and_out_match,
+    "cummax": _scalar_type_matches,
+    "cummin": _scalar_type_matches,
+    "logcumsumexp": _scalar_type_matches,
     "take": lambda r, o: (
         f"take(): self and out expected to have the same dtype, but got self.dtype = {aten_name(r)} "
         f"and out.dtype = {aten_name(o)}"

@@ -91,6 +91,19 @@ def _continuous(name: str, kernel: str, type_meta: bool = False) -> Callable[[di
     return rule
 
 
+def _real_view_dispatched(kernel: str, name: str = "self") -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule`` of uniform_ and normal_ (``uniform_impl_``, ``normal_impl_``): a complex
+    tensor (argument ``name``; torch.normal's result takes that argument's dtype) draws into its real
+    view; any other dtype is CUDA's dispatch of ``kernel`` over the floating dtypes."""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments[name].dtype
+        if not dtype.is_complex:
+            _check_dispatched(kernel, dtype, _FLOATING)
+
+    return rule
+
+
 # --- continuous distributions ------------------------------------------------------------------
 
 
@@ -121,13 +134,13 @@ def _uniform_in(rng_key, shape, from_: float, to: float, dtype) -> jax.Array:
     return jnp.where(value == high, low, value)
 
 
-def _uniform_dtypes(arguments: dict[str, Any]) -> None:
-    """uniform_impl_: a complex tensor draws into its real view; others dispatch as below."""
-    if not arguments["self"].dtype.is_complex:
-        _check_dispatched("check_uniform_bounds", arguments["self"].dtype, _FLOATING)
-
-
-@lowering(aten.uniform.default, random=True, static=("from", "to"), metas=True, dtype_rule=_uniform_dtypes)
+@lowering(
+    aten.uniform.default,
+    random=True,
+    static=("from", "to"),
+    metas=True,
+    dtype_rule=_real_view_dispatched("check_uniform_bounds"),
+)
 def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
     """torch.Tensor.uniform_ (and torch.rand, rand_like): samples in [from, to) of ``self``'s dtype
     (see :func:`_uniform_in`). A complex tensor draws its real and imaginary parts each in
@@ -149,13 +162,12 @@ def _check_std(std) -> None:
     device_check(std < 0, 0, "normal expects std >= 0.0, but found a negative std")
 
 
-def _normal_dtypes(arguments: dict[str, Any]) -> None:
-    """normal_impl_: a complex tensor draws into its real view; others dispatch as below."""
-    if not arguments["self"].dtype.is_complex:
-        _check_dispatched("normal_kernel_cuda", arguments["self"].dtype, _FLOATING)
-
-
-@lowering(aten.normal_functional.default, aten.normal_.default, random=True, dtype_rule=_normal_dtypes)
+@lowering(
+    aten.normal_functional.default,
+    aten.normal_.default,
+    random=True,
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda"),
+)
 def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
     """torch.Tensor.normal_ (and torch.randn): N(mean, std**2). A complex tensor's real and
     imaginary parts are each N(mean, std**2 / 2), as ATen draws into ``view_as_real(self)`` with
@@ -175,33 +187,21 @@ def _normal_tensors(mean, std, shape, rng_key):
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
-def _normal_result_dtypes(name: str) -> Callable[[dict[str, Any]], None]:
-    """A ``dtype_rule``: ATen draws ``torch.normal``'s result (of argument ``name``'s dtype) with
-    normal_impl_, whose CUDA kernel takes the floating dtypes (a complex result draws its real view)."""
-
-    def rule(arguments: dict[str, Any]) -> None:
-        dtype = arguments[name].dtype
-        if not dtype.is_complex:
-            _check_dispatched("normal_kernel_cuda", dtype, _FLOATING)
-
-    return rule
-
-
-@lowering(aten.normal.Tensor_float, random=True, dtype_rule=_normal_result_dtypes("mean"))
+@lowering(aten.normal.Tensor_float, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"))
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
     _check_std(std)
     return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
-@lowering(aten.normal.float_Tensor, random=True, dtype_rule=_normal_result_dtypes("std"))
+@lowering(aten.normal.float_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std"))
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
-@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_result_dtypes("mean"))
+@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"))
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
