@@ -260,3 +260,34 @@ def test_sdpa_backward_of_rows_masked_with_the_dtypes_minimum():
     actual = _run(*to_neuron([q, k, v, mask]), {}, grad_output)[:4]  # the mask's gradient left out
     for got, want in zip(actual, expected, strict=True):
         torch.testing.assert_close(got.cpu(), want)
+
+
+SDPA_REFUSALS = {
+    # key/value heads differ from the query's without enable_gqa: the overrideable op is not told
+    # enable_gqa, so these used to repeat the heads silently where the CPU and CUDA raise.
+    "heads-without-enable-gqa": ((1, 8, 4, 16), (1, 2, 4, 16), torch.float32, {}),
+    "heads-not-dividing": ((1, 8, 4, 16), (1, 3, 4, 16), torch.float32, {"enable_gqa": True}),
+    "integer-inputs": ((1, 2, 4, 8), (1, 2, 4, 8), torch.int64, {}),
+}
+
+
+def _sdpa_error(device, query_shape, key_shape, dtype, options) -> str:
+    query = torch.ones(query_shape, dtype=dtype, device=device)
+    key = torch.ones(key_shape, dtype=dtype, device=device)
+    with pytest.raises(RuntimeError) as error:
+        F.scaled_dot_product_attention(query, key, key.clone(), **options)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("name", SDPA_REFUSALS)
+def test_sdpa_refuses_what_the_cpu_refuses_in_its_words(name):
+    query_shape, key_shape, dtype, options = SDPA_REFUSALS[name]
+    assert _sdpa_error("neuron", *SDPA_REFUSALS[name]) == _sdpa_error("cpu", query_shape, key_shape, dtype, options)
+
+
+def test_compiled_sdpa_refuses_heads_without_enable_gqa():
+    query, key = torch.ones(1, 8, 4, 16, device="neuron"), torch.ones(1, 2, 4, 16, device="neuron")
+    compiled = torch.compile(F.scaled_dot_product_attention, backend="neuron", fullgraph=True)
+    # Dynamo's fake-tensor run of the math path raises PyTorch's words, as for CUDA tensors.
+    with pytest.raises(Exception, match="Attempting to broadcast a dimension of length 2"):
+        compiled(query, key, key)

@@ -638,3 +638,34 @@ def test_compiled_normal_of_tensors_has_eagers_result_dtype():
     mean, std = torch.zeros(8, dtype=torch.float16, device="neuron"), torch.ones(8, device="neuron")
     compiled = torch.compile(lambda m, s: torch.normal(m, s) * 2, backend="neuron")
     assert compiled(mean, std).dtype == torch.normal(mean, std).dtype == torch.float16
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda d: torch.multinomial(torch.tensor([1, 2, 3], device=d), 2),
+        lambda d: torch.multinomial(torch.tensor([True, False, True], device=d), 1),
+        lambda d: torch.multinomial(torch.ones(3, device=d), 2, out=torch.empty(2, dtype=torch.int32, device=d)),
+    ],
+    ids=["integer-probabilities", "bool-probabilities", "int32-out"],
+)
+def test_multinomial_refuses_what_aten_refuses_in_its_words(draw):
+    with pytest.raises(RuntimeError) as on_cpu:
+        draw("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        draw("neuron")
+    assert str(on_neuron.value) == str(on_cpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.bool, torch.float16])
+def test_bernoulli_draws_into_an_out_of_any_dtype(dtype):
+    # ATen's bernoulli_out resizes out to p's shape and samples into it in out's dtype; the meta
+    # kernel refused an integer or bool out (a float result it could not cast).
+    p = torch.tensor([0.0, 1.0] * 8 + [0.5] * 4000, device="neuron")
+    out = torch.empty(3, dtype=dtype, device="neuron")
+    result = torch.bernoulli(p, out=out)
+    assert result is out and out.shape == p.shape and out.dtype == dtype
+    draws = out.cpu().float()
+    torch.testing.assert_close(draws[:16], torch.tensor([0.0, 1.0] * 8))
+    assert set(draws.unique().tolist()) == {0.0, 1.0}
+    assert abs(draws[16:].mean().item() - 0.5) < 0.05  # 4,000 draws: 6 standard deviations

@@ -8,7 +8,8 @@ exactly the declared mutations) stays correct by calling those.
 ``aten::arange.start_out``, ``aten::linspace.out`` and ``aten::logspace.out`` compute in the out
 tensor's dtype; each is the
 functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
-for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts).
+for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts), and
+``aten::bernoulli.out`` draws in the out tensor's dtype.
 """
 
 from __future__ import annotations
@@ -89,6 +90,25 @@ def abs_out(self, *, out):
     return out.copy_(result)
 
 
+def bernoulli_out(self, *, generator=None, out):
+    """``torch.bernoulli(p, out=)``: draws into ``out`` in its own dtype, any dtype ``bernoulli_``
+    takes (integer and bool included), as ATen's ``bernoulli_out_impl`` does (``out.resize_`` to
+    ``p``'s shape, then ``out.bernoulli_(p)``); PyTorch's meta kernel refused an integer ``out``
+    because it casts a float result.
+
+    Raises:
+        RuntimeError: ``out`` is on another device (the CPU's words), or ``bernoulli_``'s own errors.
+    """
+    if out.device != self.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but got out is on {out.device}, different from "
+            f"other tensors on {self.device} (when checking argument out in method aten::bernoulli.out)"
+        )
+    if out.shape != self.shape:
+        out.resize_(self.shape)
+    return out.bernoulli_(self, generator=generator)
+
+
 def abs_(self):
     """``Tensor.abs_()``: a complex tensor cannot hold its magnitudes in place (ATen's words)."""
     if self.is_complex():
@@ -99,6 +119,7 @@ def abs_(self):
 KERNELS = {
     aten.abs.out: abs_out,
     aten.abs_.default: abs_,
+    aten.bernoulli.out: bernoulli_out,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
     aten.linspace.out: linspace_out,

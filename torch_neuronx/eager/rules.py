@@ -84,6 +84,12 @@ _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
     ),
 }
 
+#: Ops whose ``out=`` must have one fixed dtype, whatever the result's meta says (ATen's own checks,
+#: CPU and CUDA alike): op -> (dtype, message of the out dtype).
+_FIXED_OUT_DTYPES: dict[str, tuple[torch.dtype, Any]] = {
+    "multinomial": (torch.int64, lambda o: f"multinomial expects Long tensor out, got: {aten_name(o)}"),
+}
+
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
 
@@ -259,6 +265,8 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
+        if base in _FIXED_OUT_DTYPES and destination != _FIXED_OUT_DTYPES[base][0]:
+            raise RuntimeError(_FIXED_OUT_DTYPES[base][1](destination))
         if position == 0 and base in _SAME_DTYPE_OUT_MESSAGES and destination != result.dtype:
             raise RuntimeError(_SAME_DTYPE_OUT_MESSAGES[base](result.dtype, destination))
         if base in _BYTEBOOL_RESULT and destination not in (torch.bool, torch.uint8):

@@ -457,7 +457,14 @@ def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_mem
     return jax.random.permutation(rng_key, n)
 
 
-@lowering(aten.multinomial.default, random=True)
+def _multinomial_dtypes(arguments: dict[str, Any]) -> None:
+    """ATen's multinomial (Distributions.cpp, CPU and CUDA alike): floating probabilities only."""
+    dtype = arguments["self"].dtype
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {aten_name(dtype)}")
+
+
+@lowering(aten.multinomial.default, random=True, dtype_rule=_multinomial_dtypes)
 def multinomial(self, num_samples, replacement=False, *, generator=None, rng_key):
     """torch.multinomial: category indices drawn with probability proportional to each row of ``self``
     (1-D or 2-D). With replacement, independent categorical draws; without, the Gumbel top-k trick
