@@ -40,6 +40,7 @@ const char* number_type_name(char tag) {
     case 'b':
       return "bool";
     case 'i':
+    case 'u':
       return "int";
     case 'f':
       return "float";
@@ -48,9 +49,26 @@ const char* number_type_name(char tag) {
   }
 }
 
+// A uint64 value above int64's range (c10::Scalar holds them, tag HAS_u) as numpy.uint64: JAX converts
+// a Python int argument to int64 and raises OverflowError for it.
+py::object uint64_number(uint64_t value) {
+  return py::module_::import("numpy").attr("uint64")(py::int_(value));
+}
+
+// A Python int of `obj` that only uint64 holds ([2**63, 2**64)): PyTorch's argument parser lets no
+// other int outside int64 through.
+bool is_uint64_only(PyObject* obj) {
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(obj, &overflow);
+  return overflow > 0;
+}
+
 py::object scalar_to_python(const at::Scalar& value) {
   if (value.isBoolean()) {
     return py::bool_(value.toBool());
+  }
+  if (value.type() == at::ScalarType::UInt64) {
+    return uint64_number(value.toUInt64());
   }
   if (value.isIntegral(/*includeBool=*/false)) {
     return py::int_(value.toLong());
@@ -223,10 +241,8 @@ class Walker {
     put(static_cast<int32_t>(items.size()));
     std::vector<int> indices;
     for (auto item : items) {
-      char tag = number_tag(item.ptr());
-      put_tag(tag);
       indices.push_back(static_cast<int>(py::len(scalars_)));
-      scalars_.append(item);
+      put_tag(append_number(item.ptr(), number_tag(item.ptr())));
     }
     if (!describe_) {
       return py::none();
@@ -290,11 +306,22 @@ class Walker {
   py::list argument_descriptions;
 
  private:
+  // Appends the runtime number `obj` (of number_tag `tag`) to the executable's inputs and returns
+  // its tag in the key: 'u' for an int only uint64 holds, which is traced as a uint64 input.
+  char append_number(PyObject* obj, char tag) {
+    if (tag == 'i' && is_uint64_only(obj)) {
+      scalars_.append(uint64_number(PyLong_AsUnsignedLongLong(obj)));
+      return 'u';
+    }
+    scalars_.append(py::handle(obj));
+    return tag;
+  }
+
   py::object runtime_scalar(PyObject* obj, char kind, char tag) {
     put_tag(kind);
-    put_tag(tag);
     size_t index = scalars_.size();
-    scalars_.append(py::handle(obj));
+    tag = append_number(obj, tag);
+    put_tag(tag);
     if (!describe_) {
       return py::none();
     }

@@ -268,3 +268,55 @@ def test_resize_fills_the_added_elements_under_deterministic_algorithms(dtype):
     finally:
         torch.use_deterministic_algorithms(deterministic)
     torch.testing.assert_close(results[1], results[0], equal_nan=True)
+
+
+SHARED_MEMORY_TENSORS = {
+    "expand": lambda device: torch.zeros(3, device=device).expand(4, 3),
+    "empty_strided-stride-0": lambda device: torch.empty_strided((10,), (0,), device=device),
+    "expanded-column-of-a-matrix": lambda device: torch.arange(12.0, device=device).reshape(3, 4)[:, :1].expand(3, 5),
+    "sliced-expand": lambda device: torch.zeros(2, 1, 3, device=device).expand(2, 4, 3)[:, :, 1:],
+}
+
+
+@pytest.mark.parametrize("fill", [lambda t: t.fill_(3), lambda t: t.zero_()], ids=["fill_", "zero_"])
+@pytest.mark.parametrize("make", SHARED_MEMORY_TENSORS.values(), ids=SHARED_MEMORY_TENSORS)
+def test_fills_of_tensors_whose_elements_share_memory(make, fill):
+    # ATen's fill_ runs without the internal-overlap check (Fill.cpp): every element gets one value.
+    expected, actual = make("cpu"), make("neuron")
+    fill(expected)
+    assert fill(actual) is actual
+    torch.testing.assert_close(actual.cpu(), expected)
+    if expected._base is not None:
+        torch.testing.assert_close(actual._base.cpu(), expected._base)
+
+
+def test_fill_with_a_tensor_of_the_same_device_refuses_shared_memory_as_copy_does():
+    # fill_(Tensor) with a value on the tensor's own device is copy_, which refuses the overlap on
+    # the CPU and CUDA; a CPU scalar tensor fills, as CUDA's fill_out(value.item()) does.
+    message = "more than one element of the written-to tensor refers to a single memory location"
+    with pytest.raises(RuntimeError, match=message):
+        torch.zeros(3).expand(4, 3).fill_(torch.tensor(2.5))
+    with pytest.raises(RuntimeError, match=message):
+        torch.zeros(3, device="neuron").expand(4, 3).fill_(torch.tensor(2.5, device="neuron"))
+    filled = torch.zeros(3, device="neuron").expand(4, 3).fill_(torch.tensor(2.5))
+    torch.testing.assert_close(filled.cpu(), torch.full((4, 3), 2.5))
+
+
+LARGE, UINT64 = 2**64 - 2, torch.uint64
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda device: torch.empty(3, dtype=torch.uint64, device=device).fill_(2**64 - 1),
+        lambda device: torch.full((2,), 2**63, dtype=torch.uint64, device=device),
+        lambda device: torch.tensor([1, 2], dtype=torch.uint64, device=device) * (2**63 + 1),
+        lambda device: torch.zeros(2, device=device).add_(2**64 - 1),
+        lambda device: torch.empty(2, dtype=torch.uint64, device=device).fill_(torch.tensor(LARGE, dtype=UINT64)),
+    ],
+    ids=["fill_", "full", "mul", "float-add_", "fill_-cpu-tensor"],
+)
+def test_numbers_only_uint64_holds_are_runtime_scalars(make):
+    # Python ints in [2**63, 2**64) are valid uint64 Scalars; JAX converts an int argument to int64
+    # and raised OverflowError for them.
+    torch.testing.assert_close(make("neuron").cpu(), make("cpu"), rtol=0, atol=0)

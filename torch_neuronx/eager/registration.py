@@ -22,7 +22,17 @@ from torch_neuronx._compat.torch_internals import (
     overload_name,
     schema_of,
 )
-from torch_neuronx.eager import complex32_conv, composites, copy, half_fft, host_ops, math_bits, redirects, views
+from torch_neuronx.eager import (
+    complex32_conv,
+    composites,
+    copy,
+    half_fft,
+    host_ops,
+    math_bits,
+    overlapping_fills,
+    redirects,
+    views,
+)
 from torch_neuronx.eager.kernel import EagerKernel
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
@@ -204,6 +214,8 @@ def _register_kernels() -> None:
             kernel = host_ops.index_with_masks(kernel)
         elif plan.op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
             kernel = host_ops.index_put_with_masks(kernel)
+        elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default):
+            kernel = overlapping_fills.filling_shared_memory(kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)
