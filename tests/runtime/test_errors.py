@@ -201,6 +201,22 @@ MISTYPED_OUTS = {
         torch.ones(3, device=d), out=(_half(d, 3), torch.empty(3, dtype=torch.int32, device=d))
     ),
     "heaviside": lambda d: torch.heaviside(torch.ones(3, device=d), torch.ones(3, device=d), out=_half(d, 3)),
+    "triangular_solve": lambda d: torch.triangular_solve(
+        torch.ones(2, 1, device=d), torch.eye(2, device=d), out=(_half(d, 0), torch.empty(0, device=d))
+    ),
+    "kthvalue": lambda d: torch.kthvalue(
+        torch.ones(3, device=d), 1, out=(_half(d, ()), torch.empty((), dtype=torch.long, device=d))
+    ),
+    "mode": lambda d: torch.mode(
+        torch.ones(3, device=d), out=(_half(d, ()), torch.empty((), dtype=torch.long, device=d))
+    ),
+    "log_sigmoid": lambda d: torch._C._nn.log_sigmoid(torch.ones(3, device=d), out=_half(d, 3)),
+    "index_select": lambda d: torch.index_select(
+        torch.ones(3, device=d), 0, torch.tensor([0], device=d), out=_half(d, 1)
+    ),
+    "linalg_solve_triangular": lambda d: torch.linalg.solve_triangular(
+        torch.eye(2, device=d), torch.ones(2, 1, device=d), upper=True, out=_half(d, 2, 1)
+    ),
 }
 
 

@@ -44,7 +44,7 @@ _EXACT_OUT_DTYPE = frozenset(
         "sort", "tril", "triu", "aminmax", "index_add", "index_copy", "scatter_reduce", "renorm",
         "_softmax", "avg_pool3d", "diag_embed", "slice_scatter", "unfold_copy", "lu_unpack",
         "linalg_cross", "linalg_qr", "linalg_lu", "linalg_lu_factor_ex", "linalg_lu_solve",
-        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex",
+        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex", "triangular_solve",
     }
 )  # fmt: skip
 
@@ -58,6 +58,10 @@ def _input_and_out_match(result: torch.dtype, out: torch.dtype) -> str:
 
 def _scalar_type_matches(result: torch.dtype, out: torch.dtype) -> str:
     return f"expected scalar_type {aten_name(result)} but found {aten_name(out)}"
+
+
+def _scalar_type_matches_found(result: torch.dtype, out: torch.dtype) -> str:
+    return f"expected scalar type {aten_name(result)} but found {aten_name(out)}"
 
 
 #: Ops whose ``out=`` (their first) must have the result's dtype, checked by ATen code that CPU and
@@ -78,6 +82,13 @@ _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
         f"torch.frexp() expects mantissa to have dtype {TYPE_META_NAMES[r]} but got {TYPE_META_NAMES[o]}"
     ),
     "heaviside": lambda r, o: "heaviside is not yet implemented for tensors with different dtypes.",
+    # The CPU's words; CUDA's kernels refuse these too (they write through a pointer of the input's
+    # type), in words not checked here. histc is not listed: CUDA's copies its result into any out=.
+    "kthvalue": lambda r, o: "output values must be of same type as input",
+    "mode": lambda r, o: f"expected scalar type '{aten_name(r)}' but got '{aten_name(o)}' for values output",
+    "log_sigmoid_forward": _scalar_type_matches_found,
+    "index_select": lambda r, o: "index_select(): self and result must have the same scalar type",
+    "linalg_solve_triangular": _scalar_type_matches_found,
     "ormqr": lambda r, o: (
         f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
         f"{aten_name(r)} and result has dtype {aten_name(o)}"
