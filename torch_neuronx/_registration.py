@@ -9,6 +9,7 @@ when the first op reaches that fallback and starts the device (``_startup.py``).
 from __future__ import annotations
 
 import atexit
+import functools
 
 import torch
 
@@ -29,7 +30,7 @@ def register() -> None:
     )
     from torch_neuronx._startup import boxed_fallback, register_starters
     from torch_neuronx.distributed import registration as distributed_registration
-    from torch_neuronx.eager.fallback import UNSUPPORTED_KEYS, layout_fallback
+    from torch_neuronx.eager.fallback import NESTED_METADATA, REFUSED_FACTORIES, UNSUPPORTED_KEYS, layout_fallback
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
     torch.utils.rename_privateuse1_backend("neuron")
@@ -52,5 +53,14 @@ def register() -> None:
     for key, (kind, fix) in UNSUPPORTED_KEYS.items():
         library.fallback(layout_fallback(kind, fix), key)
     _library.append(library)
+    factories = torch.library.Library("aten", "IMPL")
+    for name, key in REFUSED_FACTORIES.items():
+        refuse = layout_fallback(*UNSUPPORTED_KEYS[key])
+        factories.impl(name, functools.partial(refuse, getattr(torch.ops.aten, name).default), "PrivateUse1")
+    on_the_host = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensorCPU)
+    for name in NESTED_METADATA:
+        op = getattr(torch.ops.aten, name).default
+        factories.impl(name, functools.partial(op.redispatch, on_the_host), "NestedTensorPrivateUse1")
+    _library.append(factories)
     register_starters()
     distributed_registration.register()

@@ -97,7 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         "(one row per test) and summary.md into --out. Fetches nothing: the files come from --tests-dir.",
     )
     upstream.add_argument(
-        "--files", nargs="+", metavar="FILE", help="test files, space- or comma-separated (default: issue 17's 15)"
+        "--files",
+        nargs="+",
+        metavar="FILE",
+        help="test files under --tests-dir (test_torch.py, dynamo/test_device.py), space- or comma-separated "
+        "(default: issue 17's 15)",
     )
     upstream.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest's -k expression, to select tests")
     upstream.add_argument(

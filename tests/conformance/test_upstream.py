@@ -27,11 +27,15 @@ def _outcomes(out: pathlib.Path) -> dict[str, tuple[str, str]]:
 
 
 def test_device_generic_file_outcomes_through_the_command(tmp_path):
-    argv = ["upstream-tests", "--tests-dir", str(SAMPLES), "--files", "device_generic_sample.py"]
+    # A file in a folder of the tests directory is named by its path there (dynamo/test_device.py).
+    name = "upstream_sample/device_generic_sample.py"
+    argv = ["upstream-tests", "--tests-dir", str(SAMPLES.parent), "--files", name]
     assert cli.main([*argv, "--no-progress", "--out", str(tmp_path)]) == 0
     found = _outcomes(tmp_path)
-    # The float64 variant of @dtypes and the complex128 one of @parametrize are not instantiated.
+    # The float64 variant of @dtypes and the complex128 one of @parametrize are not instantiated;
+    # the class for accelerators (only_for naming "cuda") is, the class for the CPU is not.
     assert {test: outcome for test, (outcome, _) in found.items()} == {
+        "test_runs_where_cuda_does_neuron": "passed",
         "test_add_matches_cpu_neuron_float32": "passed",
         "test_neg_matches_cpu_bfloat16_neuron_bfloat16": "passed",
         "test_makes_a_double_tensor_neuron": "skipped-ours",
@@ -43,9 +47,30 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
     assert "sparse and quantized tensors" in found["test_makes_a_sparse_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert "| device_generic_sample.py | 6 | 6 | 2 | 1 | 1 | 2 | 0 | 0 | 66.7% | 33.3% |" in summary
-    # float64, complex128; all; share of the 8 variants.
-    assert "| device_generic_sample.py | 1 | 1 | 2 | 25.0% |" in summary
+    assert f"| {name} | 7 | 7 | 3 | 1 | 1 | 2 | 0 | 0 | 75.0% | 28.6% |" in summary
+    # float64, complex128; all; share of the 9 variants.
+    assert f"| {name} | 1 | 1 | 2 | 22.2% |" in summary
+    assert set(pq.read_table(tmp_path / "outcomes.parquet").column("file").to_pylist()) == {name}
+
+
+@pytest.mark.parametrize(
+    ("only_for", "except_for", "neuron_too"),
+    [
+        (("cuda", "hpu", "xpu"), None, True),
+        (["cpu", "cuda"], None, True),
+        ("cuda", None, True),
+        ("cpu", None, False),
+        ("xpu", None, False),
+        (None, None, False),
+        (("cuda", "privateuse1"), None, False),
+        (("cuda",), "privateuse1", False),
+    ],
+)
+def test_classes_for_accelerators_naming_cuda_are_instantiated_for_neuron(only_for, except_for, neuron_too):
+    chosen = upstream_tests._with_neuron(only_for, except_for)
+    assert (chosen != only_for) is neuron_too
+    if neuron_too:
+        assert list(chosen) == [*upstream_tests._names(only_for), "privateuse1"]
 
 
 def test_a_crash_and_a_hang_are_recorded_and_the_file_carries_on(tmp_path):

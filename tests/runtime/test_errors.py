@@ -604,6 +604,25 @@ def test_quantized_tensors_raise_naming_the_op_and_the_fix():
     torch.testing.assert_close(quantized.dequantize().to("neuron").cpu(), quantized.dequantize())
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_strided_nested_tensors_raise_naming_the_op_and_the_fix():
+    # CUDA has NestedTensorCUDA kernels; neuron has none. Autograd reads a new nested tensor's sizes
+    # from C++ that cannot raise, where the dispatcher's error aborted the process (test_autograd's
+    # TestAutogradMultipleDispatch).
+    fix = r"nested \(torch.strided layout\) tensors are not supported on neuron\. .*layout=torch.jagged"
+    a = torch.arange(6.0).reshape(2, 3).requires_grad_(True)
+    with pytest.raises(NotImplementedError, match="aten::_nested_tensor_from_tensor_list.*" + fix):
+        torch.nested.as_nested_tensor([a.to("neuron"), a.to("neuron")])
+    with pytest.raises(NotImplementedError, match="aten::_to_copy.*" + fix):
+        torch.nested.nested_tensor([a.detach(), a.detach()]).to("neuron")
+    nested = torch.nested.as_nested_tensor([a, a], device="neuron")  # made by the CPU's kernels
+    assert nested._nested_tensor_size().tolist() == [[2, 3], [2, 3]]
+    with pytest.raises(NotImplementedError, match="aten::sin.*" + fix):
+        nested.sin()
+    jagged = torch.nested.nested_tensor([a.detach(), a.detach()], layout=torch.jagged, device="neuron")
+    torch.testing.assert_close(jagged.sin().values().cpu(), torch.cat([a, a]).detach().sin())
+
+
 FILLS_THAT_OVERFLOW = {
     "fill_": lambda d: torch.zeros(3, dtype=torch.uint8, device=d).fill_(300),
     "full": lambda d: torch.full((2,), 300, dtype=torch.uint8, device=d),

@@ -1,7 +1,7 @@
 """What ``torch-neuronx upstream-tests`` installs into PyTorch's test base before a test file imports.
 
-Two things, both applied by :mod:`torch_neuronx.testing.upstream_plugin` in the test file's process
-and neither editing a test file:
+Three things, all applied by :mod:`torch_neuronx.testing.upstream_plugin` in the test file's process
+and none editing a test file:
 
 - :class:`NeuronTestBase`, PyTorch's ``PrivateUse1TestBase`` declaring the dtypes neuron does not
   hold (:data:`MISSING_DTYPES`: float64 and complex128, by the FP64 policy), so that
@@ -16,6 +16,9 @@ and neither editing a test file:
 - :func:`install_compat`: the names that test files of an older PyTorch release import from
   ``torch.testing._internal`` (or call in numpy) and that the installed release renamed, moved or
   removed (:data:`RENAMED`), bound to their new homes where the new name does what the old one did.
+- :func:`install_accelerator_classes`: a class that PyTorch instantiates for a list of accelerators
+  naming CUDA (``only_for=("cuda", "hpu", "xpu")``, as test/dynamo's device classes are) is
+  instantiated for neuron too, as the vendors of those devices run it (:data:`ACCELERATORS`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from typing import Any, ClassVar
 import torch
 from torch.testing._internal import common_device_type
 
-__all__ = ["MISSING_DTYPES", "RENAMED", "NeuronTestBase", "install_compat", "install_device_base"]
+__all__ = [
+    "ACCELERATORS",
+    "MISSING_DTYPES",
+    "RENAMED",
+    "NeuronTestBase",
+    "install_accelerator_classes",
+    "install_compat",
+    "install_device_base",
+]
 
 #: The dtypes neuron does not hold, with why: no test variant is instantiated for them.
 MISSING_DTYPES: dict[torch.dtype, str] = {
@@ -131,6 +142,59 @@ def install_device_base() -> None:
     for index, base in enumerate(bases):
         if base is common_device_type.PrivateUse1TestBase:
             bases[index] = NeuronTestBase
+
+
+#: The device types whose presence in a class's ``only_for`` makes it a class for accelerators, that
+#: neuron runs too (:func:`install_accelerator_classes`).
+ACCELERATORS: tuple[str, ...] = ("cuda",)
+
+
+def _names(devices: Any) -> list[str]:
+    """``only_for``/``except_for`` as a list (PyTorch takes a string, a sequence or None)."""
+    return [devices] if isinstance(devices, str) else list(devices or ())
+
+
+def _with_neuron(only_for: Any, except_for: Any) -> Any:
+    """``only_for`` with ``privateuse1`` added where it names one of :data:`ACCELERATORS` and neither
+    list names neuron already; otherwise ``only_for`` as it is."""
+    named = _names(only_for) + _names(except_for)
+    ours = {"privateuse1", torch._C._get_privateuse1_backend_name()}
+    if not set(_names(only_for)) & set(ACCELERATORS) or ours & set(named):
+        return only_for
+    return [*_names(only_for), "privateuse1"]
+
+
+def install_accelerator_classes() -> None:
+    """Instantiates for neuron, too, each test class that PyTorch restricts to a list of accelerators
+    naming CUDA (call before a test file imports).
+
+    PyTorch's test/dynamo has no device-generic class for every device: its classes that take
+    ``device`` are instantiated ``only_for=("cuda", "hpu", "xpu")`` (``MiscTestsDevice``),
+    ``("cuda", "hpu")`` (``ReproDeviceRuntimeTests``) or ``["cpu", "cuda", ...]``, lists their
+    vendors extended to run them (Intel added ``"xpu"``, Habana ``"hpu"``, each to the lists of the
+    classes it runs). Running such a class on neuron is what those vendors do, and it is sound: the
+    class is written for a device passed in (``device``), and the tests in it that need CUDA itself
+    keep their own guards (``@requires_cuda``, ``skipIf(not TEST_CUDA)``, ``@onlyCUDA``), which skip
+    them on neuron as on HPU (recorded as skipped-pytorch). A class restricted to the CPU, to one
+    vendor's device (``only_for="xpu"``), or excepting PrivateUse1 is left as PyTorch has it. PyTorch's
+    own switch for this, ``PYTORCH_TESTING_DEVICE_FOR_CUSTOM=privateuse1``, is not used: it adds the
+    PrivateUse1 base to every class, CPU-only ones and those excepting it included.
+
+    The policy wraps ``common_device_type.get_desired_device_type_test_bases``, which
+    ``instantiate_device_type_tests`` calls with each class's ``except_for`` and ``only_for``;
+    ``PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1`` then keeps the neuron class alone, as for every
+    other file.
+    """
+    original = common_device_type.get_desired_device_type_test_bases
+    if getattr(original, "neuron_accelerator_classes", False):
+        return
+
+    @functools.wraps(original)
+    def desired(except_for: Any = None, only_for: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return original(except_for, _with_neuron(only_for, except_for), *args, **kwargs)
+
+    desired.neuron_accelerator_classes = True  # type: ignore[attr-defined]
+    common_device_type.get_desired_device_type_test_bases = desired
 
 
 def _skip_ops(test_case_name: str, base_test_name: str, to_skip: Any) -> Any:

@@ -6,10 +6,15 @@ decomposition, so it runs on the CPU with its inputs copied to the host and its 
 warns once, and is counted in ``torch_neuronx.get_fallback_ops()``. ``NEURON_FALLBACK_ENABLED=0``
 makes it a NotImplementedError that names the op instead.
 
-Sparse layouts and quantized tensors have no neuron kernels and no CPU fallback (a sparse or
-quantized neuron tensor could not hold the CPU result): :func:`layout_fallback` raises for every op
-on them, naming the op and the way out, where PyTorch's dispatcher would say only that the op has no
-kernel for the ``SparsePrivateUse1`` or ``QuantizedPrivateUse1`` key.
+Sparse layouts, quantized tensors and nested tensors of the strided layout have no neuron kernels
+and no CPU fallback (such a neuron tensor could not hold the CPU result): :func:`layout_fallback`
+raises for every op on them, naming the op and the way out, where PyTorch's dispatcher would say only
+that the op has no kernel for the ``SparsePrivateUse1``, ``QuantizedPrivateUse1`` or
+``NestedTensorPrivateUse1`` key. :data:`REFUSED_FACTORIES` refuse to make a nested tensor of neuron
+tensors in the first place. One made otherwise (``as_nested_tensor`` of CPU tensors with
+``device="neuron"`` runs CPU kernels) still answers :data:`NESTED_METADATA`: autograd reads a new
+nested tensor's sizes from a C++ path that cannot raise, where the fallback's error aborted the
+process.
 """
 
 from __future__ import annotations
@@ -36,7 +41,21 @@ UNSUPPORTED_KEYS = {
         "quantized",
         "Keep quantized tensors on the CPU, or convert them with .dequantize() before moving them to neuron.",
     ),
+    "NestedTensorPrivateUse1": (
+        "nested (torch.strided layout)",
+        "Make them with layout=torch.jagged, whose values are one dense neuron tensor, or keep them on the CPU.",
+    ),
 }
+
+#: Ops that would make a tensor of an :data:`UNSUPPORTED_KEYS` kind out of dense neuron tensors,
+#: by that key: their PrivateUse1 kernel raises as the key's fallback does (CUDA makes one).
+REFUSED_FACTORIES = {"_nested_tensor_from_tensor_list": "NestedTensorPrivateUse1"}
+
+#: The metadata ops of a nested tensor of the strided layout, registered for
+#: ``NestedTensorPrivateUse1`` as PyTorch's ``NestedTensorCPU`` kernels: they read the sizes, strides
+#: and offsets the tensor holds on the host whatever its device (CUDA's kernels are the same
+#: functions), so autograd can record one before the next op raises.
+NESTED_METADATA = ("_nested_tensor_size", "_nested_tensor_strides", "_nested_tensor_storage_offsets")
 
 
 def layout_fallback(kind: str, fix: str) -> Any:

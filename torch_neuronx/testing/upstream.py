@@ -137,11 +137,22 @@ def _classify(outcome: str, reason: str) -> str:
 class _FileRun:
     """One file's pytest processes, restarted after a crash or a timeout."""
 
-    def __init__(self, path: Path, keyword: str | None, timeout: float, work: Path, sample: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        keyword: str | None,
+        timeout: float,
+        work: Path,
+        sample: int | None = None,
+        name: str | None = None,
+    ) -> None:
         self.path, self.keyword, self.timeout, self.sample = path, keyword, timeout, sample
-        self.record = work / f"{path.stem}.jsonl"
-        self.done = work / f"{path.stem}.done"
-        self.log = work / f"{path.stem}.log"
+        #: The file as the command names it: its path under the tests directory (``dynamo/test_x.py``).
+        self.name = name or path.name
+        stem = self.name.removesuffix(".py").replace("/", "__")
+        self.record = work / f"{stem}.jsonl"
+        self.done = work / f"{stem}.done"
+        self.log = work / f"{stem}.log"
         self.outcomes: dict[str, tuple[str, str, float]] = {}
         #: (tests collected, tests selected by the sample) as the first process reported them.
         self.collected: tuple[int, int] | None = None
@@ -246,8 +257,8 @@ class _FileRun:
     def rows(self) -> list[TestOutcome]:
         rows = []
         for nodeid, (outcome, reason, duration) in self.outcomes.items():
-            file, cls, test, device, dtype = _split(nodeid)
-            rows.append(TestOutcome(file, cls, test, device, dtype, _classify(outcome, reason), reason, duration))
+            _, cls, test, device, dtype = _split(nodeid)
+            rows.append(TestOutcome(self.name, cls, test, device, dtype, _classify(outcome, reason), reason, duration))
         return rows
 
     def collection_error(self) -> str:
@@ -268,9 +279,10 @@ def run_upstream(
     collected: dict[str, tuple[int, int]] | None = None,
     left_out: dict[str, dict[str, int]] | None = None,
 ) -> tuple[list[TestOutcome], dict[str, str]]:
-    """Runs PyTorch's test ``files`` (names in ``tests_dir``; default :data:`DEFAULT_FILES`) on
-    neuron, each in processes of its own, and returns one :class:`TestOutcome` per test run and,
-    per file, why it stopped (``done``, ``budget``, or the error that kept it from importing).
+    """Runs PyTorch's test ``files`` (paths under ``tests_dir``, such as ``test_torch.py`` or
+    ``dynamo/test_device.py``; default :data:`DEFAULT_FILES`) on neuron, each in processes of its
+    own, and returns one :class:`TestOutcome` per test run and, per file (by that path), why it
+    stopped (``done``, ``budget``, or the error that kept it from importing).
 
     ``keyword`` is pytest's ``-k`` expression. The budget is shared out: each file gets an equal
     share of the time left when it starts. ``timeout`` is seconds per test. ``sample`` keeps at most
@@ -284,7 +296,7 @@ def run_upstream(
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
     """
     root = find_tests_dir(tests_dir).resolve()
-    names = list(files or DEFAULT_FILES)
+    names = [Path(name).as_posix() for name in files or DEFAULT_FILES]
     paths = [root / name for name in names]
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
@@ -298,22 +310,22 @@ def run_upstream(
 
         bar = tqdm(total=len(paths), unit="file")
     with tempfile.TemporaryDirectory(prefix="upstream-tests-") as work:
-        for index, path in enumerate(paths):
+        for index, (name, path) in enumerate(zip(names, paths, strict=True)):
             if budget_seconds is None:
                 deadline = float("inf")
             else:
                 left = budget_seconds - (time.monotonic() - start)
                 deadline = time.monotonic() + max(left, 0.0) / (len(paths) - index)
-            run = _FileRun(path, keyword, timeout, Path(work), sample)
+            run = _FileRun(path, keyword, timeout, Path(work), sample, name)
             stop = run.run(deadline)
             if collected is not None and run.collected is not None:
-                collected[path.name] = run.collected
+                collected[name] = run.collected
             if left_out is not None and run.left_out:
-                left_out[path.name] = run.left_out
-            stops[path.name] = run.collection_error() if stop == "collection" else stop
+                left_out[name] = run.left_out
+            stops[name] = run.collection_error() if stop == "collection" else stop
             rows += run.rows()
             if bar is not None:
-                bar.set_postfix_str(f"{path.name}: {len(run.outcomes)} tests")
+                bar.set_postfix_str(f"{name}: {len(run.outcomes)} tests")
                 bar.update()
     if bar is not None:
         bar.close()

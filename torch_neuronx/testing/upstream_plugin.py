@@ -9,10 +9,11 @@ collected tests, evenly spread over the file (the same ones in every restarted p
 ``collected`` line says how many there were, and how many dtype variants PyTorch's test base left
 out because neuron does not hold their dtype (:class:`torch_neuronx._compat.upstream_tests.NeuronTestBase`,
 installed here with the compatibility names of :func:`~torch_neuronx._compat.upstream_tests.install_compat`
+and the accelerator classes' policy of :func:`~torch_neuronx._compat.upstream_tests.install_accelerator_classes`
 before any test file imports). Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
 are applied here, each with its reason, and a failure that is the device's own refusal of what it
 does not have by design (the dtype policy's ``TypeError`` for FP64, the
-``NotImplementedError`` of sparse and quantized tensors) is recorded as a deliberate skip too
+``NotImplementedError`` of sparse, quantized and strided nested tensors) is recorded as a deliberate skip too
 (``skipped-ours``, with that reason), never as a pass. After each test the plugin synchronises the
 cores, so that a device fault the test left pending fails that test rather than the next one.
 """
@@ -55,6 +56,12 @@ _POLICY = (
         re.compile(r": (sparse COO|sparse compressed \S+|quantized) tensors are not supported on neuron\. "),
         "sparse and quantized tensors (the test makes one on neuron, which raises as designed; CUDA has them)",
     ),
+    (
+        NotImplementedError,
+        re.compile(r": nested \(torch\.strided layout\) tensors are not supported on neuron\. "),
+        "nested tensors of the strided layout (the test makes one on neuron, which raises as designed; CUDA "
+        "has them; torch.jagged's work)",
+    ),
 )
 
 
@@ -91,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _record = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole session
     upstream_tests.install_compat()
     upstream_tests.install_device_base()
+    upstream_tests.install_accelerator_classes()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

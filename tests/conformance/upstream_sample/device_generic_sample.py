@@ -3,7 +3,8 @@
 Not collected by the default run (its name does not start with ``test_``): the test runs it through
 ``torch-neuronx upstream-tests``, which must record each outcome kind below as PyTorch's files
 produce them (crashes and hangs are process_faults_sample.py's), and leave out the variants of
-dtypes neuron does not hold, whether ``@dtypes`` or ``@parametrize`` makes them.
+dtypes neuron does not hold, whether ``@dtypes`` or ``@parametrize`` makes them, and instantiate a
+class PyTorch restricts to accelerators naming CUDA for neuron, not one it restricts to the CPU.
 """
 
 import torch
@@ -36,7 +37,20 @@ class TestSample(TestCase):
         torch.eye(2).to_sparse().to(device)
 
 
+class TestForAccelerators(TestCase):
+    def test_runs_where_cuda_does(self, device):
+        self.assertEqual(torch.device(device).type, "neuron")
+
+
+class TestForTheCpu(TestCase):
+    def test_not_for_neuron(self, device):
+        raise AssertionError("a class PyTorch restricts to the CPU was instantiated for neuron")
+
+
 instantiate_device_type_tests(TestSample, globals(), only_for="privateuse1")
+# test/dynamo's way: classes for a list of accelerators (neuron runs them) or for the CPU alone.
+instantiate_device_type_tests(TestForAccelerators, globals(), only_for=("cuda", "hpu", "xpu"))
+instantiate_device_type_tests(TestForTheCpu, globals(), only_for="cpu")
 
 if __name__ == "__main__":
     run_tests()
