@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+from typing import Any
 
 import torch
 
@@ -27,6 +28,7 @@ def register() -> None:
         grad_scaler_without_fp64,
         linear_cross_entropy_accumulates_in_float32,
         register_device_module,
+        route_default_compiler,
     )
     from torch_neuronx._startup import boxed_fallback, register_starters
     from torch_neuronx.distributed import registration as distributed_registration
@@ -44,6 +46,7 @@ def register() -> None:
     grad_scaler_without_fp64()
     linear_cross_entropy_accumulates_in_float32()
     accelerate_memory.install()
+    route_default_compiler(_compile_default)
     # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _C._set_python_runtime(RuntimeCallbacks())
@@ -64,3 +67,12 @@ def register() -> None:
     _library.append(factories)
     register_starters()
     distributed_registration.register()
+
+
+def _compile_default(inductor: Any, graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    """torch.compile's default backend (torch_neuronx/dynamo/default_backend.py), imported on the
+    first compiled graph: importing torch_neuronx.dynamo sets Dynamo up, which ``import torch_neuronx``
+    must not pay for."""
+    from torch_neuronx.dynamo.default_backend import compile_default
+
+    return compile_default(inductor, graph, example_inputs)

@@ -418,3 +418,34 @@ def test_float64_inside_a_compiled_graph_raises_the_dtype_policy_error():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=message) as raised:
         torch.compile(widen, backend="neuron")(torch.ones(3, device="neuron"))
     assert isinstance(raised.value.inner_exception, TypeError)
+
+
+def test_default_backend_compiles_neuron_graphs_with_neuron():
+    # torch.compile(model) hands graphs to inductor, which has no neuron code generator
+    # (InductorError: KeyError: 'neuron'); graphs of neuron tensors compile with backend="neuron".
+    model = _mlp()
+    x = torch.randn(5, 8)
+    expected = model(x)
+    expected.sum().backward()
+    neuron_model = copy.deepcopy(model).to("neuron")
+    neuron_model.zero_grad(set_to_none=True)
+    compiled = torch.compile(neuron_model, fullgraph=True)
+    got = compiled(x.to("neuron"))
+    got.sum().backward()
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+    for ours, theirs in zip(neuron_model.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad.cpu(), theirs.grad, atol=1e-5, rtol=1e-5)
+    assert torch_neuronx.get_dynamo_metrics(), "the graphs were compiled by the neuron backend"
+    made_on_neuron = torch.compile(lambda: torch.arange(4.0, device="neuron") * 2, backend="inductor")
+    torch.testing.assert_close(made_on_neuron().cpu(), torch.arange(4.0) * 2)
+
+
+def test_default_backend_leaves_other_graphs_to_inductor():
+    from torch_neuronx.dynamo.default_backend import compile_default
+
+    graph = torch.fx.symbolic_trace(lambda t: t.sin())
+    for node in graph.graph.nodes:
+        node.meta["example_value"] = torch.empty(3, device="meta")
+    seen = []
+    result = compile_default(lambda g, inputs: seen.append(g) or "inductor's", graph, [torch.empty(3, device="meta")])
+    assert result == "inductor's" and seen == [graph]

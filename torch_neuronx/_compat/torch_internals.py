@@ -61,6 +61,7 @@ __all__ = [
     "make_fx",
     "fake_like",
     "register_device_module",
+    "route_default_compiler",
 ]
 
 
@@ -335,3 +336,24 @@ def without_aot_first_call_analysis() -> Iterator[None]:
             yield
     else:
         yield
+
+
+def route_default_compiler(route: Callable[[Callable[..., Any], torch.fx.GraphModule, list[Any]], Any]) -> None:
+    """Passes every graph that ``torch.compile``'s default backend is given (``torch.compile(model)``
+    and ``backend="inductor"``) through ``route(inductor, graph, example_inputs)``, where
+    ``inductor(graph, example_inputs)`` compiles it as PyTorch would. Installed once.
+
+    Both spellings reach inductor through ``torch._TorchCompileInductorWrapper.__call__`` (PyTorch
+    2.13), which imports ``compile_fx`` on its first graph; wrapping the method keeps that import (2 s)
+    lazy.
+    """
+    wrapper = torch._TorchCompileInductorWrapper
+    original = wrapper.__call__
+    if getattr(original, "routed", False):
+        return
+
+    def call(self: Any, model: torch.fx.GraphModule, inputs: list[Any], **kwargs: Any) -> Any:
+        return route(lambda graph, example_inputs: original(self, graph, example_inputs, **kwargs), model, inputs)
+
+    call.routed = True  # type: ignore[attr-defined]
+    wrapper.__call__ = call

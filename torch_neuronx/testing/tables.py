@@ -166,10 +166,11 @@ _UINT8_INTERPOLATION = (
     "test skips itself on CUDA ('CUDA implementation is not yet supporting uint8')"
 )
 _NO_INDUCTOR = (
-    "compiles a graph of neuron tensors with inductor (torch.compile's default backend, or a "
-    "debug_backend_override rule naming it): inductor has no code generator for neuron and raises "
-    "KeyError: 'neuron' (README, limitations: torch.compile(backend=\"neuron\") is neuron's compiler); "
-    "on CUDA inductor generates Triton"
+    "tests inductor itself on neuron tensors (a debug_backend_override rule naming inductor's compile_fx, "
+    "or inductor's per-graph config overrides): inductor has no code generator for neuron and raises "
+    "KeyError: 'neuron'; torch.compile(model) and backend='inductor' compile neuron graphs with "
+    "backend='neuron' instead (dynamo/default_backend.py), which has no inductor config; on CUDA "
+    "inductor generates Triton"
 )
 #: Tests of PyTorch's own files skipped on purpose, each with its reason: keyed by the test's name
 #: without its device and dtype suffix (``test_foo`` for ``test_foo_neuron_float32``), or by an
