@@ -114,3 +114,31 @@ def test_mutating_custom_op_lowers_through_auto_functionalized(view):
     torch.testing.assert_close(total.cpu(), expected.sum())
     graphs = torch_neuronx.get_dynamo_metrics()[before:]
     assert len(graphs) == 1 and not graphs[0]["eager_fallback"]
+
+
+class _Unwrapping(torch.Tensor):
+    """A wrapper subclass whose ``__torch_dispatch__`` calls each op on the neuron tensor it holds:
+    PyTorch runs that call with every dispatch key after Python excluded in the thread."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(value):
+            return value.inner if isinstance(value, _Unwrapping) else value
+
+        return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+
+
+def test_decomposition_traced_from_a_subclass_dispatch():
+    # Tracing pixel_unshuffle's decomposition from inside __torch_dispatch__ dereferenced a null
+    # tensor in functionalization (SIGSEGV; PyTorch's test_forward_ad of pixel_unshuffle). A fresh
+    # input shape makes this call trace, whatever ran before in the process.
+    x = torch.randn(1, 4, 10, 2)
+    got = torch.nn.functional.pixel_unshuffle(_Unwrapping(x.to("neuron")), 2)
+    torch.testing.assert_close(got.cpu(), torch.nn.functional.pixel_unshuffle(x, 2))

@@ -62,6 +62,7 @@ __all__ = [
     "fake_like",
     "register_device_module",
     "route_default_compiler",
+    "dispatch_keys_for_tracing",
 ]
 
 
@@ -357,3 +358,49 @@ def route_default_compiler(route: Callable[[Callable[..., Any], torch.fx.GraphMo
 
     call.routed = True  # type: ignore[attr-defined]
     wrapper.__call__ = call
+
+
+#: Dispatch keys that tracing a decomposition (``torch.func.functionalize`` under ``make_fx``)
+#: dispatches through. A tensor subclass's ``__torch_dispatch__`` calls ops with every key after
+#: ``Python`` excluded in its thread (``after_Python_keyset``, c10's DispatchKeySet.h); a neuron op
+#: called from one then traced its decomposition without functionalization's keys, and
+#: ``_unwrap_functional_tensor`` dereferenced a null tensor (SIGSEGV, test_ops'
+#: ``test_forward_ad_nn_functional_pixel_unshuffle``, CompositeCompliantTensor).
+_TRACING_KEYS = tuple(
+    key
+    for key in (
+        getattr(torch._C.DispatchKey, name, None)
+        for name in (
+            "Python",
+            "PythonTLSSnapshot",
+            "PreDispatch",
+            "Functionalize",
+            "FuncTorchDynamicLayerFrontMode",
+            "FuncTorchDynamicLayerBackMode",
+            "FuncTorchBatched",
+            "FuncTorchVmapMode",
+            "FuncTorchGradWrapper",
+            "Batched",
+            "BatchedNestedTensor",
+            "VmapMode",
+            "Conjugate",
+            "Negative",
+            "ZeroTensor",
+            "Tracer",
+            "DeferredInit",
+        )
+    )  # fmt: skip
+    if key is not None
+)
+
+
+@contextlib.contextmanager
+def dispatch_keys_for_tracing() -> Iterator[None]:
+    """Runs a block with the dispatch keys decomposition tracing needs re-enabled in this thread
+    (:data:`_TRACING_KEYS`), whatever its caller excluded; the thread's other excluded keys (autograd,
+    autocast: the eager kernel runs below them) stay excluded."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for key in _TRACING_KEYS:
+        exclude = exclude.remove(key)
+    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude):
+        yield

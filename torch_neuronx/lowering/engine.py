@@ -22,7 +22,14 @@ import numpy as np
 import torch
 import torch.fx
 
-from torch_neuronx._compat.torch_internals import OpOverload, decomposition_table, make_fx, pytree, schema_of
+from torch_neuronx._compat.torch_internals import (
+    OpOverload,
+    decomposition_table,
+    dispatch_keys_for_tracing,
+    make_fx,
+    pytree,
+    schema_of,
+)
 from torch_neuronx.lowering import overflow, promotion, registry
 from torch_neuronx.runtime import layout, tracing
 from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
@@ -168,7 +175,8 @@ def trace_decomposition(op: OpOverload, metas: list[Any]) -> tuple[torch.fx.Grap
         return op(*positional, **keywords)
 
     functional = torch.func.functionalize(call, remove="mutations")
-    graph = make_fx(functional, decomposition_table=decompositions())(*[leaves[i] for i in positions])
+    with dispatch_keys_for_tracing():
+        graph = make_fx(functional, decomposition_table=decompositions())(*[leaves[i] for i in positions])
     check_lowerable(graph)
     return graph, positions
 
