@@ -371,6 +371,11 @@ def test_take(dtype):
     assert_matches_cpu(lambda x, i: torch.take(x, i, out=x.new_empty(0)), x, _index([3, -12]))
 
 
+def test_take_from_an_empty_tensor_has_the_index_shape():
+    empty, index = torch.empty(0, 1, 2, 0), torch.empty(0, 1, 2, 0, dtype=torch.long)
+    assert_matches_cpu(torch.take, empty, index)
+
+
 # --- autograd -------------------------------------------------------------------------------------------
 
 GRADIENTS = {

@@ -174,6 +174,10 @@ def _half(d, *shape):
     return torch.empty(*shape, dtype=torch.float16, device=d)
 
 
+def _int(d):
+    return torch.empty(0, dtype=torch.int32, device=d)
+
+
 # out= of another dtype than the result's, refused with the words of ATen's generated out= check
 # (structured kernels, copy_arg) or of TensorIterator's same-dtype unary ops: device-independent code,
 # so CUDA raises these too. Their Python meta kernels accepted the out= and wrote rounded values, or
@@ -217,7 +221,33 @@ MISTYPED_OUTS = {
     "linalg_solve_triangular": lambda d: torch.linalg.solve_triangular(
         torch.eye(2, device=d), torch.ones(2, 1, device=d), upper=True, out=_half(d, 2, 1)
     ),
+    # checkLinalgCompatibleDtype's words: an out= the result cannot be cast to.
+    "cholesky_inverse": lambda d: torch.cholesky_inverse(torch.eye(2, device=d), out=_int(d)),
+    "linalg_pinv": lambda d: torch.linalg.pinv(torch.eye(2, device=d), out=_int(d)),
+    "orgqr": lambda d: torch.orgqr(torch.eye(2, device=d), torch.ones(1, device=d), out=_int(d)),
 }
+
+# Calls ATen refuses before any kernel (CPU and CUDA alike) that neuron computed or worded otherwise.
+REFUSED_CALLS = {
+    "heaviside-of-two-dtypes": lambda d: torch.heaviside(
+        torch.ones(2, dtype=torch.float16, device=d), torch.ones(2, device=d)
+    ),
+    "sum-over-a-repeated-dim": lambda d: torch.sum(torch.ones(2, 3, device=d), dim=(1, -1)),
+    "vector_norm-over-a-repeated-dim": lambda d: torch.linalg.vector_norm(torch.ones(2, 3, device=d), dim=(0, 0)),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_CALLS)
+def test_refused_calls_raise_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(REFUSED_CALLS[case])
+    assert on_neuron == on_cpu
+
+
+@pytest.mark.parametrize("op", [torch.logaddexp, torch.logaddexp2])
+def test_logaddexp_of_integers_raises_cudas_error(op):
+    ones = torch.ones(2, dtype=torch.int32, device="neuron")
+    with pytest.raises(NotImplementedError, match=f"\"{op.__name__}_cuda\" not implemented for 'Int'"):
+        op(ones, ones)
 
 
 @pytest.mark.parametrize("case", MISTYPED_OUTS)

@@ -148,6 +148,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     if isinstance(error, (RuntimeError, IndexError)):
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
+        _raise_repeated_dim_error_as_cpu(plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
     worded = in_aten_words(error)
     if worded is error:
@@ -265,6 +266,26 @@ _EMPTY_REDUCTION = re.compile(
     r"reducing over zero-size dimension for reduction operation without identity"
     r"|arg(max|min): Expected reduction dim.*"
 )
+
+
+def _raise_repeated_dim_error_as_cpu(plan: Plan, metas: list[Any], error: Exception) -> None:
+    """Raises ATen's "dim 0 appears multiple times in the list of dims" (``dim_list_to_bitset``,
+    WrapDimUtilsMulti.h: the first repeated dimension, wrapped) where PyTorch's Python meta kernels
+    say "duplicate value in the list of dims". Returns for other errors."""
+    if str(error) != "duplicate value in the list of dims":
+        return
+    by_name = dict(
+        zip((a.name for a in schema_of(plan.functional).arguments), plan.functional_args(metas), strict=False)
+    )
+    self, dims = by_name.get("self"), by_name.get("dim")
+    if not isinstance(self, torch.Tensor) or not isinstance(dims, (list, tuple)):
+        return
+    seen: set[int] = set()
+    for dim in dims:
+        wrapped = dim % max(self.dim(), 1)
+        if wrapped in seen:
+            raise RuntimeError(f"dim {wrapped} appears multiple times in the list of dims")
+        seen.add(wrapped)
 
 
 def _raise_empty_reduction_error_as_cpu(name: str, plan: Plan, metas: list[Any], error: Exception) -> None:

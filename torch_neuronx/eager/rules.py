@@ -101,6 +101,15 @@ _FIXED_OUT_DTYPES: dict[str, tuple[torch.dtype, Any]] = {
     "multinomial": (torch.int64, lambda o: f"multinomial expects Long tensor out, got: {aten_name(o)}"),
 }
 
+#: Ops whose ``out=`` ATen checks with ``checkLinalgCompatibleDtype(name, out, result)``
+#: (LinalgUtils.h, CPU and CUDA alike): op -> the name its message gives.
+_LINALG_CASTABLE_NAMES = {
+    "cholesky_inverse": "cholesky_inverse",
+    "linalg_pinv": "linalg.pinv",
+    "linalg_householder_product": "torch.linalg.householder_product",
+    "orgqr": "torch.linalg.householder_product",
+}
+
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
 
@@ -284,6 +293,11 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
+        if base in _LINALG_CASTABLE_NAMES and not torch.can_cast(result.dtype, destination):
+            raise RuntimeError(
+                f"{_LINALG_CASTABLE_NAMES[base]}: Expected result to be safely castable from "
+                f"{aten_name(result.dtype)} dtype, but got result with dtype {aten_name(destination)}"
+            )
         # _EXACT_OUT_DTYPE's ATen kernels, and ATen's checkLinalgCompatibleDtype (LinalgUtils.h) for
         # an out= the result cannot be cast to, both naming TypeMeta's C++ types.
         exact = base in _EXACT_OUT_DTYPE and destination != result.dtype

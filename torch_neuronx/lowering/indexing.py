@@ -544,6 +544,8 @@ def take(self, index):
     of range raises IndexError."""
     message = "out of range: tried to access index {{detail}} on a tensor of {size} elements."
     idx = _checked(index, self.size, message, IndexError, negative=True)
+    if self.size == 0:  # nothing to take from (any index raises above): index's shape, as ATen's
+        return jnp.zeros(index.shape, self.dtype)
     return jnp.take(self.reshape(-1), idx, mode="clip")
 
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
@@ -27,6 +27,18 @@ _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 def _register_all(table: dict, promotion: Promotion, dtype_rules: dict | None = None) -> None:
     for op, fn in table.items():
         lowering(op, promotion=promotion, dtype_rule=(dtype_rules or {}).get(op))(fn)
+
+
+def floating_result(kernel: str):
+    """A ``dtype_rule`` of a binary op whose CUDA kernel dispatches floating (and complex) dtypes only:
+    an integer or bool result dtype raises CUDA's NotImplementedError naming ``kernel``."""
+
+    def rule(arguments: dict) -> None:
+        dtype = torch.result_type(arguments["self"], arguments["other"])
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
+
+    return rule
 
 
 def _real_only(name: str):
@@ -359,7 +371,7 @@ _BINARY_SAME: dict = {
     aten.fmin.default: jnp.fmin,
     aten.logaddexp2.default: jnp.logaddexp2,
 }
-_register_all(_BINARY_SAME, Promotion.DEFAULT)
+_register_all(_BINARY_SAME, Promotion.DEFAULT, {aten.logaddexp2.default: floating_result("logaddexp2_cuda")})
 
 
 @lowering(aten.nextafter.default, promotion=Promotion.NO_OPMATH)
@@ -369,7 +381,12 @@ def nextafter(self, other):
     return jnp.nextafter(self, other)
 
 
-@lowering(aten.heaviside.default, promotion=Promotion.DEFAULT)
+@lowering(
+    aten.heaviside.default,
+    promotion=Promotion.DEFAULT,
+    # heaviside's structured meta (BinaryOps.cpp, CPU and CUDA alike)
+    dtype_rule=same_dtype(("self", "values"), "heaviside is not yet implemented for tensors with different dtypes."),
+)
 def heaviside(self, values):
     """torch.heaviside: values where self == 0, else (self > 0); NaN gives 0, as PyTorch computes it."""
     return jnp.where(self == 0, values, (self > 0).astype(self.dtype))

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.pointwise import floating_result
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 from torch_neuronx.runtime.tracing import device_check
@@ -386,7 +387,7 @@ def logcumsumexp(self, dim):
     return _scan(self, dim, jax.lax.cumlogsumexp, _accumulator(self.dtype))
 
 
-@lowering(aten.logaddexp.default, promotion=Promotion.DEFAULT)
+@lowering(aten.logaddexp.default, promotion=Promotion.DEFAULT, dtype_rule=floating_result("logaddexp_cuda"))
 def logaddexp(self, other):
     """torch.logaddexp; complex inputs as the CPU kernel combines them (see
     :func:`_complex_log_add_exp`), real ones with JAX's stable formula."""
