@@ -39,17 +39,19 @@ def test_device_generic_file_outcomes_through_the_command(tmp_path):
         "test_add_matches_cpu_neuron_float32": "passed",
         "test_neg_matches_cpu_bfloat16_neuron_bfloat16": "passed",
         "test_makes_a_double_tensor_neuron": "skipped-ours",
+        "test_rewraps_a_double_tensor_error_neuron": "skipped-ours",
         "test_makes_a_sparse_tensor_neuron": "skipped-ours",
         "test_only_cuda_neuron": "skipped-pytorch",
         "test_wrong_value_fails_neuron": "failed",
     }
     assert "FP64 policy" in found["test_makes_a_double_tensor_neuron"][1]
+    assert "FP64 policy" in found["test_rewraps_a_double_tensor_error_neuron"][1]
     assert "sparse and quantized tensors" in found["test_makes_a_sparse_tensor_neuron"][1]
     assert "Tensor-likes are not close" in found["test_wrong_value_fails_neuron"][1]
     summary = (tmp_path / "summary.md").read_text()
-    assert f"| {name} | 7 | 7 | 3 | 1 | 1 | 2 | 0 | 0 | 75.0% | 28.6% |" in summary
-    # float64, complex128; all; share of the 9 variants.
-    assert f"| {name} | 1 | 1 | 2 | 22.2% |" in summary
+    assert f"| {name} | 8 | 8 | 3 | 1 | 1 | 3 | 0 | 0 | 75.0% | 37.5% |" in summary
+    # float64, complex128; all; share of the 10 variants.
+    assert f"| {name} | 1 | 1 | 2 | 20.0% |" in summary
     assert set(pq.read_table(tmp_path / "outcomes.parquet").column("file").to_pylist()) == {name}
 
 

@@ -234,7 +234,24 @@ REFUSED_CALLS = {
     ),
     "sum-over-a-repeated-dim": lambda d: torch.sum(torch.ones(2, 3, device=d), dim=(1, -1)),
     "vector_norm-over-a-repeated-dim": lambda d: torch.linalg.vector_norm(torch.ones(2, 3, device=d), dim=(0, 0)),
+    "masked_select-with-an-integer-mask": lambda d: torch.ones(2, device=d).masked_select(
+        torch.ones(2, dtype=torch.uint8, device=d)
+    ),
 }
+
+
+@pytest.mark.parametrize("compare", [torch.lt, torch.le, torch.gt, torch.ge])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex32, torch.uint32])
+def test_ordered_comparisons_refuse_what_cudas_kernel_does_not_dispatch(compare, dtype):
+    # Complex numbers have no order; the CPU and CUDA raise (neuron compared the real parts).
+    values = torch.ones(2, dtype=dtype, device="neuron")
+    with pytest.raises(NotImplementedError, match=f"\"compare_cuda\" not implemented for '{_ATEN_NAMES[dtype]}'"):
+        compare(values, values)
+    with pytest.raises(NotImplementedError):
+        compare(values.cpu(), values.cpu())
+
+
+_ATEN_NAMES = {torch.complex64: "ComplexFloat", torch.complex32: "ComplexHalf", torch.uint32: "UInt32"}
 
 
 @pytest.mark.parametrize("case", REFUSED_CALLS)

@@ -44,7 +44,13 @@ def _nonzero(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``torch.masked_select``: the elements where the broadcast mask is true, as a 1-D tensor."""
+    """``torch.masked_select``: the elements where the broadcast mask is true, as a 1-D tensor.
+
+    Raises:
+        RuntimeError: ``mask`` is not bool (ATen's check, CPU and CUDA alike; uint8 masks are gone).
+    """
+    if mask.dtype != torch.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
     tracking.executed["aten::masked_select"] += 1
     tensor, mask = torch.broadcast_tensors(tensor, mask)
     return tensor.reshape(-1)[_nonzero(mask.reshape(-1)).reshape(-1)]

@@ -437,7 +437,27 @@ _COMPARISONS: dict = {
     aten.logical_or.default: jnp.logical_or,
     aten.logical_xor.default: jnp.logical_xor,
 }
-_register_all(_COMPARISONS, Promotion.ALWAYS_BOOL)
+#: AT_DISPATCH_ALL_TYPES_AND3(Half, BFloat16, Bool): the dtypes CUDA's ordered comparisons take
+#: (CompareKernels.cu, "compare_cuda"); complex numbers have no order, and uint16/32/64 no kernel.
+_ORDERED_DTYPES = frozenset(
+    {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
+    | {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+)
+
+
+def _ordered(arguments: dict) -> None:
+    """The ``dtype_rule`` of lt, le, gt and ge: their common dtype is one CUDA's kernel dispatches,
+    else its NotImplementedError (the CPU refuses the same dtypes as "lt_cpu" and so on)."""
+    dtype = torch.result_type(arguments["self"], arguments["other"])
+    if dtype not in _ORDERED_DTYPES:
+        raise NotImplementedError(f"\"compare_cuda\" not implemented for '{aten_name(dtype)}'")
+
+
+_register_all(
+    _COMPARISONS,
+    Promotion.ALWAYS_BOOL,
+    {op: _ordered for op in _COMPARISONS if op.overloadpacket in (aten.lt, aten.le, aten.gt, aten.ge)},
+)
 
 
 # --- ternary ----------------------------------------------------------------------------------

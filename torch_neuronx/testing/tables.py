@@ -178,6 +178,36 @@ _NO_INDUCTOR = (
 #: the CPU too" is a test that is not ours to fix: the test files are older than the installed
 #: torch, numpy or SciPy, and the CPU fails it alike.
 UPSTREAM_SKIPS: dict[str, str] = {
+    # Failures of the 100-tests-a-file run (2026-12-03) that are not device faults:
+    "test_tensor_dead_weak_ref": _CPU_TOO
+    + "torch 2.13 keeps a tensor reachable through .grad alive; the v2.4.0 test expects it dead (a CPU-only test)",
+    "test_naughty_autograd_function_attribute_access": _CPU_TOO
+    + "torch 2.13 no longer raises for _register_hook_dict on a tensor's grad_fn (a CPU-only test)",
+    "test_create_graph_and_full_backward_hook_cycle": _CPU_TOO
+    + "torch 2.13 also warns that the full backward hook fires for gradients with respect to module outputs, "
+    "so the v2.4.0 test counts 2 warnings where it expects 1 (a CPU-only test)",
+    "test_autograd_views_codegen": _CPU_TOO
+    + "torch 2.13 names the multi-output view 'Unbind', the v2.4.0 test expects 'UnbindBackward0' (a CPU-only test)",
+    "test_dim_empty_keepdim__refs_linalg_vector_norm": _CPU_TOO
+    + "torch 2.13's vector_norm reduces every dimension for dim=[] (its reference too); the v2.4.0 test expects none",
+    "test_dtypes__refs_logaddexp2": _CPU_TOO
+    + "the Python reference computes integer inputs on any device (torch._refs.logaddexp2 of int32 works on the "
+    "CPU), where the OpInfo lists aten's floating dtypes, and it lists no backward dtypes for the reference",
+    "test_addbmm_neuron_bfloat16*": (
+        "a CUDA-capability assumption: on any device but the CPU the test expects bfloat16 addbmm to raise unless "
+        "CUDA's compute capability is 5.3 or later (SM53OrLater, False where there is no CUDA); neuron computes it, "
+        "as CUDA does on every GPU PyTorch 2.13 supports"
+    ),
+    "test_*int4_mm_*": (
+        "int4 weight packing for CUDA's tinygemm kernel (_convert_weight_to_int4pack, _weight_int4pack_mm): a "
+        "CUDA tensor-core layout; neuron has no int4 kernels, and torch 2.13's CPU has no kernel for the op (its "
+        "CPU form is _convert_weight_to_int4pack_for_cpu), so the CPU fallback cannot run it either"
+    ),
+    "test_put_mem_overlap": (
+        "expects put_ to refuse an index or source overlapping self (ATen's assert_no_overlap); neuron computes the "
+        "result before writing it, so the values are right (docs/usage.md: out= and in-place overlaps that ATen "
+        "refuses outside TensorIterator are accepted); a written tensor with a stride-0 dimension still raises"
+    ),
     "test_rot90": _CPU_TOO
     + "torch 2.13 raises IndexError for a dim out of range, the v2.4.0 test expects RuntimeError",
     "test_signal_window_functions_window_*_neuron_*float*": _SCIPY_EMPTY_WINDOW,

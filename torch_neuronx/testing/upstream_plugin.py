@@ -188,10 +188,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         report.longrepr = (str(item.path), item.location[1], f"{OURS}{reason}: {message[:200]}")
         return
     for kind, pattern, reason in _POLICY:
-        if isinstance(call.excinfo.value, kind) and pattern.search(message):
+        if any(
+            isinstance(error, kind) and pattern.search(" ".join(str(error).split()))
+            for error in _chain(call.excinfo.value)
+        ):
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1], f"{OURS}{reason}: {message[:200]}")
             return
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from or during (test_ops re-raises a sample's
+    error as ``Exception("...Caused by reference input...")`` from the original)."""
+    chain: list[BaseException] = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
 
 
 def _reason(report: pytest.TestReport) -> str:

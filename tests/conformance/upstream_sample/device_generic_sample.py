@@ -33,6 +33,13 @@ class TestSample(TestCase):
     def test_makes_a_double_tensor(self, device):
         torch.zeros(2, dtype=torch.double, device=device)
 
+    def test_rewraps_a_double_tensor_error(self, device):
+        # test_ops re-raises a sample's error as Exception("... Caused by reference input ...").
+        try:
+            torch.zeros(2, dtype=torch.double, device=device)
+        except TypeError as error:
+            raise Exception("Caused by reference input at index 0") from error
+
     def test_makes_a_sparse_tensor(self, device):
         torch.eye(2).to_sparse().to(device)
 
