@@ -24,6 +24,7 @@ def register() -> None:
     from torch_neuronx import _C
     from torch_neuronx._compat import accelerate_memory
     from torch_neuronx._compat.torch_internals import (
+        as_nested_tensor_cpu_kernel,
         format_values_on_host,
         grad_scaler_without_fp64,
         linear_cross_entropy_accumulates_in_float32,
@@ -60,10 +61,9 @@ def register() -> None:
     for name, key in REFUSED_FACTORIES.items():
         refuse = layout_fallback(*UNSUPPORTED_KEYS[key])
         factories.impl(name, functools.partial(refuse, getattr(torch.ops.aten, name).default), "PrivateUse1")
-    on_the_host = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensorCPU)
     for name in NESTED_METADATA:
         op = getattr(torch.ops.aten, name).default
-        factories.impl(name, functools.partial(op.redispatch, on_the_host), "NestedTensorPrivateUse1")
+        factories.impl(name, as_nested_tensor_cpu_kernel(op), "NestedTensorPrivateUse1")
     _library.append(factories)
     register_starters()
     distributed_registration.register()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,6 +64,7 @@ __all__ = [
     "register_device_module",
     "route_default_compiler",
     "dispatch_keys_for_tracing",
+    "as_nested_tensor_cpu_kernel",
 ]
 
 
@@ -404,3 +406,12 @@ def dispatch_keys_for_tracing() -> Iterator[None]:
         exclude = exclude.remove(key)
     with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude):
         yield
+
+
+def as_nested_tensor_cpu_kernel(op: OpOverload) -> Callable[..., Any]:
+    """A kernel that runs ``op`` as PyTorch's ``NestedTensorCPU`` kernel does, for registering on
+    ``NestedTensorPrivateUse1``: the nested-tensor metadata ops read sizes, strides and offsets that
+    the tensor holds on the host, whatever its device (eager/fallback.py, ``NESTED_METADATA``). Only
+    ``OpOverload.redispatch`` with a dispatch key set reaches another key's kernel."""
+    on_the_host = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensorCPU)
+    return functools.partial(op.redispatch, on_the_host)
