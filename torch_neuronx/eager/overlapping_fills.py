@@ -21,11 +21,14 @@ import torch
 def _distinct_locations(tensor: torch.Tensor) -> torch.Tensor | None:
     """``tensor`` with its stride-0 dimensions of size > 1 cut to size 1 (the same memory, each
     location named once), or None when it has none."""
-    shared = [size > 1 and stride == 0 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)]
+    strides = tensor.stride()
+    if 0 not in strides:  # every fill_/zero_ comes here: the common case costs one tuple scan
+        return None
+    shared = [size > 1 and stride == 0 for size, stride in zip(tensor.shape, strides, strict=True)]
     if not any(shared):
         return None
     sizes = [1 if is_shared else size for size, is_shared in zip(tensor.shape, shared, strict=True)]
-    return tensor.as_strided(sizes, tensor.stride(), tensor.storage_offset())
+    return tensor.as_strided(sizes, strides, tensor.storage_offset())
 
 
 def filling_shared_memory(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
