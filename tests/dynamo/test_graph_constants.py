@@ -82,3 +82,16 @@ def test_numpy_scalar_computed_on_the_cpu_in_float64_scales_a_neuron_tensor_as_i
     got = torch.compile(_scaled_by_numpy, backend="neuron")(x.to("neuron"))
     torch.testing.assert_close(got.cpu(), _scaled_by_numpy(x))
     assert got.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.uint8, torch.uint64])
+def test_a_python_int_only_uint64_holds_is_a_graph_constant(dtype):
+    # JAX has no weak type for ints in [2**63, 2**64): "Python int too large to convert to int64".
+    # Eager passes them as numpy.uint64; compiled graphs now do too (int64 wraps, as on the CPU).
+    def shifted(x):
+        return x * 0 + (2**63 + 5)
+
+    x = torch.tensor([1, 2], dtype=dtype)
+    expected = torch.full((2,), 2**63 + 5, dtype=dtype) if dtype == torch.uint64 else shifted(x)
+    actual = torch.compile(shifted, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)

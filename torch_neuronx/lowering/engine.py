@@ -62,6 +62,13 @@ def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any])
     return values
 
 
+def _uint64_if_only_uint64_holds(value: Any) -> Any:
+    """``value`` as numpy.uint64 when it is a Python int in [2**63, 2**64), else as it is."""
+    if type(value) is int and 2**63 <= value < 2**64:
+        return np.uint64(value)
+    return value
+
+
 def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any) -> Any:
     """Computes ``op`` at trace time with its registered lowering, applying what the registry
     declares for it: its dtype rule, the overflow check of its ``checked`` scalars, type promotion,
@@ -98,6 +105,12 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
                 overflow.check_fits(arg, jax_dtype(first.dtype))
+    # A graph's Python int that only uint64 holds becomes numpy.uint64, as eager passes it (JAX has
+    # no weak type for it: "Python int too large to convert to int64").
+    args = [
+        arg if name in entry.static else _uint64_if_only_uint64_holds(arg)
+        for arg, name in zip(args, names, strict=True)
+    ]
     if entry.promotion is not None:
         args = promotion.promote(entry, args, metas)
     kwargs = {}
