@@ -8,6 +8,8 @@ draws from Philox), so the tests check reproducibility and distribution properti
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -564,6 +566,20 @@ def test_bernoulli_of_non_floating_probabilities_raises_cudas_error(dtype, name)
     assert _error(lambda: torch.bernoulli(torch.ones(3, dtype=dtype, device="neuron"))) == expected
     probabilities = torch.ones(3, dtype=dtype, device="neuron")
     assert _error(lambda: torch.zeros(3, device="neuron").bernoulli_(probabilities)) == expected
+
+
+@pytest.mark.parametrize("p", [float("nan"), 1.5, -0.25])
+def test_bernoulli_of_probabilities_outside_the_unit_interval_is_a_device_fault(p):
+    # A NaN probability drew 0 before; the CPU raises, CUDA's kernel asserts on the device.
+    probabilities = torch.tensor([0.5, p], device="neuron")
+    message = "Expected p_in >= 0 && p_in <= 1 to be true, but got false."
+    for draw in (
+        lambda: torch.bernoulli(probabilities),
+        lambda: torch.zeros(2, device="neuron").bernoulli_(probabilities),
+    ):
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            draw()
+            torch.neuron.synchronize()
 
 
 def test_random_ops_still_take_what_cuda_takes():

@@ -37,6 +37,17 @@ def test_arange_with_float_bounds_and_an_integer_dtype_matches_cpu(start, end, s
     torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32])
+@pytest.mark.parametrize("start, end, step", [(0, 2, 0.5), (1.7, 3, 0.25), (0, -2, -0.5)])
+def test_arange_with_a_step_that_truncates_to_zero_matches_cpu(start, end, step, dtype):
+    # ATen counts in double for these dtypes and steps in the truncated integer: int(start) each time
+    # (PyTorch's meta kernel refused the step). int64 counts in integers and refuses it, as the CPU does.
+    expected = torch.arange(start, end, step, dtype=dtype)
+    torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
+    with pytest.raises(ValueError, match="step must be nonzero"):
+        torch.arange(start, end, step, dtype=torch.int64, device="neuron")
+
+
 @pytest.mark.parametrize(
     "fill",
     [lambda out: torch.arange(0, 4, out=out), lambda out: torch.linspace(0, 3, 4, out=out)],

@@ -98,6 +98,15 @@ def test_histc_counts_tokens_per_expert_as_moe_routing_does():
     torch.testing.assert_close(counts, expected, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float16, torch.int64])
+def test_histc_copies_into_an_out_of_any_dtype_as_cuda(dtype):
+    # CUDA's _histc_out_cuda computes, then copy_s into out= (the CPU refuses another dtype).
+    values = torch.tensor([1.0, 2.0, 2.5, 3.0, 0.5])
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    assert torch.histc(values.to("neuron"), bins=3, out=out) is out
+    torch.testing.assert_close(out.cpu(), torch.histc(values, bins=3).to(dtype), rtol=0, atol=0)
+
+
 def test_histc_raises_like_cpu():
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(torch.ones(3, device="neuron"), bins=3, min=2, max=1)

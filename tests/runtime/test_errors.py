@@ -178,6 +178,18 @@ def _int(d):
     return torch.empty(0, dtype=torch.int32, device=d)
 
 
+def _long(d):
+    return torch.empty(0, dtype=torch.long, device=d)
+
+
+def _int32_indices(d):
+    return torch.empty(0, device=d), _int(d)
+
+
+def _float_index(d):
+    return torch.tensor([0.0], device=d)
+
+
 # out= of another dtype than the result's, refused with the words of ATen's generated out= check
 # (structured kernels, copy_arg) or of TensorIterator's same-dtype unary ops: device-independent code,
 # so CUDA raises these too. Their Python meta kernels accepted the out= and wrote rounded values, or
@@ -221,6 +233,27 @@ MISTYPED_OUTS = {
     "linalg_solve_triangular": lambda d: torch.linalg.solve_triangular(
         torch.eye(2, device=d), torch.ones(2, 1, device=d), upper=True, out=_half(d, 2, 1)
     ),
+    "topk-long-values": lambda d: torch.topk(torch.ones(3, device=d), 1, out=(_long(d), _long(d))),
+    "max-dim-long-values": lambda d: torch.max(torch.ones(3, device=d), 0, out=(_long(d), _long(d))),
+    "max-unary-long": lambda d: torch.max(torch.ones(3, device=d), out=_long(d)),
+    "gather-long": lambda d: torch.gather(torch.ones(3, device=d), 0, torch.tensor([0], device=d), out=_long(d)),
+    "median-half-values": lambda d: torch.median(torch.ones(2, 3, device=d), 1, out=(_half(d, 0), _long(d))),
+    "nanmedian-long-values": lambda d: torch.nanmedian(torch.ones(2, 3, device=d), 1, out=(_long(d), _long(d))),
+    "searchsorted-float": lambda d: torch.searchsorted(
+        torch.ones(3, device=d), torch.ones(2, device=d), out=torch.empty(0, device=d)
+    ),
+    "searchsorted-out_int32-long": lambda d: torch.searchsorted(
+        torch.ones(3, device=d), torch.ones(2, device=d), out_int32=True, out=_long(d)
+    ),
+    "bucketize-half": lambda d: torch.bucketize(torch.ones(2, device=d), torch.ones(3, device=d), out=_half(d, 0)),
+    # the indices of an out= pair must be int64 (they were written as int32 or float)
+    "kthvalue-int32-indices": lambda d: torch.kthvalue(torch.ones(2, 3, device=d), 2, 1, out=_int32_indices(d)),
+    "mode-int32-indices": lambda d: torch.mode(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
+    "median-int32-indices": lambda d: torch.median(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
+    "nanmedian-int32-indices": lambda d: torch.nanmedian(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
+    "cummax-int32-indices": lambda d: torch.cummax(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
+    "cummin-int32-indices": lambda d: torch.cummin(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
+    "topk-int32-indices": lambda d: torch.topk(torch.ones(2, 3, device=d), 1, out=_int32_indices(d)),
     # checkLinalgCompatibleDtype's words: an out= the result cannot be cast to.
     "cholesky_inverse": lambda d: torch.cholesky_inverse(torch.eye(2, device=d), out=_int(d)),
     "linalg_pinv": lambda d: torch.linalg.pinv(torch.eye(2, device=d), out=_int(d)),
@@ -237,7 +270,58 @@ REFUSED_CALLS = {
     "masked_select-with-an-integer-mask": lambda d: torch.ones(2, device=d).masked_select(
         torch.ones(2, dtype=torch.uint8, device=d)
     ),
+    # index and mask dtypes (JAX's TypeError or the meta kernels' words before)
+    "index_select-float-index": lambda d: torch.index_select(torch.ones(3, device=d), 0, _float_index(d)),
+    "gather-float-index": lambda d: torch.gather(torch.ones(3, device=d), 0, _float_index(d)),
+    "index_add-float-index": lambda d: torch.index_add(
+        torch.ones(3, device=d), 0, _float_index(d), torch.ones(1, device=d)
+    ),
+    "index_reduce-float-index": lambda d: torch.index_reduce(
+        torch.ones(3, device=d), 0, _float_index(d), torch.ones(1, device=d), "prod"
+    ),
+    "index_copy-float-index": lambda d: torch.index_copy(
+        torch.ones(3, device=d), 0, _float_index(d), torch.ones(1, device=d)
+    ),
+    "put-int32-index": lambda d: torch.ones(3, device=d).put(
+        torch.tensor([0], dtype=torch.int32, device=d), torch.ones(1, device=d)
+    ),
+    "embedding-float-indices": lambda d: torch.nn.functional.embedding(_float_index(d), torch.ones(2, 3, device=d)),
+    "where-int-condition": lambda d: torch.where(torch.tensor([1, 0], device=d), 1.0, 0.0),
+    "masked_fill-long-mask": lambda d: torch.ones(2, device=d).masked_fill(torch.tensor([1, 0], device=d), 0.0),
+    "masked_scatter-long-mask": lambda d: torch.ones(2, device=d).masked_scatter(
+        torch.tensor([1, 0], device=d), torch.ones(2, device=d)
+    ),
+    # random ops' argument checks (the sample count, the categories, p), at the call
+    "multinomial-no-samples": lambda d: torch.multinomial(torch.ones(3, device=d), 0),
+    "multinomial-negative-samples": lambda d: torch.multinomial(torch.ones(3, device=d), -1),
+    "multinomial-3-d": lambda d: torch.multinomial(torch.ones(2, 2, 2, device=d), 1),
+    "multinomial-2**24+1-categories": lambda d: torch.multinomial(torch.ones(2**24 + 1, device=d), 1, True),
+    "bernoulli_-nan-p": lambda d: torch.zeros(3, device=d).bernoulli_(float("nan")),
+    "bernoulli-p-1.5": lambda d: torch.bernoulli(torch.zeros(3, device=d), 1.5),
+    "native_dropout-p-1.5": lambda d: torch.native_dropout(torch.ones(3, device=d), 1.5, True),
+    "sdpa-dropout-1.5": lambda d: torch.nn.functional.scaled_dot_product_attention(
+        *(torch.ones(1, 1, 2, 4, device=d),) * 3, dropout_p=1.5
+    ),
+    # an attention mask that does not broadcast to (B, H, L, S): JAX's ValueError before
+    "sdpa-mask-3x5": lambda d: _attention_with_mask(d, (3, 5)),
+    "sdpa-mask-1x2x2x3": lambda d: _attention_with_mask(d, (1, 2, 2, 3)),
+    "sdpa-mask-5x1x1": lambda d: _attention_with_mask(d, (5, 1, 1)),
+    "sdpa-mask-2x1x1x2x3": lambda d: _attention_with_mask(d, (2, 1, 1, 2, 3)),
 }
+
+
+def _attention_with_mask(d, shape):
+    query, key_value = torch.ones(1, 1, 2, 4, device=d), torch.ones(1, 1, 3, 4, device=d)
+    mask = torch.zeros(shape, device=d)
+    return torch.nn.functional.scaled_dot_product_attention(query, key_value, key_value, attn_mask=mask)
+
+
+def test_index_tensors_of_a_float_dtype_raise_index_error_as_on_cpu():
+    # JAX's TypeError ("Indexer must have integer or boolean type") before.
+    message = "tensors used as indices must be long, int, byte or bool tensors"
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=message):
+            torch.ones(3, device=device).index_put((_float_index(device),), torch.tensor(1.0))
 
 
 @pytest.mark.parametrize("compare", [torch.lt, torch.le, torch.gt, torch.ge])

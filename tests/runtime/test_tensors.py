@@ -302,6 +302,85 @@ def test_fill_with_a_tensor_of_the_same_device_refuses_shared_memory_as_copy_doe
     torch.testing.assert_close(filled.cpu(), torch.full((4, 3), 2.5))
 
 
+def _rows(d):
+    return torch.arange(3.0, device=d).view(1, 3).expand(2, 3)  # two rows, one memory
+
+
+def _index(d, *values):
+    return torch.tensor(values, device=d)
+
+
+# (op the warning names, the write): each location holds what its last written element got, or
+# (accumulate=True) the sum of every element's contribution, as ATen's kernels write element by element.
+SHARED_MEMORY_WRITES = {
+    "masked_fill_": (
+        "masked_fill_",
+        lambda d: _rows(d).masked_fill_(_index(d, [True, False, False], [False, False, True]), 7.0),
+    ),
+    "masked_fill_-tensor-value": (
+        "masked_fill_",
+        lambda d: _rows(d).masked_fill_(_index(d, [False, True, False]), torch.tensor(7.0, device=d)),
+    ),
+    "index_fill_-along-the-shared-dim": ("index_fill_", lambda d: _rows(d).index_fill_(0, _index(d, 1), 5.0)),
+    "index_fill_-across-it": ("index_fill_", lambda d: _rows(d).index_fill_(1, _index(d, 0, 2), 5.0)),
+    "index_put_-one-row": ("index_put_", lambda d: _rows(d).index_put_((_index(d, 0),), torch.tensor(1.0, device=d))),
+    "index_put_-last-row-wins": (
+        "index_put_",
+        lambda d: _rows(d).index_put_((_index(d, 0, 1),), _index(d, [1.0, 2, 3], [4, 5, 6])),
+    ),
+    "index_put_-accumulate": (
+        "index_put_",
+        lambda d: _rows(d).index_put_((_index(d, 1, 1),), _index(d, [1.0, 2, 3], [4, 5, 6]), accumulate=True),
+    ),
+    "index_put_-accumulate-int32": (
+        "index_put_",
+        lambda d: (
+            torch.zeros(1, 3, dtype=torch.int32, device=d)
+            .expand(2, 3)
+            .index_put_((_index(d, 0, 1),), _index(d, [1, 2, 3], [4, 5, 6]).int(), accumulate=True)
+        ),
+    ),
+    "two-shared-dims": (
+        "masked_fill_",
+        lambda d: torch.zeros(1, 3, 1, device=d).expand(2, 3, 4).masked_fill_(_index(d, 0, 1, 1, 0).bool(), 2.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SHARED_MEMORY_WRITES)
+def test_writes_into_tensors_whose_elements_share_memory_warn_and_write_as_on_cpu(case):
+    name, write = SHARED_MEMORY_WRITES[case]
+    results = {}
+    for device in ("cpu", "neuron"):
+        with pytest.warns(UserWarning, match=f"Use of {name} on expanded tensors is deprecated"):
+            written = write(device)
+        results[device] = written
+    torch.testing.assert_close(results["neuron"].cpu(), results["cpu"], rtol=0, atol=0)
+
+
+def test_a_shared_memory_write_through_setitem_matches_cpu():
+    # The CPU takes a mask and a number as masked_fill_, neuron as index_put_ (the warning names it).
+    tensors = {device: _rows(device) for device in ("cpu", "neuron")}
+    for device, tensor in tensors.items():
+        with pytest.warns(UserWarning, match="Use of (masked_fill_|index_put_) on expanded tensors is deprecated"):
+            tensor[_index(device, [True, False, True], [False, True, False])] = 9.0
+    torch.testing.assert_close(tensors["neuron"].cpu(), tensors["cpu"], rtol=0, atol=0)
+
+
+def test_where_takes_a_uint8_condition_with_atens_deprecation_warning():
+    results = []
+    for device in ("cpu", "neuron"):
+        condition = torch.tensor([1, 0, 7], dtype=torch.uint8, device=device)
+        with pytest.warns(UserWarning, match="where received a uint8 condition tensor. This behavior is deprecated"):
+            results.append(torch.where(condition, torch.ones(3, device=device), -1.0).cpu())
+    torch.testing.assert_close(results[1], results[0])
+
+
+def test_a_write_into_shared_memory_refused_by_the_kernel_raises_its_error():
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks"):
+        _rows("neuron").masked_fill_(_index("neuron", 1, 0, 1), 5.0)
+
+
 LARGE, UINT64 = 2**64 - 2, torch.uint64
 
 

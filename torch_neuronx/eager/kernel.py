@@ -102,6 +102,7 @@ class EagerKernel:
             shape = list(call(plan.functional, plan.functional_args(metas)).shape)
             if shape != list(metas[plan.writes[0]].shape):
                 return runners.resize_self_runner(plan)
+        rules.check_argument_dtypes(self.name, plan, metas)
         functional_metas = plan.functional_args(metas)
         refused = None
         try:

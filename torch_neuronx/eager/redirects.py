@@ -9,10 +9,14 @@ exactly the declared mutations) stays correct by calling those.
 tensor's dtype; each is the
 functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
 for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts), and
-``aten::bernoulli.out`` draws in the out tensor's dtype.
+``aten::bernoulli.out`` draws in the out tensor's dtype. ``aten::histc.out`` copies into any
+``out``, as CUDA does.
 """
 
 from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -51,6 +55,25 @@ def arange_out(start, end, step=1, *, out):
     out tensor's dtype, as the CPU kernel does (an integer out truncates float bounds), not computed
     in the default dtype and then cast."""
     return _into(out, aten.arange.start_step(start, end, step, dtype=out.dtype, device=out.device))
+
+
+def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::arange.start_step`` for the eager ``kernel``, also for an integer dtype other than
+    int64 whose step truncates to 0: each of the ``ceil((end - start) / step)`` elements is
+    ``int(start)``. ATen's ``compute_arange_size`` (RangeUtils.h, CPU and CUDA alike) checks the step
+    and counts in double for those dtypes, and the kernels step in the truncated integer:
+    arange(0, 2, 0.5, dtype=int32) is [0, 0, 0, 0]. int64 counts in integers and refuses the step,
+    as PyTorch's meta kernel does for every integer dtype."""
+
+    def arange(start, end, step=1, **options):
+        dtype = options.get("dtype")
+        integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.int64)
+        if integral and step != 0 and int(step) == 0:
+            count = torch.arange(start, end, step, dtype=torch.float64, device="meta").numel()  # ATen's checks
+            return torch.full((count,), int(start), dtype=dtype, device=options.get("device"))
+        return kernel(start, end, step, **options)
+
+    return arange
 
 
 def linspace_out(start, end, steps, *, out):
@@ -109,6 +132,35 @@ def bernoulli_out(self, *, generator=None, out):
     return out.bernoulli_(self, generator=generator)
 
 
+def histc_out(self, bins=100, min=0, max=0, *, out):
+    """``torch.histc(..., out=)`` as CUDA's ``_histc_out_cuda`` does it: the histogram in the input's
+    dtype, copied into ``out`` of any dtype (resized to ``bins`` elements). The CPU refuses an ``out``
+    of another dtype; device behaviour follows CUDA."""
+    result = aten.histc.default(self, bins, min, max)
+    if out.shape != result.shape:
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def where_with_byte_condition(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::where.self`` (and ``.self_out``) for the eager ``kernel``, also for a uint8
+    ``condition``, which ATen takes as its nonzero elements with a deprecation warning
+    (TensorCompare.cpp, CPU and CUDA alike); PyTorch's meta kernel refuses it."""
+
+    def where(condition, *args, **kwargs):
+        if condition.dtype == torch.uint8:
+            warnings.warn(
+                "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                "future version of PyTorch. Use a boolean condition instead.",
+                UserWarning,
+                stacklevel=2,
+            )
+            condition = condition != 0
+        return kernel(condition, *args, **kwargs)
+
+    return where
+
+
 def abs_(self):
     """``Tensor.abs_()``: a complex tensor cannot hold its magnitudes in place (ATen's words)."""
     if self.is_complex():
@@ -120,6 +172,7 @@ KERNELS = {
     aten.abs.out: abs_out,
     aten.abs_.default: abs_,
     aten.bernoulli.out: bernoulli_out,
+    aten.histc.out: histc_out,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
     aten.linspace.out: linspace_out,

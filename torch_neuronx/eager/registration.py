@@ -26,10 +26,10 @@ from torch_neuronx.eager import (
     complex32_conv,
     composites,
     copy,
+    expanded_writes,
     half_fft,
     host_ops,
     math_bits,
-    overlapping_fills,
     redirects,
     views,
 )
@@ -214,8 +214,14 @@ def _register_kernels() -> None:
             kernel = host_ops.index_with_masks(kernel)
         elif plan.op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
             kernel = host_ops.index_put_with_masks(kernel)
+        elif plan.op in (aten.where.self, aten.where.self_out):
+            kernel = redirects.where_with_byte_condition(kernel)
+        elif plan.op is aten.arange.start_step:
+            kernel = redirects.arange_with_truncated_step(kernel)
         elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default):
-            kernel = overlapping_fills.filling_shared_memory(kernel)
+            kernel = expanded_writes.filling_shared_memory(kernel)
+        if plan.op in expanded_writes.SHARED_MEMORY_WRITES:
+            kernel = expanded_writes.writing_shared_memory(expanded_writes.SHARED_MEMORY_WRITES[plan.op], kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)

@@ -44,7 +44,8 @@ _EXACT_OUT_DTYPE = frozenset(
         "sort", "tril", "triu", "aminmax", "index_add", "index_copy", "scatter_reduce", "renorm",
         "_softmax", "avg_pool3d", "diag_embed", "slice_scatter", "unfold_copy", "lu_unpack",
         "linalg_cross", "linalg_qr", "linalg_lu", "linalg_lu_factor_ex", "linalg_lu_solve",
-        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex", "triangular_solve",
+        "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex", "triangular_solve", "topk", "gather",
+        "max.dim_max", "min.dim_min",
     }
 )  # fmt: skip
 
@@ -58,6 +59,26 @@ def _input_and_out_match(result: torch.dtype, out: torch.dtype) -> str:
 
 def _scalar_type_matches(result: torch.dtype, out: torch.dtype) -> str:
     return f"expected scalar_type {aten_name(result)} but found {aten_name(out)}"
+
+
+def _legacy_type(dtype: torch.dtype) -> str:
+    """The legacy tensor type ATen's ``checkScalarType``/``checkSameType`` name: "torch.FloatTensor"."""
+    return f"torch.{aten_name(dtype)}Tensor"
+
+
+def _median_values(result: torch.dtype, out: torch.dtype) -> str:
+    return (
+        f"Expected tensor for 'values' to have the same type as tensor for argument #2 'self'; but type "
+        f"{_legacy_type(out)} does not equal {_legacy_type(result)} (while checking arguments for median)"
+    )
+
+
+def _searchsorted_out(result: torch.dtype, out: torch.dtype) -> str:
+    return (
+        "torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or Long(int64) depending "
+        f"on whether out_int32 flag is True, but we got output tensor's dtype {aten_name(out)} and out_int32 flag "
+        f"is {result == torch.int32}"
+    )
 
 
 def _scalar_type_matches_found(result: torch.dtype, out: torch.dtype) -> str:
@@ -83,17 +104,45 @@ _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
     ),
     "heaviside": lambda r, o: "heaviside is not yet implemented for tensors with different dtypes.",
     # The CPU's words; CUDA's kernels refuse these too (they write through a pointer of the input's
-    # type), in words not checked here. histc is not listed: CUDA's copies its result into any out=.
+    # type), in words not checked here. histc is not listed: CUDA's copies its result into any out=
+    # (eager/redirects.py).
     "kthvalue": lambda r, o: "output values must be of same type as input",
     "mode": lambda r, o: f"expected scalar type '{aten_name(r)}' but got '{aten_name(o)}' for values output",
     "log_sigmoid_forward": _scalar_type_matches_found,
     "index_select": lambda r, o: "index_select(): self and result must have the same scalar type",
     "linalg_solve_triangular": _scalar_type_matches_found,
+    "median": _median_values,
+    "nanmedian": _median_values,
+    "searchsorted": _searchsorted_out,
+    "bucketize": _searchsorted_out,
+    # ReduceAllOps.cpp's TORCH_CHECK(canCast(...)) without a message, CPU and CUDA alike
+    "max.unary_out": lambda r, o: _CAN_CAST_CHECK,
+    "min.unary_out": lambda r, o: _CAN_CAST_CHECK,
     "ormqr": lambda r, o: (
         f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
         f"{aten_name(r)} and result has dtype {aten_name(o)}"
     ),
 }
+
+_CAN_CAST_CHECK = (
+    "Expected canCast( typeMetaToScalarType(self.dtype()), typeMetaToScalarType(out.dtype())) to be true, but "
+    "got false.  (Could this error message be improved?  If so, please report an enhancement request to PyTorch.)"
+)
+
+#: Ops whose ``out=`` indices (their second ``out=``) must be int64, checked by ATen code that CPU and
+#: CUDA share (Sorting.cpp, ReduceOps.cpp), each in its own words: op -> message of the out dtype.
+#: Ops whose meta kernels check it (sort, topk, max, min) are not listed.
+_INDICES_OUT_MESSAGES: dict[str, Any] = {
+    "kthvalue": lambda o: "output indices must be of scalar type Long",
+    "mode": lambda o: f"expected scalar type 'Long' but got '{aten_name(o)}' for indices output",
+    "median": lambda o: (
+        f"Expected tensor for argument #1 'indices' to have scalar type Long; but got {_legacy_type(o)} instead "
+        "(while checking arguments for median)"
+    ),
+    "cummax": lambda o: _scalar_type_matches(torch.int64, o),
+    "cummin": lambda o: _scalar_type_matches(torch.int64, o),
+}
+_INDICES_OUT_MESSAGES["nanmedian"] = _INDICES_OUT_MESSAGES["median"]
 
 #: Ops whose ``out=`` must have one fixed dtype, whatever the result's meta says (ATen's own checks,
 #: CPU and CUDA alike): op -> (dtype, message of the out dtype).
@@ -109,6 +158,72 @@ _LINALG_CASTABLE_NAMES = {
     "linalg_householder_product": "torch.linalg.householder_product",
     "orgqr": "torch.linalg.householder_product",
 }
+
+_INT32_OR_INT64 = (torch.int32, torch.int64)
+_MASK = (torch.bool,)
+
+#: Index and mask arguments of a dtype ATen's kernels refuse, checked before anything else (CPU and
+#: CUDA share these checks, TensorAdvancedIndexing.cpp, TensorCompare.cpp, Embedding.cpp): op ->
+#: (argument, the dtypes it takes, exception, message). The message names the argument's dtype as
+#: ``{name}`` (Float), ``{legacy}`` (torch.FloatTensor) or ``{cpp}`` (float). PyTorch's meta kernels
+#: word these otherwise or let them through to the lowering (where JAX raised its own errors).
+_ARGUMENT_DTYPES: dict[str, tuple[str, tuple[torch.dtype, ...], type[Exception], str]] = {
+    "index_select": ("index", _INT32_OR_INT64, RuntimeError, "index_select(): Expected dtype int32 or int64 for index"),
+    "gather": ("index", _INT32_OR_INT64, RuntimeError, "gather(): Expected dtype int32/int64 for index"),
+    "index_add": (
+        "index", _INT32_OR_INT64, RuntimeError, "index_add_(): Expected dtype int32/int64 for index but got: {name}"
+    ),
+    "index_reduce": (
+        "index", _INT32_OR_INT64, RuntimeError, "index_reduce_(): Expected dtype int32/int64 for index but got: {name}"
+    ),
+    "index_copy": (
+        "index", (torch.int64,), RuntimeError, "index_copy_(): Expected a long tensor for index, but got {name}"
+    ),
+    "put": ("index", (torch.int64,), RuntimeError, "put_(): Expected a long tensor for index, but got {name}"),
+    "embedding": ("indices", _INT32_OR_INT64, RuntimeError, (
+        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "
+        "{legacy} instead (while checking arguments for embedding)"
+    )),
+    "where": ("condition", (torch.bool, torch.uint8), RuntimeError, (
+        "where expected condition to be a boolean tensor, but got a tensor with dtype {name}"
+    )),
+    "masked_fill": (
+        "mask", _MASK, RuntimeError, "masked_fill_ only supports boolean masks, but got mask with dtype {cpp}"
+    ),
+    "masked_scatter": (
+        "mask", _MASK, RuntimeError, "masked_scatter_ only supports boolean masks, but got mask with dtype {name}"
+    ),
+}  # fmt: skip
+for _index_put in ("index_put", "_index_put_impl"):  # each of its index tensors (AdvancedIndexing's words)
+    _ARGUMENT_DTYPES[_index_put] = (
+        "indices",
+        (torch.int64, torch.int32, torch.uint8, torch.bool),
+        IndexError,
+        "tensors used as indices must be long, int, byte or bool tensors",
+    )
+
+
+def check_argument_dtypes(name: str, plan: Plan, metas: list[Any]) -> None:
+    """ATen's dtype checks of index and mask arguments (``_ARGUMENT_DTYPES``), which come before its
+    other checks; ``metas`` are the call's arguments in ``plan.op``'s schema order.
+
+    Raises:
+        RuntimeError, IndexError: ATen's exception and words, e.g. "index_select(): Expected dtype
+            int32 or int64 for index".
+    """
+    rule = _ARGUMENT_DTYPES.get(name.removeprefix("aten::").split(".")[0].removesuffix("_"))
+    if rule is None:
+        return
+    argument, allowed, exception, message = rule
+    for schema_argument, value in zip(schema_of(plan.op).arguments, metas, strict=False):
+        if schema_argument.name == argument:
+            for tensor in arguments.flat_tensors(value):
+                if isinstance(tensor, torch.Tensor) and tensor.dtype not in allowed:
+                    dtype = tensor.dtype
+                    raise exception(
+                        message.format(name=aten_name(dtype), legacy=_legacy_type(dtype), cpp=TYPE_META_NAMES[dtype])
+                    )
+
 
 #: Reductions whose ``out=`` must be bool or uint8 (ATen's ``check_result_is_bytebool``, ReduceOps.cpp).
 _BYTEBOOL_RESULT = frozenset({"all", "any"})
@@ -279,16 +394,20 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
         TypeError: a new result would be of a dtype neuron does not hold (decision 8): float64,
             complex128.
     """
-    base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
+    overload = name.removeprefix("aten::")
+    base = overload.split(".")[0].removesuffix("_")
     same_dtype = base in _SAME_DTYPE_UNARY
+    same_dtype_message = _SAME_DTYPE_OUT_MESSAGES.get(overload, _SAME_DTYPE_OUT_MESSAGES.get(base))
     for position, (result, target) in enumerate(zip(written, targets, strict=True)):
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
         if base in _FIXED_OUT_DTYPES and destination != _FIXED_OUT_DTYPES[base][0]:
             raise RuntimeError(_FIXED_OUT_DTYPES[base][1](destination))
-        if position == 0 and base in _SAME_DTYPE_OUT_MESSAGES and destination != result.dtype:
-            raise RuntimeError(_SAME_DTYPE_OUT_MESSAGES[base](result.dtype, destination))
+        if position == 1 and base in _INDICES_OUT_MESSAGES and destination != torch.int64:
+            raise RuntimeError(_INDICES_OUT_MESSAGES[base](destination))
+        if position == 0 and same_dtype_message is not None and destination != result.dtype:
+            raise RuntimeError(same_dtype_message(result.dtype, destination))
         if base in _BYTEBOOL_RESULT and destination not in (torch.bool, torch.uint8):
             raise RuntimeError(f"{base} only supports bool tensor for result, got: {aten_name(destination)}")
         if same_dtype and destination != result.dtype:
@@ -300,7 +419,7 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
             )
         # _EXACT_OUT_DTYPE's ATen kernels, and ATen's checkLinalgCompatibleDtype (LinalgUtils.h) for
         # an out= the result cannot be cast to, both naming TypeMeta's C++ types.
-        exact = base in _EXACT_OUT_DTYPE and destination != result.dtype
+        exact = (base in _EXACT_OUT_DTYPE or overload in _EXACT_OUT_DTYPE) and destination != result.dtype
         if exact or (not torch.can_cast(result.dtype, destination) and base.lstrip("_").startswith("linalg_")):
             raise RuntimeError(
                 f"Expected out tensor to have dtype {TYPE_META_NAMES[result.dtype]}, but got "

@@ -112,6 +112,29 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     return output, logsumexp
 
 
+def _check_attention_arguments(query, key_states, attn_bias, dropout_p) -> None:
+    """The checks of PyTorch's math path (CPU and CUDA alike), which the fused op's meta kernel skips:
+    ``dropout_p`` in [0, 1] (``at::dropout``), and a mask that broadcasts to the scores' shape
+    (B, H, L, S), which the math path adds it to in place (TensorIterator's words)."""
+    if not 0 <= dropout_p <= 1:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p:g}")
+    if attn_bias is None:
+        return
+    scores = (*query.shape[:-1], key_states.shape[-2])
+    mask = tuple(attn_bias.shape)
+    rank = max(len(scores), len(mask))
+    padded_scores, padded_mask = (1,) * (rank - len(scores)) + scores, (1,) * (rank - len(mask)) + mask
+    for dim in reversed(range(rank)):  # infer_size reports the last mismatch first
+        a, b = padded_scores[dim], padded_mask[dim]
+        if a != b and 1 not in (a, b):
+            raise RuntimeError(
+                f"The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim}"
+            )
+    broadcast = [max(a, b) for a, b in zip(padded_scores, padded_mask, strict=True)]
+    if broadcast != list(scores):
+        raise RuntimeError(f"output with shape {list(scores)} doesn't match the broadcast shape {broadcast}")
+
+
 def _sum_to_shape(gradient, shape):
     """``gradient`` summed over the dimensions along which a tensor of ``shape`` was broadcast to it."""
     lead = gradient.ndim - len(shape)
@@ -137,7 +160,13 @@ def _scaled_dot_product_fused_attention_overrideable(
     """The fused SDPA of PrivateUse1 backends: (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
     philox_seed, philox_offset, debug_attn_mask) with the values of PyTorch's math path (see
     :func:`_attention`). ``philox_seed`` carries the dropout key for the backward; the cumulative
-    sequence lengths and the debug mask are undefined, as for dense (non-nested) inputs on CUDA."""
+    sequence lengths and the debug mask are undefined, as for dense (non-nested) inputs on CUDA.
+
+    Raises:
+        RuntimeError: ``dropout_p`` outside [0, 1], or an ``attn_bias`` that does not broadcast to
+            (B, H, L, S) (:func:`_check_attention_arguments`).
+    """
+    _check_attention_arguments(query, key_states, attn_bias, dropout_p)
     output, logsumexp = _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale, rng_key)
     seed = _pack_key(rng_key) if dropout_p > 0 else jnp.zeros((), jnp.int64)
     length, source = query.shape[-2], key_states.shape[-2]

@@ -282,14 +282,21 @@ def _bernoulli(rng_key, shape, p) -> jax.Array:
     aten.bernoulli.p,
     aten.bernoulli_.float,
     random=True,
+    static=("p",),
     dtype_rule=_dispatched("bernoulli_scalar_cuda_", _ALL_TYPES_AND_BOOL),
 )
 def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
-    ``p``; p outside [0, 1] raises as on CPU."""
-    p = jnp.asarray(p)
-    device_check((p < 0) | (p > 1), 0, "bernoulli_ expects p to be in [0, 1]")
-    return _bernoulli(rng_key, self.shape, p)
+    ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
+    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN."""
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+    return _bernoulli(rng_key, self.shape, jnp.asarray(p))
+
+
+def _outside_unit_interval(p: jax.Array) -> jax.Array:
+    """Whether any probability is outside [0, 1], NaN included."""
+    return jnp.any(~((p >= 0) & (p <= 1)))
 
 
 def _bernoulli_tensor_dtypes(arguments: dict[str, Any]) -> None:
@@ -303,14 +310,14 @@ def _bernoulli_tensor_dtypes(arguments: dict[str, Any]) -> None:
 @lowering(aten.bernoulli.Tensor, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli_tensor(self, p, *, generator=None, rng_key):
     """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype."""
-    device_check(jnp.any((p < 0) | (p > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    device_check(_outside_unit_interval(p), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, jnp.broadcast_to(p, self.shape))
 
 
 @lowering(aten.bernoulli.default, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli(self, *, generator=None, rng_key):
     """torch.bernoulli(input): 1 with probability input[i], in ``input``'s dtype."""
-    device_check(jnp.any((self < 0) | (self > 1)), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    device_check(_outside_unit_interval(self), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, self)
 
 
@@ -428,12 +435,16 @@ def _dropout_dtypes(arguments: dict[str, Any]) -> None:
         _check_dispatched("fused_dropout", arguments["input"].dtype, _FLOATING)
 
 
-@lowering(aten.native_dropout.default, static=("train",), random=True, dtype_rule=_dropout_dtypes)
+@lowering(aten.native_dropout.default, static=("p", "train"), random=True, dtype_rule=_dropout_dtypes)
 def native_dropout(input, p, train, *, rng_key):
     """torch.nn.functional.dropout's kernel: (input * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p)
-    when training (p == 1 zeroes everything); (input, all True) otherwise."""
+    when training (p == 1 zeroes everything); (input, all True) otherwise. ``p`` is a compile-time
+    constant, checked as the CPU's kernel checks it (its ``bernoulli_(1 - p)``); CUDA's does not
+    check and computes values of no meaning."""
     if train is False:
         return input, jnp.ones(input.shape, jnp.bool_)
+    if not 0 <= 1 - p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={1 - p:g}")
     dtype = _sample_dtype(input.dtype)
     keep = 1 - _scalar(p, dtype)
     scale = jnp.where(keep == 0, jnp.zeros((), dtype), 1 / keep)
@@ -457,14 +468,31 @@ def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_mem
     return jax.random.permutation(rng_key, n)
 
 
-def _multinomial_dtypes(arguments: dict[str, Any]) -> None:
-    """ATen's multinomial (Distributions.cpp, CPU and CUDA alike): floating probabilities only."""
-    dtype = arguments["self"].dtype
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {aten_name(dtype)}")
+#: The most categories ATen's multinomial takes: float32 counts every integer up to 2^24 exactly.
+_MAX_CATEGORIES = 2**24
 
 
-@lowering(aten.multinomial.default, random=True, dtype_rule=_multinomial_dtypes)
+def _multinomial_arguments(arguments: dict[str, Any]) -> None:
+    """ATen's multinomial checks (Distributions.cpp, CPU and CUDA alike), in its order: 1-D or 2-D
+    floating probabilities, a positive sample count, at most 2^24 categories. They run before the
+    meta kernel's own (which words the dimension check otherwise and refuses a negative count as a
+    negative dimension)."""
+    probabilities, samples = arguments["self"], arguments["num_samples"]
+    if probabilities.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not probabilities.dtype.is_floating_point:
+        raise RuntimeError(
+            f"multinomial only supports floating-point dtypes for input, got: {aten_name(probabilities.dtype)}"
+        )
+    if samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if probabilities.shape[-1] > _MAX_CATEGORIES and (
+        arguments.get("replacement") or samples <= probabilities.shape[-1]
+    ):
+        raise RuntimeError("number of categories cannot exceed 2^24")
+
+
+@lowering(aten.multinomial.default, random=True, dtype_rule=_multinomial_arguments)
 def multinomial(self, num_samples, replacement=False, *, generator=None, rng_key):
     """torch.multinomial: category indices drawn with probability proportional to each row of ``self``
     (1-D or 2-D). With replacement, independent categorical draws; without, the Gumbel top-k trick

@@ -123,7 +123,6 @@ KNOWN_FAILURES: dict[tuple[str, torch.dtype, str], str] = {
 #: (OpInfo, index of the error input): each still raises, and the test checks that it still differs,
 #: so a fix shows up and its entry must go.
 KNOWN_ERROR_WORDING: dict[tuple[str, int], str] = {
-    ("masked_scatter", 0): "PyTorch's meta kernel refuses a float mask as 'Mask must be bool or uint8'",
     ("nn.functional.multi_margin_loss", 2): "PyTorch's meta kernel words the empty input with its 2-d view, [1, 0]",
     ("nn.functional.multi_margin_loss", 3): "PyTorch's meta kernel says 'inconsistent target size, expected 5'",
     ("nn.functional.multi_margin_loss", 4): "PyTorch's decomposition gathers with the float target: gather's message",
