@@ -224,15 +224,19 @@ def test_as_strided_outside_a_sliced_view_raises_instead_of_reading_the_slice():
         fn(torch.arange(8.0, device="neuron"))
 
 
-@pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
+@pytest.mark.parametrize("how", ["dynamic=True", "default backend, dynamic=True", "mark_dynamic"])
 def test_requested_dynamic_shapes_raise_naming_the_dimension(how):
     x = torch.randn(4, 3, device="neuron")
     if how == "dynamic=True":
         fn = torch.compile(lambda a: a * 2, backend="neuron", dynamic=True)
+    elif how == "default backend, dynamic=True":
+        fn = torch.compile(lambda a: a * 2, dynamic=True)
     else:
         torch._dynamo.mark_dynamic(x, 0)
         fn = torch.compile(lambda a: a * 2, backend="neuron")
-    with pytest.raises(Exception, match=r"compiles static shapes, but dimension 0 of .* \(symbolic size s\d+\)"):
+    with pytest.raises(
+        Exception, match=r"torch.compile on neuron compiles static shapes, but dimension 0 of .* \(symbolic size s\d+\)"
+    ):
         fn(x)
 
 

@@ -142,7 +142,7 @@ def neuron_backend(
     dynamic = _requested_dynamic_dimension(graph)
     if dynamic is not None:
         raise RuntimeError(
-            f"torch.compile(backend='neuron') compiles static shapes, but {dynamic} was made dynamic "
+            f"torch.compile on neuron compiles static shapes, but {dynamic} was made dynamic "
             "(dynamic=True or torch._dynamo.mark_dynamic). Use dynamic=False (or leave it unset): each new "
             "input shape then compiles its own graph."
         )
