@@ -71,18 +71,26 @@ def debug_dir() -> str:
 MAX_MAP_COUNT_FILE = "/proc/sys/vm/max_map_count"
 
 
+def mapping_limit() -> int | None:
+    """Linux's ``vm.max_map_count``: the most memory mappings a process may hold (65,530 by default),
+    or None where it cannot be read."""
+    try:
+        with open(MAX_MAP_COUNT_FILE) as limit:
+            return int(limit.read())
+    except (OSError, ValueError):
+        return None
+
+
 def executable_cache_size() -> int:
     """``TORCH_NEURONX_EXECUTABLE_CACHE_SIZE``: how many executables eager kernels and compiled graphs
     keep, least recently used evicted first (runtime/executable_cache.py). The default is a sixteenth
-    of Linux's ``vm.max_map_count`` (4095 of the usual 65,530; each executable maps about six regions)
-    or 4096 where that limit cannot be read. Read when the first executable is cached."""
+    of Linux's ``vm.max_map_count`` (4095 of the usual 65,530) or 4096 where that limit cannot be
+    read; the cache also evicts when the process's mappings near that limit, whatever the count.
+    Read when the first executable is cached."""
     value = os.environ.get("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE")
     if value is None or value == "":
-        try:
-            with open(MAX_MAP_COUNT_FILE) as limit:
-                return max(int(limit.read()) // 16, 256)
-        except (OSError, ValueError):
-            return 4096
+        limit = mapping_limit()
+        return 4096 if limit is None else max(limit // 16, 256)
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"TORCH_NEURONX_EXECUTABLE_CACHE_SIZE={value!r} is not a positive integer; use e.g. 4096")
     return int(value)

@@ -80,8 +80,7 @@ def test_malformed_capacity_raises(monkeypatch, value):
 
 @pytest.mark.parametrize(("limit", "expected"), [("65530\n", 4095), ("262144\n", 16384), ("1000\n", 256)])
 def test_default_capacity_is_a_sixteenth_of_the_mapping_limit(monkeypatch, tmp_path, limit, expected):
-    """Each executable maps about six regions; the default keeps them well within vm.max_map_count,
-    and at least 256."""
+    """The count bound's default is a sixteenth of vm.max_map_count, and at least 256."""
     monkeypatch.delenv("TORCH_NEURONX_EXECUTABLE_CACHE_SIZE", raising=False)
     limit_file = tmp_path / "max_map_count"
     limit_file.write_text(limit)
@@ -197,3 +196,51 @@ def test_reads_and_writes_of_views_at_every_offset_match_the_cpu(view):
         view(host, i).neg_()
     assert _admitted() - before == 2
     torch.testing.assert_close(x.cpu(), host)
+
+
+def test_mappings_near_the_limit_evict_whatever_the_count(monkeypatch):
+    """Executables map 3 to 30 regions each, so the count bound alone let PyTorch's test_foreach.py
+    reach vm.max_map_count and die of a segmentation fault: past 3/4 of the limit the cache evicts
+    the least recently used until the process is under half of it, and evicted calls compute again."""
+    from torch_neuronx.runtime import executable_cache
+
+    torch.ones(1, device="neuron")
+    mappings = [60_000]  # the process's mappings as the cache counts them: near the limit
+
+    def counted() -> int:
+        return mappings[0]
+
+    def evict_oldest(self) -> None:  # each eviction frees 1,000 mappings
+        original_evict(self)
+        mappings[0] -= 1_000
+
+    original_evict = executable_cache.ExecutableCache._evict_oldest
+    monkeypatch.setattr(executable_cache, "process_mappings", counted)
+    monkeypatch.setattr(executable_cache.ExecutableCache, "_evict_oldest", evict_oldest)
+    monkeypatch.setattr(_config, "mapping_limit", lambda: 65_530)
+    monkeypatch.setattr(EXECUTABLES, "capacity", 100_000)  # far from the count bound
+    evictions = EXECUTABLES.evictions
+    inputs = [torch.randn(n, 2) for n in range(201, 201 + executable_cache._CHECK_EVERY + 1)]
+    for x in inputs:
+        torch.testing.assert_close(torch.tanh(x.to("neuron")).cpu(), torch.tanh(x))
+    assert EXECUTABLES.evictions > evictions
+    assert mappings[0] <= 65_530 * executable_cache._LOW
+    torch.testing.assert_close(torch.tanh(inputs[0].to("neuron")).cpu(), torch.tanh(inputs[0]))
+
+
+def test_mappings_that_evictions_do_not_free_stop_the_eviction(monkeypatch):
+    """Mappings that are not executables' (host buffers) do not empty the cache: an eviction round
+    that frees none ends the eviction."""
+    from torch_neuronx.runtime import executable_cache
+
+    torch.ones(1, device="neuron")
+    monkeypatch.setattr(executable_cache, "process_mappings", lambda: 60_000)
+    monkeypatch.setattr(_config, "mapping_limit", lambda: 65_530)
+    monkeypatch.setattr(EXECUTABLES, "capacity", 100_000)
+    for n in range(301, 301 + executable_cache._CHECK_EVERY + 1):
+        torch.cos(torch.randn(n, 2).to("neuron"))
+    held = len(EXECUTABLES._order)
+    assert held > 0
+    evictions = EXECUTABLES.evictions
+    EXECUTABLES._keep_mappings_under_limit()  # one round, which frees nothing, then it stops
+    assert EXECUTABLES.evictions - evictions == max(held // 8, 1)
