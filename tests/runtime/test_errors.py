@@ -1028,3 +1028,70 @@ def test_linalg_out_of_a_dtype_the_result_cannot_take_raises_atens_error(call):
     # ATen's checkLinalgCompatibleDtype: "Expected out tensor to have dtype float, but got int instead".
     cpu, neuron = _errors_on_cpu_and_neuron(call)
     assert neuron == cpu
+
+
+def _floats(d):
+    return torch.arange(8.0, device=d)
+
+
+def _longs(d):
+    return torch.arange(8, device=d)
+
+
+def _pair(d):
+    return torch.tensor([0, 1], device=d)
+
+
+#: Writes that overlap an index, source or input argument, which ATen refuses in code CPU and CUDA
+#: share (MemoryOverlap.cpp's assert_no_overlap in TensorAdvancedIndexing.cpp and cat's meta); the
+#: lowering read every input before writing, so each gave a value.
+ARGUMENT_OVERLAPPING_WRITES = {
+    "index_add_-source": lambda d: (lambda x: x.index_add_(0, _pair(d), x[1:3]))(_floats(d)),
+    "index_add_-itself": lambda d: (lambda x: x.index_add_(0, torch.arange(8, device=d), x))(_floats(d)),
+    "index_add_-index": lambda d: (lambda x: x.index_add_(0, x[:2], x[:2].clone()))(_longs(d)),
+    "index_copy_-source": lambda d: (lambda x: x.index_copy_(0, _pair(d), x[1:3]))(_floats(d)),
+    "index_copy-out": lambda d: (lambda x: torch.index_copy(x[:4], 0, _pair(d), x[4:6], out=x[2:6]))(_floats(d)),
+    "index_reduce_-source": lambda d: (lambda x: x.index_reduce_(0, _pair(d), x[1:3], "amax"))(_floats(d)),
+    "index_fill_-index": lambda d: (lambda x: x.index_fill_(0, x[:2], 7))(_longs(d)),
+    "scatter_-source": lambda d: (lambda x: x.scatter_(0, _pair(d), x[1:3]))(_floats(d)),
+    "scatter_-value-index": lambda d: (lambda x: x.scatter_(0, x[:2], 5))(_longs(d)),
+    "scatter_add_-source": lambda d: (lambda x: x.scatter_add_(0, _pair(d), x[1:3]))(_floats(d)),
+    "scatter_reduce_-source": lambda d: (lambda x: x.scatter_reduce_(0, _pair(d), x[1:3], "sum"))(_floats(d)),
+    "put_-source": lambda d: (lambda x: x.put_(_pair(d), x[1:3]))(_floats(d)),
+    "put_-index": lambda d: (lambda x: x.put_(x[:2], x[:2].clone()))(_longs(d)),
+    "index_put_-values": lambda d: (lambda x: x.index_put_((_pair(d),), x[1:3]))(_floats(d)),
+    "index_put_-accumulate": lambda d: (lambda x: x.index_put_((_pair(d),), x[1:3], accumulate=True))(_floats(d)),
+    "index_put_-index": lambda d: (lambda x: x.index_put_((x[:2],), x[:2].clone()))(_longs(d)),
+    "setitem": lambda d: (lambda x: x.__setitem__(_pair(d), x[1:3]))(_floats(d)),
+    "gather-out-self": lambda d: (lambda x: torch.gather(x, 0, _pair(d), out=x[:2]))(_floats(d)),
+    "index_select-out-self": lambda d: (lambda x: torch.index_select(x, 0, _pair(d), out=x[:2]))(_floats(d)),
+    "index_select-out-index": lambda d: (lambda x: torch.index_select(x[2:].clone(), 0, x[:2], out=x[:2]))(_longs(d)),
+    "take-out-self": lambda d: (lambda x: torch.take(x, _pair(d), out=x[:2]))(_floats(d)),
+    "masked_select-out-self": lambda d: (lambda x: torch.masked_select(x, x > 5, out=x[:2]))(_floats(d)),
+    "cat-out": lambda d: (lambda x: torch.cat([x[:3], x[3:]], out=x))(_floats(d)),
+    "cat-out-is-an-input": lambda d: (lambda x: torch.cat([x[:4]], out=x[:4]))(_floats(d)),
+    "stack-out": lambda d: (lambda x: torch.stack([x[:2], x[2:4]], out=x[:4].view(2, 2)))(_floats(d)),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENT_OVERLAPPING_WRITES)
+def test_writes_overlapping_an_argument_raise_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(ARGUMENT_OVERLAPPING_WRITES[case])
+    assert on_neuron == on_cpu
+    assert on_neuron.startswith("unsupported operation: some elements of the input tensor and the written-to tensor")
+
+
+#: Writes ATen allows beside those: gather's out= may be its index exactly, and disjoint views.
+ALLOWED_WRITES = {
+    "gather-out-is-the-index": lambda d: (lambda x: (torch.gather(x[2:].clone(), 0, x[:2], out=x[:2]), x)[1])(
+        _longs(d)
+    ),
+    "gather-out-disjoint": lambda d: (lambda x: (torch.gather(x[:4], 0, _pair(d), out=x[4:6]), x)[1])(_floats(d)),
+    "stack-out-disjoint": lambda d: (lambda x: (torch.stack([x[:2], x[2:4]], out=x[4:].view(2, 2)), x)[1])(_floats(d)),
+    "index_add_-disjoint-views": lambda d: (lambda x: (x[:4].index_add_(0, _pair(d), x[4:6]), x)[1])(_floats(d)),
+}
+
+
+@pytest.mark.parametrize("case", ALLOWED_WRITES)
+def test_writes_aten_allows_compute_as_on_cpu(case):
+    torch.testing.assert_close(ALLOWED_WRITES[case]("neuron").cpu(), ALLOWED_WRITES[case]("cpu"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx.eager import tracking
+from torch_neuronx.eager import rules, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype, numpy_to_torch
 
@@ -87,6 +87,8 @@ def _masked_select_out(tensor: torch.Tensor, mask: torch.Tensor, *, out: torch.T
     result = torch.masked_select(tensor, mask)
     if out.dtype != tensor.dtype:
         raise RuntimeError("masked_select(): self and result must have the same scalar type")
+    rules.check_no_overlap(out, tensor)  # ATen's masked_select_out_impl, CPU and CUDA alike
+    rules.check_no_overlap(out, mask)
     return _write_out("aten::masked_select.out", "out", out, tensor, result)
 
 

@@ -262,35 +262,108 @@ def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[
     return list(shape)
 
 
+_OVERLAP_MESSAGE = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+    "single memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def _overlap(written: torch.Tensor, read: torch.Tensor) -> str:
+    """ATen's ``get_overlap_status`` (aten/src/ATen/MemoryOverlap.cpp): "full" (the same elements
+    with the same strides), "partial", "no", or "too hard" for tensors that are not non-overlapping
+    and dense, which ATen lets through."""
+    if written is read:
+        return "full"
+    if written.numel() == 0 or read.numel() == 0 or written.device != read.device:
+        return "no"
+    if not (is_non_overlapping_and_dense_or_false(written) and is_non_overlapping_and_dense_or_false(read)):
+        return "too hard"
+    if written.untyped_storage().data_ptr() != read.untyped_storage().data_ptr():
+        return "no"
+    written_begin, read_begin = written.data_ptr(), read.data_ptr()
+    written_end = written_begin + written.numel() * written.element_size()
+    read_end = read_begin + read.numel() * read.element_size()
+    if written_begin == read_begin and written_end == read_end:
+        return "full" if written.stride() == read.stride() else "partial"
+    return "partial" if written_begin < read_end and read_begin < written_end else "no"
+
+
 def check_no_partial_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
-    """ATen's ``assert_no_partial_overlap`` (aten/src/ATen/MemoryOverlap.cpp), which TensorIterator
-    and ``copy_`` apply to each input of a written tensor: the two may be the same memory (``x.add_(x)``)
-    or disjoint, not partly the same (``x[1:].copy_(x[:-1])``). Like ATen it decides only for tensors
-    that are non-overlapping and dense, and lets the rest through.
+    """ATen's ``assert_no_partial_overlap`` (MemoryOverlap.cpp), which TensorIterator and ``copy_``
+    apply to each input of a written tensor: the two may be the same memory (``x.add_(x)``) or
+    disjoint, not partly the same (``x[1:].copy_(x[:-1])``).
 
     Raises:
         RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
             written-to tensor refer to a single memory location. Please clone() the tensor before
             performing the operation."
     """
-    if written is read or written.numel() == 0 or read.numel() == 0 or written.device != read.device:
+    if _overlap(written, read) == "partial":
+        raise RuntimeError(_OVERLAP_MESSAGE)
+
+
+def check_no_overlap(written: torch.Tensor, read: torch.Tensor) -> None:
+    """ATen's ``assert_no_overlap`` (MemoryOverlap.cpp): ``written`` and ``read`` share no element,
+    not even as the same tensor.
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
+            written-to tensor refer to a single memory location. ..."
+    """
+    if _overlap(written, read) in ("full", "partial"):
+        raise RuntimeError(_OVERLAP_MESSAGE)
+
+
+#: Arguments that a written tensor (in-place ``self``, ``out=``) may not overlap at all, not even as
+#: the same tensor, checked in ATen code that CPU and CUDA share with ``assert_no_overlap``
+#: (TensorAdvancedIndexing.cpp's index, scatter, put, take, gather and masked_select checks, the
+#: structured ``cat`` meta; ``masked_select(out=)`` runs on the host, eager/host_ops.py): op ->
+#: argument names. gather's index may be its ``out=`` exactly
+#: (``assert_no_partial_overlap``): ``_NO_PARTIAL_OVERLAP_ARGUMENTS``. PyTorch's meta kernels skip
+#: these, and the lowering reads every input before writing, so ``x.index_add_(0, i, x[:2])`` gave a
+#: value where ATen raises.
+_NO_OVERLAP_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "index_add": ("index", "source"),
+    "index_copy": ("index", "source"),
+    "index_reduce": ("index", "source"),
+    "index_fill": ("index",),
+    "scatter": ("index", "src"),
+    "scatter_add": ("index", "src"),
+    "scatter_reduce": ("index", "src"),
+    "put": ("index", "source"),
+    "index_put": ("indices", "values"),
+    "_index_put_impl": ("indices", "values"),
+    "take": ("self", "index"),
+    "index_select": ("self", "index"),
+    "gather": ("self",),
+    "cat": ("tensors",),
+    "stack": ("tensors",),  # ATen's stack writes through cat
+}
+_NO_PARTIAL_OVERLAP_ARGUMENTS: dict[str, tuple[str, ...]] = {"gather": ("index",)}
+
+
+def check_argument_overlap(name: str, plan: Plan, values: list[Any]) -> None:
+    """ATen's overlap checks of indexing, scatter and ``cat`` calls (``_NO_OVERLAP_ARGUMENTS``): each
+    written tensor against the listed arguments; ``values`` are the call's arguments in schema order.
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
+            written-to tensor refer to a single memory location. Please clone() the tensor before
+            performing the operation."
+    """
+    base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
+    no_overlap, no_partial = _NO_OVERLAP_ARGUMENTS.get(base, ()), _NO_PARTIAL_OVERLAP_ARGUMENTS.get(base, ())
+    if not (no_overlap or no_partial):
         return
-    if written.untyped_storage().data_ptr() != read.untyped_storage().data_ptr():
-        return
-    if not (is_non_overlapping_and_dense_or_false(written) and is_non_overlapping_and_dense_or_false(read)):
-        return
-    written_begin, read_begin = written.data_ptr(), read.data_ptr()
-    written_end = written_begin + written.numel() * written.element_size()
-    read_end = read_begin + read.numel() * read.element_size()
-    if written_begin == read_begin and written_end == read_end:
-        partial = written.stride() != read.stride()
-    else:
-        partial = written_begin < read_end and read_begin < written_end
-    if partial:
-        raise RuntimeError(
-            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
+    written = [t for i in plan.writes for t in arguments.flat_tensors(values[i]) if isinstance(t, torch.Tensor)]
+    for schema_argument, value in zip(schema_of(plan.op).arguments, values, strict=False):
+        if schema_argument.name not in no_overlap + no_partial:
+            continue
+        check = check_no_overlap if schema_argument.name in no_overlap else check_no_partial_overlap
+        for read in arguments.flat_tensors(value):
+            if isinstance(read, torch.Tensor):
+                for target in written:
+                    check(target, read)
 
 
 def check_written_on_device(name: str, plan: Plan, described: list[Any], device: int) -> None:
