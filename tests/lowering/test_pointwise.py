@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch_neuronx
+
 from tests.utils import assert_matches_cpu
 
 NAN, INF = float("nan"), float("inf")
@@ -265,3 +267,53 @@ def test_complex_pow_of_small_numbers_is_computed_as_atens_products(dtype):
             rtol=4e-3 if dtype == torch.complex32 else 1.3e-6,
             atol=1e-5,
         )
+
+
+SHIFTS = {
+    "lshift-tensor": lambda a, s: a << s,
+    "rshift-tensor": lambda a, s: a >> s,
+    "lshift-scalar": lambda a, s: a << 3,
+    "rshift-scalar": lambda a, s: a >> 2,
+    "ilshift": lambda a, s: a.clone().__ilshift__(1),
+    "irshift": lambda a, s: a.clone().__irshift__(s),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
+@pytest.mark.parametrize("case", SHIFTS)
+def test_shift_operators_run_natively_and_match_cpu(case, dtype):
+    """``x << y`` and ``x <<= y`` (``__lshift__``, ``__ilshift__``) fell back to the CPU; shifts by the
+    bit width or more give 0 (sign bits for >> of negatives), as on the CPU."""
+    a = torch.tensor([1, -3, 5, 127, 0, -128, 64, 7]).to(dtype)
+    s = torch.tensor([0, 1, 2, 7, 8, 9, 63, 64]).to(dtype)
+    torch_neuronx.clear_op_tracking()
+    assert_matches_cpu(SHIFTS[case], a, s)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+BITWISE_OF_FLOATS = {
+    "bitwise_and": (lambda f: torch.bitwise_and(f, f), "bitwise_and"),
+    "and-operator": (lambda f: f & 1, "bitwise_and"),
+    "or-int-float": (lambda f: torch.bitwise_or(f.int(), f), "bitwise_or"),
+    "xor-operator": (lambda f: f ^ 1, "bitwise_xor"),
+    "bitwise_not": (lambda f: torch.bitwise_not(f), "bitwise_not"),
+    "lshift": (lambda f: f << 1, "lshift"),
+    "rshift": (lambda f: torch.bitwise_right_shift(f, f), "rshift"),
+    "complex": (lambda f: f.to(torch.complex64) & 1, "bitwise_and"),
+}
+
+
+@pytest.mark.parametrize("case", BITWISE_OF_FLOATS)
+def test_bitwise_ops_of_floats_raise_cudas_error(case):
+    """JAX's TypeError leaked (and turned ``f & 1`` into Python's "unsupported operand type")."""
+    make, kernel = BITWISE_OF_FLOATS[case]
+    with pytest.raises(NotImplementedError, match=f'^"{kernel}_cpu" not implemented for'):
+        make(torch.ones(3))
+    with pytest.raises(NotImplementedError, match=f'^"{kernel}_cuda" not implemented for'):
+        make(torch.ones(3, device="neuron"))
+
+
+def test_shifts_of_bools_raise_as_on_cpu_and_cuda():
+    b = torch.ones(3, dtype=torch.bool, device="neuron")
+    with pytest.raises(NotImplementedError, match="\"lshift_cuda\" not implemented for 'Bool'"):
+        torch.bitwise_left_shift(b, b)

@@ -138,7 +138,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
     Scalar conversion errors, ATen's sizes and dtype names; a random op's dtype refusal as its
     lowering's ``dtype_rule`` (CUDA's kernel) words it."""
-    _raise_random_dtype_error(plan, metas)
+    _raise_dtype_rule_error(plan, metas, error)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
         _raise_complex_parts_error_as_cpu(name, metas, error)
@@ -156,13 +156,15 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     raise worded from None
 
 
-def _raise_random_dtype_error(plan: Plan, metas: list[Any]) -> None:
-    """Raises the ``dtype_rule`` error of a random op's lowering (lowering/random.py: the dtypes
-    CUDA's kernel takes, with its exception and message) when that rule refuses the call: the Python
-    meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout refuse some dtypes
-    first, in their own words ("log_normal not implemented for torch.complex64"). Returns otherwise."""
+def _raise_dtype_rule_error(plan: Plan, metas: list[Any], error: Exception) -> None:
+    """Raises the ``dtype_rule`` error of the op's lowering (the dtypes CUDA's kernel takes, with its
+    exception and message) when that rule refuses the call and the meta kernel refused a random op
+    or a dtype: the Python meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout
+    refuse some dtypes first, in their own words ("log_normal not implemented for
+    torch.complex64"), as does ``__lshift__``'s ("lshift: Expected input tensor to have an integral
+    dtype"). Returns otherwise."""
     entry = registry.LOWERINGS.get(plan.functional)
-    if entry is None or not entry.random or entry.dtype_rule is None:
+    if entry is None or entry.dtype_rule is None or not (entry.random or "dtype" in str(error)):
         return
     names = [argument.name for argument in schema_of(plan.functional).arguments]
     entry.dtype_rule(dict(zip(names, plan.functional_args(metas), strict=True)))

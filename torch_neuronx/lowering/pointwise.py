@@ -41,6 +41,22 @@ def floating_result(kernel: str):
     return rule
 
 
+def _integral_only(kernel: str, bool_too: bool = True):
+    """A ``dtype_rule`` of a bitwise op: CUDA's kernel dispatches integer dtypes (and bool, but for
+    the shifts; BinaryBitwiseOpsKernels.cu, BinaryShiftOpsKernels.cu, UnaryOpsKernel.cu), so a
+    floating or complex result raises its NotImplementedError, as the CPU's does in its own name.
+    JAX's TypeError leaked before, which also turned ``float_tensor & 1`` into Python's
+    "unsupported operand type(s) for &"."""
+
+    def rule(arguments: dict) -> None:
+        self = arguments["self"]
+        dtype = torch.result_type(self, arguments["other"]) if "other" in arguments else self.dtype
+        if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not bool_too):
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
+
+    return rule
+
+
 def _real_only(name: str):
     """A ``dtype_rule``: ``self`` is not complex, else ATen's NotImplementedError (floor, ceil and
     trunc's structured metas in UnaryOps.cpp, on CPU and CUDA alike)."""
@@ -112,7 +128,13 @@ _SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
 _register_all(
     _SAME_DTYPE_UNARY,
     Promotion.DEFAULT,
-    {op: _real_only(op.__name__.split(".")[0]) for op in (aten.floor.default, aten.ceil.default, aten.trunc.default)},
+    {
+        **{
+            op: _real_only(op.__name__.split(".")[0])
+            for op in (aten.floor.default, aten.ceil.default, aten.trunc.default)
+        },
+        aten.bitwise_not.default: _integral_only("bitwise_not_cuda"),
+    },
 )
 
 
@@ -417,8 +439,32 @@ _BITWISE: dict = {
     aten.bitwise_xor.Scalar: _bitwise(jnp.bitwise_xor, jnp.logical_xor),
     aten.bitwise_left_shift.Tensor: jnp.left_shift,
     aten.bitwise_right_shift.Tensor: jnp.right_shift,
+    aten.__lshift__.Tensor: jnp.left_shift,  # ``x << y``: no decomposition reaches bitwise_left_shift
+    aten.__lshift__.Scalar: jnp.left_shift,
+    aten.__rshift__.Tensor: jnp.right_shift,
+    aten.__rshift__.Scalar: jnp.right_shift,
 }
-_register_all(_BITWISE, Promotion.DEFAULT)
+_register_all(
+    _BITWISE,
+    Promotion.DEFAULT,
+    {
+        op: _integral_only(kernel, bool_too=not kernel.endswith("shift_cuda"))
+        for op, kernel in {
+            aten.bitwise_and.Tensor: "bitwise_and_cuda",
+            aten.bitwise_and.Scalar: "bitwise_and_cuda",
+            aten.bitwise_or.Tensor: "bitwise_or_cuda",
+            aten.bitwise_or.Scalar: "bitwise_or_cuda",
+            aten.bitwise_xor.Tensor: "bitwise_xor_cuda",
+            aten.bitwise_xor.Scalar: "bitwise_xor_cuda",
+            aten.bitwise_left_shift.Tensor: "lshift_cuda",
+            aten.bitwise_right_shift.Tensor: "rshift_cuda",
+            aten.__lshift__.Tensor: "lshift_cuda",
+            aten.__lshift__.Scalar: "lshift_cuda",
+            aten.__rshift__.Tensor: "rshift_cuda",
+            aten.__rshift__.Scalar: "rshift_cuda",
+        }.items()
+    },
+)
 
 _COMPARISONS: dict = {
     aten.eq.Tensor: jnp.equal,
