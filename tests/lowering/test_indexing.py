@@ -567,3 +567,19 @@ def test_index_read_errors_raise_index_error_as_cpu(case):
     for device in ("cpu", "neuron"):
         with pytest.raises(IndexError, match=message):
             fn(torch.zeros(5, 5, device=device))
+
+
+@pytest.mark.parametrize(
+    ("source_dtype", "reduce", "message"),
+    [
+        (torch.int32, "amax", r"index_reduce_\(\): self \(Float\) and source \(Int\) must have the same scalar type"),
+        (torch.float32, "sum", r"index_reduce\(\): Expected reduce to be one of prod, mean, amax or amin but got sum\."),
+    ],
+)
+def test_index_reduce_checks_dtype_and_reduction_as_aten(source_dtype, reduce, message):
+    """ATen's index_reduce meta checks both on CPU and CUDA; PyTorch's meta kernel neither."""
+    for device in ("cpu", "neuron"):
+        self = torch.zeros(3, device=device)
+        index, source = torch.tensor([0, 1], device=device), torch.ones(2, dtype=source_dtype, device=device)
+        with pytest.raises(RuntimeError, match=message):
+            self.index_reduce_(0, index, source, reduce)

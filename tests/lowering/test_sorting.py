@@ -220,3 +220,14 @@ def test_isin_with_a_scalar():
     x = torch.tensor([1, 4, 2, 4])
     assert_matches_cpu(lambda x: torch.isin(x, 4), x)
     assert_matches_cpu(lambda x: torch.isin(2, x, invert=True), x)
+
+
+@pytest.mark.parametrize("scalar", [False, True])
+def test_searchsorted_refuses_a_sorter_that_is_not_int64(scalar):
+    """ATen's searchsorted_pre_check (CPU and CUDA alike); neuron gathered with the int32 sorter."""
+    for device in ("cpu", "neuron"):
+        sorted_sequence = torch.tensor([3.0, 1.0, 2.0], device=device)
+        values = 2.5 if scalar else torch.tensor([1.5, 2.5], device=device)
+        sorter = torch.tensor([1, 2, 0], dtype=torch.int32, device=device)
+        with pytest.raises(RuntimeError, match="sorter must be a tensor of long dtype but got dtype Int"):
+            torch.searchsorted(sorted_sequence, values, sorter=sorter)

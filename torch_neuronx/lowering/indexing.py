@@ -388,7 +388,30 @@ def index_add(self, dim, index, source, *, alpha=1):
     return _reduce_at(x, _along(dim, idx), updates).reshape(self.shape)
 
 
-@lowering(aten.index_reduce.default, promotion=Promotion.DEFAULT, promote=("self", "source"))
+_INDEX_REDUCE_SAME_DTYPE = same_dtype(
+    ("self", "source"), "index_reduce_(): self ({0}) and source ({1}) must have the same scalar type"
+)
+
+
+def _index_reduce_arguments(arguments: dict) -> None:
+    """ATen's index_reduce meta (TensorAdvancedIndexing.cpp, CPU and CUDA alike): the reduction is
+    named first, then ``self`` and ``source`` share a dtype; PyTorch's meta kernel checks neither.
+
+    Raises:
+        RuntimeError: ATen's words for each.
+    """
+    reduce = arguments["reduce"]
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    _INDEX_REDUCE_SAME_DTYPE(arguments)
+
+
+@lowering(
+    aten.index_reduce.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "source"),
+    dtype_rule=_index_reduce_arguments,
+)
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
     ``dim`` with prod, mean, amax or amin; ``include_self=False`` leaves the indexed elements' old

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -129,7 +130,25 @@ def _searchsorted(sorted_sequence, values, right, side, sorter):
     return _search(sorted_sequence, values, right)
 
 
-@lowering(aten.searchsorted.Tensor, promotion=Promotion.NO_OPMATH, promote=("sorted_sequence", "self"))
+def _long_sorter(arguments: dict) -> None:
+    """ATen's searchsorted_pre_check (Bucketization.cpp, CPU and CUDA alike): ``sorter`` is int64.
+
+    Raises:
+        RuntimeError: "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype Int".
+    """
+    sorter = arguments.get("sorter")
+    if sorter is not None and sorter.dtype != torch.int64:
+        raise RuntimeError(
+            f"torch.searchsorted(): sorter must be a tensor of long dtype but got dtype {aten_name(sorter.dtype)}"
+        )
+
+
+@lowering(
+    aten.searchsorted.Tensor,
+    promotion=Promotion.NO_OPMATH,
+    promote=("sorted_sequence", "self"),
+    dtype_rule=_long_sorter,
+)
 def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
     """torch.searchsorted: insertion points of ``self`` in the sorted last dimension of
     ``sorted_sequence`` (1-d, or with the same leading dimensions as ``self``); ``right``/``side``
@@ -138,7 +157,12 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
     return _searchsorted(sorted_sequence, self, right, side, sorter)
 
 
-@lowering(aten.searchsorted.Scalar, promotion=Promotion.NO_OPMATH, promote=("sorted_sequence", "self"))
+@lowering(
+    aten.searchsorted.Scalar,
+    promotion=Promotion.NO_OPMATH,
+    promote=("sorted_sequence", "self"),
+    dtype_rule=_long_sorter,
+)
 def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
     """torch.searchsorted with a scalar value (a 1-d ``sorted_sequence``): a 0-dim index."""
     return _searchsorted(sorted_sequence, self, right, side, sorter)
