@@ -573,7 +573,11 @@ def test_index_read_errors_raise_index_error_as_cpu(case):
     ("source_dtype", "reduce", "message"),
     [
         (torch.int32, "amax", r"index_reduce_\(\): self \(Float\) and source \(Int\) must have the same scalar type"),
-        (torch.float32, "sum", r"index_reduce\(\): Expected reduce to be one of prod, mean, amax or amin but got sum\."),
+        (
+            torch.float32,
+            "sum",
+            r"index_reduce\(\): Expected reduce to be one of prod, mean, amax or amin but got sum\.",
+        ),
     ],
 )
 def test_index_reduce_checks_dtype_and_reduction_as_aten(source_dtype, reduce, message):
@@ -583,3 +587,51 @@ def test_index_reduce_checks_dtype_and_reduction_as_aten(source_dtype, reduce, m
         index, source = torch.tensor([0, 1], device=device), torch.ones(2, dtype=source_dtype, device=device)
         with pytest.raises(RuntimeError, match=message):
             self.index_reduce_(0, index, source, reduce)
+
+
+def _grid(device):
+    return torch.arange(6.0, device=device).reshape(2, 3)
+
+
+def _mask(device):
+    return torch.tensor([[True, False, True], [False, True, False]], device=device)
+
+
+#: index_put_ with one mask and a one-element CPU value, which ATen fills as masked_fill_
+#: (canDispatchToMaskedFill, CPU and CUDA alike): the value casts to self's dtype.
+MASKED_FILL_PUTS = {
+    "half-value": lambda d: _grid(d).index_put_((_mask(d),), torch.tensor(1.0, dtype=torch.half)),
+    "float-into-long": lambda d: (lambda x: (x.__setitem__(x > 1, torch.tensor(7.9)), x)[1])(torch.arange(6, device=d)),
+    "row-mask": lambda d: _grid(d).index_put_((torch.tensor([False, True], device=d),), torch.tensor(9.0)),
+    "functional": lambda d: torch.index_put(_grid(d), (_mask(d),), torch.tensor(5)),
+    "one-element-1d-value": lambda d: _grid(d).index_put_((_mask(d),), torch.tensor([2.0])),
+    "bool-into-float": lambda d: _grid(d).index_put_((_mask(d),), torch.tensor(True)),
+}
+
+
+@pytest.mark.parametrize("case", MASKED_FILL_PUTS)
+def test_index_put_of_a_cpu_scalar_through_a_mask_fills_as_aten(case):
+    """neuron refused these with "Index put requires the source and destination dtypes match"."""
+    torch.testing.assert_close(MASKED_FILL_PUTS[case]("neuron").cpu(), MASKED_FILL_PUTS[case]("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda d: _grid(d).index_put_((_mask(d).to(torch.uint8),), torch.tensor(1.0)),
+            RuntimeError,
+            "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char",
+        ),
+        (
+            lambda d: _grid(d).index_put_((torch.tensor([False, True, True], device=d),), torch.tensor(9.0)),
+            IndexError,
+            r"The shape of the mask \[3\] at index 0 does not match the shape of the indexed tensor \[2, 3\] at index",
+        ),
+    ],
+    ids=["uint8-mask", "mask-shape"],
+)
+def test_index_put_of_a_cpu_scalar_through_a_mask_raises_as_aten(make, error, message):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(error, match=message):
+            make(device)

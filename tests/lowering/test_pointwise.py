@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import torch_neuronx
-
 from tests.utils import assert_matches_cpu
 
 NAN, INF = float("nan"), float("inf")

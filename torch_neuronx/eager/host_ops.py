@@ -364,13 +364,56 @@ def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch
     return index
 
 
+def _masked_fill_mask(
+    self: torch.Tensor,
+    indices: list[torch.Tensor | None],
+    values: Any = None,
+    accumulate: bool = False,
+    *_: Any,
+    **kwargs: Any,
+) -> torch.Tensor | None:
+    """The mask ``index_put`` fills through, as ATen's ``canDispatchToMaskedFill`` finds it
+    (TensorAdvancedIndexing.cpp, CPU and CUDA alike): one bool or uint8 index tensor on ``self``'s
+    device, None elsewhere, a one-element CPU value, no accumulation. ATen then calls
+    ``masked_fill_(mask, value.item())``, which casts the value to ``self``'s dtype (``x_half[m] =
+    torch.tensor(1.0)``), where index_put requires one dtype. None when the call does not qualify.
+
+    Raises:
+        IndexError: the mask's shape differs from the dimensions it indexes (ATen's words).
+    """
+    values = kwargs.get("values", values)
+    if kwargs.get("accumulate", accumulate) or not isinstance(values, torch.Tensor):
+        return None
+    if values.numel() != 1 or values.device.type != "cpu":
+        return None
+    given = [(position, i) for position, i in enumerate(indices) if i is not None]
+    if len(given) != 1:
+        return None
+    position, mask = given[0]
+    if mask.dtype not in (torch.bool, torch.uint8) or mask.device != self.device:
+        return None
+    for j in range(mask.dim()):
+        if mask.shape[j] != self.shape[position + j]:
+            raise IndexError(
+                f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape of the indexed "
+                f"tensor {list(self.shape)} at index {position + j}"
+            )
+    return mask.reshape(*mask.shape, *([1] * (self.dim() - position - mask.dim())))
+
+
 def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::index_put(_)`` for the eager ``kernel`` where a boolean mask stands beside other index
     tensors (``x[mask, idx] = v``): the masks become their ``nonzero`` coordinates, as for
     :func:`index_with_masks`. A mask that is the only index tensor stays one: the lowering writes
-    through it without reading the data back."""
+    through it without reading the data back. A one-element CPU value written through one mask fills
+    it as ``masked_fill_`` (:func:`_masked_fill_mask`)."""
+    functional = getattr(kernel, "op", None) is aten.index_put.default  # ATen's clones, then index_put_
 
     def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
+        mask = _masked_fill_mask(self, indices, *args, **kwargs)
+        if mask is not None:
+            value = (args[0] if args else kwargs["values"]).item()
+            return torch.masked_fill(self, mask, value) if functional else self.masked_fill_(mask, value)
         given = [i for i in indices if i is not None]
         if len(given) < 2 or not any(_is_mask(i) for i in given):
             for index_tensor in given:
