@@ -107,9 +107,20 @@ def test_histc_copies_into_an_out_of_any_dtype_as_cuda(dtype):
     torch.testing.assert_close(out.cpu(), torch.histc(values, bins=3).to(dtype), rtol=0, atol=0)
 
 
-def test_histc_raises_like_cpu():
-    with pytest.raises(RuntimeError, match="max must be larger than min"):
-        torch.histc(torch.ones(3, device="neuron"), bins=3, min=2, max=1)
+@pytest.mark.parametrize(
+    ("bins", "low", "high", "message"),
+    [
+        (0, 0, 0, "bins must be > 0"),
+        (3, 2, 1, "max must be larger than min"),
+        (3, float("nan"), 1, r"range of \[nan, 1\] is not finite"),
+        (3, 0, float("inf"), r"range of \[0, inf\] is not finite"),
+    ],
+)
+def test_histc_checks_its_arguments_in_cudas_words(bins, low, high, message):
+    """CUDA's _histc_cuda_template (SummaryOps.cu): PyTorch's meta kernel called a NaN bound a
+    reversed range and words the others as "histc(): ..."."""
+    with pytest.raises(RuntimeError, match=f"^{message}$"):
+        torch.histc(torch.ones(3, device="neuron"), bins=bins, min=low, max=high)
 
 
 @pytest.mark.parametrize("density", [False, True])

@@ -195,6 +195,19 @@ def _float_index(d):
 # so CUDA raises these too. Their Python meta kernels accepted the out= and wrote rounded values, or
 # worded the error their own way ("dtype Float but got Half").
 MISTYPED_OUTS = {
+    "bmm": lambda d: torch.bmm(torch.ones(1, 2, 2, device=d), torch.ones(1, 2, 2, device=d), out=_half(d, 1, 2, 2)),
+    "addmm": lambda d: torch.addmm(
+        torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), out=_half(d, 2, 2)
+    ),
+    "baddbmm": lambda d: torch.baddbmm(
+        torch.ones(1, 2, 2, device=d),
+        torch.ones(1, 2, 2, device=d),
+        torch.ones(1, 2, 2, device=d),
+        out=_half(d, 1, 2, 2),
+    ),
+    "addmv": lambda d: torch.addmv(
+        torch.ones(2, device=d), torch.ones(2, 2, device=d), torch.ones(2, device=d), out=_half(d, 2)
+    ),
     "sort": lambda d: torch.sort(
         torch.ones(3, device=d), out=(_half(d, 3), torch.empty(3, dtype=torch.long, device=d))
     ),
@@ -262,6 +275,22 @@ MISTYPED_OUTS = {
 
 # Calls ATen refuses before any kernel (CPU and CUDA alike) that neuron computed or worded otherwise.
 REFUSED_CALLS = {
+    # ATen's words where PyTorch's meta kernels have their own (CPU and CUDA share these checks)
+    "normal_-negative-std": lambda d: torch.empty(3, device=d).normal_(0, -1),
+    "masked_fill-1d-value": lambda d: torch.ones(3, device=d).masked_fill(
+        torch.ones(3, dtype=torch.bool, device=d), torch.ones(3, device=d)
+    ),
+    "index_fill_-1d-value": lambda d: torch.ones(3, device=d).index_fill_(
+        0, torch.tensor([0], device=d), torch.ones(1, device=d)
+    ),
+    "arange-to-nan": lambda d: torch.arange(0, float("nan"), device=d),
+    "arange-from-inf": lambda d: torch.arange(float("-inf"), 3, device=d),
+    "matmul-long-out": lambda d: torch.matmul(
+        torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), out=torch.empty(2, 2, dtype=torch.long, device=d)
+    ),
+    "logsumexp-int-out": lambda d: torch.logsumexp(
+        torch.ones(2, dtype=torch.int32, device=d), 0, out=torch.empty((), dtype=torch.int32, device=d)
+    ),
     "heaviside-of-two-dtypes": lambda d: torch.heaviside(
         torch.ones(2, dtype=torch.float16, device=d), torch.ones(2, device=d)
     ),
@@ -1095,3 +1124,16 @@ ALLOWED_WRITES = {
 @pytest.mark.parametrize("case", ALLOWED_WRITES)
 def test_writes_aten_allows_compute_as_on_cpu(case):
     torch.testing.assert_close(ALLOWED_WRITES[case]("neuron").cpu(), ALLOWED_WRITES[case]("cpu"))
+
+
+@pytest.mark.parametrize("op", [torch.cat, torch.stack])
+def test_cat_into_an_out_the_inputs_cannot_be_cast_to_raises_atens_type_error(op):
+    """cat's structured meta raises TypeError (TORCH_CHECK_TYPE), stack writes through cat; PyTorch's
+    meta kernels raised a RuntimeError cast error."""
+    for device in ("cpu", "neuron"):
+        out = torch.empty(1, 2, dtype=torch.long, device=device)
+        inputs = [torch.ones(2, device=device)] if op is torch.stack else [torch.ones(1, 2, device=device)]
+        with pytest.raises(
+            TypeError, match=r"^torch.cat\(\): input types can't be cast to the desired output type Long$"
+        ):
+            op(inputs, out=out)

@@ -55,6 +55,18 @@ _REWORDED = (
             *(_type_meta(name) for name in match.groups())
         ),
     ),
+    (  # normal_'s check in ATen's DistributionTemplates.h prints the double as C++ streams do (-1)
+        re.compile(r"normal expects std >= 0\.0, but found std (-?[0-9.e+-]+)$"),
+        lambda match: f"normal expects std >= 0.0, but found std {float(match.group(1)):g}",
+    ),
+    (  # masked_fill__cpu/_cuda (TensorAdvancedIndexing.cpp, Indexing.cu); torch/_refs drops the op name
+        re.compile(r"^only supports a 0-dimensional value tensor, but got tensor with (\d+) dimension$"),
+        r"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
+    ),
+    (  # index_fill_'s check in ATen's TensorAdvancedIndexing.cpp
+        re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
+        r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
+    ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
         lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(

@@ -15,6 +15,7 @@ for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which AT
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 
@@ -63,9 +64,13 @@ def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[
     ``int(start)``. ATen's ``compute_arange_size`` (RangeUtils.h, CPU and CUDA alike) checks the step
     and counts in double for those dtypes, and the kernels step in the truncated integer:
     arange(0, 2, 0.5, dtype=int32) is [0, 0, 0, 0]. int64 counts in integers and refuses the step,
-    as PyTorch's meta kernel does for every integer dtype."""
+    as PyTorch's meta kernel does for every integer dtype. Bounds that are not finite raise ATen's
+    "unsupported range: 0 -> nan" (PyTorch's meta kernel says the bounds are inconsistent with the
+    step's sign)."""
 
     def arange(start, end, step=1, **options):
+        if step != 0 and not (math.isfinite(start) and math.isfinite(end)):
+            raise RuntimeError(f"unsupported range: {float(start):g} -> {float(end):g}")
         dtype = options.get("dtype")
         integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.int64)
         if integral and step != 0 and int(step) == 0:
@@ -130,6 +135,26 @@ def bernoulli_out(self, *, generator=None, out):
     if out.shape != self.shape:
         out.resize_(self.shape)
     return out.bernoulli_(self, generator=generator)
+
+
+def histc_with_cudas_checks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::histc`` for the eager ``kernel``, checking its arguments as CUDA's
+    ``_histc_cuda_template`` does (SummaryOps.cu), in its order and words: "bins must be > 0", then,
+    for a given range, "range of [nan, 1] is not finite" and "max must be larger than min". PyTorch's
+    meta kernel words the first and the last its own way and calls a NaN bound a reversed range.
+    ``min == max`` takes the data's range, checked on the device."""
+
+    def histc(self, bins=100, min=0, max=0):
+        if bins <= 0:
+            raise RuntimeError("bins must be > 0")
+        if min != max:
+            if not (math.isfinite(min) and math.isfinite(max)):
+                raise RuntimeError(f"range of [{float(min):g}, {float(max):g}] is not finite")
+            if min > max:
+                raise RuntimeError("max must be larger than min")
+        return kernel(self, bins, min, max)
+
+    return histc
 
 
 def histc_out(self, bins=100, min=0, max=0, *, out):

@@ -223,6 +223,8 @@ def _register_kernels() -> None:
             kernel = redirects.where_with_byte_condition(kernel)
         elif plan.op is aten.arange.start_step:
             kernel = redirects.arange_with_truncated_step(kernel)
+        elif plan.op is aten.histc.default:
+            kernel = redirects.histc_with_cudas_checks(kernel)
         elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default):
             kernel = expanded_writes.filling_shared_memory(kernel)
         if plan.op in expanded_writes.SHARED_MEMORY_WRITES:

@@ -45,9 +45,27 @@ _EXACT_OUT_DTYPE = frozenset(
         "_softmax", "avg_pool3d", "diag_embed", "slice_scatter", "unfold_copy", "lu_unpack",
         "linalg_cross", "linalg_qr", "linalg_lu", "linalg_lu_factor_ex", "linalg_lu_solve",
         "_linalg_eigh", "_linalg_slogdet", "_linalg_solve_ex", "triangular_solve", "topk", "gather",
-        "max.dim_max", "min.dim_min",
+        "max.dim_max", "min.dim_min", "mm", "bmm", "addmm", "baddbmm", "addmv",
     }
 )  # fmt: skip
+
+#: Ops whose ATen checks refuse an ``out=`` dtype in their own words and exception (CPU and CUDA
+#: alike): op -> (exception, whether (result, out) dtypes are refused, message of the out dtype).
+#: cat's structured meta (TensorShape.cpp; stack writes through cat) and ReduceOps.cpp's
+#: logsumexp_out; PyTorch's meta kernels word both as a cast error.
+_OUT_DTYPE_REFUSALS: dict[str, tuple[type[Exception], Any, Any]] = {
+    "cat": (
+        TypeError,
+        lambda r, o: not torch.can_cast(r, o),
+        lambda o: f"torch.cat(): input types can't be cast to the desired output type {aten_name(o)}",
+    ),
+    "logsumexp": (
+        RuntimeError,
+        lambda r, o: not (o.is_floating_point or o.is_complex),
+        lambda o: f"logsumexp(): Expected floating point type for result tensor, but got: {aten_name(o)}",
+    ),
+}
+_OUT_DTYPE_REFUSALS["stack"] = _OUT_DTYPE_REFUSALS["cat"]
 
 
 def _input_and_out_match(result: torch.dtype, out: torch.dtype) -> str:
@@ -460,6 +478,7 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     """PyTorch's dtype rules for results, which its meta kernels do not always apply.
 
     Raises:
+        TypeError: ``cat``/``stack`` into an ``out=`` the inputs cannot be cast to (ATen's words).
         RuntimeError: an in-place or ``out=`` result cannot be cast to the tensor it is written to
             (TensorIterator's "result type ... can't be cast to the desired output type ..."), or is
             written into an ``out=`` of another dtype by an op that allows none ("Found dtype ..."),
@@ -475,6 +494,9 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
         if target is None or not isinstance(result, torch.Tensor):
             continue
         destination = DTYPE_OF[target.dtype_code]
+        if base in _OUT_DTYPE_REFUSALS and _OUT_DTYPE_REFUSALS[base][1](result.dtype, destination):
+            exception, _, message = _OUT_DTYPE_REFUSALS[base]
+            raise exception(message(destination))
         if base in _FIXED_OUT_DTYPES and destination != _FIXED_OUT_DTYPES[base][0]:
             raise RuntimeError(_FIXED_OUT_DTYPES[base][1](destination))
         if position == 1 and base in _INDICES_OUT_MESSAGES and destination != torch.int64:

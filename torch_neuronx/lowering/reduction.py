@@ -481,7 +481,7 @@ def histc(self, bins=100, min=0, max=0):
         device_check(
             ~(jnp.isfinite(left) & jnp.isfinite(right)),
             jnp.zeros((), jnp.int64),
-            "torch.histc: range of the data is not finite",
+            "range of the data is not finite",  # CUDA's "range of [nan, nan] is not finite", its values unknown here
         )
     elif not (math.isfinite(min) and math.isfinite(max)):
         raise RuntimeError(f"torch.histc: range of [{min}, {max}] is not finite")
