@@ -316,3 +316,28 @@ def test_shifts_of_bools_raise_as_on_cpu_and_cuda():
     b = torch.ones(3, dtype=torch.bool, device="neuron")
     with pytest.raises(NotImplementedError, match="\"lshift_cuda\" not implemented for 'Bool'"):
         torch.bitwise_left_shift(b, b)
+
+
+SCALAR_FIRST_BITWISE = {
+    "and": lambda x: torch.bitwise_and(3, x),
+    "or": lambda x: torch.bitwise_or(4, x),
+    "xor": lambda x: torch.bitwise_xor(5, x),
+    "lshift": lambda x: torch.bitwise_left_shift(3, x),
+    "rshift-operator": lambda x: 300 >> x,
+    "lshift-tensor-scalar": lambda x: torch.bitwise_left_shift(x, 2),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "dtype"),
+    [
+        (case, dtype)
+        for case in SCALAR_FIRST_BITWISE
+        for dtype in (torch.int8, torch.int64, torch.bool)
+        if not (dtype == torch.bool and "shift" in case)  # shifts of bool are refused, tested above
+    ],
+)
+def test_bitwise_ops_of_a_scalar_and_a_tensor_match_cpu(case, dtype):
+    """Their composite kernels wrap the scalar in a 0-dim CPU tensor, which the meta call could not
+    pass back to a Tensor argument ("Expected a value of type 'Tensor' for argument 'self'")."""
+    assert_matches_cpu(SCALAR_FIRST_BITWISE[case], torch.tensor([1, 2, 3, 0]).to(dtype))

@@ -51,6 +51,8 @@ def _integral_only(kernel: str, bool_too: bool = True):
     def rule(arguments: dict) -> None:
         self = arguments["self"]
         dtype = torch.result_type(self, arguments["other"]) if "other" in arguments else self.dtype
+        if not isinstance(dtype, torch.dtype):  # two Python scalars cannot reach a lowering
+            return
         if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not bool_too):
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
 
@@ -430,39 +432,58 @@ def _bitwise(fn: Callable, logical: Callable) -> Callable:
     return lambda self, other: logical(self, other) if self.dtype == jnp.bool_ else fn(self, other)
 
 
-_BITWISE: dict = {
-    aten.bitwise_and.Tensor: _bitwise(jnp.bitwise_and, jnp.logical_and),
-    aten.bitwise_and.Scalar: _bitwise(jnp.bitwise_and, jnp.logical_and),
-    aten.bitwise_or.Tensor: _bitwise(jnp.bitwise_or, jnp.logical_or),
-    aten.bitwise_or.Scalar: _bitwise(jnp.bitwise_or, jnp.logical_or),
-    aten.bitwise_xor.Tensor: _bitwise(jnp.bitwise_xor, jnp.logical_xor),
-    aten.bitwise_xor.Scalar: _bitwise(jnp.bitwise_xor, jnp.logical_xor),
-    aten.bitwise_left_shift.Tensor: jnp.left_shift,
-    aten.bitwise_right_shift.Tensor: jnp.right_shift,
-    aten.__lshift__.Tensor: jnp.left_shift,  # ``x << y``: no decomposition reaches bitwise_left_shift
-    aten.__lshift__.Scalar: jnp.left_shift,
-    aten.__rshift__.Tensor: jnp.right_shift,
-    aten.__rshift__.Scalar: jnp.right_shift,
+def _bitwise_of_scalar(fn: Callable, logical: Callable) -> Callable:
+    return lambda self, other: logical(self, other) if other.dtype == jnp.bool_ else fn(self, other)
+
+
+#: op -> (lowering, CUDA's kernel name). The Scalar_Tensor overloads (``torch.bitwise_and(3, x)``,
+#: ``3 << x``) have lowerings of their own: their composite kernels wrap the scalar in a 0-dim CPU
+#: tensor, which the eager layer's meta call cannot pass back to a Tensor argument.
+_BITWISE_KERNELS: dict = {
+    **{
+        getattr(aten, name).Tensor: (_bitwise(fn, logical), f"{name}_cuda")
+        for name, fn, logical in (
+            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
+            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
+            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
+        )
+    },
+    **{
+        getattr(aten, name).Scalar: (_bitwise(fn, logical), f"{name}_cuda")
+        for name, fn, logical in (
+            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
+            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
+            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
+        )
+    },
+    **{
+        getattr(aten, name).Scalar_Tensor: (_bitwise_of_scalar(fn, logical), f"{name}_cuda")
+        for name, fn, logical in (
+            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
+            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
+            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
+        )
+    },
+    **{
+        overload: (shift, kernel)
+        for packet, shift, kernel in (
+            (aten.bitwise_left_shift, jnp.left_shift, "lshift_cuda"),
+            (aten.bitwise_right_shift, jnp.right_shift, "rshift_cuda"),
+        )
+        for overload in (packet.Tensor, packet.Tensor_Scalar, packet.Scalar_Tensor)
+    },
+    # ``x << y``: no decomposition reaches bitwise_left_shift
+    aten.__lshift__.Tensor: (jnp.left_shift, "lshift_cuda"),
+    aten.__lshift__.Scalar: (jnp.left_shift, "lshift_cuda"),
+    aten.__rshift__.Tensor: (jnp.right_shift, "rshift_cuda"),
+    aten.__rshift__.Scalar: (jnp.right_shift, "rshift_cuda"),
 }
 _register_all(
-    _BITWISE,
+    {op: fn for op, (fn, _) in _BITWISE_KERNELS.items()},
     Promotion.DEFAULT,
     {
         op: _integral_only(kernel, bool_too=not kernel.endswith("shift_cuda"))
-        for op, kernel in {
-            aten.bitwise_and.Tensor: "bitwise_and_cuda",
-            aten.bitwise_and.Scalar: "bitwise_and_cuda",
-            aten.bitwise_or.Tensor: "bitwise_or_cuda",
-            aten.bitwise_or.Scalar: "bitwise_or_cuda",
-            aten.bitwise_xor.Tensor: "bitwise_xor_cuda",
-            aten.bitwise_xor.Scalar: "bitwise_xor_cuda",
-            aten.bitwise_left_shift.Tensor: "lshift_cuda",
-            aten.bitwise_right_shift.Tensor: "rshift_cuda",
-            aten.__lshift__.Tensor: "lshift_cuda",
-            aten.__lshift__.Scalar: "lshift_cuda",
-            aten.__rshift__.Tensor: "rshift_cuda",
-            aten.__rshift__.Scalar: "rshift_cuda",
-        }.items()
+        for op, (_, kernel) in _BITWISE_KERNELS.items()
     },
 )
 
