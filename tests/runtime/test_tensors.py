@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch.testing import make_tensor
@@ -367,13 +369,17 @@ def test_a_shared_memory_write_through_setitem_matches_cpu():
     torch.testing.assert_close(tensors["neuron"].cpu(), tensors["cpu"], rtol=0, atol=0)
 
 
-def test_where_takes_a_uint8_condition_with_atens_deprecation_warning():
+def test_where_takes_a_uint8_condition_with_atens_deprecation_warning_once():
+    """ATen warns once per process (TORCH_WARN_ONCE); no other test takes where of uint8."""
     results = []
     for device in ("cpu", "neuron"):
         condition = torch.tensor([1, 0, 7], dtype=torch.uint8, device=device)
         with pytest.warns(UserWarning, match="where received a uint8 condition tensor. This behavior is deprecated"):
             results.append(torch.where(condition, torch.ones(3, device=device), -1.0).cpu())
-    torch.testing.assert_close(results[1], results[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            results.append(torch.where(condition, torch.ones(3, device=device), -1.0).cpu())
+    torch.testing.assert_close(results[2:], results[:2])
 
 
 def test_a_write_into_shared_memory_refused_by_the_kernel_raises_its_error():

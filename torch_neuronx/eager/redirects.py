@@ -167,19 +167,26 @@ def histc_out(self, bins=100, min=0, max=0, *, out):
     return out.copy_(result)
 
 
+#: ATen's TORCH_WARN_ONCE warnings already given in this process.
+_warned_once = {"where": False}
+
+
 def where_with_byte_condition(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::where.self`` (and ``.self_out``) for the eager ``kernel``, also for a uint8
     ``condition``, which ATen takes as its nonzero elements with a deprecation warning
-    (TensorCompare.cpp, CPU and CUDA alike); PyTorch's meta kernel refuses it."""
+    (TensorCompare.cpp, CPU and CUDA alike: ``TORCH_WARN_ONCE``, once per process); PyTorch's meta
+    kernel refuses it."""
 
     def where(condition, *args, **kwargs):
         if condition.dtype == torch.uint8:
-            warnings.warn(
-                "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
-                "future version of PyTorch. Use a boolean condition instead.",
-                UserWarning,
-                stacklevel=2,
-            )
+            if not _warned_once["where"]:
+                _warned_once["where"] = True
+                warnings.warn(
+                    "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                    "future version of PyTorch. Use a boolean condition instead.",
+                    UserWarning,
+                    stacklevel=2,
+                )
             condition = condition != 0
         return kernel(condition, *args, **kwargs)
 
