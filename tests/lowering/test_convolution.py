@@ -134,3 +134,25 @@ def test_conv_modules(dtype):
     torch.testing.assert_close(xn.grad.cpu(), x.grad)
     for (name, p), q in zip(modules.named_parameters(), device_modules.parameters(), strict=True):
         torch.testing.assert_close(q.grad.cpu(), p.grad, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize(
+    ("input_format", "weight_format"),
+    [
+        (torch.channels_last, torch.contiguous_format),
+        (torch.contiguous_format, torch.channels_last),
+        (torch.channels_last, torch.channels_last),
+        (torch.contiguous_format, torch.contiguous_format),
+    ],
+)
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_output_keeps_the_channels_last_format_as_cpu(input_format, weight_format, transposed):
+    """The meta kernel's result is contiguous whatever the operands' format; CPU and CUDA return
+    channels_last when the input or the weight is (a channels_last model stays so)."""
+    x = torch.randn(2, 3, 6, 6).to(memory_format=input_format)
+    w = torch.randn(3 if transposed else 5, 3 if not transposed else 4, 3, 3).to(memory_format=weight_format)
+    conv = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
+    expected = conv(x, w)
+    result = conv(x.to("neuron"), w.to("neuron"))
+    torch.testing.assert_close(result.cpu(), expected)
+    assert result.stride() == expected.stride()

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
-from torch_neuronx.eager import errors, rules, runners, tracking
+from torch_neuronx.eager import errors, memory_formats, rules, runners, tracking
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
@@ -141,7 +141,7 @@ class EagerKernel:
             random_elements = engine.op_random_elements(plan.functional, functional_result)
         all_results = arguments.flat_tensors(functional_result)
         fresh = plan.fresh if plan.writes else len(all_results)
-        fresh_metas = all_results[:fresh]
+        fresh_metas = memory_formats.result_metas(plan.functional, functional_metas, all_results[:fresh])
         targets = rules.write_targets(plan, described)
         rules.check_result_dtypes(self.name, fresh_metas, all_results[fresh:], targets)
         host_checks = [] if graph is not None else runners.host_checked_scalars(plan, values, functional_result)
