@@ -572,6 +572,8 @@ def _arange(d):
 # TensorIterator's and copy_'s memory-overlap rule: a written tensor and an input may be the same
 # memory or disjoint, not partly the same. neuron computed these (as if the input were cloned).
 OVERLAPPING_WRITES = {
+    # TensorIterator checks overlap first, before the kernel refuses the dtype (shifts of floats)
+    "ilshift_-of-floats": lambda d: (lambda x: x[:-1].__ilshift__(x[1:]))(torch.rand(3, device=d)),
     "copy_": lambda d: (lambda a: a[1:].copy_(a[:-1]))(_arange(d)),
     "add_": lambda d: (lambda a: a[1:].add_(a[:-1]))(_arange(d)),
     "add_transposed_self": lambda d: (lambda a: a.add_(a.t()))(_arange(d).reshape(3, 3)),

@@ -122,6 +122,8 @@ class EagerKernel:
         except NotImplementedError:
             return runners.fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
         if refused is not None:  # reworded outside: ATen's words may be a NotImplementedError
+            if torch.Tag.pointwise in plan.functional.tags:
+                rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)
         resized = rules.resized_outputs(plan, values, metas, described)
         if resized:

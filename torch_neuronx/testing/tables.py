@@ -202,11 +202,6 @@ UPSTREAM_SKIPS: dict[str, str] = {
         "CUDA tensor-core layout; neuron has no int4 kernels, and torch 2.13's CPU has no kernel for the op (its "
         "CPU form is _convert_weight_to_int4pack_for_cpu), so the CPU fallback cannot run it either"
     ),
-    "test_put_mem_overlap": (
-        "expects put_ to refuse an index or source overlapping self (ATen's assert_no_overlap); neuron computes the "
-        "result before writing it, so the values are right (docs/usage.md: out= and in-place overlaps that ATen "
-        "refuses outside TensorIterator are accepted); a written tensor with a stride-0 dimension still raises"
-    ),
     "test_rot90": _CPU_TOO
     + "torch 2.13 raises IndexError for a dim out of range, the v2.4.0 test expects RuntimeError",
     "test_signal_window_functions_window_*_neuron_*float*": _SCIPY_EMPTY_WINDOW,
