@@ -51,8 +51,6 @@ def _integral_only(kernel: str, bool_too: bool = True):
     def rule(arguments: dict) -> None:
         self = arguments["self"]
         dtype = torch.result_type(self, arguments["other"]) if "other" in arguments else self.dtype
-        if not isinstance(dtype, torch.dtype):  # two Python scalars cannot reach a lowering
-            return
         if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not bool_too):
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
 
@@ -432,37 +430,18 @@ def _bitwise(fn: Callable, logical: Callable) -> Callable:
     return lambda self, other: logical(self, other) if self.dtype == jnp.bool_ else fn(self, other)
 
 
-def _bitwise_of_scalar(fn: Callable, logical: Callable) -> Callable:
-    return lambda self, other: logical(self, other) if other.dtype == jnp.bool_ else fn(self, other)
-
-
 #: op -> (lowering, CUDA's kernel name). The Scalar_Tensor overloads (``torch.bitwise_and(3, x)``,
 #: ``3 << x``) have lowerings of their own: their composite kernels wrap the scalar in a 0-dim CPU
 #: tensor, which the eager layer's meta call cannot pass back to a Tensor argument.
 _BITWISE_KERNELS: dict = {
     **{
-        getattr(aten, name).Tensor: (_bitwise(fn, logical), f"{name}_cuda")
-        for name, fn, logical in (
-            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
-            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
-            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
+        overload: (_bitwise(fn, logical), f"{packet.__name__}_cuda")
+        for packet, fn, logical in (
+            (aten.bitwise_and, jnp.bitwise_and, jnp.logical_and),
+            (aten.bitwise_or, jnp.bitwise_or, jnp.logical_or),
+            (aten.bitwise_xor, jnp.bitwise_xor, jnp.logical_xor),
         )
-    },
-    **{
-        getattr(aten, name).Scalar: (_bitwise(fn, logical), f"{name}_cuda")
-        for name, fn, logical in (
-            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
-            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
-            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
-        )
-    },
-    **{
-        getattr(aten, name).Scalar_Tensor: (_bitwise_of_scalar(fn, logical), f"{name}_cuda")
-        for name, fn, logical in (
-            ("bitwise_and", jnp.bitwise_and, jnp.logical_and),
-            ("bitwise_or", jnp.bitwise_or, jnp.logical_or),
-            ("bitwise_xor", jnp.bitwise_xor, jnp.logical_xor),
-        )
+        for overload in (packet.Tensor, packet.Scalar, packet.Scalar_Tensor)
     },
     **{
         overload: (shift, kernel)
