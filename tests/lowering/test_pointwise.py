@@ -3,6 +3,8 @@ powers, 16-bit results computed in float32, and dtype conversions."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -53,13 +55,36 @@ def test_integer_pow_with_positive_exponents_wraps_as_cpu(dtype):
     ],
     ids=str,
 )
-def test_integer_tensor_to_negative_number_raises_as_cpu(dtype):
-    message = "Integers to negative integer powers are not allowed."
+def test_integer_tensor_to_negative_number_raises_at_the_call_as_cpu(dtype):
+    message = "^Integers to negative integer powers are not allowed.$"
     x = torch.tensor([2, 1, 0], dtype=dtype)
     with pytest.raises(RuntimeError, match=message):
         x**-1
+    on_device = x.to("neuron")
+    torch.testing.assert_close((on_device**2).cpu(), x**2)  # the executable of this signature exists
     with pytest.raises(RuntimeError, match=message):
-        (x.to("neuron") ** -1).cpu()
+        on_device**-1  # the same executable: its runtime exponent is checked before the launch
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_integer_pow_with_exponents_past_six_bits_wraps_as_cpu(dtype):
+    # JAX's traced integer pow squares for 6 exponent bits only: 3 ** 300 in int32 was 51933809.
+    base = torch.tensor([-3, -2, -1, 0, 1, 2, 3, 5, 7]).to(dtype)[:, None]
+    exponent = torch.tensor([0, 1, 63, 64, 65, 127]).to(dtype)
+    if dtype.itemsize > 1:
+        exponent = torch.cat([exponent, torch.tensor([300, 1001]).to(dtype)])
+    assert_matches_cpu(lambda b, e: (b**e, b**127), base, exponent)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "exponent"), [(torch.int8, 300), (torch.int32, 2**40), (torch.float16, 1e10)], ids=str
+)
+def test_pow_of_an_exponent_the_result_dtype_cannot_hold_raises_as_cpu(dtype, exponent):
+    x = torch.tensor([1, 2, 3], dtype=dtype)
+    with pytest.raises(RuntimeError) as cpu_error:
+        x**exponent
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(cpu_error.value))}$"):
+        x.to("neuron") ** exponent
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)

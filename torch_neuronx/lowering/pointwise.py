@@ -346,6 +346,21 @@ def fmod(self, other):
     return jnp.fmod(self, other)
 
 
+def _integer_power(base, exponent):
+    """``base ** exponent`` for integer arrays and a non-negative exponent, wrapping on overflow as
+    PyTorch's powi does: exponentiation by squaring over every bit of the exponent's dtype. JAX's
+    traced integer pow stops after 6 bits (it assumes overflow beyond), so 3 ** 300 in int32 came
+    out 51933809 where PyTorch gives -597940623."""
+    exponent = jnp.asarray(exponent)
+    result = jnp.ones_like(base)
+    square = base
+    for _ in range(jnp.iinfo(exponent.dtype).bits):
+        result = jnp.where((exponent & 1) == 1, result * square, result)
+        square = square * square
+        exponent = exponent >> 1
+    return result
+
+
 @lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
 def pow(self, exponent):
     """torch.pow (bool promotes to int64, as PyTorch does). Integer powers wrap on overflow; a
@@ -353,7 +368,8 @@ def pow(self, exponent):
     for every other base, 0 included, as PyTorch's integer kernel (powi) computes it."""
     if not jnp.issubdtype(self.dtype, jnp.integer):
         return jnp.power(self, exponent)
-    power = jnp.power(self, jnp.maximum(exponent, 0))
+    self, exponent = jnp.broadcast_arrays(self, exponent)
+    power = _integer_power(self, jnp.maximum(exponent, 0))
     if jnp.issubdtype(self.dtype, jnp.unsignedinteger):
         return power
     odd = (exponent & 1) == 1
@@ -361,12 +377,26 @@ def pow(self, exponent):
     return jnp.where(exponent < 0, reciprocal, power)
 
 
-@lowering(aten.pow.Tensor_Scalar, promotion=Promotion.BOOL_TO_LONG, uncast=("exponent",))
+def _no_negative_integer_power(arguments: dict) -> None:
+    """pow(tensor, number)'s check in ATen's structured meta (Pow.cpp), shared by CPU and CUDA and
+    made at the call: an integer or bool tensor to a negative integer number raises. The exponent
+    is a runtime scalar, so the eager runner repeats this before every launch."""
+    self, exponent = arguments["self"], arguments["exponent"]
+    integral = not (self.dtype.is_floating_point or self.dtype.is_complex)
+    if integral and isinstance(exponent, int) and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
+@lowering(
+    aten.pow.Tensor_Scalar,
+    promotion=Promotion.BOOL_TO_LONG,
+    uncast=("exponent",),
+    checked=("exponent",),
+    dtype_rule=_no_negative_integer_power,
+)
 def pow_tensor_scalar(self, exponent):
-    """torch.pow(tensor, number): as torch.pow; an integer (or bool) tensor raised to a negative
-    integer number raises "Integers to negative integer powers are not allowed.", as on CPU."""
-    if jnp.issubdtype(self.dtype, jnp.integer):
-        device_check(exponent < 0, 0, "Integers to negative integer powers are not allowed.")
+    """torch.pow(tensor, number): as torch.pow. The exponent is converted to the result's dtype
+    with c10's overflow check (``int8 ** 300`` raises, as on CPU and CUDA)."""
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return _complex_pow_number(self, exponent)
     return pow(self, exponent)
