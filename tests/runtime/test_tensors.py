@@ -304,6 +304,27 @@ def test_fill_with_a_tensor_of_the_same_device_refuses_shared_memory_as_copy_doe
     torch.testing.assert_close(filled.cpu(), torch.full((4, 3), 2.5))
 
 
+# Writes ATen refuses into a tensor whose elements share memory, before any other check (sort's
+# meta kernel restrides its out= first and raised PyTorch's setStorage error here).
+REFUSED_SHARED_MEMORY_WRITES = {
+    "sort-out": lambda x, shared, index: torch.sort(x, out=(shared, index)),
+    "topk-out": lambda x, shared, index: torch.topk(x, 4, out=(shared, index)),
+    "cumsum-out": lambda x, shared, index: torch.cumsum(x, 1, out=shared),
+    "add-out": lambda x, shared, index: torch.add(x, 1, out=shared),
+    "exp_": lambda x, shared, index: shared.exp_(),
+}
+
+
+@pytest.mark.parametrize("write", REFUSED_SHARED_MEMORY_WRITES.values(), ids=REFUSED_SHARED_MEMORY_WRITES)
+def test_writes_into_tensors_whose_elements_share_memory_raise_as_cpu(write):
+    message = "^unsupported operation: more than one element of the written-to tensor refers to a single"
+    for device in ("cpu", "neuron"):
+        x = torch.randn(3, 4, device=device)
+        shared = torch.zeros(4, device=device).expand(3, 4)
+        with pytest.raises(RuntimeError, match=message):
+            write(x, shared, torch.empty(3, 4, dtype=torch.long, device=device))
+
+
 def _rows(d):
     return torch.arange(3.0, device=d).view(1, 3).expand(2, 3)  # two rows, one memory
 

@@ -122,6 +122,7 @@ class EagerKernel:
         except NotImplementedError:
             return runners.fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
         if refused is not None:  # reworded outside: ATen's words may be a NotImplementedError
+            rules.check_no_internal_overlap(plan, values)  # a meta kernel may restride first (sort)
             if torch.Tag.pointwise in plan.functional.tags:
                 rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)

@@ -21,6 +21,7 @@ from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
+from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
@@ -454,6 +455,24 @@ def check_written_shapes(plan: Plan, described: list[Any], functional_result: An
         if target is None or not isinstance(value, torch.Tensor) or tuple(value.shape) == target.sizes:
             continue
         raise output_shape_error(target.sizes, value.shape)
+
+
+def check_no_internal_overlap(plan: Plan, values: list[Any]) -> None:
+    """ATen's ``assert_no_internal_overlap`` of the tensors the op writes, which TensorIterator and
+    the structured kernels make before any other check: no two elements of a written tensor share
+    memory (``torch.sort(x, out=(x.expand(...), i))``).
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: more than one element of the written-to tensor
+            refers to a single memory location. Please clone() the tensor before performing the
+            operation."
+    """
+    for i in plan.writes:
+        for tensor in arguments.flat_tensors(values[i]):
+            if isinstance(tensor, torch.Tensor) and any(
+                size > 1 and stride == 0 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
+            ):
+                raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
 
 
 def check_pointwise_overlap(plan: Plan, values: list[Any]) -> None:

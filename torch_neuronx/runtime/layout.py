@@ -32,6 +32,13 @@ import numpy as np
 
 from torch_neuronx.runtime.dtypes import COMPLEX32, convert
 
+#: ATen's ``assert_no_internal_overlap`` (MemoryOverlap.cpp): a written view whose elements share
+#: memory (a dimension of size > 1 and stride 0, as ``expand`` makes).
+INTERNAL_OVERLAP_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
 
 class View(NamedTuple):
     """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset (an int,
@@ -182,10 +189,7 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
     if math.prod(shape) == 0:
         return bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
     if any(size > 1 and stride == 0 for size, stride in zip(view.sizes, view.strides, strict=True)):
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a single "
-            "memory location. Please clone() the tensor before performing the operation."
-        )
+        raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
     if covers_storage(view, count):  # never for an offset given at launch
         return value.reshape(-1)
     elements = bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
