@@ -137,22 +137,26 @@ def test_conv_modules(dtype):
 
 
 @pytest.mark.parametrize(
-    ("input_format", "weight_format"),
-    [
-        (torch.channels_last, torch.contiguous_format),
-        (torch.contiguous_format, torch.channels_last),
-        (torch.channels_last, torch.channels_last),
-        (torch.contiguous_format, torch.contiguous_format),
-    ],
+    ("input_channels_last", "weight_channels_last"), [(True, False), (False, True), (True, True), (False, False)]
 )
 @pytest.mark.parametrize("transposed", [False, True])
-def test_convolution_output_keeps_the_channels_last_format_as_cpu(input_format, weight_format, transposed):
+@pytest.mark.parametrize("dims", [2, 3])
+def test_convolution_keeps_the_channels_last_format_as_cpu(input_channels_last, weight_channels_last, transposed, dims):
     """The meta kernel's result is contiguous whatever the operands' format; CPU and CUDA return
-    channels_last when the input or the weight is (a channels_last model stays so)."""
-    x = torch.randn(2, 3, 6, 6).to(memory_format=input_format)
-    w = torch.randn(3 if transposed else 5, 3 if not transposed else 4, 3, 3).to(memory_format=weight_format)
-    conv = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
-    expected = conv(x, w)
-    result = conv(x.to("neuron"), w.to("neuron"))
-    torch.testing.assert_close(result.cpu(), expected)
+    channels_last (channels_last_3d) when the input or the weight is, and so do the gradients."""
+    channels_last = {2: torch.channels_last, 3: torch.channels_last_3d}[dims]
+    x = torch.randn(2, 3, *[6] * dims)
+    w = torch.randn(3 if transposed else 5, 3 if not transposed else 4, *[3] * dims)
+    x = x.to(memory_format=channels_last) if input_channels_last else x
+    w = w.to(memory_format=channels_last) if weight_channels_last else w
+    conv = getattr(torch.nn.functional, f"conv_transpose{dims}d" if transposed else f"conv{dims}d")
+    cpu_operands = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    neuron_operands = [t.to("neuron").requires_grad_() for t in (x, w)]
+    expected, result = conv(*cpu_operands), conv(*neuron_operands)
+    expected.sum().backward()
+    result.sum().backward()
+    torch.testing.assert_close(result.detach().cpu(), expected.detach())
     assert result.stride() == expected.stride()
+    for actual, wanted in zip(neuron_operands, cpu_operands, strict=True):
+        torch.testing.assert_close(actual.grad.cpu(), wanted.grad)
+        assert actual.grad.stride() == wanted.grad.stride()

@@ -2,7 +2,7 @@
 
 A new result takes the strides its meta kernel gives (runtime/executable.py, ``ResultLayout``), but
 the meta kernel of ``aten::convolution`` returns a contiguous result whatever its operands' memory
-format. CPU and CUDA return a channels_last 2-d convolution when the input or the weight suggests it
+format. CPU and CUDA return a channels_last (channels_last_3d) convolution when the input or the weight suggests it
 (ATen's ``_determine_backend_memory_format``: ``cudnn_conv_suggest_memory_format``,
 ``mkldnn_conv_use_channels_last``), and code written for them keeps channels_last models in it.
 """
@@ -15,9 +15,8 @@ import torch
 
 aten = torch.ops.aten
 
-#: By the output's rank. Only 2-d convolutions: for 3-d ones CUDA returns channels_last_3d and the
-#: CPU a contiguous result.
-_CHANNELS_LAST = {4: torch.channels_last}
+#: By the output's rank: 2-d and 3-d convolutions (a 1-d one has no channels-last format).
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
 def _suggests(tensor: torch.Tensor, memory_format: torch.memory_format) -> bool:
@@ -28,7 +27,8 @@ def _suggests(tensor: torch.Tensor, memory_format: torch.memory_format) -> bool:
 
 def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]:
     """``results`` (the meta kernel's new results of ``op`` called with ``arguments``) in the memory
-    format CPU and CUDA give them: a convolution's output channels_last when its input or weight is."""
+    format CPU and CUDA give them: a convolution's output channels_last (channels_last_3d) when its
+    input or weight is."""
     if op is not aten.convolution.default or not results or not isinstance(results[0], torch.Tensor):
         return results
     output, (input, weight) = results[0], arguments[:2]
