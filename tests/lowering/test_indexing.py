@@ -606,6 +606,10 @@ MASKED_FILL_PUTS = {
     "functional": lambda d: torch.index_put(_grid(d), (_mask(d),), torch.tensor(5)),
     "one-element-1d-value": lambda d: _grid(d).index_put_((_mask(d),), torch.tensor([2.0])),
     "bool-into-float": lambda d: _grid(d).index_put_((_mask(d),), torch.tensor(True)),
+    # A Python number reaches neuron as a 0-dim device tensor (CUDA's indexing makes it a CPU one):
+    # the mask is self here, which index_put's overlap check refused.
+    "bool-mask-of-itself": lambda d: (lambda x: (x.__setitem__(x, False), x)[1])(_mask(d).clone()),
+    "python-number": lambda d: (lambda x: (x.__setitem__(x > 2, 7), x)[1])(_grid(d)),
 }
 
 

@@ -376,7 +376,11 @@ def _masked_fill_mask(
     (TensorAdvancedIndexing.cpp, CPU and CUDA alike): one bool or uint8 index tensor on ``self``'s
     device, None elsewhere, a one-element CPU value, no accumulation. ATen then calls
     ``masked_fill_(mask, value.item())``, which casts the value to ``self``'s dtype (``x_half[m] =
-    torch.tensor(1.0)``), where index_put requires one dtype. None when the call does not qualify.
+    torch.tensor(1.0)``), where index_put requires one dtype. A 0-dim value of ``self``'s dtype on
+    its device qualifies too: that is how ``x[mask] = 0`` reaches a PrivateUse1 device, where CUDA's
+    indexing makes the number a CPU tensor (python_variable_indexing.cpp); so ``x[x] = False``
+    fills as on CUDA instead of refusing the mask's overlap with ``self``. None when the call does
+    not qualify.
 
     Raises:
         IndexError: the mask's shape differs from the dimensions it indexes (ATen's words).
@@ -384,7 +388,8 @@ def _masked_fill_mask(
     values = kwargs.get("values", values)
     if kwargs.get("accumulate", accumulate) or not isinstance(values, torch.Tensor):
         return None
-    if values.numel() != 1 or values.device.type != "cpu":
+    on_device_number = values.dim() == 0 and values.device == self.device and values.dtype == self.dtype
+    if values.numel() != 1 or not (values.device.type == "cpu" or on_device_number):
         return None
     given = [(position, i) for position, i in enumerate(indices) if i is not None]
     if len(given) != 1:
@@ -412,7 +417,8 @@ def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., t
     def index_put(self: torch.Tensor, indices: list[torch.Tensor | None], *args: Any, **kwargs: Any) -> torch.Tensor:
         mask = _masked_fill_mask(self, indices, *args, **kwargs)
         if mask is not None:
-            value = (args[0] if args else kwargs["values"]).item()
+            value = args[0] if args else kwargs["values"]
+            value = value if value.device == self.device else value.item()  # a device value: no sync
             return torch.masked_fill(self, mask, value) if functional else self.masked_fill_(mask, value)
         given = [i for i in indices if i is not None]
         if len(given) < 2 or not any(_is_mask(i) for i in given):
