@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     conformance.add_argument(
         "--no-cuda-dtypes",
         action="store_true",
-        help="skip the CUDA-dtype phase (dtypes CUDA computes an op in and the CPU does not)",
+        help="skip the CUDA-dtype phases (dtypes CUDA computes an op in and the CPU does not; dtypes both refuse)",
     )
     conformance.add_argument(
         "--in-process",

@@ -337,6 +337,31 @@ def test_bitwise_ops_of_floats_raise_cudas_error(case):
         make(torch.ones(3, device="neuron"))
 
 
+SHARED_META_REFUSALS = {
+    # ATen's structured metas, shared by CPU and CUDA, that PyTorch's Python meta kernels lack or
+    # cannot make (they see a Python number where ATen sees a wrapped tensor of its dtype).
+    "bool-minus-number": lambda b, c: b - 1,
+    "number-minus-bool": lambda b, c: 1 - b,
+    "int-minus-True": lambda b, c: b.long() - True,
+    "bool-sub-bool": lambda b, c: torch.sub(b, b),
+    "rsub-bool": lambda b, c: torch.rsub(b, 2),
+    "sign-complex": lambda b, c: torch.sign(c),
+    "heaviside-complex": lambda b, c: torch.heaviside(c, c),
+}
+
+
+@pytest.mark.parametrize("case", SHARED_META_REFUSALS)
+def test_refusals_of_atens_shared_metas_raise_as_cpu(case):
+    make = SHARED_META_REFUSALS[case]
+    b, c = torch.tensor([True, False]), torch.tensor([1 + 2j, 0j])
+    with pytest.raises((RuntimeError, NotImplementedError)) as cpu_error:
+        make(b, c)
+    with pytest.raises(type(cpu_error.value)) as neuron_error:
+        make(b.to("neuron"), c.to("neuron"))
+    assert str(neuron_error.value) == str(cpu_error.value)
+    assert not getattr(neuron_error.value, "__notes__", None)  # raised before tracing: no JAX notes
+
+
 def test_shifts_of_bools_raise_as_on_cpu_and_cuda():
     b = torch.ones(3, dtype=torch.bool, device="neuron")
     with pytest.raises(NotImplementedError, match="\"lshift_cuda\" not implemented for 'Bool'"):

@@ -207,5 +207,5 @@ def test_decomposed_dtype_rule_is_checked_on_the_metas(monkeypatch):
     monkeypatch.setitem(registry.DECOMPOSED_DTYPE_RULES, aten.linalg_cross.default, rule)
     metas = [torch.empty(3, dtype=torch.float32, device="meta"), torch.empty(3, dtype=torch.int32, device="meta"), -1]
     with pytest.raises(RuntimeError, match="^Float and Int differ$"):
-        registry.check_decomposed_dtypes(aten.linalg_cross.default, metas)
-    registry.check_decomposed_dtypes(aten.linalg_cross.default, [metas[0], metas[0], -1])  # same dtype: passes
+        registry.check_dtype_rule(aten.linalg_cross.default, metas)
+    registry.check_dtype_rule(aten.linalg_cross.default, [metas[0], metas[0], -1])  # same dtype: passes

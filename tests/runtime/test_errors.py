@@ -1139,3 +1139,36 @@ def test_cat_into_an_out_the_inputs_cannot_be_cast_to_raises_atens_type_error(op
             TypeError, match=r"^torch.cat\(\): input types can't be cast to the desired output type Long$"
         ):
             op(inputs, out=out)
+
+
+#: Dims past the tensor's rank that PyTorch's meta kernels let through (or fail on internally):
+#: the lowerings wrapped them onto another dimension and returned its values.
+OUT_OF_RANGE_DIMS = {
+    "softmax": lambda d: torch.ones(2, 3, device=d).softmax(2),
+    "log_softmax-negative": lambda d: torch.ones(2, 3, device=d).log_softmax(-3),
+    "sort": lambda d: torch.ones(2, 3, device=d).sort(2),
+    "sort-of-0-dim": lambda d: torch.tensor(1.0, device=d).sort(1),
+    "index_reduce_": lambda d: torch.zeros(3, device=d).index_reduce_(
+        1, torch.tensor([0], device=d), torch.ones(1, device=d), "amax"
+    ),
+    "index_select": lambda d: torch.ones(2, 3, device=d).index_select(2, torch.tensor([0], device=d)),
+    "index_fill": lambda d: torch.ones(2, 3, device=d).index_fill(2, torch.tensor([0], device=d), 1.0),
+    "unsqueeze": lambda d: torch.ones(2, 3, device=d).unsqueeze(3),
+}
+
+
+@pytest.mark.parametrize("case", OUT_OF_RANGE_DIMS)
+def test_an_out_of_range_dim_raises_as_cpu(case):
+    with pytest.raises(IndexError) as cpu_error:
+        OUT_OF_RANGE_DIMS[case]("cpu")
+    with pytest.raises(IndexError) as neuron_error:
+        OUT_OF_RANGE_DIMS[case]("neuron")
+    assert str(neuron_error.value) == str(cpu_error.value)
+
+
+def test_an_out_of_range_dim_raises_in_a_compiled_graph():
+    compiled = torch.compile(lambda x: x.softmax(2), backend="neuron")
+    with pytest.raises(
+        IndexError, match=r"^Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"
+    ):
+        compiled(torch.ones(2, 3, device="neuron"))

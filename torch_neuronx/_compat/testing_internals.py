@@ -11,7 +11,16 @@ from typing import Any
 # The per-dtype tolerances torch.testing.assert_close uses, so a comparison here means the same.
 from torch.testing._comparison import default_tolerances
 
-__all__ = ["decorate_info_type", "default_tolerances", "opinfo_database", "sample_input_type"]
+# The dtype lists OpInfos and test_ops' test_dtypes are written with (a light module: torch only).
+from torch.testing._internal.common_dtype import all_types_and_complex_and
+
+__all__ = [
+    "all_types_and_complex_and",
+    "decorate_info_type",
+    "default_tolerances",
+    "opinfo_database",
+    "sample_input_type",
+]
 
 
 def opinfo_database() -> list[Any]:

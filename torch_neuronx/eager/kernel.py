@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
-from torch_neuronx.eager import errors, memory_formats, rules, runners, tracking
+from torch_neuronx.eager import dispatched_dtypes, errors, memory_formats, rules, runners, tracking
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
@@ -102,6 +102,7 @@ class EagerKernel:
             shape = list(call(plan.functional, plan.functional_args(metas)).shape)
             if shape != list(metas[plan.writes[0]].shape):
                 return runners.resize_self_runner(plan)
+        registry.check_dim_in_range(plan.op, metas)
         rules.check_argument_dtypes(self.name, plan, metas)
         rules.check_argument_overlap(self.name, plan, values)
         functional_metas = plan.functional_args(metas)
@@ -117,12 +118,17 @@ class EagerKernel:
                 refused = RuntimeError(str(error))
             except NotImplementedError:  # a RuntimeError too, handled below
                 raise
+            except TypeError:  # a Python meta kernel's own failure (torch.finfo of an integer)
+                dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, None)
+                raise
             except (RuntimeError, ValueError, IndexError, OverflowError) as error:
                 refused = error
         except NotImplementedError:
             return runners.fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
         if refused is not None:  # reworded outside: ATen's words may be a NotImplementedError
             rules.check_no_internal_overlap(plan, values)  # a meta kernel may restride first (sort)
+            if isinstance(refused, ValueError):  # a Python reference's own check, not one of ATen's
+                dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, None)
             if torch.Tag.pointwise in plan.functional.tags:
                 rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)
@@ -132,8 +138,9 @@ class EagerKernel:
         rules.check_written_shapes(plan, described, functional_result)
         if torch.Tag.pointwise in plan.functional.tags:
             rules.check_pointwise_overlap(plan, values)
+        registry.check_dtype_rule(plan.functional, functional_metas)
+        dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, functional_result)
         if plan.decomposed:
-            registry.check_decomposed_dtypes(plan.functional, functional_metas)
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)
             except engine.Unsupported:

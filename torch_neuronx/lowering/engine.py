@@ -95,6 +95,7 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
     schema = schema_of(entry.op)
     names = [argument.name for argument in schema.arguments]
     args = list(args)
+    registry.check_dim_in_range(op, metas)  # compiled graphs: Dynamo's meta kernels skip it too
     if entry.dtype_rule is not None:
         entry.dtype_rule(dict(zip(names, metas, strict=True)))
     context = tracing.current_context()

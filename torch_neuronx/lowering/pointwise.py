@@ -144,7 +144,15 @@ def abs(self):
     return jnp.abs(self)
 
 
-@lowering(aten.sign.default, promotion=Promotion.DEFAULT)
+def _sign_check(arguments: dict) -> None:
+    """sign's structured meta (UnaryOps.cpp, CPU and CUDA alike), which PyTorch's Python meta lacks."""
+    if arguments["self"].dtype.is_complex:
+        raise NotImplementedError(
+            "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead."
+        )
+
+
+@lowering(aten.sign.default, promotion=Promotion.DEFAULT, dtype_rule=_sign_check)
 def sign(self):
     """torch.sign: (x > 0) - (x < 0), as PyTorch computes it: -1, 0 or 1, NaN gives 0 and -0.0 gives
     +0.0; bool stays bool."""
@@ -254,15 +262,38 @@ def add(self, other, alpha=1):
     return self + alpha * other
 
 
+def _sub_check(arguments: dict) -> None:
+    """ATen's ``sub_check`` (BinaryOps.h; sub's structured meta, rsub through it), then
+    ``alpha_check``: no bool operand. A Python number is a wrapped tensor of its own dtype there, so
+    ``bool_tensor - 1`` raises too (PyTorch's Python meta kernel sees the number and lets it pass)."""
+    bools = [
+        isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool)
+        for value in (arguments["self"], arguments["other"])
+    ]
+    if all(bools):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead."
+        )
+    if any(bools):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+    _alpha_check(arguments)
+
+
 @lowering(
-    aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+    aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
 )
 def sub(self, other, alpha=1):
-    """torch.sub: self - alpha * other (PyTorch rejects bool before this runs)."""
+    """torch.sub: self - alpha * other."""
     return self - alpha * other
 
 
-@lowering(aten.rsub.Tensor, aten.rsub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"))
+@lowering(
+    aten.rsub.Tensor, aten.rsub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
+)
 def rsub(self, other, alpha=1):
     """torch.rsub: other - alpha * self."""
     return other - alpha * self
@@ -433,12 +464,20 @@ def nextafter(self, other):
     return jnp.nextafter(self, other)
 
 
-@lowering(
-    aten.heaviside.default,
-    promotion=Promotion.DEFAULT,
-    # heaviside's structured meta (BinaryOps.cpp, CPU and CUDA alike)
-    dtype_rule=same_dtype(("self", "values"), "heaviside is not yet implemented for tensors with different dtypes."),
+_heaviside_same_dtype = same_dtype(
+    ("self", "values"), "heaviside is not yet implemented for tensors with different dtypes."
 )
+
+
+def _heaviside_check(arguments: dict) -> None:
+    """heaviside's structured meta (BinaryOps.cpp, CPU and CUDA alike), in its order: no complex
+    operand, then one dtype."""
+    if any(isinstance(v, torch.Tensor) and v.dtype.is_complex for v in (arguments["self"], arguments["values"])):
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
+    _heaviside_same_dtype(arguments)
+
+
+@lowering(aten.heaviside.default, promotion=Promotion.DEFAULT, dtype_rule=_heaviside_check)
 def heaviside(self, values):
     """torch.heaviside: values where self == 0, else (self > 0); NaN gives 0, as PyTorch computes it."""
     return jnp.where(self == 0, values, (self > 0).astype(self.dtype))

@@ -57,7 +57,8 @@ __all__ = [
     "LOWERINGS",
     "Lowering",
     "Promotion",
-    "check_decomposed_dtypes",
+    "check_dim_in_range",
+    "check_dtype_rule",
     "lowering",
     "replace_lowering",
     "same_dtype",
@@ -89,10 +90,12 @@ LOWERINGS: dict[OpOverload, Lowering] = {}
 DECOMPOSED_DTYPE_RULES: dict[OpOverload, Callable[[dict[str, Any]], None]] = {}
 
 
-def check_decomposed_dtypes(op: OpOverload, metas: Sequence[Any]) -> None:
-    """Applies the ``dtype_rule`` of ``op`` (an op that runs as its decomposition), if any, to its
-    arguments as PyTorch sees them (schema order)."""
-    rule = DECOMPOSED_DTYPE_RULES.get(op)
+def check_dtype_rule(op: OpOverload, metas: Sequence[Any]) -> None:
+    """Applies the ``dtype_rule`` of ``op`` (its lowering's, or that of an op that runs as its
+    decomposition), if any, to its arguments as PyTorch sees them (schema order). The eager kernel
+    calls it before tracing, so that a refusal carries no JAX frames or notes."""
+    entry = LOWERINGS.get(op)
+    rule = entry.dtype_rule if entry is not None else DECOMPOSED_DTYPE_RULES.get(op)
     if rule is not None:
         rule(dict(zip([argument.name for argument in schema_of(op).arguments], metas, strict=True)))
 
@@ -156,6 +159,37 @@ def replace_lowering(op: OpOverload, fn: Callable[..., Any]) -> Callable[..., An
     replaced = LOWERINGS[op].fn
     LOWERINGS[op] = dataclasses.replace(LOWERINGS[op], fn=fn)
     return replaced
+
+
+#: Ops whose ``dim`` indexes their result, one dimension more than ``self`` has.
+_RESULT_DIM_OPS = frozenset({"unsqueeze", "unsqueeze_", "unsqueeze_copy"})
+
+
+def check_dim_in_range(op: OpOverload, metas: Sequence[Any]) -> None:
+    """ATen's ``maybe_wrap_dim`` of ``op``'s ``dim: int`` argument (``metas``: its arguments as
+    PyTorch sees them, schema order) against its ``self`` (or ``input``), which some of PyTorch's
+    meta kernels skip (softmax, sort, index_reduce) or make with an internal error (index_select):
+    a lowering would wrap it silently onto another dimension. A 0-dim tensor takes dims -1 and 0,
+    as ``wrap_scalar`` allows.
+
+    Raises:
+        IndexError: "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
+    """
+    schema = schema_of(op)
+    if schema.name.removeprefix("aten::") in _RESULT_DIM_OPS:
+        return
+    by_name = {argument.name: (argument, value) for argument, value in zip(schema.arguments, metas, strict=False)}
+    tensor = next((by_name[n][1] for n in ("self", "input") if n in by_name), None)
+    if not isinstance(tensor, torch.Tensor) or "dim" not in by_name:
+        return
+    argument, dim = by_name["dim"]
+    if not isinstance(dim, int) or isinstance(dim, bool) or "int" not in str(argument.type).lower():
+        return
+    if "[" in str(argument.type):  # int[] dims are checked by the meta kernels' reductions
+        return
+    rank = max(tensor.dim(), 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
 
 
 def same_dtype(names: Sequence[str], message: str) -> Callable[[dict[str, Any]], None]:

@@ -1,17 +1,29 @@
-"""The CUDA-dtype phase of the conformance runner: op/dtype pairs CUDA computes and the CPU refuses.
+"""The CUDA-dtype phases of the conformance runner: op/dtype pairs where CUDA and the CPU differ,
+or where both refuse.
 
 Decision 8: which dtypes an op accepts follows CUDA (libraries branch on "accelerator vs CPU":
 transformers' MoE routing calls ``torch.histc`` on int32 on every device but the CPU), values follow
-the CPU. For every OpInfo, the dtypes of ``op.supported_dtypes("cuda")`` that
-``op.supported_dtypes("cpu")`` lacks (float64 and complex128 left to the FP64 policy) must run on
-neuron. The CPU has no kernel for them, so the expected values are the CPU's in a wider dtype
+the CPU.
+
+Phase :data:`PHASE` (``cuda-dtype``): for every OpInfo, the dtypes of ``op.supported_dtypes("cuda")``
+that ``op.supported_dtypes("cpu")`` lacks (float64 and complex128 left to the FP64 policy) must run
+on neuron. The CPU has no kernel for them, so the expected values are the CPU's in a wider dtype
 (:data:`WIDER`: the sample's tensors of the pair's dtype upcast, the first wider dtype the CPU computes
 in), with each result of the wider dtype (or its complex or real counterpart) cast back to the pair's
 dtype, as CUDA's result would be.
 
-:func:`cuda_only_dtypes` lists a pair's dtypes, :func:`run_cuda_sample` runs one sample and returns
-its :class:`~torch_neuronx.testing.conformance.SampleOutcome` (phase :data:`PHASE`): ``pass``,
-``mismatch``, ``error`` (neuron refuses the dtype: the exception) or ``skipped``.
+Phase :data:`REFUSED_PHASE` (``cuda-refused``): the dtypes that neither list holds (among those
+test_ops' ``test_dtypes`` checks: complex32 is checked only where an OpInfo claims it) must be
+refused on neuron as on the CPU, with an exception of the CPU's kind (the message is CUDA's,
+eager/dispatched_dtypes.py; any RuntimeError where the CPU raises one, since CUDA's cuDNN
+convolutions refuse with RuntimeError where the CPU raises NotImplementedError). A pair the CPU
+computes after all is skipped: the OpInfo's list is stale.
+
+:func:`cuda_only_dtypes` and :func:`cuda_refused_dtypes` list a pair's dtypes; :func:`run_cuda_sample`
+and :func:`run_refused_sample` run one sample and return its
+:class:`~torch_neuronx.testing.conformance.SampleOutcome`: ``pass``, ``mismatch`` (a value, or for a
+refused pair: neuron computed or raised another type), ``error`` (neuron refuses a CUDA dtype: the
+exception) or ``skipped``.
 """
 
 from __future__ import annotations
@@ -23,14 +35,30 @@ from typing import Any
 import torch
 
 import torch_neuronx
+from torch_neuronx._compat.testing_internals import all_types_and_complex_and
 from torch_neuronx._compat.torch_internals import pytree
 from torch_neuronx.testing import conformance, opinfo
 from torch_neuronx.testing.compare import compare
 
-__all__ = ["PHASE", "WIDER", "check_cuda_sample", "cuda_only_dtypes", "run_cuda_sample"]
+__all__ = [
+    "PHASE",
+    "REFUSED_PHASE",
+    "WIDER",
+    "check_cuda_sample",
+    "check_refused_sample",
+    "cuda_only_dtypes",
+    "cuda_refused_dtypes",
+    "run_cuda_sample",
+    "run_refused_sample",
+]
 
-#: The phase name of the rows this module produces.
+#: The phase name of the rows of dtypes CUDA computes and the CPU refuses.
 PHASE = "cuda-dtype"
+#: The phase name of the rows of dtypes CUDA and the CPU both refuse.
+REFUSED_PHASE = "cuda-refused"
+
+#: The dtypes test_ops' ``test_dtypes`` checks every OpInfo in (complex32 only where one claims it).
+_CHECKED_DTYPES = frozenset(all_types_and_complex_and(torch.float16, torch.bfloat16, torch.bool))
 
 #: Dtypes the FP64 policy keeps off the device (decision 8): not part of this phase.
 _FP64 = frozenset((torch.float64, torch.complex128))
@@ -56,6 +84,13 @@ def cuda_only_dtypes(op: Any) -> list[torch.dtype]:
     """The dtypes in which CUDA computes ``op`` (an OpInfo) and the CPU does not, float64 and
     complex128 excepted, sorted by name."""
     dtypes = op.supported_dtypes("cuda") - op.supported_dtypes("cpu") - _FP64
+    return sorted(dtypes, key=str)
+
+
+def cuda_refused_dtypes(op: Any) -> list[torch.dtype]:
+    """The dtypes in which neither CUDA nor the CPU computes ``op`` (an OpInfo), among those
+    test_ops checks, float64 and complex128 excepted, sorted by name."""
+    dtypes = _CHECKED_DTYPES - op.supported_dtypes("cuda") - op.supported_dtypes("cpu") - _FP64
     return sorted(dtypes, key=str)
 
 
@@ -148,3 +183,63 @@ def check_cuda_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformanc
     if len(made) <= index:
         return conformance.make_row(op, dtype, index, PHASE, "skipped", f"the OpInfo has only {len(made)} samples")
     return run_cuda_sample(op, made[index][0], dtype, index)
+
+
+def _same_kind(actual: BaseException, expected: BaseException) -> bool:
+    """Whether neuron's refusal is of the CPU's kind: any RuntimeError where the CPU raises one (a
+    CUDA kernel may refuse with a RuntimeError where the CPU's raises NotImplementedError, a
+    RuntimeError's subclass: cuDNN's convolutions), else the same type."""
+    if isinstance(expected, RuntimeError):
+        return isinstance(actual, RuntimeError)
+    return type(actual) is type(expected)
+
+
+def run_refused_sample(op: Any, sample: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
+    """Runs one OpInfo sample (made on CPU in ``dtype``, a dtype CUDA and the CPU refuse) on the CPU
+    and on neuron: ``pass`` when both raise exceptions of one kind (:func:`_same_kind`),
+    ``mismatch`` when neuron computes or raises another kind, ``skipped`` when the CPU computes.
+    Never raises."""
+    row = conformance.make_row(op, dtype, index, REFUSED_PHASE, "pass")
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                conformance._to_cpu(conformance._forward(op, sample))
+            except Exception as err:  # the refusal this phase expects
+                expected = err
+            else:
+                row.outcome, row.detail = "skipped", f"the CPU computes {dtype}: the OpInfo's dtype lists are stale"
+                return row
+            try:
+                neuron_sample = conformance._neuron_sample(sample, frozenset())
+                conformance._to_cpu(conformance._forward(op, neuron_sample))
+                torch.neuron.synchronize()
+            except Exception as err:
+                conformance._drain_faults()
+                if not _same_kind(err, expected):
+                    row.outcome = "mismatch"
+                    row.detail = f"neuron: {conformance._describe(err)}; CPU: {conformance._describe(expected)}"
+                return row
+            row.outcome = "mismatch"
+            row.detail = f"computed what CUDA and the CPU refuse (CPU: {conformance._describe(expected)})"
+    except Exception as err:  # a sample must never stop the sweep
+        row.outcome, row.detail = "error", conformance._describe(err)
+        conformance._drain_faults()
+    finally:
+        row.seconds = time.perf_counter() - start
+    return row
+
+
+def check_refused_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
+    """The outcome of sample ``index`` of ``op`` in ``dtype`` (one of :func:`cuda_refused_dtypes`)."""
+    if dtype not in cuda_refused_dtypes(op):
+        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", f"CUDA or the CPU computes {dtype}")
+    reason = opinfo.opinfo_skip(op, dtype)
+    if reason is not None:
+        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", reason)
+    made = conformance.samples(op, dtype, False, index + 1)
+    if len(made) <= index:
+        detail = f"the OpInfo has only {len(made)} samples"
+        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", detail)
+    return run_refused_sample(op, made[index][0], dtype, index)

@@ -108,7 +108,8 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
         "default); gradients too, in float32, for differentiable ops, and the values the op's in-place variant "
         "leaves in its input (float32; an input that would have to broadcast must raise); and, as phase "
         "`cuda-dtype`, the dtypes CUDA computes an op in and the CPU does not, compared with the CPU in a wider "
-        "dtype (`torch_neuronx/testing/cuda_dtypes.py`). Outcomes: pass (an "
+        "dtype, and as phase `cuda-refused` the dtypes both refuse, which neuron must refuse with an exception of "
+        "the CPU's type (`torch_neuronx/testing/cuda_dtypes.py`). Outcomes: pass (an "
         "exception CPU raises "
         "as well counts as a pass), mismatch (a wrong value), error, fallback (right values, but some ATen ops "
         "ran on the CPU). Regenerate this page with:",

@@ -106,6 +106,20 @@ def _queues(op: Any, options: _Options) -> tuple[list[_Queue], list[SampleOutcom
                 rows.append(make_row(op, dtype, -1, cuda_dtypes.PHASE, "skipped", detail))
                 continue
             queues.append(_Queue(dtype, cuda_dtypes.PHASE, iter(made)))
+        for dtype in cuda_dtypes.cuda_refused_dtypes(op):
+            if not options.all_dtypes and dtype not in options.dtypes:
+                continue
+            reason = opinfo.opinfo_skip(op, dtype)
+            if reason is not None:
+                rows.append(make_row(op, dtype, -1, cuda_dtypes.REFUSED_PHASE, "skipped", reason))
+                continue
+            try:
+                made = samples(op, dtype, False, 1)  # a refusal is the dtype's: one sample shows it
+            except Exception as err:  # a broken OpInfo must not stop the sweep
+                detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
+                rows.append(make_row(op, dtype, -1, cuda_dtypes.REFUSED_PHASE, "skipped", detail))
+                continue
+            queues.append(_Queue(dtype, cuda_dtypes.REFUSED_PHASE, iter(made)))
     return queues, rows
 
 
@@ -134,6 +148,8 @@ def _op_events(op: Any, options: _Options, op_deadline: float, done: frozenset[K
             yield "start", key
             if q.phase == cuda_dtypes.PHASE:
                 yield "row", cuda_dtypes.run_cuda_sample(op, sample, q.dtype, index)
+            elif q.phase == cuda_dtypes.REFUSED_PHASE:
+                yield "row", cuda_dtypes.run_refused_sample(op, sample, q.dtype, index)
             else:
                 yield "row", run_sample(op, sample, q.dtype, q.phase, index, host_leaves)
 
@@ -305,9 +321,10 @@ def run_conformance(
             always covers its first sample in every dtype and phase; later samples run while it lasts.
         backward: also compare input gradients (float32, differentiable ops).
         in_place: also compare what the OpInfo's in-place variant leaves in its input (float32).
-        cuda_only: also run the CUDA-dtype phase (:mod:`~torch_neuronx.testing.cuda_dtypes`): the
+        cuda_only: also run the CUDA-dtype phases (:mod:`~torch_neuronx.testing.cuda_dtypes`): the
             dtypes CUDA computes the op in and the CPU does not (those among ``dtypes`` when given,
-            complex32 included otherwise), against the CPU in a wider dtype.
+            complex32 included otherwise), against the CPU in a wider dtype; and, with one sample
+            each, the dtypes both refuse, which neuron must refuse too.
         timeout: seconds one sample may run before its worker is killed (with ``isolate``).
         isolate: run the samples in a worker process that a crash or a hang cannot take down.
         progress: show a progress bar on stderr.

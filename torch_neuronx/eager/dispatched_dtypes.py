@@ -1,0 +1,569 @@
+"""The dtypes CUDA's kernels dispatch, for ops whose lowering computes more (decision 8).
+
+A lowering is written in JAX, which computes most ops in any dtype; ATen's kernels dispatch on the
+data's dtype (``AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...)``) and raise for the others:
+``NotImplementedError: "host_softmax" not implemented for 'Long'``. Which dtypes an op accepts
+follows CUDA, so a call in a dtype that CUDA's kernel does not dispatch raises CUDA's exception and
+message here, though the lowering could compute it (softmax of integers, convolutions of bool,
+orderings of complex numbers: results of no defined meaning, which the CPU refuses too).
+
+:data:`CUDA_DISPATCH` holds, for each functional overload, its CUDA kernel's name and dtypes, read
+from PyTorch's CUDA sources (``aten/src/ATen/native/cuda``; each entry names its file). The eager
+kernel checks a call against it once per call signature, after PyTorch's meta kernel and
+TensorIterator's checks, where ATen's kernel would dispatch (eager/kernel.py). ``torch.compile``
+is not checked: inductor computes what eager CUDA refuses, and so does neuron's compiler.
+
+Dtypes CUDA computes and the CPU refuses are another table's (``testing/cuda_dtypes.py``: the
+CUDA-dtype phase); float64 and complex128 are the FP64 policy's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from torch_neuronx._compat.torch_internals import schema_of
+from torch_neuronx.runtime.dtypes import aten_name
+
+__all__ = ["CUDA_DISPATCH", "Check", "Dispatch", "check_dispatched_dtype"]
+
+aten = torch.ops.aten
+
+_F, _D, _H, _BF = torch.float32, torch.float64, torch.float16, torch.bfloat16
+_C64, _C128 = torch.complex64, torch.complex128
+_INTEGRAL = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+FLOATING = frozenset((_F, _D))
+INTEGRAL = frozenset(_INTEGRAL)
+COMPLEX = frozenset((_C64, _C128))
+BOOL = frozenset((torch.bool,))
+HALVES = frozenset((_H, _BF))
+
+#: The dtypes refusals are checked in: those PyTorch's test_ops ``test_dtypes`` verifies every
+#: OpInfo's CPU and CUDA lists in. complex32, the barebones unsigned and the float8 dtypes are
+#: verified only where an OpInfo claims them, so what CUDA does with them is not known well
+#: enough to refuse (neuron computes complex32 in complex64, as its design says).
+VERIFIED = FLOATING | INTEGRAL | COMPLEX | BOOL | {_H, _BF}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dispatch:
+    """The dtypes one CUDA kernel's ``AT_DISPATCH`` macro dispatches: any other raises
+    ``NotImplementedError: "<kernel>" not implemented for '<Dtype>'``.
+
+    ``on`` names whose dtype it dispatches on: an argument, or ``"result"`` for TensorIterator's
+    common dtype (the op's first result). ``source`` is the kernel's file under
+    ``aten/src/ATen/native/cuda`` (PyTorch 2.4).
+    """
+
+    kernel: str
+    dtypes: frozenset[torch.dtype]
+    on: str
+    source: str
+
+    def check(self, dtype: torch.dtype) -> None:
+        if dtype in VERIFIED and dtype not in self.dtypes:
+            raise NotImplementedError(f"\"{self.kernel}\" not implemented for '{aten_name(dtype)}'")
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A ``TORCH_CHECK`` that refuses ``refused`` dtypes of ``on`` before any dispatch, with its own
+    exception and message (``{dtype}`` is the ATen dtype name): a structured meta that CPU and CUDA
+    share and PyTorch's Python meta kernel lacks, or a CUDA kernel's own check."""
+
+    refused: frozenset[torch.dtype]
+    on: str
+    exception: type[Exception]
+    message: str
+    source: str
+
+    def check(self, dtype: torch.dtype) -> None:
+        if dtype in self.refused:
+            raise self.exception(self.message.format(dtype=aten_name(dtype)))
+
+
+#: addcdiv's check of integer operands (PointwiseOps.cpp), which CPU and CUDA share.
+_ADDCDIV_MESSAGE = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
+    "division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * "
+    "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) "
+    "for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+    "tensor2), for all dtypes."
+)
+
+
+def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch | Check, ...]]:
+    """The table of ``(overload or tuple of overloads, rule)`` entries: overload -> its rules."""
+    table: dict[Any, tuple[Dispatch | Check, ...]] = {}
+    for ops, rule in entries:
+        for op in ops if isinstance(ops, tuple) else (ops,):
+            table[op] = (*table.get(op, ()), rule)
+    return table
+
+
+#: Functional overload -> its refusals, checked in order. Each dtype set is CUDA's (the macro in the
+#: named file) joined with the CPU's (OpInfo's ``supported_dtypes("cpu")``): a dtype either computes
+#: stays computed, so code that runs on the CPU keeps running here.
+CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
+    (aten.max.dim, Check(COMPLEX, "self", RuntimeError, "max(): does not support complex input", "TensorCompare.cpp")),
+    (aten.min.dim, Check(COMPLEX, "self", RuntimeError, "min(): does not support complex input", "TensorCompare.cpp")),
+    (aten.silu.default, Dispatch("silu_cuda", FLOATING | COMPLEX | HALVES, "result", "ActivationSiluKernel.cu")),
+    (
+        aten._adaptive_avg_pool2d.default,
+        Dispatch("adaptive_avg_pool2d_cuda", FLOATING | HALVES, "self", "AdaptiveAveragePooling.cu"),
+    ),
+    (aten.gelu.default, Dispatch("GeluCUDAKernelImpl", FLOATING | HALVES, "result", "ActivationGeluKernel.cu")),
+    (
+        aten.adaptive_max_pool3d.default,
+        Dispatch("adaptive_max_pool3d_cuda", FLOATING | HALVES, "self", "AdaptiveMaxPooling3d.cu"),
+    ),
+    (aten.addmv.default, Dispatch("addmv_impl_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "mat", "Blas.cpp")),
+    (aten.mv.default, Dispatch("addmv_impl_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "Blas.cpp")),
+    (
+        aten.atan2.default,
+        Dispatch("atan2_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "BinaryGeometricKernels.cu"),
+    ),
+    (aten.baddbmm.default, Dispatch("baddbmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "Blas.cpp")),
+    (aten.special_bessel_j1.default, Dispatch("bessel_j1_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_j1.cu")),
+    (
+        aten.binary_cross_entropy.default,
+        Dispatch("binary_cross_entropy_out_cuda", FLOATING | HALVES, "result", "Loss.cu"),
+    ),
+    (aten.ceil.default, Dispatch("ceil_cuda", FLOATING | INTEGRAL | HALVES, "self", "UnaryFractionKernels.cu")),
+    (
+        aten.special_chebyshev_polynomial_v.default,
+        Dispatch("chebyshev_polynomial_v_cuda", FLOATING | INTEGRAL | BOOL, "result", "chebyshev_polynomial_v.cu"),
+    ),
+    (aten.cummax.default, Dispatch("cummax_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "CumminmaxKernel.cu")),
+    (aten.cumsum.default, Dispatch("cumsum_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "CumsumKernel.cu")),
+    (
+        (aten.elu.default, aten.celu.default),
+        Dispatch("elu_cuda", FLOATING | HALVES, "result", "ActivationEluKernel.cu"),
+    ),
+    (aten.floor.default, Dispatch("floor_cuda", FLOATING | INTEGRAL | HALVES, "self", "UnaryFractionKernels.cu")),
+    (aten.gcd.default, Dispatch("gcd_cuda", INTEGRAL, "result", "GcdLcmKernel.cu")),
+    (aten.grid_sampler_2d.default, Dispatch("grid_sampler_2d_cuda", FLOATING | HALVES, "input", "GridSampler.cu")),
+    (aten.hardswish.default, Dispatch("hardswish_cuda", FLOATING | HALVES, "result", "ActivationHardswishKernel.cu")),
+    (aten.huber_loss.default, Dispatch("huber_cuda", FLOATING | HALVES, "result", "BinaryMiscOpsKernels.cu")),
+    (aten.igammac.default, Dispatch("igammac_cuda", FLOATING | HALVES, "result", "IGammaKernel.cu")),
+    (aten.kthvalue.default, Dispatch("kthvalue_cuda", FLOATING | INTEGRAL | HALVES, "self", "Sorting.cu")),
+    (aten.leaky_relu.default, Dispatch("leaky_relu_cuda", FLOATING | HALVES, "result", "ActivationLeakyReluKernel.cu")),
+    (
+        aten.special_log_ndtr.default,
+        Dispatch("log_ndtr_cuda", FLOATING | INTEGRAL | BOOL, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.logit.default,
+        Dispatch("logit_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.max_pool2d_with_indices_backward.default,
+        Dispatch("max_pool2d_with_indices_out_cuda_frame", FLOATING | HALVES, "self", "DilatedMaxPool2d.cu"),
+    ),
+    (
+        aten.max_unpool3d.default,
+        Dispatch("max_unpooling3d_forward_kernel", FLOATING | INTEGRAL | HALVES, "self", "MaxUnpooling.cu"),
+    ),
+    (
+        (aten.median.dim, aten.nanmedian.dim),
+        Dispatch("median_out_impl", FLOATING | INTEGRAL | HALVES, "self", "Sorting.cu"),
+    ),
+    (
+        (aten.median.default, aten.nanmedian.default),
+        Check(BOOL, "self", RuntimeError, "Sort currently does not support bool dtype on CUDA.", "Sort.cpp"),
+    ),
+    (
+        (aten.median.default, aten.nanmedian.default),
+        Check(COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
+    ),
+    (
+        aten.clamp_max.Tensor,
+        Dispatch("min_elementwise_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "MaxMinElementwiseKernel.cu"),
+    ),
+    (
+        aten.special_modified_bessel_i0.default,
+        Dispatch("modified_bessel_i0_cuda", FLOATING | INTEGRAL | BOOL, "result", "modified_bessel_i0.cu"),
+    ),
+    (
+        aten.special_modified_bessel_k1.default,
+        Dispatch("modified_bessel_k1_cuda", FLOATING | INTEGRAL | BOOL, "result", "modified_bessel_k1.cu"),
+    ),
+    (
+        aten.multilabel_margin_loss_forward.default,
+        Dispatch("multilabel_margin_loss_forward_kernel", FLOATING | HALVES, "self", "MultiLabelMarginCriterion.cu"),
+    ),
+    (
+        aten.nll_loss_forward.default,
+        Dispatch("nll_loss_forward_reduce_cuda_kernel_2d", FLOATING | HALVES, "self", "Loss.cu"),
+    ),
+    (aten.nll_loss2d_forward.default, Dispatch("nll_loss2d_forward_kernel", FLOATING | HALVES, "self", "NLLLoss2d.cu")),
+    (
+        aten.reflection_pad1d.default,
+        Dispatch("reflection_pad1d_out_template", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReflectionPad.cu"),
+    ),
+    (
+        aten.reflection_pad2d.default,
+        Dispatch("reflection_pad2d_out_template", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReflectionPad.cu"),
+    ),
+    (
+        aten.reflection_pad3d.default,
+        Dispatch("reflection_pad3d_out_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReflectionPad.cu"),
+    ),
+    (aten.round.decimals, Dispatch("round_cuda", FLOATING | HALVES, "result", "UnaryFractionKernels.cu")),
+    (
+        aten.bucketize.Tensor,
+        Dispatch("searchsorted_out_cuda", FLOATING | INTEGRAL | HALVES, "self", "Bucketization.cu"),
+    ),
+    (
+        aten.special_shifted_chebyshev_polynomial_v.default,
+        Dispatch(
+            "shifted_chebyshev_polynomial_v_cuda",
+            FLOATING | INTEGRAL | BOOL,
+            "result",
+            "shifted_chebyshev_polynomial_v.cu",
+        ),
+    ),
+    (aten.smooth_l1_loss.default, Dispatch("smooth_l1_cuda", FLOATING | HALVES, "result", "BinaryMiscOpsKernels.cu")),
+    (aten.softshrink.default, Dispatch("softshrink_check", FLOATING | HALVES, "self", "ActivationSoftshrinkKernel.cu")),
+    (
+        aten.linalg_solve_triangular.default,
+        Dispatch("triangular_solve_cuda", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLibBlas.cpp"),
+    ),
+    (
+        (aten._unique2.default, aten.unique_consecutive.default),
+        Dispatch("unique", FLOATING | INTEGRAL | BOOL | HALVES, "self", "Unique.cu"),
+    ),
+    (
+        aten.hash_tensor.default,
+        Dispatch("xor_sum_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceSumProdKernel.cu"),
+    ),
+    (
+        aten.clamp.Tensor,
+        Check(COMPLEX, "self", NotImplementedError, "clamp is not supported for complex types", "TensorCompare.cpp"),
+    ),
+    (
+        (aten.clamp.default, aten.hardtanh.default, aten.relu.default, aten.clamp_min.default),
+        Check(COMPLEX, "self", NotImplementedError, "clamp is not supported for complex types", "TensorCompare.cpp"),
+    ),
+    (aten.relu.default, Check(BOOL, "self", RuntimeError, "Boolean inputs not supported for relu", "Activation.cpp")),
+    (
+        aten.fmax.default,
+        Check(COMPLEX, "result", RuntimeError, "fmax not implemented for complex tensors.", "BinaryOps.cpp"),
+    ),
+    (
+        aten.maximum.default,
+        Check(COMPLEX, "result", RuntimeError, "maximum not implemented for complex tensors.", "BinaryOps.cpp"),
+    ),
+    (
+        aten.soft_margin_loss.default,
+        Check(
+            INTEGRAL | BOOL,
+            "self",
+            RuntimeError,
+            "result type Float can't be cast to the desired output type {dtype}",
+            "Loss.cpp",
+        ),
+    ),
+    (
+        aten.native_group_norm.default,
+        Dispatch("GroupNormKernelImpl", FLOATING | HALVES, "input", "group_norm_kernel.cu"),
+    ),
+    (
+        aten._adaptive_avg_pool3d.default,
+        Dispatch("adaptive_avg_pool3d_cuda", FLOATING | HALVES, "self", "AdaptiveAveragePooling3d.cu"),
+    ),
+    (
+        aten.addcmul.default,
+        Dispatch("addcmul_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "PointwiseOpsKernel.cu"),
+    ),
+    (aten.special_airy_ai.default, Dispatch("airy_ai_cuda", FLOATING | INTEGRAL | BOOL, "result", "airy_ai.cu")),
+    (
+        aten.avg_pool2d.default,
+        Dispatch("avg_pool2d_out_cuda_frame", FLOATING | {torch.int64} | HALVES, "self", "AveragePool2d.cu"),
+    ),
+    (
+        (
+            aten.native_batch_norm.default,
+            aten._native_batch_norm_legit_functional.default,
+            aten._native_batch_norm_legit.no_stats,
+        ),
+        Dispatch("batch_norm_stats_cuda", FLOATING | HALVES, "input", "Normalization.cu"),
+    ),
+    (
+        aten._batch_norm_with_update_functional.default,
+        Check(
+            INTEGRAL | COMPLEX | BOOL,
+            "input",
+            RuntimeError,
+            "getCudnnDataTypeFromScalarType() not supported for {dtype}",
+            "Types.cpp",
+        ),
+    ),
+    (aten.special_bessel_y0.default, Dispatch("bessel_y0_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_y0.cu")),
+    (aten.bmm.default, Dispatch("baddbmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "Blas.cpp")),
+    (aten._trilinear.default, Dispatch("baddbmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "i1", "Blas.cpp")),
+    (
+        aten.special_chebyshev_polynomial_t.default,
+        Dispatch("chebyshev_polynomial_t_cuda", FLOATING | INTEGRAL | BOOL, "result", "chebyshev_polynomial_t.cu"),
+    ),
+    (
+        aten.special_chebyshev_polynomial_w.default,
+        Dispatch("chebyshev_polynomial_w_cuda", FLOATING | INTEGRAL | BOOL, "result", "chebyshev_polynomial_w.cu"),
+    ),
+    (aten.cummin.default, Dispatch("cummin_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "CumminmaxKernel.cu")),
+    (
+        aten.div.Tensor_mode,
+        Dispatch("div_trunc_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryDivTruncKernel.cu"),
+    ),
+    (
+        aten.special_entr.default,
+        Dispatch("entr_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (aten.fmod.Tensor, Dispatch("fmod_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu")),
+    (aten.glu.default, Dispatch("glu_cuda", FLOATING | HALVES, "result", "ActivationGluKernel.cu")),
+    (
+        aten.hardshrink.default,
+        Dispatch("hardshrink_cuda", FLOATING | HALVES, "result", "ActivationHardshrinkKernel.cu"),
+    ),
+    (
+        aten.special_hermite_polynomial_h.default,
+        Dispatch("hermite_polynomial_h_cuda", FLOATING | INTEGRAL | BOOL, "result", "hermite_polynomial_h.cu"),
+    ),
+    (aten.hypot.default, Dispatch("hypot_cuda", FLOATING | HALVES, "result", "BinaryGeometricKernels.cu")),
+    (aten.im2col.default, Dispatch("im2col_out_cuda", FLOATING | COMPLEX | BOOL | HALVES, "self", "Im2Col.cu")),
+    (
+        aten.special_laguerre_polynomial_l.default,
+        Dispatch("laguerre_polynomial_l_cuda", FLOATING | INTEGRAL | BOOL, "result", "laguerre_polynomial_l.cu"),
+    ),
+    (
+        aten.special_legendre_polynomial_p.default,
+        Dispatch("legendre_polynomial_p_cuda", FLOATING | INTEGRAL | BOOL, "result", "legendre_polynomial_p.cu"),
+    ),
+    (
+        (aten.log_sigmoid_forward.default, aten.binary_cross_entropy_with_logits.default),
+        Dispatch("log_sigmoid_forward_cuda", FLOATING | HALVES, "self", "ActivationLogSigmoidKernel.cu"),
+    ),
+    (
+        aten.max.default,
+        Dispatch("max_all_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceMaxValuesKernel.cu"),
+    ),
+    (
+        aten.max_pool3d_with_indices.default,
+        Dispatch("max_pool3d_with_indices_out_frame", FLOATING | INTEGRAL | HALVES, "self", "DilatedMaxPool3d.cu"),
+    ),
+    (
+        aten.amax.default,
+        Dispatch("max_values_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "ReduceMaxValuesKernel.cu"),
+    ),
+    (
+        aten.min.default,
+        Dispatch("min_all_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceMinValuesKernel.cu"),
+    ),
+    (aten.mish.default, Dispatch("mish_cuda", FLOATING | HALVES, "result", "ActivationMishKernel.cu")),
+    (
+        aten.special_modified_bessel_i1.default,
+        Dispatch("modified_bessel_i1_cuda", FLOATING | INTEGRAL | BOOL, "result", "modified_bessel_i1.cu"),
+    ),
+    (aten.mse_loss.default, Dispatch("mse_cuda", FLOATING | HALVES, "result", "BinaryMiscOpsKernels.cu")),
+    (
+        aten.special_ndtri.default,
+        Dispatch("ndtri_cuda", FLOATING | INTEGRAL | BOOL, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (aten.polar.default, Dispatch("polar_cuda", FLOATING, "abs", "ComplexKernel.cu")),
+    (
+        aten.remainder.Tensor,
+        Dispatch("remainder_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu"),
+    ),
+    (
+        aten.special_scaled_modified_bessel_k0.default,
+        Dispatch(
+            "scaled_modified_bessel_k0_cuda", FLOATING | INTEGRAL | BOOL, "result", "scaled_modified_bessel_k0.cu"
+        ),
+    ),
+    (
+        aten.special_shifted_chebyshev_polynomial_t.default,
+        Dispatch(
+            "shifted_chebyshev_polynomial_t_cuda",
+            FLOATING | INTEGRAL | BOOL,
+            "result",
+            "shifted_chebyshev_polynomial_t.cu",
+        ),
+    ),
+    (
+        aten.special_shifted_chebyshev_polynomial_w.default,
+        Dispatch(
+            "shifted_chebyshev_polynomial_w_cuda",
+            FLOATING | INTEGRAL | BOOL,
+            "result",
+            "shifted_chebyshev_polynomial_w.cu",
+        ),
+    ),
+    (aten._softmax.default, Dispatch("host_softmax", FLOATING | HALVES, "self", "SoftMax.cu")),
+    (
+        aten.special_spherical_bessel_j0.default,
+        Dispatch("spherical_bessel_j0_cuda", FLOATING | INTEGRAL | BOOL, "result", "spherical_bessel_j0.cu"),
+    ),
+    (
+        aten.polygamma.default,
+        Dispatch("polygamma_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnaryGammaKernels.cu"),
+    ),
+    (
+        aten.special_xlog1py.default,
+        Dispatch("xlog1py_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "BinaryMiscOpsKernels.cu"),
+    ),
+    (aten.special_zeta.default, Dispatch("zeta_cuda", FLOATING | INTEGRAL | BOOL, "result", "ZetaKernel.cu")),
+    (
+        (aten.sort.default, aten.sort.stable),
+        Check(COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
+    ),
+    (aten.addcdiv.default, Check(INTEGRAL | BOOL, "tensor1", RuntimeError, _ADDCDIV_MESSAGE, "PointwiseOps.cpp")),
+    (
+        aten.fmin.default,
+        Check(COMPLEX, "self", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
+    ),
+    (
+        aten.minimum.default,
+        Check(COMPLEX, "self", RuntimeError, "minimum not implemented for complex tensors.", "BinaryOps.cpp"),
+    ),
+    (aten.topk.default, Dispatch("topk_out_cuda", FLOATING | INTEGRAL | HALVES, "self", "TensorTopK.cu")),
+    (aten.segment_reduce.default, Dispatch("segment_reduce_cuda", FLOATING | HALVES, "data", "SegmentReduce.cu")),
+    (
+        aten.adaptive_max_pool2d.default,
+        Dispatch("adaptive_max_pool2d_cuda", FLOATING | HALVES, "self", "AdaptiveMaxPooling2d.cu"),
+    ),
+    (
+        (aten.addmm.default, aten.mm.default, aten.addbmm.default),
+        Dispatch("addmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "Blas.cpp"),
+    ),
+    (
+        aten.aminmax.default,
+        Dispatch("aminmax_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceAMinMaxKernel.cu"),
+    ),
+    (
+        aten.avg_pool3d.default,
+        Dispatch("avg_pool3d_out_cuda", FLOATING | {torch.int64} | HALVES, "self", "AveragePool3d.cu"),
+    ),
+    (aten.special_bessel_j0.default, Dispatch("bessel_j0_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_j0.cu")),
+    (aten.special_bessel_y1.default, Dispatch("bessel_y1_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_y1.cu")),
+    (aten._cdist_forward.default, Dispatch("cdist_cuda", FLOATING, "x1", "DistanceKernel.cu")),
+    (
+        aten.special_chebyshev_polynomial_u.default,
+        Dispatch("chebyshev_polynomial_u_cuda", FLOATING | INTEGRAL | BOOL, "result", "chebyshev_polynomial_u.cu"),
+    ),
+    (
+        aten.cumprod.default,
+        Dispatch("cumprod_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "CumprodKernel.cu"),
+    ),
+    (
+        (aten.dot.default, aten.vdot.default),
+        Dispatch("dot", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "Blas.cpp"),
+    ),
+    (
+        aten.special_erfcx.default,
+        Dispatch("erfcx_cuda", FLOATING | INTEGRAL | BOOL, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (aten.frac.default, Dispatch("frac_cuda", FLOATING | HALVES, "result", "UnaryFractionKernels.cu")),
+    (aten.grid_sampler_3d.default, Dispatch("grid_sampler_3d_cuda", FLOATING | HALVES, "input", "GridSampler.cu")),
+    (
+        aten.hardsigmoid.default,
+        Dispatch("hardsigmoid_cuda", FLOATING | HALVES, "result", "ActivationHardsigmoidKernel.cu"),
+    ),
+    (
+        aten.special_hermite_polynomial_he.default,
+        Dispatch("hermite_polynomial_he_cuda", FLOATING | INTEGRAL | BOOL, "result", "hermite_polynomial_he.cu"),
+    ),
+    (aten.igamma.default, Dispatch("igamma_cuda", FLOATING | HALVES, "result", "IGammaKernel.cu")),
+    (aten.index_reduce.default, Dispatch("index_reduce", FLOATING | INTEGRAL | HALVES, "self", "Indexing.cu")),
+    (aten.lcm.default, Dispatch("lcm_cuda", INTEGRAL, "result", "GcdLcmKernel.cu")),
+    ((aten.lerp.Scalar, aten.lerp.Tensor), Dispatch("lerp_cuda", FLOATING | COMPLEX | HALVES, "result", "Lerp.cu")),
+    (aten._log_softmax.default, Dispatch("host_softmax", FLOATING | HALVES, "self", "SoftMax.cu")),
+    (
+        aten.max_pool2d_with_indices.default,
+        Dispatch("max_pool2d_with_indices_out_cuda_frame", FLOATING | INTEGRAL | HALVES, "self", "DilatedMaxPool2d.cu"),
+    ),
+    (
+        aten.max_unpool2d.default,
+        Dispatch("max_unpooling2d_forward_kernel", FLOATING | INTEGRAL | HALVES, "self", "MaxUnpooling.cu"),
+    ),
+    (
+        aten.clamp_min.Tensor,
+        Dispatch("max_elementwise_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "MaxMinElementwiseKernel.cu"),
+    ),
+    (
+        aten.amin.default,
+        Dispatch("min_values_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "ReduceMinValuesKernel.cu"),
+    ),
+    (aten.mode.default, Dispatch("cuda_mode", FLOATING | INTEGRAL | BOOL | HALVES, "self", "TensorModeKernel.cu")),
+    (
+        aten.special_modified_bessel_k0.default,
+        Dispatch("modified_bessel_k0_cuda", FLOATING | INTEGRAL | BOOL, "result", "modified_bessel_k0.cu"),
+    ),
+    (
+        aten.multi_margin_loss.default,
+        Dispatch("multi_margin_loss_cuda", FLOATING | HALVES, "self", "MultiMarginLoss.cu"),
+    ),
+    (aten.nextafter.default, Dispatch("nextafter_cuda", FLOATING | HALVES, "result", "StepKernel.cu")),
+    (aten.pow.Tensor_Tensor, Dispatch("pow_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "PowKernel.cu")),
+    (
+        aten.special_scaled_modified_bessel_k1.default,
+        Dispatch(
+            "scaled_modified_bessel_k1_cuda", FLOATING | INTEGRAL | BOOL, "result", "scaled_modified_bessel_k1.cu"
+        ),
+    ),
+    (
+        aten.special_shifted_chebyshev_polynomial_u.default,
+        Dispatch(
+            "shifted_chebyshev_polynomial_u_cuda",
+            FLOATING | INTEGRAL | BOOL,
+            "result",
+            "shifted_chebyshev_polynomial_u.cu",
+        ),
+    ),
+    (aten.softplus.default, Dispatch("softplus_cuda", FLOATING | HALVES, "result", "ActivationSoftplusKernel.cu")),
+    (
+        aten.threshold.default,
+        Dispatch("threshold_cuda", FLOATING | INTEGRAL | HALVES, "result", "ActivationThresholdKernel.cu"),
+    ),
+    (aten.trunc.default, Dispatch("trunc_cuda", FLOATING | INTEGRAL | HALVES, "result", "UnaryFractionKernels.cu")),
+    (
+        aten.xlogy.Tensor,
+        Dispatch("xlogy_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "BinaryMiscOpsKernels.cu"),
+    ),
+)
+
+
+def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
+    """Raises CUDA's error if ``op`` (a functional overload) is called in a dtype its CUDA kernel
+    refuses.
+
+    Args:
+        op: the functional ATen overload the call runs.
+        metas: the call's arguments as PyTorch sees them (meta tensors), in schema order.
+        result: PyTorch's meta result (a tensor, or a tuple whose first item is one), or None when
+            the meta kernel refused the call: a refusal by the CUDA kernel's dtype then comes
+            first, in CUDA's words, where PyTorch's Python meta kernel words its own (or fails).
+
+    Raises:
+        NotImplementedError: ``"<kernel>" not implemented for '<Dtype>'``, as ``AT_DISPATCH`` words
+            it, or the exception and message of the ``TORCH_CHECK`` that refuses the dtype.
+    """
+    rules = CUDA_DISPATCH.get(op)
+    if rules is None:
+        return
+    names = [argument.name for argument in schema_of(op).arguments]
+    arguments = dict(zip(names, metas, strict=False))
+    for rule in rules:
+        if rule.on == "result" and result is not None:
+            tensor = result[0] if isinstance(result, (tuple, list)) else result
+        elif rule.on == "result":  # the meta kernel refused: the result's dtype is its input's
+            tensor = arguments.get("self", arguments.get("input"))
+        else:
+            tensor = arguments.get(rule.on)
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        if isinstance(rule, Dispatch) and tensor.numel() == 0:
+            continue  # kernels return before dispatching when there is nothing to compute
+        rule.check(tensor.dtype)
