@@ -337,6 +337,31 @@ def test_bitwise_ops_of_floats_raise_cudas_error(case):
         make(torch.ones(3, device="neuron"))
 
 
+SHIFT_OPERATORS_AS_ATEN = {
+    # ``x << y`` is bitwise_left_shift in ATen; PyTorch's Python meta of __lshift__ refused bool
+    # tensors (which ATen shifts into int64) and worded float shifts its own way.
+    "bool-lshift-number": lambda b, t: b << 3,
+    "bool-rshift-tensor": lambda b, t: b >> t,
+    "int-lshift-float": lambda b, t: t << 2.5,
+    "bool-ilshift": lambda b, t: b.clone().__ilshift__(3),
+    "int-irshift": lambda b, t: t.clone().__irshift__(1),
+}
+
+
+@pytest.mark.parametrize("case", SHIFT_OPERATORS_AS_ATEN)
+def test_shift_operators_compute_and_refuse_as_aten(case):
+    make = SHIFT_OPERATORS_AS_ATEN[case]
+    b, t = torch.tensor([True, False, True]), torch.tensor([1, 2, 3])
+    try:
+        expected = make(b, t)
+    except (RuntimeError, NotImplementedError) as cpu_error:
+        with pytest.raises(type(cpu_error)) as neuron_error:
+            make(b.to("neuron"), t.to("neuron"))
+        assert str(neuron_error.value) == str(cpu_error).replace("_cpu", "_cuda")
+        return
+    torch.testing.assert_close(make(b.to("neuron"), t.to("neuron")).cpu(), expected)
+
+
 SHARED_META_REFUSALS = {
     # ATen's structured metas, shared by CPU and CUDA, that PyTorch's Python meta kernels lack or
     # cannot make (they see a Python number where ATen sees a wrapped tensor of its dtype).

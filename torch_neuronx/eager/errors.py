@@ -173,8 +173,7 @@ def _raise_dtype_rule_error(plan: Plan, metas: list[Any], error: Exception) -> N
     exception and message) when that rule refuses the call and the meta kernel refused a random op
     or a dtype: the Python meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout
     refuse some dtypes first, in their own words ("log_normal not implemented for
-    torch.complex64"), as does ``__lshift__``'s ("lshift: Expected input tensor to have an integral
-    dtype"). Returns otherwise."""
+    torch.complex64"). Returns otherwise."""
     entry = registry.LOWERINGS.get(plan.functional)
     if entry is None or entry.dtype_rule is None or not (entry.random or "dtype" in str(error)):
         return

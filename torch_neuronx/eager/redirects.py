@@ -10,7 +10,7 @@ tensor's dtype; each is the
 functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
 for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts), and
 ``aten::bernoulli.out`` draws in the out tensor's dtype. ``aten::histc.out`` copies into any
-``out``, as CUDA does.
+``out``, as CUDA does. ``x << y`` and ``x >> y`` run as ``bitwise_left_shift``/``bitwise_right_shift``.
 """
 
 from __future__ import annotations
@@ -200,7 +200,31 @@ def abs_(self):
     return abs_out(self, out=self)
 
 
+def _shift(target: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``x << y`` (``__lshift__`` and its kin) as ATen computes it: ``bitwise_left_shift``'s kernel
+    (BinaryOps.cpp's ``lshift`` wraps the number and runs it). PyTorch's Python meta of
+    ``__lshift__`` refuses a bool tensor, which ATen shifts into int64 (``bool_tensor << 3``)."""
+
+    def shift(self: torch.Tensor, other: object) -> torch.Tensor:
+        return target(self, other)
+
+    return shift
+
+
+#: ``__lshift__``/``__rshift__`` and their in-place forms -> the bitwise shift overload computing them.
+_SHIFTS = {
+    aten.__lshift__.Tensor: aten.bitwise_left_shift.Tensor,
+    aten.__lshift__.Scalar: aten.bitwise_left_shift.Tensor_Scalar,
+    aten.__rshift__.Tensor: aten.bitwise_right_shift.Tensor,
+    aten.__rshift__.Scalar: aten.bitwise_right_shift.Tensor_Scalar,
+    aten.__ilshift__.Tensor: aten.bitwise_left_shift_.Tensor,
+    aten.__ilshift__.Scalar: aten.bitwise_left_shift_.Tensor_Scalar,
+    aten.__irshift__.Tensor: aten.bitwise_right_shift_.Tensor,
+    aten.__irshift__.Scalar: aten.bitwise_right_shift_.Tensor_Scalar,
+}
+
 KERNELS = {
+    **{op: _shift(target) for op, target in _SHIFTS.items()},
     aten.abs.out: abs_out,
     aten.abs_.default: abs_,
     aten.bernoulli.out: bernoulli_out,

@@ -56,11 +56,6 @@ FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
     aten.conj_physical_.default: aten._conj_physical.default,
     aten.rrelu_with_noise.default: aten.rrelu_with_noise_functional.default,
     aten.rrelu_with_noise_.default: aten.rrelu_with_noise_functional.default,
-    # ``x <<= y``: in-place forms not named after their functional one
-    aten.__ilshift__.Tensor: aten.__lshift__.Tensor,
-    aten.__ilshift__.Scalar: aten.__lshift__.Scalar,
-    aten.__irshift__.Tensor: aten.__rshift__.Tensor,
-    aten.__irshift__.Scalar: aten.__rshift__.Scalar,
 }
 
 #: Overloads never given a compute kernel: PyTorch's composite implementation is the right one.

@@ -520,11 +520,6 @@ _BITWISE_KERNELS: dict = {
         )
         for overload in (packet.Tensor, packet.Tensor_Scalar, packet.Scalar_Tensor)
     },
-    # ``x << y``: no decomposition reaches bitwise_left_shift
-    aten.__lshift__.Tensor: (jnp.left_shift, "lshift_cuda"),
-    aten.__lshift__.Scalar: (jnp.left_shift, "lshift_cuda"),
-    aten.__rshift__.Tensor: (jnp.right_shift, "rshift_cuda"),
-    aten.__rshift__.Scalar: (jnp.right_shift, "rshift_cuda"),
 }
 _register_all(
     {op: fn for op, (fn, _) in _BITWISE_KERNELS.items()},
