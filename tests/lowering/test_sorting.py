@@ -231,3 +231,19 @@ def test_searchsorted_refuses_a_sorter_that_is_not_int64(scalar):
         sorter = torch.tensor([1, 2, 0], dtype=torch.int32, device=device)
         with pytest.raises(RuntimeError, match="sorter must be a tensor of long dtype but got dtype Int"):
             torch.searchsorted(sorted_sequence, values, sorter=sorter)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"side": "middle"}, "^torch.searchsorted\\(\\): side can only be 'left' or 'right' but got middle$"),
+        ({"side": "left", "right": True}, "^torch.searchsorted\\(\\): side and right can't be set to opposites"),
+    ],
+    ids=["unknown-side", "opposite-side-and-right"],
+)
+def test_searchsorted_refuses_a_side_as_aten(options, message):
+    """ATen's searchsorted_pre_check; neuron computed with side="middle" as if it were "left"."""
+    for device in ("cpu", "neuron"):
+        sorted_sequence = torch.tensor([1.0, 2.0, 3.0], device=device)
+        with pytest.raises(RuntimeError, match=message):
+            torch.searchsorted(sorted_sequence, torch.tensor([2.0], device=device), **options)

@@ -1172,3 +1172,21 @@ def test_an_out_of_range_dim_raises_in_a_compiled_graph():
         IndexError, match=r"^Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"
     ):
         compiled(torch.ones(2, 3, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: torch.cat([torch.tensor(1.0, device=d)]),
+        lambda d: torch.cat([torch.ones(2, device=d), torch.tensor(1.0, device=d)]),
+        lambda d: torch.cat([torch.tensor(1.0, device=d)], out=torch.empty(0, device=d)),
+    ],
+    ids=["first", "second", "out"],
+)
+def test_cat_of_a_zero_dim_tensor_raises_atens_error(make):
+    # PyTorch's Python meta kernel failed with "IndexError: list assignment index out of range".
+    with pytest.raises(RuntimeError) as cpu_error:
+        make("cpu")
+    with pytest.raises(RuntimeError) as neuron_error:
+        make("neuron")
+    assert str(neuron_error.value) == str(cpu_error.value)

@@ -103,6 +103,7 @@ class EagerKernel:
             if shape != list(metas[plan.writes[0]].shape):
                 return runners.resize_self_runner(plan)
         registry.check_dim_in_range(plan.op, metas)
+        rules.check_cat_operands(plan, metas)
         rules.check_argument_dtypes(self.name, plan, metas)
         rules.check_argument_overlap(self.name, plan, values)
         functional_metas = plan.functional_args(metas)

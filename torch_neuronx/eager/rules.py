@@ -457,6 +457,20 @@ def check_written_shapes(plan: Plan, described: list[Any], functional_result: An
         raise output_shape_error(target.sizes, value.shape)
 
 
+def check_cat_operands(plan: Plan, metas: list[Any]) -> None:
+    """ATen's ``check_cat_no_zero_dim``, the first check of ``cat``'s structured meta (CPU and CUDA
+    alike), which PyTorch's Python meta kernel fails with an internal IndexError.
+
+    Raises:
+        RuntimeError: "zero-dimensional tensor (at position 0) cannot be concatenated".
+    """
+    if schema_of(plan.op).name != "aten::cat":
+        return
+    for position, tensor in enumerate(metas[0]):
+        if isinstance(tensor, torch.Tensor) and tensor.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
+
+
 def check_no_internal_overlap(plan: Plan, values: list[Any]) -> None:
     """ATen's ``assert_no_internal_overlap`` of the tensors the op writes, which TensorIterator and
     the structured kernels make before any other check: no two elements of a written tensor share

@@ -131,11 +131,23 @@ def _searchsorted(sorted_sequence, values, right, side, sorter):
 
 
 def _long_sorter(arguments: dict) -> None:
-    """ATen's searchsorted_pre_check (Bucketization.cpp, CPU and CUDA alike): ``sorter`` is int64.
+    """ATen's searchsorted_pre_check (Bucketization.cpp, CPU and CUDA alike), in its order: ``side``
+    is "left" or "right" and agrees with ``right``; ``sorter`` is int64.
 
     Raises:
-        RuntimeError: "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype Int".
+        RuntimeError: "torch.searchsorted(): side can only be 'left' or 'right' but got middle", "...
+            side and right can't be set to opposites, ...", "torch.searchsorted(): sorter must be a
+            tensor of long dtype but got dtype Int".
     """
+    side = arguments.get("side")
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if arguments.get("right") and side != "right":
+            raise RuntimeError(
+                "torch.searchsorted(): side and right can't be set to opposites, got side of "
+                f"{side} while right was True"
+            )
     sorter = arguments.get("sorter")
     if sorter is not None and sorter.dtype != torch.int64:
         raise RuntimeError(
