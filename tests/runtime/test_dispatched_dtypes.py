@@ -66,6 +66,16 @@ REFUSALS = {
         RuntimeError,
         "max(): does not support complex input",
     ),
+    "arange-of-bool": (
+        lambda d: torch.arange(3, dtype=torch.bool, device=d),
+        NotImplementedError,
+        "\"arange_cuda\" not implemented for 'Bool'",
+    ),
+    "linspace-of-bool": (
+        lambda d: torch.linspace(0, 1, 3, dtype=torch.bool, device=d),
+        NotImplementedError,
+        "\"linspace_cuda\" not implemented for 'Bool'",
+    ),
     "bessel_j0-of-float16": (
         lambda d: torch.special.bessel_j0(torch.ones(3, dtype=torch.float16, device=d)),
         NotImplementedError,

@@ -108,6 +108,18 @@ def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch |
 #: named file) joined with the CPU's (OpInfo's ``supported_dtypes("cpu")``): a dtype either computes
 #: stays computed, so code that runs on the CPU keeps running here.
 CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
+    (
+        (aten.arange.default, aten.arange.start, aten.arange.start_step),
+        Dispatch("arange_cuda", FLOATING | INTEGRAL | HALVES, "result", "RangeFactories.cu"),
+    ),
+    (
+        aten.linspace.default,
+        Dispatch("linspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu"),
+    ),
+    (
+        aten.logspace.default,
+        Dispatch("logspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu"),
+    ),
     (aten.max.dim, Check(COMPLEX, "self", RuntimeError, "max(): does not support complex input", "TensorCompare.cpp")),
     (aten.min.dim, Check(COMPLEX, "self", RuntimeError, "min(): does not support complex input", "TensorCompare.cpp")),
     (aten.silu.default, Dispatch("silu_cuda", FLOATING | COMPLEX | HALVES, "result", "ActivationSiluKernel.cu")),
