@@ -87,8 +87,9 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     channel, valid, safe, weights = _class_weights(self, target, weight, ignore_index)
     classes = self.shape[channel]
     bad = valid & ((target < 0) | (target >= classes))
-    first_bad = target.reshape(-1)[jnp.argmax(bad.reshape(-1))]
-    device_check(jnp.any(bad), first_bad, "Target {detail} is out of bounds.", IndexError)
+    if target.size:  # an empty batch has no target to check (argmax of nothing fails)
+        first_bad = target.reshape(-1)[jnp.argmax(bad.reshape(-1))]
+        device_check(jnp.any(bad), first_bad, "Target {detail} is out of bounds.", IndexError)
     picked = jnp.take_along_axis(self, jnp.expand_dims(safe, channel), axis=channel).squeeze(channel)
     losses = jnp.where(valid, -picked * weights, 0)
     if reduction == _NONE and self.ndim >= 2:
