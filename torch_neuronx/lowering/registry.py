@@ -183,9 +183,10 @@ def check_dim_in_range(op: OpOverload, metas: Sequence[Any]) -> None:
     if not isinstance(tensor, torch.Tensor) or "dim" not in by_name:
         return
     argument, dim = by_name["dim"]
-    if not isinstance(dim, int) or isinstance(dim, bool) or "int" not in str(argument.type).lower():
-        return
-    if "[" in str(argument.type):  # int[] dims are checked by the meta kernels' reductions
+    declared = argument.type
+    if isinstance(declared, torch.OptionalType):
+        declared = declared.getElementType()
+    if not isinstance(declared, torch.IntType) or not isinstance(dim, int):  # int[] dims: the metas check
         return
     rank = max(tensor.dim(), 1)
     if not -rank <= dim < rank:

@@ -172,17 +172,27 @@ def run_cuda_sample(op: Any, sample: Any, dtype: torch.dtype, index: int = 0) ->
     return row
 
 
-def check_cuda_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
-    """The outcome of sample ``index`` of ``op`` in ``dtype`` (one of :func:`cuda_only_dtypes`)."""
-    if dtype not in cuda_only_dtypes(op):
-        return conformance.make_row(op, dtype, index, PHASE, "skipped", f"CUDA and the CPU agree on {dtype}")
+def _check_sample(op: Any, dtype: torch.dtype, index: int, phase: str) -> conformance.SampleOutcome:
+    """The outcome of sample ``index`` of ``op`` in ``dtype`` in ``phase``, or why it did not run."""
+    if phase == PHASE:
+        listed, run, other = cuda_only_dtypes, run_cuda_sample, f"CUDA and the CPU agree on {dtype}"
+    else:
+        listed, run, other = cuda_refused_dtypes, run_refused_sample, f"CUDA or the CPU computes {dtype}"
+    if dtype not in listed(op):
+        return conformance.make_row(op, dtype, index, phase, "skipped", other)
     reason = opinfo.opinfo_skip(op, dtype)
     if reason is not None:
-        return conformance.make_row(op, dtype, index, PHASE, "skipped", reason)
+        return conformance.make_row(op, dtype, index, phase, "skipped", reason)
     made = conformance.samples(op, dtype, False, index + 1)
     if len(made) <= index:
-        return conformance.make_row(op, dtype, index, PHASE, "skipped", f"the OpInfo has only {len(made)} samples")
-    return run_cuda_sample(op, made[index][0], dtype, index)
+        detail = f"the OpInfo has only {len(made)} samples"
+        return conformance.make_row(op, dtype, index, phase, "skipped", detail)
+    return run(op, made[index][0], dtype, index)
+
+
+def check_cuda_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
+    """The outcome of sample ``index`` of ``op`` in ``dtype`` (one of :func:`cuda_only_dtypes`)."""
+    return _check_sample(op, dtype, index, PHASE)
 
 
 def _same_kind(actual: BaseException, expected: BaseException) -> bool:
@@ -233,13 +243,4 @@ def run_refused_sample(op: Any, sample: Any, dtype: torch.dtype, index: int = 0)
 
 def check_refused_sample(op: Any, dtype: torch.dtype, index: int = 0) -> conformance.SampleOutcome:
     """The outcome of sample ``index`` of ``op`` in ``dtype`` (one of :func:`cuda_refused_dtypes`)."""
-    if dtype not in cuda_refused_dtypes(op):
-        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", f"CUDA or the CPU computes {dtype}")
-    reason = opinfo.opinfo_skip(op, dtype)
-    if reason is not None:
-        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", reason)
-    made = conformance.samples(op, dtype, False, index + 1)
-    if len(made) <= index:
-        detail = f"the OpInfo has only {len(made)} samples"
-        return conformance.make_row(op, dtype, index, REFUSED_PHASE, "skipped", detail)
-    return run_refused_sample(op, made[index][0], dtype, index)
+    return _check_sample(op, dtype, index, REFUSED_PHASE)

@@ -92,34 +92,25 @@ def _queues(op: Any, options: _Options) -> tuple[list[_Queue], list[SampleOutcom
                 continue
             queues.append(_Queue(dtype, phase, iter(made)))
     if options.cuda_only:
-        for dtype in cuda_dtypes.cuda_only_dtypes(op):
-            if not options.all_dtypes and dtype not in options.dtypes:
-                continue
-            reason = opinfo.opinfo_skip(op, dtype)
-            if reason is not None:
-                rows.append(make_row(op, dtype, -1, cuda_dtypes.PHASE, "skipped", reason))
-                continue
-            try:
-                made = samples(op, dtype, False, options.limit)
-            except Exception as err:  # a broken OpInfo must not stop the sweep
-                detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
-                rows.append(make_row(op, dtype, -1, cuda_dtypes.PHASE, "skipped", detail))
-                continue
-            queues.append(_Queue(dtype, cuda_dtypes.PHASE, iter(made)))
-        for dtype in cuda_dtypes.cuda_refused_dtypes(op):
-            if not options.all_dtypes and dtype not in options.dtypes:
-                continue
-            reason = opinfo.opinfo_skip(op, dtype)
-            if reason is not None:
-                rows.append(make_row(op, dtype, -1, cuda_dtypes.REFUSED_PHASE, "skipped", reason))
-                continue
-            try:
-                made = samples(op, dtype, False, 1)  # a refusal is the dtype's: one sample shows it
-            except Exception as err:  # a broken OpInfo must not stop the sweep
-                detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
-                rows.append(make_row(op, dtype, -1, cuda_dtypes.REFUSED_PHASE, "skipped", detail))
-                continue
-            queues.append(_Queue(dtype, cuda_dtypes.REFUSED_PHASE, iter(made)))
+        # A refusal is the dtype's: one sample of a pair both CUDA and the CPU refuse shows it.
+        for phase, dtypes, limit in (
+            (cuda_dtypes.PHASE, cuda_dtypes.cuda_only_dtypes(op), options.limit),
+            (cuda_dtypes.REFUSED_PHASE, cuda_dtypes.cuda_refused_dtypes(op), 1),
+        ):
+            for dtype in dtypes:
+                if not options.all_dtypes and dtype not in options.dtypes:
+                    continue
+                reason = opinfo.opinfo_skip(op, dtype)
+                if reason is not None:
+                    rows.append(make_row(op, dtype, -1, phase, "skipped", reason))
+                    continue
+                try:
+                    made = samples(op, dtype, False, limit)
+                except Exception as err:  # a broken OpInfo must not stop the sweep
+                    detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
+                    rows.append(make_row(op, dtype, -1, phase, "skipped", detail))
+                    continue
+                queues.append(_Queue(dtype, phase, iter(made)))
     return queues, rows
 
 
