@@ -51,12 +51,13 @@ install: $(VENV)/.installed torch_neuronx/.built
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet 'torch==2.13.0' 'setuptools>=64' wheel ninja
-	MAX_JOBS=2 $(BIN)/pip install --quiet --no-build-isolation -e '.[test,examples]'
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(BIN)/pip install --quiet --no-build-isolation -e '.[test,examples]'
 	touch $@ torch_neuronx/.built
 
-# Incremental rebuild of the C++ core after a change in csrc/.
+# Incremental rebuild of the C++ core after a change in csrc/. Without autoload: the package's
+# Python side may need what the new core adds.
 torch_neuronx/.built: $(CSRC) $(VENV)/.installed
-	MAX_JOBS=2 $(BIN)/python setup.py --quiet build_ext --inplace
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(BIN)/python setup.py --quiet build_ext --inplace
 	touch $@
 
 clean:

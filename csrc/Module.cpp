@@ -1,6 +1,7 @@
 // Python bindings of the C++ core (torch_neuronx._C). Bindings only: behaviour lives in runtime/
 // and aten/.
 
+#include "aten/PythonFallback.h"
 #include "aten/native/Metadata.h"
 #include "profiler/NeuronProfilerBindings.h"
 #include "runtime/NeuronAllocator.h"
@@ -206,6 +207,9 @@ PYBIND11_MODULE(_C, m) {
     return stream_priority(c10::Stream(c10::Stream::UNSAFE,
                                        c10::Device(kNeuronDeviceType, static_cast<c10::DeviceIndex>(device)), stream_id));
   });
+
+  // Boxed fallbacks written in Python (see aten/PythonFallback.h).
+  m.def("_register_python_fallback", &at::neuron::register_python_fallback);
 
   // The Python runtime that C++ calls back into.
   m.def("_set_python_runtime", &set_python_runtime);

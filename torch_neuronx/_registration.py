@@ -52,11 +52,11 @@ def register() -> None:
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _C._set_python_runtime(RuntimeCallbacks())
     atexit.register(_C._disable_python_runtime)
-    library = torch.library.Library("_", "IMPL")
-    library.fallback(boxed_fallback, "PrivateUse1")
+    # Registered through the C++ core, not Library.fallback, which fails an INTERNAL ASSERT when
+    # reached under a TorchDispatchMode (csrc/aten/PythonFallback.h).
+    _C._register_python_fallback("PrivateUse1", boxed_fallback)
     for key, (kind, fix) in UNSUPPORTED_KEYS.items():
-        library.fallback(layout_fallback(kind, fix), key)
-    _library.append(library)
+        _C._register_python_fallback(key, layout_fallback(kind, fix))
     factories = torch.library.Library("aten", "IMPL")
     for name, key in REFUSED_FACTORIES.items():
         refuse = layout_fallback(*UNSUPPORTED_KEYS[key])

@@ -30,6 +30,26 @@ def test_autoload_registers_the_device_without_importing_jax():
     assert result.stdout.strip() == "ok"
 
 
+def test_first_op_under_fake_tensor_mode_starts_the_device():
+    # torch.tensor(data, device=...) copies the data to the device below FakeTensorMode (Python key
+    # excluded, mode still on the stack); with torch.library's Python fallback that copy failed
+    # "func != nullptr INTERNAL ASSERT" when it was the process's first neuron op, so the first
+    # compiled function that made a tensor from data did too (csrc/aten/PythonFallback.h).
+    code = (
+        "import torch\n"
+        "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "with FakeTensorMode():\n"
+        "    fake = torch.tensor([1.0, 2.0], device='neuron')\n"
+        "assert fake.device.type == 'neuron' and fake.shape == (2,)\n"
+        "doubled = torch.compile(lambda: torch.tensor([1.0, 2.0], device='neuron') * 2, backend='neuron')()\n"
+        "torch.testing.assert_close(doubled.cpu(), torch.tensor([2.0, 4.0]))\n"
+        "print('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 def test_device_starts_after_other_code_created_jaxs_cpu_client():
     # PyTorch's test files probe JAX at import, creating its CPU client with one device before the
     # neuron device is first used: both cores must still start and compute what the CPU does.
