@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -587,6 +588,69 @@ def test_index_reduce_checks_dtype_and_reduction_as_aten(source_dtype, reduce, m
         index, source = torch.tensor([0, 1], device=device), torch.ones(2, dtype=source_dtype, device=device)
         with pytest.raises(RuntimeError, match=message):
             self.index_reduce_(0, index, source, reduce)
+
+
+def _index_call(name, self_shape, index, source_shape, source_dtype=torch.float32):
+    """``self.<name>_(0, index, source)`` on a device, with ``self`` zeros and ``source`` ones."""
+    extra = ("amax",) if name == "index_reduce" else ()
+
+    def call(device):
+        self = torch.zeros(self_shape, device=device)
+        source = torch.ones(source_shape, dtype=source_dtype, device=device)
+        return getattr(self, name + "_")(0, torch.tensor(index, device=device), source, *extra)
+
+    return call
+
+
+#: Calls ATen's index_func_meta_impl and index_copy meta refuse (PyTorch's meta kernels let some
+#: through: index_reduce computed a 2-d index and a 0-dim self) or word otherwise.
+INDEX_FUNC_ERRORS = {
+    **{
+        f"{name}_{case}": _index_call(name, *arguments)
+        for name in ("index_add", "index_reduce", "index_copy")
+        for case, arguments in {
+            "2d_index": ((3,), [[0, 1]], (2,)),
+            "0d_self_1d_source": ((), [0], (1,)),
+            "1d_self_0d_source": ((3,), [0], ()),
+            "0d_source_two_indices": ((3,), [0, 1], ()),
+            "count": ((3,), [0, 1], (1,)),
+            "slice_shape": ((3, 2), [0], (1, 3)),
+            "rank": ((3, 2), [0], (1,)),
+            "float_index_2d": ((3,), [[0.0]], (1,)),
+        }.items()
+    },
+    "index_fill_2d_index": lambda d: torch.zeros(3, device=d).index_fill_(0, torch.tensor([[0]], device=d), 1.0),
+    "index_fill_1d_value": lambda d: torch.zeros(3, device=d).index_fill_(
+        0, torch.tensor([0], device=d), torch.ones(2, device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", INDEX_FUNC_ERRORS)
+def test_index_func_errors_as_aten(case):
+    """Neuron raises the CPU's exception and message, or computes the CPU's value where it computes
+    (index_copy takes a 0-dim self with a 1-element source)."""
+    call = INDEX_FUNC_ERRORS[case]
+    try:
+        expected = call("cpu")
+    except Exception as error:  # noqa: BLE001 - the CPU's refusal is the expectation
+        with pytest.raises(type(error)) as on_neuron:
+            call("neuron").cpu()
+        assert str(on_neuron.value) == str(error)
+    else:
+        torch.testing.assert_close(call("neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize("case", ["index_reduce_2d_index", "index_add_0d_self_1d_source", "index_reduce_0d_self_1d_source"])
+def test_index_func_errors_under_compile(case):
+    """Compiled graphs check with the same rule: Dynamo's fake tensors run PyTorch's meta kernels,
+    which let these calls through."""
+    call = INDEX_FUNC_ERRORS[case]
+    with pytest.raises(Exception) as on_cpu:
+        call("cpu")
+    torch._dynamo.reset()
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value))):
+        torch.compile(call, backend="neuron")("neuron")
 
 
 def _grid(device):

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat.torch_internals import schema_of
+from torch_neuronx.eager.plan import call
 from torch_neuronx.runtime.dtypes import aten_name
 
-__all__ = ["CUDA_DISPATCH", "Check", "Dispatch", "check_dispatched_dtype"]
+__all__ = ["CUDA_DISPATCH", "Check", "Dispatch", "check_dispatched_dtype", "check_refusal_by_dtype"]
 
 aten = torch.ops.aten
 
@@ -579,3 +580,42 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
         if isinstance(rule, Dispatch) and tensor.numel() == 0:
             continue  # kernels return before dispatching when there is nothing to compute
         rule.check(tensor.dtype)
+
+
+def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:
+    """Raises CUDA's dtype error for a call PyTorch's meta kernel refused, if the dtype caused the
+    refusal: when CUDA's kernel refuses the dtype and the meta kernel accepts the same call with the
+    refused tensor in float32. Python references refuse such dtypes in their own words, deeper in
+    (mean's "could not infer output dtype" for group_norm of integers, "Subtraction ... with two
+    bool tensors" for frac of bool), where CUDA's dispatch names its kernel. Returns otherwise: the
+    meta kernel's error then stands (a shape error comes before any dispatch).
+
+    Raises:
+        NotImplementedError, RuntimeError: CUDA's error, as :func:`check_dispatched_dtype`.
+    """
+    try:
+        check_dispatched_dtype(op, metas, None)
+    except RuntimeError as cuda_error:  # NotImplementedError too
+        refused = _refused_tensor(op, metas)
+        accepted = [torch.empty_like(m, dtype=torch.float32) if m is refused else m for m in metas]
+        try:
+            call(op, accepted)
+        except Exception:  # noqa: BLE001 - refused for another reason too: the meta's error stands
+            return
+        raise cuda_error from None
+
+
+def _refused_tensor(op: Any, metas: list[Any]) -> Any:
+    """The argument whose dtype :func:`check_dispatched_dtype` refused (``self``/``input`` for a
+    rule on the result, whose dtype is then its input's)."""
+    names = [argument.name for argument in schema_of(op).arguments]
+    arguments = dict(zip(names, metas, strict=False))
+    for rule in CUDA_DISPATCH[op]:
+        name = rule.on if rule.on != "result" else ("self" if "self" in arguments else "input")
+        tensor = arguments.get(name)
+        if isinstance(tensor, torch.Tensor):
+            try:
+                rule.check(tensor.dtype)
+            except RuntimeError:
+                return tensor
+    return None

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import torch
 
 from torch_neuronx._compat.torch_internals import op_name, schema_of
-from torch_neuronx.eager import rules
+from torch_neuronx.eager import dispatched_dtypes, rules
 from torch_neuronx.eager.plan import Plan, call
 from torch_neuronx.lowering import registry
 from torch_neuronx.lowering.overflow import c10_type_name
@@ -149,7 +149,9 @@ def _dtype_word(match: re.Match[str]) -> str:
 def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], error: Exception) -> NoReturn:
     """Raises the meta kernel's ``error`` as the CPU words it: TensorIterator's cast, broadcasting and
     Scalar conversion errors, ATen's sizes and dtype names; a random op's dtype refusal as its
-    lowering's ``dtype_rule`` (CUDA's kernel) words it."""
+    lowering's ``dtype_rule`` (CUDA's kernel) words it; a Python reference's refusal of a dtype
+    CUDA's kernel does not dispatch as that kernel words it
+    (:func:`~torch_neuronx.eager.dispatched_dtypes.check_refusal_by_dtype`)."""
     _raise_dtype_rule_error(plan, metas, error)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
@@ -162,20 +164,37 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
         _raise_repeated_dim_error_as_cpu(plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
+    if isinstance(error, RuntimeError):  # after ATen's checks above, which come before its dispatch
+        dispatched_dtypes.check_refusal_by_dtype(plan.functional, plan.functional_args(metas))
     worded = in_aten_words(error)
     if worded is error:
         raise error
     raise worded from None
 
 
+#: Ops whose lowering's ``dtype_rule`` is ATen's whole meta check (lowering/indexing.py), which
+#: PyTorch's Python meta kernels make in part, in other words ("Index should have dimension 1 or 0").
+_RULE_IS_ATENS_META = frozenset(
+    {
+        torch.ops.aten.index_add.default,
+        torch.ops.aten.index_reduce.default,
+        torch.ops.aten.index_copy.default,
+        torch.ops.aten.index_fill.int_Scalar,
+        torch.ops.aten.index_fill.int_Tensor,
+    }
+)
+
+
 def _raise_dtype_rule_error(plan: Plan, metas: list[Any], error: Exception) -> None:
     """Raises the ``dtype_rule`` error of the op's lowering (the dtypes CUDA's kernel takes, with its
-    exception and message) when that rule refuses the call and the meta kernel refused a random op
-    or a dtype: the Python meta kernels of exponential_, cauchy_, log_normal_, geometric_ and dropout
-    refuse some dtypes first, in their own words ("log_normal not implemented for
-    torch.complex64"). Returns otherwise."""
+    exception and message) when that rule refuses the call and the meta kernel refused a random op,
+    a dtype, or an op of :data:`_RULE_IS_ATENS_META`: the Python meta kernels of exponential_,
+    cauchy_, log_normal_, geometric_ and dropout refuse some dtypes first, in their own words
+    ("log_normal not implemented for torch.complex64"). Returns otherwise."""
     entry = registry.LOWERINGS.get(plan.functional)
-    if entry is None or entry.dtype_rule is None or not (entry.random or "dtype" in str(error)):
+    if entry is None or entry.dtype_rule is None:
+        return
+    if not (entry.random or "dtype" in str(error) or plan.functional in _RULE_IS_ATENS_META):
         return
     names = [argument.name for argument in schema_of(plan.functional).arguments]
     entry.dtype_rule(dict(zip(names, plan.functional_args(metas), strict=True)))

@@ -189,15 +189,6 @@ _MASK = (torch.bool,)
 _ARGUMENT_DTYPES: dict[str, tuple[str, tuple[torch.dtype, ...], type[Exception], str]] = {
     "index_select": ("index", _INT32_OR_INT64, RuntimeError, "index_select(): Expected dtype int32 or int64 for index"),
     "gather": ("index", _INT32_OR_INT64, RuntimeError, "gather(): Expected dtype int32/int64 for index"),
-    "index_add": (
-        "index", _INT32_OR_INT64, RuntimeError, "index_add_(): Expected dtype int32/int64 for index but got: {name}"
-    ),
-    "index_reduce": (
-        "index", _INT32_OR_INT64, RuntimeError, "index_reduce_(): Expected dtype int32/int64 for index but got: {name}"
-    ),
-    "index_copy": (
-        "index", (torch.int64,), RuntimeError, "index_copy_(): Expected a long tensor for index, but got {name}"
-    ),
     "put": ("index", (torch.int64,), RuntimeError, "put_(): Expected a long tensor for index, but got {name}"),
     "embedding": ("indices", _INT32_OR_INT64, RuntimeError, (
         "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
+from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -344,43 +345,69 @@ def _along(dim: int, index: jax.Array) -> tuple:
     return (slice(None),) * dim + (index,)
 
 
-def _check_index_source(name: str, self, dim: int, index, source) -> None:
-    """index_add/index_reduce's shape rules (ATen's index_func_meta_impl; PyTorch's meta kernels omit
-    them), with the CPU's messages.
+def _index_func_rule(name: str, then: Any = None) -> Any:
+    """The ``dtype_rule`` of index_add/index_reduce (``name``): ATen's ``index_func_meta_impl``
+    (TensorAdvancedIndexing.cpp, CPU and CUDA alike), in its order, after ``then``'s checks (the
+    op's own, which ATen makes first). PyTorch's meta kernels make some of these checks in other
+    words (index_add) or none (index_reduce, which then computed a 2-d index or a 0-dim ``self``).
 
     Raises:
-        RuntimeError: ``index`` does not have one element per slice of ``source`` along ``dim``, or
-            ``source``'s other dimensions differ from ``self``'s.
+        IndexError: ``index`` has more than one dimension, or ``source`` is 0-dim and ``index`` has
+            other than one element (ATen's message then reads ``source.size(dim)`` and fails).
+        RuntimeError: the index dtype, the dtypes of ``self`` and ``source``, ``dim`` past
+            ``source``'s dimensions, the index count, or ``source``'s shape beside ``dim``.
     """
-    self_shape, source_shape = list(self.shape), list(source.shape)
-    if index.size != (source_shape[dim] if source_shape else 1):
-        raise RuntimeError(
-            f"{name}(): Number of indices ({index.size}) should be equal to source.size(dim): "
-            f"({source_shape[dim] if source_shape else 1}), for dim: {dim}"
-        )
-    if self_shape[:dim] + self_shape[dim + 1 :] != source_shape[:dim] + source_shape[dim + 1 :]:
-        raise RuntimeError(
-            "source tensor shape must match self tensor shape, excluding the specified dimension. "
-            f"Got self.shape = {self_shape} source.shape = {source_shape}"
-        )
+
+    def rule(arguments: dict[str, Any]) -> None:
+        if then is not None:
+            then(arguments)
+        self, index, source = arguments["self"], arguments["index"], arguments["source"]
+        dim = arguments["dim"] % max(self.ndim, 1)
+        if index.ndim > 1:
+            raise IndexError(
+                f"{name}_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                f"{aten_name(index.dtype)} and size: {list(index.shape)}"
+            )
+        if index.dtype not in (torch.int32, torch.int64):
+            raise RuntimeError(f"{name}_(): Expected dtype int32/int64 for index but got: {aten_name(index.dtype)}")
+        if self.dtype != source.dtype:
+            raise RuntimeError(
+                f"{name}_(): self ({aten_name(self.dtype)}) and source ({aten_name(source.dtype)}) must have the "
+                "same scalar type"
+            )
+        if not (dim == 0 or dim < source.ndim):
+            raise RuntimeError(
+                f"{name}_(): Indexing dim {dim} is out of bounds of the source tensor with dim {source.ndim}"
+            )
+        if index.numel() != (source.shape[dim] if source.ndim else 1):
+            if not source.ndim:
+                raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+            raise RuntimeError(
+                f"{name}_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                f"({source.shape[dim]}), for dim: {dim}"
+            )
+        self_shape, source_shape = list(self.shape), list(source.shape)
+        if self.ndim and source.ndim:
+            del self_shape[dim], source_shape[dim]
+        if self_shape != source_shape:
+            raise RuntimeError(
+                "source tensor shape must match self tensor shape, excluding the specified dimension. "
+                f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}"
+            )
+
+    return rule
 
 
 @lowering(
     aten.index_add.default,
     promotion=Promotion.DEFAULT,
     promote=("self", "source"),
-    dtype_rule=same_dtype(
-        ("self", "source"), "index_add_(): self ({0}) and source ({1}) must have the same scalar type"
-    ),
+    dtype_rule=_index_func_rule("index_add"),
 )
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
     duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU).
-
-    Raises:
-        RuntimeError: ``index`` or ``source`` does not fit ``self`` (see :func:`_check_index_source`).
     """
-    _check_index_source("index_add_", self, dim % max(self.ndim, 1), index, source)
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
@@ -388,35 +415,27 @@ def index_add(self, dim, index, source, *, alpha=1):
     return _reduce_at(x, _along(dim, idx), updates).reshape(self.shape)
 
 
-_INDEX_REDUCE_SAME_DTYPE = same_dtype(
-    ("self", "source"), "index_reduce_(): self ({0}) and source ({1}) must have the same scalar type"
-)
-
-
-def _index_reduce_arguments(arguments: dict) -> None:
-    """ATen's index_reduce meta (TensorAdvancedIndexing.cpp, CPU and CUDA alike): the reduction is
-    named first, then ``self`` and ``source`` share a dtype; PyTorch's meta kernel checks neither.
+def _index_reduce_reduction(arguments: dict) -> None:
+    """ATen's index_reduce meta names the reduction before index_func_meta_impl's checks.
 
     Raises:
-        RuntimeError: ATen's words for each.
+        RuntimeError: ATen's words.
     """
     reduce = arguments["reduce"]
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
-    _INDEX_REDUCE_SAME_DTYPE(arguments)
 
 
 @lowering(
     aten.index_reduce.default,
     promotion=Promotion.DEFAULT,
     promote=("self", "source"),
-    dtype_rule=_index_reduce_arguments,
+    dtype_rule=_index_func_rule("index_reduce", then=_index_reduce_reduction),
 )
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
     ``dim`` with prod, mean, amax or amin; ``include_self=False`` leaves the indexed elements' old
     values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
-    _check_index_source("index_reduce_", self, dim % max(self.ndim, 1), index, source)
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
@@ -430,18 +449,58 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return result.reshape(self.shape)
 
 
-@lowering(
-    aten.index_copy.default,
-    dtype_rule=same_dtype(
-        ("self", "source"),
-        "index_copy_(): self and source expected to have the same dtype, but got (self) {0} and (source) {1}",
-    ),
-)
+def _index_copy_arguments(arguments: dict[str, Any]) -> None:
+    """ATen's index_copy meta (TensorAdvancedIndexing.cpp, CPU and CUDA alike), in its order;
+    PyTorch's meta kernel makes these checks in other words or exception types.
+
+    Raises:
+        IndexError: ``index`` has more than one dimension, does not have one element for a 0-dim
+            ``source``, or not one per slice of ``source``; ``source`` and ``self`` (neither 0-dim)
+            differ in dimensionality.
+        RuntimeError: ``index`` is not int64; ``self`` and ``source`` differ in dtype or in their
+            slices' shapes.
+    """
+    self, index, source = arguments["self"], arguments["index"], arguments["source"]
+    dim = arguments["dim"] % max(self.ndim, 1)
+    if index.ndim > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim})")
+    count = index.numel()
+    if source.ndim == 0 and count != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element (got {count})")
+    if source.ndim != self.ndim and source.ndim and self.ndim:
+        raise IndexError(
+            "index_copy_(): When source and destination are not scalars, their dimensionality must match. Source "
+            f"dimensionality ({source.ndim}), destination dimensionality ({self.ndim})"
+        )
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {aten_name(index.dtype)}")
+    if self.dtype != source.dtype:
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{aten_name(self.dtype)} and (source) {aten_name(source.dtype)}"
+        )
+    self_slice, source_slice = list(self.shape), list(source.shape)
+    if self_slice:
+        del self_slice[dim]
+    if source_slice:
+        del source_slice[dim]
+    if self_slice != source_slice:
+        shown = " ".join  # how c10 prints a std::vector
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: "
+            f"{shown(map(str, self_slice))} at dimension {dim} and source slice shape: "
+            f"{shown(map(str, source_slice))} at dimension 0."
+        )
+    if source.ndim and count != source.shape[dim]:
+        raise IndexError(
+            f"index_copy_(): Number of indices ({count}) should be equal to source.size(dim) ({source.shape[dim]})"
+        )
+
+
+@lowering(aten.index_copy.default, dtype_rule=_index_copy_arguments)
 def index_copy(self, dim, index, source):
     """torch.index_copy: ``self[..., index[i], ...] = source[..., i, ...]`` along ``dim``; indices
     must be int64 in [0, size); the last of duplicate indices wins."""
-    if index.dtype != jnp.int64:
-        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {_torch_name(index.dtype)}")
     x = _at_least_1d(self)
     dim = dim % x.ndim
     message = "index_copy_(): " + _OUT_OF_BOUNDS
@@ -456,19 +515,33 @@ def _torch_name(dtype: np.dtype) -> str:
 
 
 def _index_fill(self, dim, index, value):
-    if index.dtype != jnp.int64:
-        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_BOUNDS, IndexError, negative=True, dim=dim)
     return x.at[_along(dim, idx)].set(jnp.asarray(value, x.dtype), mode="promise_in_bounds").reshape(self.shape)
 
 
-def _real_fill_of_complex(arguments: dict[str, Any]) -> None:
-    """index_fill's own check (TensorAdvancedIndexing.cpp), made before c10's conversion: a complex
-    value never fills a real tensor, even with a zero imaginary part."""
-    if isinstance(arguments["value"], complex) and not arguments["self"].dtype.is_complex:
+def _index_fill_arguments(arguments: dict[str, Any]) -> None:
+    """ATen's index_fill_ checks (TensorAdvancedIndexing.cpp), in its order; PyTorch's meta kernel
+    words the index's dimensionality otherwise. A complex value never fills a real tensor, even
+    with a zero imaginary part (checked before c10's conversion).
+
+    Raises:
+        IndexError: ``index`` is not int64.
+        RuntimeError: a ``value`` tensor that is not 0-dim (checked first), a complex ``value`` for
+            a real ``self``, or an ``index`` of 2 or more dims.
+    """
+    index, value = arguments["index"], arguments["value"]
+    if isinstance(value, torch.Tensor) and value.ndim:
+        raise RuntimeError(
+            f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s)."
+        )
+    if index.dtype != torch.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, complex) and not arguments["self"].dtype.is_complex:
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
 
 
 @lowering(
@@ -476,7 +549,7 @@ def _real_fill_of_complex(arguments: dict[str, Any]) -> None:
     promotion=Promotion.NO_OPMATH,
     promote=("self",),
     checked=("value",),
-    dtype_rule=_real_fill_of_complex,
+    dtype_rule=_index_fill_arguments,
 )
 def index_fill_scalar(self, dim, index, value):
     """torch.index_fill: the slices at ``index`` along ``dim`` set to ``value`` (in self's dtype);
@@ -484,7 +557,7 @@ def index_fill_scalar(self, dim, index, value):
     return _index_fill(self, dim, index, value)
 
 
-@lowering(aten.index_fill.int_Tensor)
+@lowering(aten.index_fill.int_Tensor, dtype_rule=_index_fill_arguments)
 def index_fill_tensor(self, dim, index, value):
     """torch.index_fill with a 0-dim tensor ``value``, converted to self's dtype as PyTorch does."""
     return _index_fill(self, dim, index, value.astype(self.dtype))
