@@ -424,6 +424,28 @@ def test_float64_inside_a_compiled_graph_raises_the_dtype_policy_error():
     assert isinstance(raised.value.inner_exception, TypeError)
 
 
+#: Calls CUDA's eager kernels refuse in these dtypes (eager/dispatched_dtypes.py): compiled, the
+#: lowering computed softmax of integers (zeros) and leaked JAX's TypeError for silu.
+COMPILED_REFUSALS = {
+    "softmax_int64": (lambda x: torch.softmax(x, 0), torch.int64),
+    "silu_int64": (torch.nn.functional.silu, torch.int64),
+    "gelu_int32": (torch.nn.functional.gelu, torch.int32),
+    "sort_complex": (lambda x: torch.sort(x).values, torch.complex64),
+}
+
+
+@pytest.mark.parametrize("case", COMPILED_REFUSALS)
+def test_compiled_graph_refuses_the_dtypes_eager_refuses(case):
+    fn, dtype = COMPILED_REFUSALS[case]
+    x = torch.arange(1, 4, device="neuron").to(dtype)
+    with pytest.raises(RuntimeError) as eager:
+        fn(x)
+    with pytest.raises(type(eager.value)) as compiled:
+        torch.compile(fn, backend="neuron")(x)
+    assert str(compiled.value) == str(eager.value)
+    assert any("torch.compile(backend='neuron') node" in note for note in compiled.value.__notes__)
+
+
 def test_default_backend_compiles_neuron_graphs_with_neuron():
     # torch.compile(model) hands graphs to inductor, which has no neuron code generator
     # (InductorError: KeyError: 'neuron'); graphs of neuron tensors compile with backend="neuron".

@@ -28,8 +28,10 @@ from torch_neuronx._compat.torch_internals import (
     make_fx,
     mark_boxed,
     pytree,
+    schema_of,
     without_aot_first_call_analysis,
 )
+from torch_neuronx.eager import dispatched_dtypes
 from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -99,6 +101,41 @@ def _check_dtypes(graph: torch.fx.GraphModule) -> None:
             if isinstance(tensor, torch.Tensor) and tensor.dtype in (torch.float64, torch.complex128):
                 name = f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})"
                 _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
+
+
+def _schema_values(node: torch.fx.Node) -> list[Any]:
+    """A node's arguments in its op's schema order, as PyTorch sees them: fake tensors for nodes,
+    defaults for arguments the node leaves out."""
+    values = []
+    for position, argument in enumerate(schema_of(node.target).arguments):
+        if position < len(node.args) and not argument.kwarg_only:
+            value = node.args[position]
+        elif argument.name in node.kwargs:
+            value = node.kwargs[argument.name]
+        else:
+            value = argument.default_value if argument.has_default_value() else None
+        values.append(pytree.tree_map(lambda v: v.meta.get("val") if isinstance(v, torch.fx.Node) else v, value))
+    return values
+
+
+def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
+    """Raises CUDA's error for the first node whose op CUDA's eager kernel refuses in its dtype
+    (eager/dispatched_dtypes.py), as the same ops raise eagerly. A compiled graph runs eager's
+    kernels' refusals where aot_eager and inductor's fallback kernels would reach CUDA's; without
+    this the lowering computed values of no defined meaning (softmax of integers) or leaked JAX's
+    errors (silu of integers). The exception is CUDA's, with a note naming the node.
+
+    Raises:
+        NotImplementedError, RuntimeError: CUDA's exception and message.
+    """
+    for node in graph.graph.nodes:
+        if node.op != "call_function" or node.target not in dispatched_dtypes.CUDA_DISPATCH:
+            continue
+        try:
+            dispatched_dtypes.check_dispatched_dtype(node.target, _schema_values(node), node.meta.get("val"))
+        except RuntimeError as error:
+            error.add_note(f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})")
+            raise
 
 
 class CompiledGraph:
@@ -184,6 +221,7 @@ class CompiledGraph:
             if _config.disable_fallback_execution():
                 raise
             return self._eager_fallback()
+        _check_dispatched_dtypes(graph)
         output_node = next(n for n in graph.graph.nodes if n.op == "output")
         output_metas = [
             leaf.meta["val"] if isinstance(leaf, torch.fx.Node) else leaf
