@@ -641,7 +641,9 @@ def test_index_func_errors_as_aten(case):
         torch.testing.assert_close(call("neuron").cpu(), expected)
 
 
-@pytest.mark.parametrize("case", ["index_reduce_2d_index", "index_add_0d_self_1d_source", "index_reduce_0d_self_1d_source"])
+@pytest.mark.parametrize(
+    "case", ["index_reduce_2d_index", "index_add_0d_self_1d_source", "index_reduce_0d_self_1d_source"]
+)
 def test_index_func_errors_under_compile(case):
     """Compiled graphs check with the same rule: Dynamo's fake tensors run PyTorch's meta kernels,
     which let these calls through."""

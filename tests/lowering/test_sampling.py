@@ -8,6 +8,7 @@ bfloat16. Neuron interpolates and accumulates gradients in float32 and rounds on
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -157,6 +158,27 @@ def test_interpolation_dtypes_cuda_refuses_raise_its_dispatch_error(mode, dtype,
     x = torch.ones(shape, dtype=dtype, device="neuron")
     with pytest.raises(NotImplementedError, match=r"\"\w+_out_frame\" not implemented for '\w+'"):
         F.interpolate(x, size=shape[2:] if antialias else (4,) * (len(shape) - 2), mode=mode, antialias=antialias)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("shape", [(0, 2, 3), (0, 2, 3, 4), (0, 2, 3, 4, 5)])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_nearest_of_an_empty_batch_as_cpu(mode, shape, compiled):
+    # PyTorch's meta kernel passed torch._check an int for an empty batch: "TypeError: cond must be a
+    # bool" where the CPU returns an empty result.
+    def upsample(x):
+        return F.interpolate(x, scale_factor=2, mode=mode)
+
+    run = torch.compile(upsample, backend="neuron") if compiled else upsample
+    actual = run(torch.empty(shape, device="neuron"))
+    assert actual.device.type == "neuron" and actual.shape == upsample(torch.empty(shape)).shape
+
+
+def test_nearest_of_empty_channels_raises_atens_error():
+    with pytest.raises(
+        RuntimeError, match=re.escape("Non-empty 3D data tensor expected but got a tensor with sizes [1, 0, 3]")
+    ):
+        F.interpolate(torch.empty(1, 0, 3, device="neuron"), scale_factor=2, mode="nearest")
 
 
 def test_upsample_ops_reach_their_lowerings():

@@ -247,3 +247,35 @@ def test_searchsorted_refuses_a_side_as_aten(options, message):
         sorted_sequence = torch.tensor([1.0, 2.0, 3.0], device=device)
         with pytest.raises(RuntimeError, match=message):
             torch.searchsorted(sorted_sequence, torch.tensor([2.0], device=device), **options)
+
+
+#: Calls ATen's searchsorted_pre_check refuses by shape (PyTorch's meta kernel checks none: 0-dim
+#: boundaries failed with an IndexError, a number with 2-d boundaries with an AttributeError).
+SEARCHSORTED_SHAPE_ERRORS = {
+    "0d_boundaries": lambda d: torch.searchsorted(torch.tensor(1.0, device=d), torch.tensor([0.5], device=d)),
+    "number_with_2d_boundaries": lambda d: torch.searchsorted(torch.ones(2, 3, device=d), 0.5),
+    "0d_value_with_2d_boundaries": lambda d: torch.searchsorted(
+        torch.ones(2, 3, device=d), torch.tensor(0.5, device=d)
+    ),
+    "leading_dims_differ": lambda d: torch.searchsorted(torch.ones(2, 3, device=d), torch.ones(3, 2, device=d)),
+    "sorter_shape": lambda d: torch.searchsorted(
+        torch.ones(3, device=d), torch.ones(2, device=d), sorter=torch.tensor([0, 1], device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SEARCHSORTED_SHAPE_ERRORS)
+def test_searchsorted_refuses_shapes_as_aten(case):
+    call = SEARCHSORTED_SHAPE_ERRORS[case]
+    with pytest.raises(RuntimeError) as on_cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as on_neuron:
+        call("neuron")
+    assert str(on_neuron.value) == str(on_cpu.value)
+
+
+def test_searchsorted_refuses_a_sorter_out_of_range_at_the_call():
+    # ATen reads the sorter's range back before searching; neuron searched with clipped indices.
+    sorted_sequence, values = torch.tensor([1.0, 2.0, 3.0], device="neuron"), torch.ones(2, device="neuron")
+    with pytest.raises(RuntimeError, match="torch.searchsorted\\(\\): sorter index out of range"):
+        torch.searchsorted(sorted_sequence, values, sorter=torch.tensor([0, 1, 5], device="neuron"))

@@ -1,6 +1,6 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
-the fused SGD steps, the tensor-lr fused Adam(W) steps and the result dtype of ``torch.normal`` with
-tensor arguments.
+the fused SGD steps, the tensor-lr fused Adam(W) steps, the result dtype of ``torch.normal`` with
+tensor arguments and nearest upsampling of an empty batch.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -18,6 +18,8 @@ when the target has no batch dimension); the kernels here give ().
 from __future__ import annotations
 
 import torch
+from torch._meta_registrations import upsample_common_check
+from torch._prims_common import suggest_memory_format
 
 from torch_neuronx._compat.torch_internals import decomposition_table
 
@@ -266,6 +268,25 @@ def _normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: o
     return torch.empty(shape, dtype=mean.dtype, device=mean.device)
 
 
+def _upsample_nearest(spatial_dims: int):
+    """The meta kernel of ``upsample_nearest{1,2,3}d`` and their ``_exact`` forms: PyTorch's, whose
+    emptiness check passes ``torch._check`` an int and raised ``TypeError: cond must be a bool`` for
+    every empty batch (CPU and CUDA return an empty result). ATen's check: an empty input is allowed
+    when only its batch is empty (UpSample.h, ``upsample_{1,2,3}d_common_check``)."""
+
+    def kernel(input: torch.Tensor, output_size: list[int], *scales: object) -> torch.Tensor:
+        torch._check(
+            input.numel() != 0 or all(size != 0 for size in input.shape[1:]),
+            lambda: (
+                f"Non-empty {spatial_dims + 2}D data tensor expected but got a tensor with sizes {list(input.shape)}"
+            ),
+        )
+        shape = upsample_common_check(input.shape, output_size, num_spatial_dims=spatial_dims)
+        return input.new_empty(shape).to(memory_format=suggest_memory_format(input))
+
+    return kernel
+
+
 _KERNELS = {
     aten.normal.Tensor_float: _normal_tensor_float,
     aten.normal.float_Tensor: _normal_float_tensor,
@@ -293,12 +314,26 @@ _KERNELS = {
     aten._histogramdd_from_bin_tensors.default: _histogramdd_from_bin_tensors,
     aten._ctc_loss_backward.default: _ctc_loss_backward,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
+    **{
+        getattr(aten, f"{prefix}{dims}d").default: _upsample_nearest(dims)
+        for prefix in ("upsample_nearest", "_upsample_nearest_exact")
+        for dims in (1, 2, 3)
+    },
 }
 
 
 #: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
-_PYTHON_DISPATCHER_METAS = (aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor)
+_PYTHON_DISPATCHER_METAS = (
+    aten.normal.Tensor_float,
+    aten.normal.float_Tensor,
+    aten.normal.Tensor_Tensor,
+    *(
+        getattr(aten, f"{prefix}{dims}d").default
+        for prefix in ("upsample_nearest", "_upsample_nearest_exact")
+        for dims in (1, 2, 3)
+    ),
+)
 
 
 def register() -> None:

@@ -158,6 +158,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_complex_parts_error_as_cpu(name, metas, error)
         _raise_scale_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
+        _raise_range_size_error_as_cpu(name, error)
         _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     if isinstance(error, (RuntimeError, IndexError)):
@@ -172,29 +173,14 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     raise worded from None
 
 
-#: Ops whose lowering's ``dtype_rule`` is ATen's whole meta check (lowering/indexing.py), which
-#: PyTorch's Python meta kernels make in part, in other words ("Index should have dimension 1 or 0").
-_RULE_IS_ATENS_META = frozenset(
-    {
-        torch.ops.aten.index_add.default,
-        torch.ops.aten.index_reduce.default,
-        torch.ops.aten.index_copy.default,
-        torch.ops.aten.index_fill.int_Scalar,
-        torch.ops.aten.index_fill.int_Tensor,
-    }
-)
-
-
 def _raise_dtype_rule_error(plan: Plan, metas: list[Any], error: Exception) -> None:
     """Raises the ``dtype_rule`` error of the op's lowering (the dtypes CUDA's kernel takes, with its
-    exception and message) when that rule refuses the call and the meta kernel refused a random op,
-    a dtype, or an op of :data:`_RULE_IS_ATENS_META`: the Python meta kernels of exponential_,
-    cauchy_, log_normal_, geometric_ and dropout refuse some dtypes first, in their own words
-    ("log_normal not implemented for torch.complex64"). Returns otherwise."""
+    exception and message) when that rule refuses the call and the meta kernel refused a random op
+    or a dtype: the Python meta kernels of exponential_, cauchy_, log_normal_, geometric_ and
+    dropout refuse some dtypes first, in their own words ("log_normal not implemented for
+    torch.complex64"). Returns otherwise."""
     entry = registry.LOWERINGS.get(plan.functional)
-    if entry is None or entry.dtype_rule is None:
-        return
-    if not (entry.random or "dtype" in str(error) or plan.functional in _RULE_IS_ATENS_META):
+    if entry is None or entry.dtype_rule is None or not (entry.random or "dtype" in str(error)):
         return
     names = [argument.name for argument in schema_of(plan.functional).arguments]
     entry.dtype_rule(dict(zip(names, plan.functional_args(metas), strict=True)))
@@ -270,6 +256,14 @@ def _raise_scale_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError)
         if isinstance(value, complex) and not result.dtype.is_complex:
             type_name = c10_type_name(jax_dtype(result.dtype))
             raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
+
+
+def _raise_range_size_error_as_cpu(name: str, error: RuntimeError) -> None:
+    """Raises ATen's error for an arange of more elements than int64 counts ("invalid size, possible
+    overflow?", RangeFactories.cpp), where torch/_refs hands the count to prims.iota, whose binding
+    fails to convert it. Returns for other errors."""
+    if name.startswith("aten::arange") and str(error).startswith("prims::iota() Expected a value of type 'int'"):
+        raise RuntimeError("invalid size, possible overflow?") from None
 
 
 _RANGE_DTYPE = re.compile(

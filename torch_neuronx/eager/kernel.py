@@ -105,6 +105,7 @@ class EagerKernel:
         registry.check_dim_in_range(plan.op, metas)
         rules.check_cat_operands(plan, metas)
         rules.check_argument_dtypes(self.name, plan, metas)
+        registry.check_rule_first(plan.functional, plan.functional_args(metas))
         rules.check_argument_overlap(self.name, plan, values)
         functional_metas = plan.functional_args(metas)
         refused = None

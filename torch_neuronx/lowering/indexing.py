@@ -403,6 +403,7 @@ def _index_func_rule(name: str, then: Any = None) -> Any:
     promotion=Promotion.DEFAULT,
     promote=("self", "source"),
     dtype_rule=_index_func_rule("index_add"),
+    rule_first=True,
 )
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
@@ -431,6 +432,7 @@ def _index_reduce_reduction(arguments: dict) -> None:
     promotion=Promotion.DEFAULT,
     promote=("self", "source"),
     dtype_rule=_index_func_rule("index_reduce", then=_index_reduce_reduction),
+    rule_first=True,
 )
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
@@ -497,7 +499,7 @@ def _index_copy_arguments(arguments: dict[str, Any]) -> None:
         )
 
 
-@lowering(aten.index_copy.default, dtype_rule=_index_copy_arguments)
+@lowering(aten.index_copy.default, dtype_rule=_index_copy_arguments, rule_first=True)
 def index_copy(self, dim, index, source):
     """torch.index_copy: ``self[..., index[i], ...] = source[..., i, ...]`` along ``dim``; indices
     must be int64 in [0, size); the last of duplicate indices wins."""
@@ -550,6 +552,7 @@ def _index_fill_arguments(arguments: dict[str, Any]) -> None:
     promote=("self",),
     checked=("value",),
     dtype_rule=_index_fill_arguments,
+    rule_first=True,
 )
 def index_fill_scalar(self, dim, index, value):
     """torch.index_fill: the slices at ``index`` along ``dim`` set to ``value`` (in self's dtype);
@@ -557,7 +560,7 @@ def index_fill_scalar(self, dim, index, value):
     return _index_fill(self, dim, index, value)
 
 
-@lowering(aten.index_fill.int_Tensor, dtype_rule=_index_fill_arguments)
+@lowering(aten.index_fill.int_Tensor, dtype_rule=_index_fill_arguments, rule_first=True)
 def index_fill_tensor(self, dim, index, value):
     """torch.index_fill with a 0-dim tensor ``value``, converted to self's dtype as PyTorch does."""
     return _index_fill(self, dim, index, value.astype(self.dtype))

@@ -26,7 +26,9 @@ Shared semantics are declared here per op and applied once, by the engine when i
   cannot be converted to type int8_t without overflow" (lowering/overflow.py), never wraps.
 - ``dtype_rule`` is a function of the arguments as PyTorch sees them (by name) that raises the ATen
   kernel's error for operand dtypes it refuses: checked when the call is traced, before any
-  promotion. :func:`same_dtype` makes the common rule (no promotion at all).
+  promotion. :func:`same_dtype` makes the common rule (no promotion at all). ``rule_first=True``
+  says the rule is ATen's whole meta check, which eager calls make before PyTorch's meta kernel
+  (:func:`check_rule_first`): that one checks less, words it otherwise, or fails.
 - ``result_dtype=True`` passes ``result_dtype=``, the JAX dtype of the (first) result, to lowerings
   that must accumulate in it (integer sums accumulate in int64).
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
@@ -59,6 +61,7 @@ __all__ = [
     "Promotion",
     "check_dim_in_range",
     "check_dtype_rule",
+    "check_rule_first",
     "lowering",
     "replace_lowering",
     "same_dtype",
@@ -81,6 +84,7 @@ class Lowering:
     checked: frozenset[str] = frozenset()
     dtype_rule: Callable[[dict[str, Any]], None] | None = None
     returns_mutated: bool = False
+    rule_first: bool = False
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -100,6 +104,15 @@ def check_dtype_rule(op: OpOverload, metas: Sequence[Any]) -> None:
         rule(dict(zip([argument.name for argument in schema_of(op).arguments], metas, strict=True)))
 
 
+def check_rule_first(op: OpOverload, metas: Sequence[Any]) -> None:
+    """Applies ``op``'s ``dtype_rule`` if its lowering declares ``rule_first``: the rule is ATen's
+    meta check, which the eager kernel makes before PyTorch's meta kernel (that one checks less, in
+    other words, or fails on what ATen refuses: searchsorted of a number raised AttributeError)."""
+    entry = LOWERINGS.get(op)
+    if entry is not None and entry.rule_first:
+        check_dtype_rule(op, metas)
+
+
 def lowering(
     *ops: OpOverload,
     promotion: Promotion | None = None,
@@ -112,6 +125,7 @@ def lowering(
     checked: Sequence[str] = (),
     dtype_rule: Callable[[dict[str, Any]], None] | None = None,
     returns_mutated: bool = False,
+    rule_first: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -138,6 +152,7 @@ def lowering(
                 frozenset(checked),
                 dtype_rule,
                 returns_mutated,
+                rule_first,
             )
         return fn
 

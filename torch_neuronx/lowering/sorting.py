@@ -18,6 +18,7 @@ import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 
@@ -122,6 +123,9 @@ def _search(sequence: jax.Array, values: jax.Array, right: bool) -> jax.Array:
 def _searchsorted(sorted_sequence, values, right, side, sorter):
     right = right or side == "right"
     if sorter is not None:
+        if sorter.size:  # ATen reads the sorter's range back before searching
+            out_of_range = jnp.any((sorter < 0) | (sorter >= sorter.shape[-1]))
+            device_check(out_of_range, 0, "torch.searchsorted(): sorter index out of range", synchronous=True)
         sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1, mode="clip")
     if sorted_sequence.shape[-1] == 0:
         return jnp.zeros(values.shape, jnp.int64)
@@ -130,14 +134,17 @@ def _searchsorted(sorted_sequence, values, right, side, sorter):
     return _search(sorted_sequence, values, right)
 
 
-def _long_sorter(arguments: dict) -> None:
-    """ATen's searchsorted_pre_check (Bucketization.cpp, CPU and CUDA alike), in its order: ``side``
-    is "left" or "right" and agrees with ``right``; ``sorter`` is int64.
+def _searchsorted_pre_check(arguments: dict) -> None:
+    """ATen's searchsorted_pre_check (BucketizationUtils.h, CPU and CUDA alike), in its order, but
+    for the devices' and the sorter's values' checks: ``side`` is "left" or "right" and agrees
+    with ``right``; ``sorter`` has the boundaries' shape and is int64; a scalar value needs 1-d
+    boundaries; boundaries have a dimension, one or the value's leading ones. PyTorch's meta kernel
+    checks none of the shapes (0-dim boundaries failed in the lowering with an IndexError).
 
     Raises:
-        RuntimeError: "torch.searchsorted(): side can only be 'left' or 'right' but got middle", "...
-            side and right can't be set to opposites, ...", "torch.searchsorted(): sorter must be a
-            tensor of long dtype but got dtype Int".
+        RuntimeError: ATen's words, e.g. "torch.searchsorted(): side can only be 'left' or 'right'
+            but got middle", "... boundaries tensor should have positive dimension, but got 0
+            dimension".
     """
     side = arguments.get("side")
     if side is not None:
@@ -148,10 +155,32 @@ def _long_sorter(arguments: dict) -> None:
                 "torch.searchsorted(): side and right can't be set to opposites, got side of "
                 f"{side} while right was True"
             )
-    sorter = arguments.get("sorter")
-    if sorter is not None and sorter.dtype != torch.int64:
+    boundaries, sorter, value = arguments["sorted_sequence"], arguments.get("sorter"), arguments["self"]
+    if sorter is not None:
+        if sorter.shape != boundaries.shape:
+            raise RuntimeError(
+                "torch.searchsorted(): boundary and sorter must have the same size, but got boundary tensor "
+                f"{list(boundaries.shape)}and got sorter tensor {list(sorter.shape)}"
+            )
+        if sorter.dtype != torch.int64:
+            raise RuntimeError(
+                f"torch.searchsorted(): sorter must be a tensor of long dtype but got dtype {aten_name(sorter.dtype)}"
+            )
+    value_dim, value_numel = (value.ndim, value.numel()) if isinstance(value, torch.Tensor) else (0, 1)
+    if value_dim == 0 and not (value_numel == 1 and boundaries.ndim == 1):
         raise RuntimeError(
-            f"torch.searchsorted(): sorter must be a tensor of long dtype but got dtype {aten_name(sorter.dtype)}"
+            "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1, but we "
+            f"got boundaries tensor dim({boundaries.ndim}) and input value's dim({value_dim}) numel({value_numel})"
+        )
+    if boundaries.ndim == 0:
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension"
+        )
+    if boundaries.ndim != 1 and (boundaries.ndim != value_dim or boundaries.shape[:-1] != value.shape[:-1]):
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+            f"tensor and input value tensor must match, but we got boundaries tensor {list(boundaries.shape)} and "
+            f"input value tensor {list(value.shape)}"
         )
 
 
@@ -159,7 +188,8 @@ def _long_sorter(arguments: dict) -> None:
     aten.searchsorted.Tensor,
     promotion=Promotion.NO_OPMATH,
     promote=("sorted_sequence", "self"),
-    dtype_rule=_long_sorter,
+    dtype_rule=_searchsorted_pre_check,
+    rule_first=True,
 )
 def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
     """torch.searchsorted: insertion points of ``self`` in the sorted last dimension of
@@ -173,7 +203,8 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
     aten.searchsorted.Scalar,
     promotion=Promotion.NO_OPMATH,
     promote=("sorted_sequence", "self"),
-    dtype_rule=_long_sorter,
+    dtype_rule=_searchsorted_pre_check,
+    rule_first=True,
 )
 def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
     """torch.searchsorted with a scalar value (a 1-d ``sorted_sequence``): a 0-dim index."""
