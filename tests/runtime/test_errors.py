@@ -157,6 +157,11 @@ UNCASTABLE_WRITES = {
     "bool_add_": lambda d: torch.ones(2, dtype=torch.bool, device=d).add_(1),
     "div_": lambda d: torch.ones(2, dtype=torch.long, device=d).div_(2),
     "add_out": lambda d: torch.add(torch.ones(2, device=d), 1, out=torch.empty(2, dtype=torch.long, device=d)),
+    # Before CUDA's "bitwise_and_cuda" dtype refusal: TensorIterator checks the cast first.
+    "iand_float": lambda d: torch.ones(2, dtype=torch.int32, device=d).__iand__(torch.ones(2, device=d)),
+    "bitwise_or_out": lambda d: torch.bitwise_or(
+        torch.ones(2, dtype=torch.int32, device=d), 1.5, out=torch.empty(2, dtype=torch.int32, device=d)
+    ),
 }
 
 

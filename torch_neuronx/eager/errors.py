@@ -152,6 +152,8 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     lowering's ``dtype_rule`` (CUDA's kernel) words it; a Python reference's refusal of a dtype
     CUDA's kernel does not dispatch as that kernel words it
     (:func:`~torch_neuronx.eager.dispatched_dtypes.check_refusal_by_dtype`)."""
+    if isinstance(error, RuntimeError):  # TensorIterator's cast check comes before any kernel's dtypes
+        _raise_cast_error_as_cpu(name, plan, metas, described)
     _raise_dtype_rule_error(plan, metas, error)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
@@ -159,7 +161,6 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_scale_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
         _raise_range_size_error_as_cpu(name, error)
-        _raise_cast_error_as_cpu(name, plan, metas, described)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     if isinstance(error, (RuntimeError, IndexError)):
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)

@@ -141,6 +141,12 @@ class EagerKernel:
         if torch.Tag.pointwise in plan.functional.tags:
             rules.check_pointwise_overlap(plan, values)
         registry.check_dtype_rule(plan.functional, functional_metas)
+        all_results = arguments.flat_tensors(functional_result)
+        fresh = plan.fresh if plan.writes else len(all_results)
+        fresh_metas = memory_formats.result_metas(plan.functional, functional_metas, all_results[:fresh])
+        targets = rules.write_targets(plan, described)
+        # TensorIterator checks that the result casts to an in-place/out= tensor before dispatching.
+        rules.check_result_dtypes(self.name, fresh_metas, all_results[fresh:], targets)
         dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, functional_result)
         if plan.decomposed:
             try:
@@ -151,11 +157,6 @@ class EagerKernel:
         else:
             graph, positions = None, []
             random_elements = engine.op_random_elements(plan.functional, functional_result)
-        all_results = arguments.flat_tensors(functional_result)
-        fresh = plan.fresh if plan.writes else len(all_results)
-        fresh_metas = memory_formats.result_metas(plan.functional, functional_metas, all_results[:fresh])
-        targets = rules.write_targets(plan, described)
-        rules.check_result_dtypes(self.name, fresh_metas, all_results[fresh:], targets)
         host_checks = [] if graph is not None else runners.host_checked_scalars(plan, values, functional_result)
 
         def compute(context: Any, args: list[Any]) -> list[Any]:
