@@ -4,6 +4,8 @@ unique, unique_consecutive, bincount, repeat_interleave (eager/host_ops.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch.utils import _pytree as pytree
@@ -121,6 +123,14 @@ def test_histc_checks_its_arguments_in_cudas_words(bins, low, high, message):
     reversed range and words the others as "histc(): ..."."""
     with pytest.raises(RuntimeError, match=f"^{message}$"):
         torch.histc(torch.ones(3, device="neuron"), bins=bins, min=low, max=high)
+
+
+@pytest.mark.parametrize(("data", "shown"), [([1.0, float("inf")], "1, inf"), ([-float("inf"), 2.5], "-inf, 2.5")])
+def test_histc_of_non_finite_data_raises_at_the_call_in_cudas_words(data, shown):
+    # CUDA reads the data's range back before counting; neuron raised at the next synchronization.
+    values = torch.tensor(data, device="neuron")
+    with pytest.raises(RuntimeError, match=re.escape(f"range of [{shown}] is not finite")):
+        torch.histc(values, bins=4)
 
 
 @pytest.mark.parametrize("density", [False, True])

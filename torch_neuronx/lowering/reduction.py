@@ -478,10 +478,13 @@ def histc(self, bins=100, min=0, max=0):
     left, right = jnp.asarray(float(min), jnp.float32), jnp.asarray(float(max), jnp.float32)
     if min == max and values.size:
         left, right = jnp.min(values), jnp.max(values)
+        shown = [jax.lax.bitcast_convert_type(edge, jnp.uint32).astype(jnp.int64) for edge in (left, right)]
+        # CUDA reads the data's range back (SummaryOps.cu), so the error comes at the call.
         device_check(
             ~(jnp.isfinite(left) & jnp.isfinite(right)),
-            jnp.zeros((), jnp.int64),
-            "range of the data is not finite",  # CUDA's "range of [nan, nan] is not finite", its values unknown here
+            (shown[0] << 32) | shown[1],
+            "range of [{high_float}, {low_float}] is not finite",
+            synchronous=True,
         )
     elif not (math.isfinite(min) and math.isfinite(max)):
         raise RuntimeError(f"torch.histc: range of [{min}, {max}] is not finite")

@@ -83,10 +83,19 @@ def raise_pending(device: int) -> None:
             raise check.error(_describe(device, check))
 
 
+def _float32_text(bits: int) -> str:
+    """The float32 of ``bits`` as ``std::ostream`` prints it (6 significant digits: 1, 0.5, inf)."""
+    return format(float(np.array(bits, np.uint32).view(np.float32)), "g")
+
+
 def _describe(device: int, check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
-    # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})".
-    message = check.message.format(detail=detail, batch=detail >> 32, info=detail & 0xFFFFFFFF)
+    # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})", or
+    # two float32s' bits, printed as C++ streams a float (histc's "range of [1, inf]").
+    high, low = (detail >> 32) & 0xFFFFFFFF, detail & 0xFFFFFFFF
+    message = check.message.format(
+        detail=detail, batch=detail >> 32, info=low, high_float=_float32_text(high), low_float=_float32_text(low)
+    )
     text = f"{check.op} on neuron:{device}: {message}"
     if _LAUNCH_BLOCKING or check.synchronous:
         return text
