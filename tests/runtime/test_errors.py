@@ -438,6 +438,30 @@ def test_shape_errors_raise_as_on_cpu(case):
     assert on_neuron == on_cpu
 
 
+#: Argument errors PyTorch's meta kernels word otherwise (or generically: a negative topk k).
+ARGUMENT_ERRORS = {
+    "cat_sizes": lambda d: torch.cat([torch.zeros(2, 3, device=d), torch.zeros(2, 4, device=d)]),
+    "cat_sizes_dim_1": lambda d: torch.cat([torch.zeros(2, 3, device=d), torch.zeros(4, 4, device=d)], 1),
+    "lerp_end_dtype": lambda d: torch.lerp(torch.zeros(2, device=d), torch.ones(2, dtype=torch.half, device=d), 0.5),
+    "lerp_weight_dtype": lambda d: torch.lerp(
+        torch.zeros(2, device=d), torch.ones(2, device=d), torch.ones(2, dtype=torch.half, device=d)
+    ),
+    "topk_k_too_large": lambda d: torch.ones(2, device=d).topk(3),
+    "topk_k_negative": lambda d: torch.ones(2, device=d).topk(-1),
+    "repeat_negative": lambda d: torch.ones(2, 3, device=d).repeat(-1, 2),
+    "repeat_negative_leading": lambda d: torch.ones(2, device=d).repeat(2, -1),
+    "scatter_reduce_unknown": lambda d: torch.zeros(2, device=d).scatter_reduce(
+        0, torch.tensor([0], device=d), torch.ones(1, device=d), "foo"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENT_ERRORS)
+def test_argument_errors_raise_as_on_cpu(case):
+    on_cpu, on_neuron = _errors_on_cpu_and_neuron(ARGUMENT_ERRORS[case])
+    assert on_neuron == on_cpu
+
+
 MIXED_DTYPE_MATMULS = {
     "mm": lambda d: torch.mm(torch.ones(1, 2, dtype=torch.int32, device=d), torch.ones(2, 1, device=d)),
     "matmul_bf16": lambda d: torch.ones(1, 2, device=d) @ torch.ones(2, 1, dtype=torch.bfloat16, device=d),

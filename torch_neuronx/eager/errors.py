@@ -67,6 +67,25 @@ _REWORDED = (
         re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
         r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
     ),
+    (  # cat's size check in ATen's TensorShape.cpp (check_cat_shape_except_dim)
+        re.compile(
+            r"^Sizes of tensors must match except in dimension (\d+)\. Expected (\d+) in dimension \d+ but got "
+            r"(\d+) for tensor number (\d+) in the list$"
+        ),
+        r"Sizes of tensors must match except in dimension \1. Expected size \2 but got size \3 for tensor number \4 "
+        r"in the list.",
+    ),
+    (  # lerp's structured meta in ATen's Lerp.cpp prints each dtype's TypeMeta
+        re.compile(r"^expected dtype (\w+) for `(end|weight)`, but got dtype (\w+)$"),
+        lambda match: (
+            f"expected dtype {_type_meta(match.group(1))} for `{match.group(2)}` but got dtype "
+            f"{_type_meta(match.group(3))}"
+        ),
+    ),
+    (  # topk's structured meta in ATen's TopKImpl/Sorting.cpp
+        re.compile(r"^k not in range for dimension$"),
+        "selected index k out of range",
+    ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
         lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(
@@ -166,6 +185,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
         _raise_repeated_dim_error_as_cpu(plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
+    _raise_argument_error_as_cpu(plan, metas)
     if isinstance(error, RuntimeError):  # after ATen's checks above, which come before its dispatch
         dispatched_dtypes.check_refusal_by_dtype(plan.functional, plan.functional_args(metas))
     worded = in_aten_words(error)
@@ -363,6 +383,35 @@ def _raise_cast_error_as_cpu(name: str, plan: Plan, metas: list[Any], described:
     targets = rules.write_targets(plan, described)
     if len(written) == len(targets):
         rules.check_result_dtypes(name, [], written, targets)
+
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _raise_argument_error_as_cpu(plan: Plan, metas: list[Any]) -> None:
+    """ATen's words for argument checks PyTorch's meta kernels make generically or in other words:
+    topk's ``k`` range (a negative ``k`` gave "Expected cond to be True"), repeat's negative sizes
+    (ATen makes the result and fails there), scatter_reduce's reduction (named in ATen's message).
+    Returns when none of them refuses the call."""
+    base = schema_of(plan.functional).name.removeprefix("aten::")
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
+    by_name = dict(zip(names, plan.functional_args(metas), strict=False))
+    self = by_name.get("self")
+    if base == "topk" and isinstance(self, torch.Tensor):
+        size = 1 if self.dim() == 0 else self.shape[by_name["dim"] % self.dim()]
+        if not 0 <= by_name["k"] <= size:
+            raise RuntimeError("selected index k out of range") from None
+    elif base == "repeat" and isinstance(self, torch.Tensor):
+        repeats = list(by_name["repeats"])
+        shape = [1] * (len(repeats) - self.dim()) + list(self.shape)
+        sizes = [size * count for size, count in zip(shape, repeats, strict=False)]
+        negative = next((size for size in sizes if size < 0), None)
+        if len(repeats) >= self.dim() and negative is not None:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {negative}: {sizes}") from None
+    elif base == "scatter_reduce" and by_name.get("reduce") not in _REDUCTIONS:
+        raise RuntimeError(
+            f"reduce argument must be either sum, prod, mean, amax or amin, got {by_name['reduce']}"
+        ) from None
 
 
 def _raise_conversion_error_as_cpu(metas: list[Any], error: Exception) -> None:
