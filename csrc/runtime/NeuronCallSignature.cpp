@@ -359,6 +359,17 @@ class Walker {
     } else if (PyLong_Check(obj)) {
       int overflow = 0;
       long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      if (overflow > 0) {
+        // A Scalar may hold a uint64 (c10::Scalar); the op's own checks judge it, as ATen's do.
+        unsigned long long unsigned_value = PyLong_AsUnsignedLongLong(obj);
+        if (unsigned_value == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+          PyErr_Clear();
+          TORCH_CHECK_VALUE(false, op_name_, " on neuron: argument '", spec.name, "' does not fit in uint64");
+        }
+        put_tag('u');
+        put(static_cast<uint64_t>(unsigned_value));
+        return;
+      }
       TORCH_CHECK_VALUE(!overflow, op_name_, " on neuron: argument '", spec.name, "' does not fit in int64");
       put_tag('i');
       put(static_cast<int64_t>(value));

@@ -3,6 +3,7 @@ miss sees of each argument, and the key that tells calls apart."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from torch_neuronx.runtime import arguments
@@ -62,3 +63,14 @@ def test_key_tells_views_dtypes_and_number_types_apart():
     assert key(x[0], x[1]) != key(x[0], x[2])
     assert key(x[0], x[0]) != key(x[0], x[1])
     assert key(x[0], y[0]) != key(x[:, 0], y[0])
+
+
+def test_a_static_number_only_uint64_holds_reaches_the_op():
+    # A Scalar holds uint64 values (c10::Scalar): the key refused them ("does not fit in int64")
+    # where the op computes (a float arange) or raises c10's conversion error (an integer one).
+    expected = torch.arange(0, 2**63, 2**60, dtype=torch.float32)
+    torch.testing.assert_close(torch.arange(0, 2**63, 2**60, dtype=torch.float32, device="neuron").cpu(), expected)
+    with pytest.raises(RuntimeError, match="^value cannot be converted to type int64_t without overflow$"):
+        torch.arange(0, 2**63, device="neuron")
+    with pytest.raises(RuntimeError, match="^invalid size, possible overflow\\?$"):
+        torch.arange(0, 1e20, device="neuron")

@@ -179,7 +179,7 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_complex_parts_error_as_cpu(name, metas, error)
         _raise_scale_error_as_cpu(plan, metas, error)
         _raise_range_dtype_error_as_cpu(name, error)
-        _raise_range_size_error_as_cpu(name, error)
+        _raise_range_size_error_as_cpu(name, metas, error)
         _raise_broadcast_error_as_cpu(plan, metas, described, error)
     if isinstance(error, (RuntimeError, IndexError)):
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
@@ -279,12 +279,18 @@ def _raise_scale_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError)
             raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
 
 
-def _raise_range_size_error_as_cpu(name: str, error: RuntimeError) -> None:
+def _raise_range_size_error_as_cpu(name: str, metas: list[Any], error: RuntimeError) -> None:
     """Raises ATen's error for an arange of more elements than int64 counts ("invalid size, possible
     overflow?", RangeFactories.cpp), where torch/_refs hands the count to prims.iota, whose binding
-    fails to convert it. Returns for other errors."""
-    if name.startswith("aten::arange") and str(error).startswith("prims::iota() Expected a value of type 'int'"):
-        raise RuntimeError("invalid size, possible overflow?") from None
+    fails to convert it; an integer arange given a bound only uint64 holds fails c10's conversion
+    of it to int64 first. Returns for other errors."""
+    if not (name.startswith("aten::arange") and str(error).startswith("prims::iota() Expected a value of type 'int'")):
+        return
+    dtype = next((m for m in metas if isinstance(m, torch.dtype)), None)
+    integral = dtype is None or not (dtype.is_floating_point or dtype.is_complex)
+    if integral and any(isinstance(m, int) and not isinstance(m, bool) and m >= 2**63 for m in metas):
+        raise RuntimeError("value cannot be converted to type int64_t without overflow") from None
+    raise RuntimeError("invalid size, possible overflow?") from None
 
 
 _RANGE_DTYPE = re.compile(
