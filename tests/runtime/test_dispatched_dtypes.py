@@ -81,6 +81,133 @@ REFUSALS = {
         NotImplementedError,
         "\"bessel_j0_cuda\" not implemented for 'Half'",
     ),
+    # JAX's and numpy's errors leaked (TypeError, ValueError, KeyError of numpy.float16).
+    "argmax-of-complex64": (
+        lambda d: torch.ones(3, dtype=torch.complex64, device=d).argmax(),
+        RuntimeError,
+        "argmax(): does not support complex input",
+    ),
+    "erf-of-complex64": (
+        lambda d: torch.erf(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "\"erf_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "i1-of-complex64": (
+        lambda d: torch.special.i1(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "\"i1_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "signbit-of-complex64": (
+        lambda d: torch.signbit(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "signbit is not implemented for complex tensors.",
+    ),
+    "copysign-of-complex64": (
+        lambda d: torch.copysign(torch.ones(3, dtype=torch.complex64, device=d), 1.0),
+        NotImplementedError,
+        "\"copysign_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "round-of-bool": (
+        lambda d: torch.round(torch.ones(3, dtype=torch.bool, device=d)),
+        NotImplementedError,
+        "\"round_cuda\" not implemented for 'Bool'",
+    ),
+    "cholesky-of-float16": (
+        lambda d: torch.linalg.cholesky(torch.eye(3, dtype=torch.float16, device=d)),
+        NotImplementedError,
+        "\"cholesky_cusolver\" not implemented for 'Half'",
+    ),
+    "cholesky-of-int32": (  # the meta's check comes before the kernel's dispatch
+        lambda d: torch.linalg.cholesky(torch.eye(3, dtype=torch.int32, device=d)),
+        RuntimeError,
+        "linalg.cholesky: Expected a floating point or complex tensor as input. Got Int",
+    ),
+    "svdvals-of-bfloat16": (
+        lambda d: torch.linalg.svdvals(torch.eye(3, dtype=torch.bfloat16, device=d)),
+        NotImplementedError,
+        "\"svd_cuda_gesvdjBatched\" not implemented for 'BFloat16'",
+    ),
+    "lu_factor-of-int32": (
+        lambda d: torch.linalg.lu_factor(torch.eye(3, dtype=torch.int32, device=d)),
+        NotImplementedError,
+        "\"lu_factor_cusolver\" not implemented for 'Int'",
+    ),
+    "householder_product-of-int64": (
+        lambda d: torch.linalg.householder_product(
+            torch.ones(3, 2, dtype=torch.int64, device=d), torch.ones(2, dtype=torch.int64, device=d)
+        ),
+        NotImplementedError,
+        "\"orgqr_cuda\" not implemented for 'Long'",
+    ),
+    "scatter_reduce-amax-of-complex64": (
+        lambda d: torch.zeros(3, dtype=torch.complex64, device=d).scatter_reduce(
+            0, torch.zeros(3, dtype=torch.int64, device=d), torch.ones(3, dtype=torch.complex64, device=d), "amax"
+        ),
+        NotImplementedError,
+        "\"cuda_scatter_gather_base_kernel_func\" not implemented for 'ComplexFloat'",
+    ),
+    "scatter_reduce-mean-of-bool": (
+        lambda d: torch.zeros(3, dtype=torch.bool, device=d).scatter_reduce(
+            0, torch.zeros(3, dtype=torch.int64, device=d), torch.ones(3, dtype=torch.bool, device=d), "mean"
+        ),
+        NotImplementedError,
+        "\"cuda_scatter_gather_base_kernel_func\" not implemented for 'Bool'",
+    ),
+    "safe_softmax-of-complex64": (
+        lambda d: torch.ops.aten._safe_softmax(torch.ones(3, dtype=torch.complex64, device=d), 0),
+        NotImplementedError,
+        "\"host_softmax\" not implemented for 'ComplexFloat'",
+    ),
+    # Python references refused in their own words (mean's "could not infer output dtype").
+    "layer_norm-of-int64": (
+        lambda d: torch.nn.functional.layer_norm(torch.ones(2, 3, dtype=torch.int64, device=d), (3,)),
+        NotImplementedError,
+        "\"LayerNormKernelImpl\" not implemented for 'Long'",
+    ),
+    "var_mean-of-int64": (
+        lambda d: torch.var_mean(torch.arange(3, device=d)),
+        RuntimeError,
+        "var_mean only support floating point and complex dtypes",
+    ),
+    "binary_cross_entropy_with_logits-of-int64": (  # the target shares the refused dtype
+        lambda d: torch.nn.functional.binary_cross_entropy_with_logits(
+            torch.arange(3, device=d), torch.arange(3, device=d)
+        ),
+        NotImplementedError,
+        "\"log_sigmoid_forward_cuda\" not implemented for 'Long'",
+    ),
+    "replication_pad-of-bool": (
+        lambda d: torch.nn.functional.pad(torch.ones(1, 2, 3, dtype=torch.bool, device=d), (1, 1), mode="replicate"),
+        NotImplementedError,
+        "\"replication_pad1d_cuda\" not implemented for 'Bool'",
+    ),
+    "logaddexp-of-bool": (
+        lambda d: torch.logaddexp(torch.ones(3, dtype=torch.bool, device=d), torch.ones(3, dtype=torch.bool, device=d)),
+        NotImplementedError,
+        "\"logaddexp_cuda\" not implemented for 'Bool'",
+    ),
+    "cross-of-bool": (
+        lambda d: torch.linalg.cross(
+            torch.ones(3, dtype=torch.bool, device=d), torch.ones(3, dtype=torch.bool, device=d)
+        ),
+        NotImplementedError,
+        "\"cross_cuda\" not implemented for 'Bool'",
+    ),
+    "floor-division-of-complex64": (  # div's rounding_mode picks the kernel
+        lambda d: torch.div(torch.ones(3, dtype=torch.complex64, device=d), 2, rounding_mode="floor"),
+        NotImplementedError,
+        "\"div_floor_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "polar-of-bfloat16-and-float32": (
+        lambda d: torch.polar(torch.ones(3, dtype=torch.bfloat16, device=d), torch.ones(3, device=d)),
+        RuntimeError,
+        "Expected both inputs to be Half, Float or Double tensors but got BFloat16 and Float",
+    ),
+    "solve-of-float16-and-float32": (  # the meta's dtype mismatch comes before the kernel's dispatch
+        lambda d: torch.linalg.solve(torch.eye(3, dtype=torch.float16, device=d), torch.eye(3, device=d)),
+        RuntimeError,
+        "linalg.solve: Expected A and B to have the same dtype, but found A of type Half and B of type Float instead",
+    ),
 }
 
 
@@ -101,6 +228,27 @@ def test_a_dtype_the_cpu_computes_and_cuda_refuses_still_computes():
     torch.testing.assert_close((a.to("neuron") @ a.T.to("neuron")).cpu(), a @ a.T)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(
+            lambda d: torch.div(torch.ones(3, dtype=torch.complex64, device=d), 2, rounding_mode=None),
+            id="true-division",
+        ),
+        pytest.param(
+            lambda d: torch.ones(3, dtype=torch.complex64, device=d).scatter_reduce(
+                0, torch.zeros(3, dtype=torch.int64, device=d), torch.ones(3, dtype=torch.complex64, device=d), "sum"
+            ),
+            id="scatter_reduce-sum",
+        ),
+    ],
+)
+def test_a_kernel_chosen_by_an_argument_refuses_only_when_chosen(call):
+    # div's trunc and floor kernels refuse complex numbers, its true division does not; scatter_reduce's
+    # sum kernel takes them, its amax, amin, prod and mean kernels do not.
+    torch.testing.assert_close(call("neuron").cpu(), call("cpu"))
+
+
 def test_an_empty_input_is_not_refused_as_kernels_return_before_dispatching():
     empty = torch.empty(0, 3, dtype=torch.int64)
     torch.testing.assert_close(torch.softmax(empty.to("neuron"), 1).cpu(), torch.softmax(empty, 1))
@@ -113,6 +261,8 @@ def test_the_table_names_functional_overloads_and_checked_dtypes():
         names = {argument.name for argument in op._schema.arguments}
         for rule in rules:
             assert rule.on == "result" or rule.on in names, f"{op}: no argument {rule.on!r}"
+            if isinstance(rule, Dispatch) and rule.when:
+                assert rule.when[0] in names, f"{op}: no argument {rule.when[0]!r}"
             if isinstance(rule, Dispatch):
                 assert rule.dtypes & VERIFIED, f"{op}: {rule.kernel} dispatches no checked dtype"
             else:

@@ -10,8 +10,8 @@ orderings of complex numbers: results of no defined meaning, which the CPU refus
 :data:`CUDA_DISPATCH` holds, for each functional overload, its CUDA kernel's name and dtypes, read
 from PyTorch's CUDA sources (``aten/src/ATen/native/cuda``; each entry names its file). The eager
 kernel checks a call against it once per call signature, after PyTorch's meta kernel and
-TensorIterator's checks, where ATen's kernel would dispatch (eager/kernel.py). ``torch.compile``
-is not checked: inductor computes what eager CUDA refuses, and so does neuron's compiler.
+TensorIterator's checks, where ATen's kernel would dispatch (eager/kernel.py); a compiled graph
+checks each of its nodes at its first call (dynamo/graph.py), as the same ops raise eagerly.
 
 Dtypes CUDA computes and the CPU refuses are another table's (``testing/cuda_dtypes.py``: the
 CUDA-dtype phase); float64 and complex128 are the FP64 policy's.
@@ -26,6 +26,7 @@ import torch
 
 from torch_neuronx._compat.torch_internals import schema_of
 from torch_neuronx.eager.plan import call
+from torch_neuronx.runtime.arguments import flat_tensors
 from torch_neuronx.runtime.dtypes import aten_name
 
 __all__ = ["CUDA_DISPATCH", "Check", "Dispatch", "check_dispatched_dtype", "check_refusal_by_dtype"]
@@ -56,15 +57,17 @@ class Dispatch:
 
     ``on`` names whose dtype it dispatches on: an argument, or ``"result"`` for TensorIterator's
     common dtype (the op's first result). ``source`` is the kernel's file under
-    ``aten/src/ATen/native/cuda`` (PyTorch 2.4).
+    ``aten/src/ATen/native/cuda`` (PyTorch 2.4). ``when`` is ``(argument, values)`` for a kernel
+    that the op runs only for those values of a string argument (scatter_reduce's ``reduce``).
     """
 
     kernel: str
     dtypes: frozenset[torch.dtype]
     on: str
     source: str
+    when: tuple[str, frozenset[str]] | None = None
 
-    def check(self, dtype: torch.dtype) -> None:
+    def check(self, dtype: torch.dtype, names: dict[str, str] | None = None) -> None:
         if dtype in VERIFIED and dtype not in self.dtypes:
             raise NotImplementedError(f"\"{self.kernel}\" not implemented for '{aten_name(dtype)}'")
 
@@ -72,8 +75,9 @@ class Dispatch:
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A ``TORCH_CHECK`` that refuses ``refused`` dtypes of ``on`` before any dispatch, with its own
-    exception and message (``{dtype}`` is the ATen dtype name): a structured meta that CPU and CUDA
-    share and PyTorch's Python meta kernel lacks, or a CUDA kernel's own check."""
+    exception and message (``{dtype}`` is the ATen dtype name, ``{<argument>}`` that of a tensor
+    argument): a structured meta that CPU and CUDA share and PyTorch's Python meta kernel lacks, or a
+    CUDA kernel's own check."""
 
     refused: frozenset[torch.dtype]
     on: str
@@ -81,9 +85,9 @@ class Check:
     message: str
     source: str
 
-    def check(self, dtype: torch.dtype) -> None:
+    def check(self, dtype: torch.dtype, names: dict[str, str] | None = None) -> None:
         if dtype in self.refused:
-            raise self.exception(self.message.format(dtype=aten_name(dtype)))
+            raise self.exception(self.message.format(dtype=aten_name(dtype), **(names or {})))
 
 
 #: addcdiv's check of integer operands (PointwiseOps.cpp), which CPU and CUDA share.
@@ -94,6 +98,22 @@ _ADDCDIV_MESSAGE = (
     "for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
     "tensor2), for all dtypes."
 )
+
+
+#: polar's ``complex_check_floating`` (TensorFactories.cpp), before CUDA's kernel refuses float16.
+_NOT_HALF_FLOAT_DOUBLE = INTEGRAL | BOOL | COMPLEX | {_BF}
+_POLAR_MESSAGE = "Expected both inputs to be Half, Float or Double tensors but got {abs} and {angle}"
+
+#: ATen's ``checkFloatingOrComplex`` (LinalgUtils.h), made by a linalg op's structured meta on CPU
+#: and CUDA alike, before the dispatch to a kernel that also refuses float16 and bfloat16.
+_LINALG_FLOATING_MESSAGE = "{op}: Expected a floating point or complex tensor as input. Got {{dtype}}"
+
+
+def _linalg_floating_check(op_name: str, on: str) -> Check:
+    """The meta's ``checkFloatingOrComplex(A, op_name)``: integers and bool are refused before the
+    kernel's dispatch, in the meta's words (which the kernel's own refusal must not replace)."""
+    message = _LINALG_FLOATING_MESSAGE.format(op=op_name)
+    return Check(INTEGRAL | BOOL, on, RuntimeError, message, "BatchLinearAlgebra.cpp")
 
 
 def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch | Check, ...]]:
@@ -329,7 +349,27 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.cummin.default, Dispatch("cummin_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "CumminmaxKernel.cu")),
     (
         aten.div.Tensor_mode,
-        Dispatch("div_trunc_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryDivTruncKernel.cu"),
+        Dispatch(
+            "div_trunc_cuda",
+            FLOATING | INTEGRAL | HALVES,
+            "result",
+            "BinaryDivTruncKernel.cu",
+            when=("rounding_mode", frozenset(("trunc",))),
+        ),
+    ),
+    (
+        aten.div.Tensor_mode,
+        Dispatch(
+            "div_floor_cuda",
+            FLOATING | INTEGRAL | HALVES,
+            "result",
+            "BinaryDivFloorKernel.cu",
+            when=("rounding_mode", frozenset(("floor",))),
+        ),
+    ),
+    (
+        aten.floor_divide.default,
+        Dispatch("div_floor_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryDivFloorKernel.cu"),
     ),
     (
         aten.special_entr.default,
@@ -385,6 +425,8 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         aten.special_ndtri.default,
         Dispatch("ndtri_cuda", FLOATING | INTEGRAL | BOOL, "result", "UnarySpecialOpsKernel.cu"),
     ),
+    (aten.polar.default, Check(_NOT_HALF_FLOAT_DOUBLE, "abs", RuntimeError, _POLAR_MESSAGE, "TensorFactories.cpp")),
+    (aten.polar.default, Check(_NOT_HALF_FLOAT_DOUBLE, "angle", RuntimeError, _POLAR_MESSAGE, "TensorFactories.cpp")),
     (aten.polar.default, Dispatch("polar_cuda", FLOATING, "abs", "ComplexKernel.cu")),
     (
         aten.remainder.Tensor,
@@ -545,6 +587,162 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         aten.xlogy.Tensor,
         Dispatch("xlogy_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "BinaryMiscOpsKernels.cu"),
     ),
+    (
+        aten.argmax.default,
+        Check(COMPLEX, "self", RuntimeError, "argmax(): does not support complex input", "ReduceOps.cpp"),
+    ),
+    (
+        aten.argmin.default,
+        Check(COMPLEX, "self", RuntimeError, "argmin(): does not support complex input", "ReduceOps.cpp"),
+    ),
+    (aten.erf.default, Dispatch("erf_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu")),
+    (
+        aten.erfc.default,
+        Dispatch("erfc_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.erfinv.default,
+        Dispatch("erfinv_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.lgamma.default,
+        Dispatch("lgamma_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnaryGammaKernels.cu"),
+    ),
+    (
+        aten.digamma.default,
+        Dispatch("digamma_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnaryGammaKernels.cu"),
+    ),
+    (aten.i0.default, Dispatch("i0_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu")),
+    (
+        aten.special_i0e.default,
+        Dispatch("i0e_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.special_i1.default,
+        Dispatch("i1_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.special_i1e.default,
+        Dispatch("i1e_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
+    ),
+    (
+        aten.signbit.default,
+        Check(COMPLEX, "self", NotImplementedError, "signbit is not implemented for complex tensors.", "UnaryOps.cpp"),
+    ),
+    (
+        (aten.copysign.Tensor, aten.copysign.Scalar),
+        Dispatch("copysign_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "CopysignKernel.cu"),
+    ),
+    # round_out copies integers without dispatching (UnaryOps.cpp); bool and complex reach the kernel.
+    (aten.round.default, Dispatch("round_cuda", FLOATING | INTEGRAL | HALVES, "self", "UnaryFractionKernels.cu")),
+    # The CPU's OpInfo lists every dtype, but its samples are float32 whatever the dtype asked:
+    # the CPU's kernel refuses integers and bool as CUDA's does.
+    (aten._safe_softmax.default, Dispatch("host_softmax", FLOATING | HALVES, "result", "SoftMax.cu")),
+    (
+        aten.native_layer_norm.default,
+        Dispatch("LayerNormKernelImpl", FLOATING | HALVES, "input", "layer_norm_kernel.cu"),
+    ),
+    # scatter_reduce's amax, amin, prod and mean run cuda_scatter_gather_base_kernel's generic
+    # reduction (AT_DISPATCH_ALL_TYPES_AND2); sum runs its ReduceAdd one, which takes every dtype.
+    (
+        aten.scatter_reduce.two,
+        Dispatch(
+            "cuda_scatter_gather_base_kernel_func",
+            FLOATING | INTEGRAL | BOOL | HALVES,
+            "self",
+            "ScatterGatherKernel.cu",
+            when=("reduce", frozenset(("amax", "amin", "prod"))),
+        ),
+    ),
+    (
+        aten.scatter_reduce.two,
+        Dispatch(
+            "cuda_scatter_gather_base_kernel_func",
+            FLOATING | INTEGRAL | HALVES,
+            "self",
+            "ScatterGatherKernel.cu",
+            when=("reduce", frozenset(("mean",))),
+        ),
+    ),
+    (
+        aten.var_mean.correction,
+        Check(
+            INTEGRAL | BOOL,
+            "self",
+            RuntimeError,
+            "var_mean only support floating point and complex dtypes",
+            "ReduceOps.cpp",
+        ),
+    ),
+    (
+        aten.std_mean.correction,
+        Check(
+            INTEGRAL | BOOL,
+            "self",
+            RuntimeError,
+            "std_mean only support floating point and complex dtypes",
+            "ReduceOps.cpp",
+        ),
+    ),
+    (
+        aten.replication_pad1d.default,
+        Dispatch("replication_pad1d_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReplicationPadding.cu"),
+    ),
+    (
+        aten.replication_pad2d.default,
+        Dispatch("replication_pad2d_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReplicationPadding.cu"),
+    ),
+    (
+        aten.replication_pad3d.default,
+        Dispatch("replication_pad3d_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "ReplicationPadding.cu"),
+    ),
+    (aten.logaddexp.default, Dispatch("logaddexp_cuda", FLOATING | COMPLEX | HALVES, "result", "LogAddExpKernel.cu")),
+    (aten.logaddexp2.default, Dispatch("logaddexp2_cuda", FLOATING | HALVES, "result", "LogAddExpKernel.cu")),
+    (
+        aten.linalg_cross.default,
+        Dispatch("cross_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "CrossKernel.cu"),
+    ),
+    # Linear algebra: the cuSOLVER kernels (linalg/BatchLinearAlgebraLib.cpp) that CUDA's default
+    # backend runs for one small square matrix (up to 32 by 32 for the SVD). Other shapes and batches
+    # may run another cuSOLVER, cuBLAS or MAGMA kernel (lu_factor_magma_batched for a rectangular
+    # LU), which dispatches the same dtypes under its own name.
+    (aten.cholesky.default, Dispatch("cholesky_cusolver", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLib.cpp")),
+    (aten.linalg_cholesky_ex.default, _linalg_floating_check("linalg.cholesky", "self")),
+    (
+        aten.linalg_cholesky_ex.default,
+        Dispatch("cholesky_cusolver", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (
+        (aten.linalg_lu.default, aten.linalg_lu_factor_ex.default),
+        Dispatch("lu_factor_cusolver", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (aten._linalg_solve_ex.default, _linalg_floating_check("linalg.solve", "A")),
+    (aten._linalg_det.default, _linalg_floating_check("linalg.det", "A")),
+    (
+        (aten._linalg_solve_ex.default, aten._linalg_det.default),
+        Dispatch("lu_factor_cusolver", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (aten._linalg_svd.default, _linalg_floating_check("linalg.svd", "A")),
+    (
+        aten._linalg_svd.default,
+        Dispatch("svd_cuda_gesvdjBatched", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (aten.linalg_qr.default, _linalg_floating_check("linalg.qr", "A")),
+    (aten.linalg_qr.default, Dispatch("geqrf_cuda", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp")),
+    (
+        aten.linalg_householder_product.default,
+        Dispatch("orgqr_cuda", FLOATING | COMPLEX, "input", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (aten.ormqr.default, Dispatch("orgmr_cuda", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLib.cpp")),
+    (
+        aten._linalg_eigh.default,
+        Dispatch("linalg_eigh_cuda", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp"),
+    ),
+    # Integers and bool never reach the kernel: linalg_eig's toComplexType refuses them first.
+    (
+        aten.linalg_eig.default,
+        Dispatch("linalg_eig_out_cuda", FLOATING | COMPLEX | INTEGRAL | BOOL, "self", "BatchLinearAlgebra.cpp"),
+    ),
 )
 
 
@@ -568,7 +766,7 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
         return
     names = [argument.name for argument in schema_of(op).arguments]
     arguments = dict(zip(names, metas, strict=False))
-    for rule in rules:
+    for rule in _applying(rules, arguments):
         if rule.on == "result" and result is not None:
             tensor = result[0] if isinstance(result, (tuple, list)) else result
         elif rule.on == "result":  # the meta kernel refused: the result's dtype is its input's
@@ -579,16 +777,17 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
             continue
         if isinstance(rule, Dispatch) and tensor.numel() == 0:
             continue  # kernels return before dispatching when there is nothing to compute
-        rule.check(tensor.dtype)
+        rule.check(tensor.dtype, _dtype_names(arguments))
 
 
 def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:
     """Raises CUDA's dtype error for a call PyTorch's meta kernel refused, if the dtype caused the
     refusal: when CUDA's kernel refuses the dtype and the meta kernel accepts the same call with the
-    refused tensor in float32. Python references refuse such dtypes in their own words, deeper in
+    refused tensor (alone, or with the tensors that share its dtype) in float32 (float64 where
+    another tensor is float32). Python references refuse such dtypes in their own words, deeper in
     (mean's "could not infer output dtype" for group_norm of integers, "Subtraction ... with two
     bool tensors" for frac of bool), where CUDA's dispatch names its kernel. Returns otherwise: the
-    meta kernel's error then stands (a shape error comes before any dispatch).
+    meta kernel's error then stands (a shape error, or a dtype mismatch, comes before any dispatch).
 
     Raises:
         NotImplementedError, RuntimeError: CUDA's error, as :func:`check_dispatched_dtype`.
@@ -597,12 +796,29 @@ def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:
         check_dispatched_dtype(op, metas, None)
     except RuntimeError as cuda_error:  # NotImplementedError too
         refused = _refused_tensor(op, metas)
-        accepted = [torch.empty_like(m, dtype=torch.float32) if m is refused else m for m in metas]
-        try:
-            call(op, accepted)
-        except Exception:  # noqa: BLE001 - refused for another reason too: the meta's error stands
+        if refused is None:
             return
-        raise cuda_error from None
+        dtype = _substitute_dtype(refused, metas)
+        alone = [torch.empty_like(m, dtype=dtype) if m is refused else m for m in metas]
+        shared = [  # with the tensors that share its dtype: binary_cross_entropy_with_logits' target
+            torch.empty_like(m, dtype=dtype) if isinstance(m, torch.Tensor) and m.dtype == refused.dtype else m
+            for m in metas
+        ]
+        for accepted in (alone, shared):
+            try:
+                call(op, accepted)
+            except Exception:  # noqa: BLE001, S112 - refused for another reason too
+                continue
+            raise cuda_error from None
+
+
+def _substitute_dtype(refused: Any, metas: list[Any]) -> torch.dtype:
+    """The dtype the refused tensor takes to ask the meta kernel whether its dtype caused the
+    refusal: float32, or float64 where a tensor argument of another dtype is float32, so that a
+    mismatch of the two (``linalg.solve`` of a float16 ``A`` and a float32 ``B``) stays the meta's
+    error, as ATen's same-dtype checks come before its dispatch."""
+    others = {m.dtype for m in flat_tensors(metas) if isinstance(m, torch.Tensor)} - {refused.dtype}
+    return torch.float64 if torch.float32 in others else torch.float32
 
 
 def _refused_tensor(op: Any, metas: list[Any]) -> Any:
@@ -610,12 +826,27 @@ def _refused_tensor(op: Any, metas: list[Any]) -> Any:
     rule on the result, whose dtype is then its input's)."""
     names = [argument.name for argument in schema_of(op).arguments]
     arguments = dict(zip(names, metas, strict=False))
-    for rule in CUDA_DISPATCH[op]:
+    for rule in _applying(CUDA_DISPATCH[op], arguments):
         name = rule.on if rule.on != "result" else ("self" if "self" in arguments else "input")
         tensor = arguments.get(name)
         if isinstance(tensor, torch.Tensor):
             try:
-                rule.check(tensor.dtype)
+                rule.check(tensor.dtype, _dtype_names(arguments))
             except RuntimeError:
                 return tensor
     return None
+
+
+def _dtype_names(arguments: dict[str, Any]) -> dict[str, str]:
+    """Tensor argument -> its ATen dtype name, for a :class:`Check`'s message."""
+    return {name: aten_name(value.dtype) for name, value in arguments.items() if isinstance(value, torch.Tensor)}
+
+
+def _applying(rules: tuple[Dispatch | Check, ...], arguments: dict[str, Any]) -> list[Dispatch | Check]:
+    """The rules whose kernel the call runs: a :class:`Dispatch` with ``when`` applies only for
+    those values of its argument."""
+    return [
+        rule
+        for rule in rules
+        if not (isinstance(rule, Dispatch) and rule.when) or arguments.get(rule.when[0]) in rule.when[1]
+    ]
