@@ -208,6 +208,27 @@ REFUSALS = {
         RuntimeError,
         "linalg.solve: Expected A and B to have the same dtype, but found A of type Half and B of type Float instead",
     ),
+    # unique's host computation sorts: CUDA's unique kernels refuse complex before sorting.
+    "unique-of-complex64": (
+        lambda d: torch.unique(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "\"unique\" not implemented for 'ComplexFloat'",
+    ),
+    "unique-dim-of-complex64": (
+        lambda d: torch.unique(torch.ones(3, dtype=torch.complex64, device=d), dim=0),
+        NotImplementedError,
+        "\"unique_dim\" not implemented for 'ComplexFloat'",
+    ),
+    "unique-consecutive-of-complex64": (
+        lambda d: torch.unique_consecutive(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "\"unique\" not implemented for 'ComplexFloat'",
+    ),
+    "round-of-complex64": (
+        lambda d: torch.round(torch.ones(3, dtype=torch.complex64, device=d)),
+        NotImplementedError,
+        "\"round_cuda\" not implemented for 'ComplexFloat'",
+    ),
 }
 
 

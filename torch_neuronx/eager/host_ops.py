@@ -14,7 +14,7 @@ import torch
 
 from torch_neuronx.eager import rules, tracking
 from torch_neuronx.runtime import buffers
-from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype, numpy_to_torch
+from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype, numpy_to_torch
 
 aten = torch.ops.aten
 
@@ -123,12 +123,24 @@ def _empty_index(tensor: torch.Tensor, shape: tuple[int, ...] = (0,)) -> torch.T
     return torch.zeros(shape, dtype=torch.int64, device=tensor.device)
 
 
+def _refuse_complex(tensor: torch.Tensor, kernel: str) -> None:
+    """CUDA's unique kernels dispatch no complex dtype (Unique.cu: ``AT_ALL_TYPES``, bool, half and
+    the unsigned types), and the CPU's none either: their dispatch error, before anything else.
+
+    Raises:
+        NotImplementedError: ``"unique" not implemented for 'ComplexFloat'``.
+    """
+    if tensor.dtype.is_complex:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(tensor.dtype)}'")
+
+
 def _unique_consecutive(
     tensor: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``torch.unique_consecutive``: (the first of each run of equal consecutive elements, or slices
     along ``dim``; the run of each element when ``return_inverse``; each run's length when
     ``return_counts``); results not asked for are empty, as on CPU."""
+    _refuse_complex(tensor, "unique" if dim is None else "unique_dim")
     tracking.executed["aten::unique_consecutive"] += 1
     if dim is None:
         flat = tensor.reshape(-1)
@@ -169,6 +181,7 @@ def _unique2(
     """``torch.unique`` without ``dim``: the distinct elements in ascending order (also for
     ``sorted=False``, whose order PyTorch leaves unspecified); each NaN is distinct, as on CPU; the
     inverse (input-shaped) and counts are empty unless asked for."""
+    _refuse_complex(tensor, "unique")
     tracking.executed["aten::_unique2"] += 1
     return _distinct(tensor, return_inverse, return_counts)
 
@@ -178,6 +191,7 @@ def _unique(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch._unique``, the older overload (``index_fill``'s backward calls it): :func:`_unique2`
     without the counts."""
+    _refuse_complex(tensor, "unique")
     tracking.executed["aten::_unique"] += 1
     values, inverse, _ = _distinct(tensor, return_inverse, return_counts=False)
     return values, inverse
@@ -208,6 +222,7 @@ def _unique_dim(
     inverse and the counts (always computed, as on CPU). Slices holding NaN are distinct; where they
     sort among the others PyTorch leaves undefined (its comparison is not an order with NaN), here
     NaN sorts as the largest value."""
+    _refuse_complex(tensor, "unique_dim")
     tracking.executed["aten::unique_dim"] += 1
     dim = _unique_dim_checks(tensor, dim)
     n = tensor.shape[dim]

@@ -170,11 +170,11 @@ def sgn(self):
 
 
 def _not_complex(arguments: dict) -> None:
-    """round's dtype rule: CPU and CUDA have no complex kernel (NotImplementedError, their dispatch
-    macro's "not implemented for 'ComplexFloat'")."""
+    """round's dtype rule: CPU and CUDA have no complex kernel (NotImplementedError, CUDA's dispatch
+    macro's "round_cuda" not implemented for 'ComplexFloat', UnaryFractionKernels.cu)."""
     dtype = arguments["self"].dtype
     if dtype.is_complex:
-        raise NotImplementedError(f"\"round\" not implemented for '{aten_name(dtype)}'")
+        raise NotImplementedError(f"\"round_cuda\" not implemented for '{aten_name(dtype)}'")
 
 
 @lowering(aten.round.default, promotion=Promotion.DEFAULT, dtype_rule=_not_complex)
