@@ -224,6 +224,11 @@ REFUSALS = {
         NotImplementedError,
         "\"unique\" not implemented for 'ComplexFloat'",
     ),
+    "tril-indices-of-float32": (  # a factory: PyTorch's meta refuses it as a RuntimeError
+        lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d),
+        NotImplementedError,
+        "\"tril_indices_cuda\" not implemented for 'Float'",
+    ),
     "round-of-complex64": (
         lambda d: torch.round(torch.ones(3, dtype=torch.complex64, device=d)),
         NotImplementedError,

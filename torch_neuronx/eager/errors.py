@@ -97,6 +97,12 @@ _REWORDED = (
 #: Python meta kernels' errors that ATen raises as another exception type: (type, pattern) -> ATen's
 #: type and message (a template of the pattern's groups).
 _RETYPED: tuple[tuple[type[Exception], re.Pattern[str], type[Exception], str], ...] = (
+    (  # CUDA's AT_DISPATCH_INDEX_TYPES in cuda/TensorFactories.cu; PyTorch's meta raises RuntimeError
+        RuntimeError,
+        re.compile(r"\"(tril|triu)_indices\" not implemented for '(\w+)'"),
+        NotImplementedError,
+        "\"\\1_indices_cuda\" not implemented for '\\2'",
+    ),
     (  # clamp's structured meta in ATen's TensorCompare.cpp; torch/_refs raises ValueError
         ValueError,
         re.compile(r"clamp called but both min and max are none!"),
@@ -133,11 +139,11 @@ def in_aten_words(error: Exception) -> Exception:
     """``error`` with sizes and dtypes printed as ATen prints them (``[5, 0]``, ``Long``) and the
     wordings in ``_REWORDED`` replaced by ATen's; the same exception when nothing changes."""
     message = str(error)
+    worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for meta_type, pattern, aten_type, aten_message in _RETYPED:
-        match = pattern.fullmatch(message) if type(error) is meta_type else None
+        match = pattern.fullmatch(worded) if type(error) is meta_type else None
         if match is not None:
             return aten_type(match.expand(aten_message))
-    worded = _DTYPE.sub(_dtype_word, _SIZE.sub(r"\1", _joined(message)))
     for pattern, replacement in _REWORDED:
         worded = pattern.sub(replacement, worded)
     if worded == message or type(error) not in (RuntimeError, ValueError, IndexError):
