@@ -27,6 +27,7 @@ from torch_neuronx.eager import dispatched_dtypes, errors, memory_formats, rules
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
+from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
 #: The warning that Python meta kernels give for an ``out=`` tensor they resize (torch._prims_common
@@ -118,6 +119,11 @@ class EagerKernel:
                     )
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
                 refused = RuntimeError(str(error))
+            except KeyError as error:  # a Python meta kernel's complex counterpart of a real dtype
+                if not (error.args and isinstance(error.args[0], torch.dtype)):
+                    raise
+                # ATen's toComplexType (c10/core/ScalarType.h), which linalg_eig's meta calls first
+                refused = RuntimeError(f"Unknown Complex ScalarType for {aten_name(error.args[0])}")
             except NotImplementedError:  # a RuntimeError too, handled below
                 raise
             except TypeError:  # a Python meta kernel's own failure (torch.finfo of an integer)
