@@ -291,3 +291,19 @@ def test_compiled_sdpa_refuses_heads_without_enable_gqa():
     # Dynamo's fake-tensor run of the math path raises PyTorch's words, as for CUDA tensors.
     with pytest.raises(Exception, match="Attempting to broadcast a dimension of length 2"):
         compiled(query, key, key)
+
+
+def test_transformer_encoder_inference_with_a_padding_mask():
+    # nn.TransformerEncoder's eval fast path lists neuron among its devices and made a nested tensor
+    # from the padding mask, which neuron does not hold: every such call failed. Neuron declines the
+    # fast path; the standard path's values equal the CPU's at every position the mask keeps (the
+    # CPU's nested path writes zeros at the padded ones, its standard path does not).
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    x, padding = torch.randn(2, 3, 8), torch.tensor([[False, False, False], [False, True, True]])
+    with torch.no_grad():
+        expected = encoder(x, src_key_padding_mask=padding)
+        actual = encoder.to("neuron")(x.to("neuron"), src_key_padding_mask=padding.to("neuron")).cpu()
+    kept = ~padding
+    torch.testing.assert_close(actual[kept], expected[kept])

@@ -446,7 +446,18 @@ def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., t
     return index_put
 
 
+def _nested_tensor_from_mask_left_aligned(tensor: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Always False on neuron, which holds no nested tensors (decision 8's layouts): it is what
+    ``nn.TransformerEncoder``'s inference fast path asks before turning its input into a nested
+    tensor by the padding mask, and the answer sends it down the standard path, whose values are the
+    same. The fast path listed neuron among its devices and failed ("nested tensors are not
+    supported on neuron") for every eval-mode call with a ``src_key_padding_mask``."""
+    tracking.executed["aten::_nested_tensor_from_mask_left_aligned"] += 1
+    return False
+
+
 KERNELS = {
+    aten._nested_tensor_from_mask_left_aligned.default: _nested_tensor_from_mask_left_aligned,
     aten._local_scalar_dense.default: _local_scalar_dense,
     aten.nonzero.default: _nonzero,
     aten.masked_select.default: _masked_select,
