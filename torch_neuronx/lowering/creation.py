@@ -96,11 +96,29 @@ def empty_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, m
     return jnp.zeros(self.shape)
 
 
-@lowering(aten.arange.start_step, static=("start", "end", "step"), result_dtype=True)
+def _int64_bounds(arguments: dict) -> None:
+    """A range factory of an integer result converts its bounds to int64 first (c10's checked
+    conversion), before any tracing: a bound only uint64 holds is refused.
+
+    Raises:
+        RuntimeError: "value cannot be converted to type int64_t without overflow".
+    """
+    bounds = [arguments.get(name) for name in ("start", "end", "step")]
+    dtype = arguments.get("dtype")
+    integral = (dtype is None and not any(isinstance(v, (float, complex)) for v in bounds)) or (
+        dtype is not None and not (dtype.is_floating_point or dtype.is_complex)
+    )
+    if integral:
+        for value in bounds:
+            _beyond_int64_as_float(value, jnp.int64)
+
+
+@lowering(aten.arange.start_step, static=("start", "end", "step"), result_dtype=True, dtype_rule=_int64_bounds)
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step).
     An integer result truncates ``start`` and ``step`` to integers first, as the CPU kernel does
     (it accumulates in the dtype's acc_type, int64): arange(-0.9, 2.1, 2.0, dtype=int8) is [0, 2]."""
+    start, end, step = (_beyond_int64_as_float(value, result_dtype) for value in (start, end, step))
     count = max(int(np.ceil((end - start) / step)), 0)
     if jnp.issubdtype(result_dtype, jnp.integer):
         start, end, step = int(start), int(end), int(step)
@@ -116,6 +134,21 @@ def _is_float(*values) -> bool:
     return any(isinstance(v, float) for v in values)
 
 
+def _beyond_int64_as_float(value, result_dtype):
+    """A bound as a range factory's kernel reads it: an int that only uint64 holds (a Scalar may
+    carry one) is converted to double for a floating result (the CPU computes in double), and
+    refused for an integer one by c10's checked conversion to int64.
+
+    Raises:
+        RuntimeError: "value cannot be converted to type int64_t without overflow".
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or -(2**63) <= value < 2**63:
+        return value
+    if jnp.issubdtype(result_dtype, jnp.integer):
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
+    return float(value)
+
+
 @lowering(prims.iota.default, static=("length", "start", "step"))
 def iota(length, *, start, step, dtype, device, requires_grad):
     return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
@@ -128,6 +161,7 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
     dtype first with c10's overflow check (``checked``: linspace(0, 255, 7, dtype=int8) raises), so an
     integer result starts from the converted values (a negative start of an unsigned result wraps:
     linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does."""
+    start, end = (_beyond_int64_as_float(value, result_dtype) for value in (start, end))
     if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
         start, end = (int(np.asarray(int(value), np.int64).astype(result_dtype)) for value in (start, end))
     if steps == 1:
