@@ -229,6 +229,21 @@ REFUSALS = {
         NotImplementedError,
         "\"tril_indices_cuda\" not implemented for 'Float'",
     ),
+    "fmod-of-complex64-and-a-number": (  # JAX's "rem does not accept dtype complex64" leaked
+        lambda d: torch.fmod(torch.ones(3, dtype=torch.complex64, device=d), 2),
+        NotImplementedError,
+        "\"fmod_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "remainder-of-complex64-and-a-number": (
+        lambda d: torch.ones(3, dtype=torch.complex64, device=d) % 2,
+        NotImplementedError,
+        "\"remainder_cuda\" not implemented for 'ComplexFloat'",
+    ),
+    "searchsorted-of-bool": (  # on the promoted dtype of both operands
+        lambda d: torch.searchsorted(torch.tensor([False, True], device=d), torch.tensor([True], device=d)),
+        NotImplementedError,
+        "\"searchsorted_out_cuda\" not implemented for 'Bool'",
+    ),
     "round-of-complex64": (
         lambda d: torch.round(torch.ones(3, dtype=torch.complex64, device=d)),
         NotImplementedError,
@@ -246,6 +261,27 @@ def test_dtypes_cuda_and_the_cpu_refuse_raise_cudas_error(case):
         call("neuron")
     assert str(refused.value) == message
     assert not getattr(refused.value, "__notes__", None)  # raised before tracing: no JAX notes
+
+
+#: Calls a rule on one operand would refuse, which the CPU computes: addcdiv refuses only two
+#: integer operands, bucketize and searchsorted dispatch on their operands' promoted dtype.
+COMPUTED_BY_OPERANDS = {
+    "addcdiv-of-an-integer-and-a-float": lambda d: torch.addcdiv(
+        torch.ones(2, device=d), torch.tensor([1, 2], device=d), torch.tensor([2.0, 4.0], device=d)
+    ),
+    "bucketize-of-bool-in-integers": lambda d: torch.bucketize(
+        torch.tensor([True, False], device=d), torch.tensor([0, 1], device=d)
+    ),
+    "searchsorted-of-bool-in-integers": lambda d: torch.searchsorted(
+        torch.tensor([0, 1], device=d), torch.tensor([True], device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", COMPUTED_BY_OPERANDS)
+def test_a_rule_on_several_operands_lets_what_the_cpu_computes(case):
+    call = COMPUTED_BY_OPERANDS[case]
+    torch.testing.assert_close(call("neuron").cpu(), call("cpu"))
 
 
 def test_a_dtype_the_cpu_computes_and_cuda_refuses_still_computes():
@@ -286,7 +322,10 @@ def test_the_table_names_functional_overloads_and_checked_dtypes():
         assert not op._schema.is_mutable, f"{op} is not functional"
         names = {argument.name for argument in op._schema.arguments}
         for rule in rules:
-            assert rule.on == "result" or rule.on in names, f"{op}: no argument {rule.on!r}"
+            on = rule.on if isinstance(rule.on, tuple) else (rule.on,)
+            assert on == ("result",) or set(on) <= names, f"{op}: no argument {rule.on!r}"
+            if isinstance(rule, Check):
+                assert set(rule.together) <= names, f"{op}: no argument in {rule.together!r}"
             if isinstance(rule, Dispatch) and rule.when:
                 assert rule.when[0] in names, f"{op}: no argument {rule.when[0]!r}"
             if isinstance(rule, Dispatch):

@@ -23,6 +23,7 @@ import torch.fx
 
 from torch_neuronx import _C, _config
 from torch_neuronx._compat.torch_internals import (
+    OpOverload,
     dynamo_disabled,
     fake_like,
     make_fx,
@@ -32,7 +33,7 @@ from torch_neuronx._compat.torch_internals import (
     without_aot_first_call_analysis,
 )
 from torch_neuronx.eager import dispatched_dtypes
-from torch_neuronx.lowering import engine
+from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
@@ -129,10 +130,15 @@ def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
         NotImplementedError, RuntimeError: CUDA's exception and message.
     """
     for node in graph.graph.nodes:
-        if node.op != "call_function" or node.target not in dispatched_dtypes.CUDA_DISPATCH:
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
+        checks_rule = registry.LOWERINGS.get(node.target) is not None or node.target in registry.DECOMPOSED_DTYPE_RULES
+        if not checks_rule and node.target not in dispatched_dtypes.CUDA_DISPATCH:
+            continue
+        values = _schema_values(node)
         try:
-            dispatched_dtypes.check_dispatched_dtype(node.target, _schema_values(node), node.meta.get("val"))
+            registry.check_dtype_rule(node.target, values)  # ATen's own checks first, as eagerly
+            dispatched_dtypes.check_dispatched_dtype(node.target, values, node.meta.get("val"))
         except RuntimeError as error:
             error.add_note(f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})")
             raise

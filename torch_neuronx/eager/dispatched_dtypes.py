@@ -20,6 +20,7 @@ CUDA-dtype phase); float64 and complex128 are the FP64 policy's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import torch
@@ -55,15 +56,16 @@ class Dispatch:
     """The dtypes one CUDA kernel's ``AT_DISPATCH`` macro dispatches: any other raises
     ``NotImplementedError: "<kernel>" not implemented for '<Dtype>'``.
 
-    ``on`` names whose dtype it dispatches on: an argument, or ``"result"`` for TensorIterator's
-    common dtype (the op's first result). ``source`` is the kernel's file under
+    ``on`` names whose dtype it dispatches on: an argument, ``"result"`` for TensorIterator's
+    common dtype (the op's first result), or a tuple of arguments whose dtypes the kernel promotes
+    to one first. ``source`` is the kernel's file under
     ``aten/src/ATen/native/cuda`` (PyTorch 2.4). ``when`` is ``(argument, values)`` for a kernel
     that the op runs only for those values of a string argument (scatter_reduce's ``reduce``).
     """
 
     kernel: str
     dtypes: frozenset[torch.dtype]
-    on: str
+    on: str | tuple[str, ...]
     source: str
     when: tuple[str, frozenset[str]] | None = None
 
@@ -84,6 +86,7 @@ class Check:
     exception: type[Exception]
     message: str
     source: str
+    together: tuple[str, ...] = ()  # arguments that must be of a refused dtype too (addcdiv's operands)
 
     def check(self, dtype: torch.dtype, names: dict[str, str] | None = None) -> None:
         if dtype in self.refused:
@@ -247,8 +250,14 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (aten.round.decimals, Dispatch("round_cuda", FLOATING | HALVES, "result", "UnaryFractionKernels.cu")),
     (
-        aten.bucketize.Tensor,
-        Dispatch("searchsorted_out_cuda", FLOATING | INTEGRAL | HALVES, "self", "Bucketization.cu"),
+        aten.bucketize.Tensor,  # on the promoted dtype: Bucketization.cu promotes both first
+        Dispatch("searchsorted_out_cuda", FLOATING | INTEGRAL | HALVES, ("self", "boundaries"), "Bucketization.cu"),
+    ),
+    (
+        aten.searchsorted.Tensor,
+        Dispatch(
+            "searchsorted_out_cuda", FLOATING | INTEGRAL | HALVES, ("sorted_sequence", "self"), "Bucketization.cu"
+        ),
     ),
     (
         aten.special_shifted_chebyshev_polynomial_v.default,
@@ -375,7 +384,10 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         aten.special_entr.default,
         Dispatch("entr_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),
     ),
-    (aten.fmod.Tensor, Dispatch("fmod_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu")),
+    (
+        (aten.fmod.Tensor, aten.fmod.Scalar),
+        Dispatch("fmod_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu"),
+    ),
     (aten.glu.default, Dispatch("glu_cuda", FLOATING | HALVES, "result", "ActivationGluKernel.cu")),
     (
         aten.hardshrink.default,
@@ -429,7 +441,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.polar.default, Check(_NOT_HALF_FLOAT_DOUBLE, "angle", RuntimeError, _POLAR_MESSAGE, "TensorFactories.cpp")),
     (aten.polar.default, Dispatch("polar_cuda", FLOATING, "abs", "ComplexKernel.cu")),
     (
-        aten.remainder.Tensor,
+        (aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor),
         Dispatch("remainder_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu"),
     ),
     (
@@ -474,7 +486,10 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         (aten.sort.default, aten.sort.stable),
         Check(COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
     ),
-    (aten.addcdiv.default, Check(INTEGRAL | BOOL, "tensor1", RuntimeError, _ADDCDIV_MESSAGE, "PointwiseOps.cpp")),
+    (  # refused only when both operands are integers (bool counts as one)
+        aten.addcdiv.default,
+        Check(INTEGRAL | BOOL, "tensor1", RuntimeError, _ADDCDIV_MESSAGE, "PointwiseOps.cpp", ("tensor2",)),
+    ),
     (
         aten.fmin.default,
         Check(COMPLEX, "self", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
@@ -767,17 +782,29 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
     names = [argument.name for argument in schema_of(op).arguments]
     arguments = dict(zip(names, metas, strict=False))
     for rule in _applying(rules, arguments):
-        if rule.on == "result" and result is not None:
-            tensor = result[0] if isinstance(result, (tuple, list)) else result
-        elif rule.on == "result":  # the meta kernel refused: the result's dtype is its input's
-            tensor = arguments.get("self", arguments.get("input"))
+        if isinstance(rule.on, tuple):  # the kernel dispatches on its operands' promoted dtype
+            operands = [arguments.get(name) for name in rule.on]
+            if not all(isinstance(operand, torch.Tensor) for operand in operands):
+                continue
+            tensor, dtype = operands[0], functools.reduce(torch.promote_types, (o.dtype for o in operands))
         else:
-            tensor = arguments.get(rule.on)
-        if not isinstance(tensor, torch.Tensor):
-            continue
+            if rule.on == "result" and result is not None:
+                tensor = result[0] if isinstance(result, (tuple, list)) else result
+            elif rule.on == "result":  # the meta kernel refused: the result's dtype is its input's
+                tensor = arguments.get("self", arguments.get("input"))
+            else:
+                tensor = arguments.get(rule.on)
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            dtype = tensor.dtype
         if isinstance(rule, Dispatch) and tensor.numel() == 0:
             continue  # kernels return before dispatching when there is nothing to compute
-        rule.check(tensor.dtype, _dtype_names(arguments))
+        if isinstance(rule, Check) and not all(
+            isinstance(arguments.get(name), torch.Tensor) and arguments[name].dtype in rule.refused
+            for name in rule.together
+        ):
+            continue
+        rule.check(dtype, _dtype_names(arguments))
 
 
 def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:
