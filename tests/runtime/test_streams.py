@@ -136,6 +136,17 @@ def test_earliest_fault_is_raised_first_and_the_runtime_carries_on():
     del first, second
 
 
+def test_repeats_of_one_fault_raise_once():
+    # A compiled one_hot of a constant out of range: tracing evaluated its check on the constant
+    # four times, and each later unrelated op raised one of them again.
+    ones, index = torch.ones(4, device="neuron"), torch.tensor([9], device="neuron")
+    for _ in range(3):
+        torch.index_select(ones, 0, index)
+    with pytest.raises(IndexError, match="aten::index_select.default"):
+        torch.neuron.synchronize()
+    torch.testing.assert_close((ones * 2).sum().cpu(), torch.tensor(8.0))
+
+
 @pytest.mark.parametrize(
     "sync",
     [

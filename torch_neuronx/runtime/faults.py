@@ -72,14 +72,17 @@ def record(
 
 
 def raise_pending(device: int) -> None:
-    """Raises the earliest fault recorded on ``device``; the checks before it, and the other checks
-    of the launch that faulted (one launch raises at most one fault), are consumed."""
+    """Raises the earliest fault recorded on ``device``; the checks before it, the other checks of
+    the launch that faulted (one launch raises at most one fault) and the later faults of the same
+    check are consumed: one cause (a constant out of range that tracing evaluated several times,
+    a check repeated in a loop) raises once, where later unrelated ops raised it again."""
     queue = _pending.get(device)
     while queue:
         check = queue.pop(0)
         if bool(np.asarray(check.failed)):
             while queue and queue[0].sequence == check.sequence:
                 queue.pop(0)
+            queue[:] = [c for c in queue if not (c.message == check.message and bool(np.asarray(c.failed)))]
             raise check.error(_describe(device, check))
 
 
