@@ -685,3 +685,26 @@ def test_bernoulli_draws_into_an_out_of_any_dtype(dtype):
     torch.testing.assert_close(draws[:16], torch.tensor([0.0, 1.0] * 8))
     assert set(draws.unique().tolist()) == {0.0, 1.0}
     assert abs(draws[16:].mean().item() - 0.5) < 0.05  # 4,000 draws: 6 standard deviations
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda g: torch.poisson(torch.full((64,), 4.0, device="neuron"), generator=g),
+        lambda g: torch.binomial(
+            torch.full((64,), 10.0, device="neuron"), torch.full((64,), 0.5, device="neuron"), generator=g
+        ),
+        lambda g: torch._standard_gamma(torch.ones(64, device="neuron"), generator=g),
+        lambda g: torch._sample_dirichlet(torch.ones(16, 4, device="neuron"), generator=g),
+    ],
+    ids=["poisson", "binomial", "standard_gamma", "sample_dirichlet"],
+)
+def test_samplers_that_run_on_the_cpu_take_a_neuron_generator(draw):
+    # These run on the CPU, whose kernel refused a neuron generator ("Expected a 'cpu' device type").
+    generator = torch.Generator("neuron")
+    draws = []
+    for _ in range(2):
+        generator.manual_seed(3)
+        draws.append((draw(generator).cpu(), draw(generator).cpu()))
+    torch.testing.assert_close(draws[0], draws[1])  # reproducible under the generator's seed
+    assert not torch.equal(*draws[0])  # and each call draws anew

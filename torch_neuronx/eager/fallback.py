@@ -68,6 +68,25 @@ def layout_fallback(kind: str, fix: str) -> Any:
     return raise_unsupported
 
 
+#: How far a fallback op advances a neuron generator's offset: one draw, as CUDA's Philox offsets
+#: advance in multiples of 4.
+_FALLBACK_OFFSET_STEP = 4
+
+
+def _cpu_generator(generator: torch.Generator) -> torch.Generator:
+    """A CPU generator standing in for a neuron ``generator`` in an op that runs on the CPU (poisson,
+    binomial, the gamma and Dirichlet samplers): seeded from the neuron generator's (seed, offset),
+    whose offset then advances, so a call is reproducible under the neuron generator's seed and the
+    next call draws anew. The CPU kernel refused the neuron generator ("Expected a 'cpu' device type
+    for generator")."""
+    seed, offset = (int(v) % 2**64 for v in generator.get_state().view(torch.int64))
+    cpu = torch.Generator("cpu")
+    cpu.manual_seed((seed ^ (offset * 0x9E3779B97F4A7C15)) % 2**64)  # distinct per (seed, offset)
+    advanced = torch.tensor([seed - 2**64 if seed >= 2**63 else seed, offset + _FALLBACK_OFFSET_STEP])
+    generator.set_state(advanced.view(torch.uint8))
+    return cpu
+
+
 def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs ``op`` on the CPU for neuron arguments and moves the results back.
 
@@ -106,6 +125,8 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             return value.cpu()
         if isinstance(value, torch.device) and value.type == "neuron":
             return torch.device("cpu")  # a factory's device= argument
+        if isinstance(value, torch.Generator) and value.device.type == "neuron":
+            return _cpu_generator(value)
         return value
 
     cpu_args, cpu_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
