@@ -271,6 +271,13 @@ def test_index_add(dtype, form):
     assert_matches_cpu(INDEX_ADDS[form], x, _index([4, 0, 4, 2]), source, float32_reference=True)  # 4 twice
 
 
+def test_index_add_of_integers_with_a_float_alpha_as_cpu():
+    # CPU and CUDA convert alpha to the integer dtype (1.5 adds once); PyTorch's meta refused it.
+    x, source = torch.arange(6).reshape(2, 3), torch.tensor([[5, 6, 7]])
+    assert_matches_cpu(lambda x, i, s: x.index_add(0, i, s, alpha=1.5), x, _index([1]), source)
+    assert_matches_cpu(lambda x, i, s: x.t().index_add(1, i, s.t(), alpha=2), x, _index([0]), source)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("inplace", [False, True])
 def test_index_copy(dtype, inplace):

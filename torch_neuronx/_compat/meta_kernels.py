@@ -1,6 +1,7 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
 the fused SGD steps, the tensor-lr fused Adam(W) steps, the result dtype of ``torch.normal`` with
-tensor arguments and nearest upsampling of an empty batch.
+tensor arguments, nearest upsampling of an empty batch and index_add of an integer tensor with a
+float ``alpha``.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -287,7 +288,19 @@ def _upsample_nearest(spatial_dims: int):
     return kernel
 
 
+def _index_add(
+    self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: object = 1
+) -> torch.Tensor:
+    """``index_add``'s result: a contiguous tensor like ``self``, as ATen's structured kernel makes.
+    PyTorch's meta (its decomposition) refuses a float ``alpha`` for an integer ``self`` ("alpha
+    argument of type float cannot be safely cast"), which CPU and CUDA convert (``alpha.to<int>``:
+    1.5 adds once). The argument checks are ATen's, made by the lowering's rule
+    (lowering/indexing.py)."""
+    return torch.empty(self.shape, dtype=self.dtype, device=self.device)
+
+
 _KERNELS = {
+    aten.index_add.default: _index_add,
     aten.normal.Tensor_float: _normal_tensor_float,
     aten.normal.float_Tensor: _normal_float_tensor,
     aten.normal.Tensor_Tensor: _normal_tensor_tensor,
