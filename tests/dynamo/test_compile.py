@@ -446,6 +446,16 @@ def test_compiled_graph_refuses_the_dtypes_eager_refuses(case):
     assert any("torch.compile(backend='neuron') node" in note for note in compiled.value.__notes__)
 
 
+@pytest.mark.parametrize(
+    "factory",
+    [lambda: torch.tril_indices(3, 5, -1, device="neuron"), lambda: torch.triu_indices(4, 3, 1, device="neuron")],
+    ids=["tril_indices", "triu_indices"],
+)
+def test_index_factories_whose_decomposition_computes_in_float64_compile(factory):
+    # Their decomposition's float64 arange met the FP64 policy's check of graph nodes.
+    torch.testing.assert_close(torch.compile(factory, backend="neuron")().cpu(), factory().cpu())
+
+
 def test_default_backend_compiles_neuron_graphs_with_neuron():
     # torch.compile(model) hands graphs to inductor, which has no neuron code generator
     # (InductorError: KeyError: 'neuron'); graphs of neuron tensors compile with backend="neuron".

@@ -101,6 +101,12 @@ def _lift_constants(graph: torch.fx.GraphModule) -> list[torch.Tensor]:
     return constants
 
 
+#: Ops whose PyTorch decomposition computes in float64: as graph nodes those intermediates would
+#: meet the FP64 policy's check of every node (graph.py), which eager never sees, so they stay whole
+#: in the graph and the lowering engine decomposes them inside the executable, as eager does.
+_DECOMPOSED_WHEN_LOWERED = frozenset({torch.ops.aten.tril_indices.default, torch.ops.aten.triu_indices.default})
+
+
 def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
     """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
     that run eagerly (dynamo/partition.py)."""
@@ -160,7 +166,7 @@ def neuron_backend(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
-        decompositions=engine.decompositions(),
+        decompositions={op: fn for op, fn in engine.decompositions().items() if op not in _DECOMPOSED_WHEN_LOWERED},
         keep_inference_input_mutations=False,
     )(graph, example_inputs)
     # AOTAutograd's functionalisation is wrong for calls whose inputs overlap where one is mutated
