@@ -244,6 +244,11 @@ REFUSALS = {
         NotImplementedError,
         "\"searchsorted_out_cuda\" not implemented for 'Bool'",
     ),
+    "minimum-of-float-and-complex": (  # the promoted result is complex (only self was checked)
+        lambda d: torch.minimum(torch.ones(2, device=d), torch.ones(2, dtype=torch.complex64, device=d)),
+        RuntimeError,
+        "minimum not implemented for complex tensors.",
+    ),
     "round-of-complex64": (
         lambda d: torch.round(torch.ones(3, dtype=torch.complex64, device=d)),
         NotImplementedError,

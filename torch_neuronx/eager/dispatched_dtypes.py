@@ -492,11 +492,11 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         aten.fmin.default,
-        Check(COMPLEX, "self", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(COMPLEX, "result", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (
         aten.minimum.default,
-        Check(COMPLEX, "self", RuntimeError, "minimum not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(COMPLEX, "result", RuntimeError, "minimum not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (aten.topk.default, Dispatch("topk_out_cuda", FLOATING | INTEGRAL | HALVES, "self", "TensorTopK.cu")),
     (aten.segment_reduce.default, Dispatch("segment_reduce_cuda", FLOATING | HALVES, "data", "SegmentReduce.cu")),
