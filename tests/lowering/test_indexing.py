@@ -626,6 +626,8 @@ INDEX_FUNC_ERRORS = {
             "float_index_2d": ((3,), [[0.0]], (1,)),
         }.items()
     },
+    # PyTorch's meta kernel flattens a 2-d index: neuron computed.
+    "index_select_2d_index": lambda d: torch.ones(3, 4, device=d).index_select(0, torch.tensor([[0, 1]], device=d)),
     "index_fill_2d_index": lambda d: torch.zeros(3, device=d).index_fill_(0, torch.tensor([[0]], device=d), 1.0),
     "index_fill_1d_value": lambda d: torch.zeros(3, device=d).index_fill_(
         0, torch.tensor([0], device=d), torch.ones(2, device=d)

@@ -450,6 +450,8 @@ ARGUMENT_ERRORS = {
     "topk_k_negative": lambda d: torch.ones(2, device=d).topk(-1),
     "repeat_negative": lambda d: torch.ones(2, 3, device=d).repeat(-1, 2),
     "repeat_negative_leading": lambda d: torch.ones(2, device=d).repeat(2, -1),
+    # Computed: a complex weight skipped c10's conversion to the result's dtype.
+    "lerp_complex_weight": lambda d: torch.lerp(torch.zeros(2, device=d), torch.ones(2, device=d), 0.5 + 1j),
     # PyTorch's meta looks the complex dtype up in a dict: KeyError(torch.int32) leaked.
     "eig_of_int": lambda d: torch.linalg.eig(torch.ones(3, 3, dtype=torch.int32, device=d)),
     "scatter_reduce_unknown": lambda d: torch.zeros(2, device=d).scatter_reduce(

@@ -83,7 +83,18 @@ def _set_last(target: jax.Array, key: tuple, updates: jax.Array, may_repeat: boo
 # --- index_select, gather, scatter -----------------------------------------------------------------
 
 
-@lowering(aten.index_select.default)
+def _vector_index(arguments: dict[str, Any]) -> None:
+    """index_select's own check (TensorAdvancedIndexing.cpp, Indexing.cu): an index of at most one
+    dimension; PyTorch's meta kernel flattens a 2-d index and computed.
+
+    Raises:
+        IndexError: "index_select(): Index is supposed to be a vector".
+    """
+    if arguments["index"].ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+
+
+@lowering(aten.index_select.default, dtype_rule=_vector_index, rule_first=True)
 def index_select(self, dim, index):
     """torch.index_select: the slices ``self[..., index[i], ...]`` along ``dim``; indices must lie in
     [0, size) (IndexError otherwise, as on CPU); a 0-dim ``self`` acts as size 1."""

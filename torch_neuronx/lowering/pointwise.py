@@ -606,7 +606,7 @@ def clamp_max(self, max):
     return jnp.minimum(self, max)
 
 
-@lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT)
+@lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT, checked=("weight",))
 def lerp(self, end, weight):
     """torch.lerp: self + weight * (end - self), computed as PyTorch's kernels do for accuracy
     (from ``end`` when weight >= 0.5)."""
