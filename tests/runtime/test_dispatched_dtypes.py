@@ -249,6 +249,16 @@ REFUSALS = {
         RuntimeError,
         "minimum not implemented for complex tensors.",
     ),
+    "pow-of-bools": (  # computed as int64, PyTorch's meta's result dtype
+        lambda d: torch.tensor([True, False], device=d) ** torch.tensor([True, True], device=d),
+        NotImplementedError,
+        "\"pow_cuda\" not implemented for 'Bool'",
+    ),
+    "clamp-min-of-bool": (
+        lambda d: torch.clamp(torch.tensor([True, False], device=d), min=False),
+        NotImplementedError,
+        "\"clamp_scalar_cuda\" not implemented for 'Bool'",
+    ),
     "round-of-complex64": (
         lambda d: torch.round(torch.ones(3, dtype=torch.complex64, device=d)),
         NotImplementedError,

@@ -576,7 +576,14 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         Dispatch("multi_margin_loss_cuda", FLOATING | HALVES, "self", "MultiMarginLoss.cu"),
     ),
     (aten.nextafter.default, Dispatch("nextafter_cuda", FLOATING | HALVES, "result", "StepKernel.cu")),
-    (aten.pow.Tensor_Tensor, Dispatch("pow_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "PowKernel.cu")),
+    (  # on the operands' common dtype: PyTorch's meta gives bool ** bool an int64 result
+        aten.pow.Tensor_Tensor,
+        Dispatch("pow_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, ("self", "exponent"), "PowKernel.cu"),
+    ),
+    (  # every Scalar-bounded clamp reaches launch_clamp_scalar (TensorCompare.cu)
+        (aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default),
+        Dispatch("clamp_scalar_cuda", FLOATING | INTEGRAL | HALVES, "result", "TensorCompare.cu"),
+    ),
     (
         aten.special_scaled_modified_bessel_k1.default,
         Dispatch(
