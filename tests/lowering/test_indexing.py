@@ -276,6 +276,18 @@ def test_index_add_of_integers_with_a_float_alpha_as_cpu():
     x, source = torch.arange(6).reshape(2, 3), torch.tensor([[5, 6, 7]])
     assert_matches_cpu(lambda x, i, s: x.index_add(0, i, s, alpha=1.5), x, _index([1]), source)
     assert_matches_cpu(lambda x, i, s: x.t().index_add(1, i, s.t(), alpha=2), x, _index([0]), source)
+    assert_matches_cpu(lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2.7), x, _index([0]), source)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "alpha", "cpp_type"),
+    [(torch.int64, 1e20, "int64_t"), (torch.uint8, -1.5, "uint8_t"), (torch.float32, 1j, "float")],
+)
+def test_index_add_alpha_that_does_not_fit_raises_as_cpu(dtype, alpha, cpp_type):
+    # c10's checked conversion of alpha to the dtype; neuron wrapped 1e20 and dropped 1j.
+    x, index = torch.zeros(3, dtype=dtype, device="neuron"), torch.tensor([0, 1], device="neuron")
+    with pytest.raises(RuntimeError, match=f"^value cannot be converted to type {cpp_type} without overflow$"):
+        x.index_add(0, index, torch.ones(2, dtype=dtype, device="neuron"), alpha=alpha)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

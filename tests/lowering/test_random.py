@@ -708,3 +708,9 @@ def test_samplers_that_run_on_the_cpu_take_a_neuron_generator(draw):
         draws.append((draw(generator).cpu(), draw(generator).cpu()))
     torch.testing.assert_close(draws[0], draws[1])  # reproducible under the generator's seed
     assert not torch.equal(*draws[0])  # and each call draws anew
+
+
+def test_samplers_that_run_on_the_cpu_refuse_a_cpu_generator_for_neuron_tensors():
+    # As torch.rand(device="neuron", generator=cpu_generator) refuses it (ATen's check_generator).
+    with pytest.raises(RuntimeError, match="^Expected a 'neuron' device type for generator but found 'cpu'; create"):
+        torch.poisson(torch.ones(3, device="neuron"), generator=torch.Generator("cpu"))

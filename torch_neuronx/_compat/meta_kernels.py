@@ -299,8 +299,16 @@ def _index_add(
     return torch.empty(self.shape, dtype=self.dtype, device=self.device)
 
 
+def _index_add_(
+    self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: object = 1
+) -> torch.Tensor:
+    """``index_add_``'s result, ``self`` (see :func:`_index_add`)."""
+    return self
+
+
 _KERNELS = {
     aten.index_add.default: _index_add,
+    aten.index_add_.default: _index_add_,
     aten.normal.Tensor_float: _normal_tensor_float,
     aten.normal.float_Tensor: _normal_float_tensor,
     aten.normal.Tensor_Tensor: _normal_tensor_tensor,

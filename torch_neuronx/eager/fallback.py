@@ -120,6 +120,14 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         None,
     )
 
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        if isinstance(leaf, torch.Generator) and device is not None and leaf.device.type != "neuron":
+            # ATen's check_generator, as a neuron op's own kernel makes it (the CPU kernel would take it)
+            raise RuntimeError(
+                f"Expected a 'neuron' device type for generator but found '{leaf.device.type}'; create it with "
+                "torch.Generator(device='neuron')"
+            )
+
     def to_cpu(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.device.type == "neuron":
             return value.cpu()

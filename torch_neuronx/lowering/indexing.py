@@ -415,6 +415,7 @@ def _index_func_rule(name: str, then: Any = None) -> Any:
     promote=("self", "source"),
     dtype_rule=_index_func_rule("index_add"),
     rule_first=True,
+    checked=("alpha",),
 )
 def index_add(self, dim, index, source, *, alpha=1):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
