@@ -29,7 +29,6 @@ from torch_neuronx._compat.torch_internals import (
     make_fx,
     mark_boxed,
     pytree,
-    schema_of,
     without_aot_first_call_analysis,
 )
 from torch_neuronx.eager import dispatched_dtypes
@@ -104,21 +103,6 @@ def _check_dtypes(graph: torch.fx.GraphModule) -> None:
                 _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
 
 
-def _schema_values(node: torch.fx.Node) -> list[Any]:
-    """A node's arguments in its op's schema order, as PyTorch sees them: fake tensors for nodes,
-    defaults for arguments the node leaves out."""
-    values = []
-    for position, argument in enumerate(schema_of(node.target).arguments):
-        if position < len(node.args) and not argument.kwarg_only:
-            value = node.args[position]
-        elif argument.name in node.kwargs:
-            value = node.kwargs[argument.name]
-        else:
-            value = argument.default_value if argument.has_default_value() else None
-        values.append(pytree.tree_map(lambda v: v.meta.get("val") if isinstance(v, torch.fx.Node) else v, value))
-    return values
-
-
 def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
     """Raises CUDA's error for the first node whose op CUDA's eager kernel refuses in its dtype
     (eager/dispatched_dtypes.py), as the same ops raise eagerly. A compiled graph runs eager's
@@ -135,7 +119,10 @@ def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
         checks_rule = registry.LOWERINGS.get(node.target) is not None or node.target in registry.DECOMPOSED_DTYPE_RULES
         if not checks_rule and node.target not in dispatched_dtypes.CUDA_DISPATCH:
             continue
-        values = _schema_values(node)
+        values = [
+            pytree.tree_map_only(torch.fx.Node, lambda v: v.meta.get("val"), value)
+            for value in engine.schema_values(node.target, node.args, node.kwargs)
+        ]
         try:
             registry.check_dtype_rule(node.target, values)  # ATen's own checks first, as eagerly
             dispatched_dtypes.check_dispatched_dtype(node.target, values, node.meta.get("val"))

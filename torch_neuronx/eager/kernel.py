@@ -106,9 +106,9 @@ class EagerKernel:
         registry.check_dim_in_range(plan.op, metas)
         rules.check_cat_operands(plan, metas)
         rules.check_argument_dtypes(self.name, plan, metas)
-        registry.check_rule_first(plan.functional, plan.functional_args(metas))
-        rules.check_argument_overlap(self.name, plan, values)
         functional_metas = plan.functional_args(metas)
+        registry.check_rule_first(plan.functional, functional_metas)
+        rules.check_argument_overlap(self.name, plan, values)
         refused = None
         try:
             try:
