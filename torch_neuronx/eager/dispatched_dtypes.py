@@ -67,7 +67,7 @@ class Dispatch:
     dtypes: frozenset[torch.dtype]
     on: str | tuple[str, ...]
     source: str
-    when: tuple[str, frozenset[str]] | None = None
+    when: tuple[str, frozenset[object]] | None = None
 
     def check(self, dtype: torch.dtype, names: dict[str, str] | None = None) -> None:
         if dtype in VERIFIED and dtype not in self.dtypes:
@@ -117,6 +117,21 @@ def _linalg_floating_check(op_name: str, on: str) -> Check:
     kernel's dispatch, in the meta's words (which the kernel's own refusal must not replace)."""
     message = _LINALG_FLOATING_MESSAGE.format(op=op_name)
     return Check(INTEGRAL | BOOL, on, RuntimeError, message, "BatchLinearAlgebra.cpp")
+
+
+def _fast_path_dispatches(operand: str) -> tuple[Dispatch, ...]:
+    """The kernels the fused MHA / encoder-layer fast path dispatches on ``operand``, in order."""
+    return (
+        Dispatch(
+            "LayerNormKernelImpl",
+            FLOATING | HALVES,
+            operand,
+            "layer_norm_kernel.cu",
+            when=("norm_first", frozenset((True,))),
+        ),
+        Dispatch("addmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, operand, "Blas.cpp"),
+        Dispatch("transform_bias_rescale_qkv", FLOATING | HALVES, operand, "attention.cu"),
+    )
 
 
 def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch | Check, ...]]:
@@ -663,6 +678,17 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (
         aten.native_layer_norm.default,
         Dispatch("LayerNormKernelImpl", FLOATING | HALVES, "input", "layer_norm_kernel.cu"),
+    ),
+    # The fused fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (transformers/
+    # cuda/attention.cu, transformer.cpp): the QKV projection's gemm, then the bias-rescale kernel;
+    # with norm_first the layer's first kernel is the layer norm's.
+    *(
+        (op, rule)
+        for op, operand in (
+            (aten._native_multi_head_attention.default, "query"),
+            (aten._transformer_encoder_layer_fwd.default, "src"),
+        )
+        for rule in _fast_path_dispatches(operand)
     ),
     # scatter_reduce's amax, amin, prod and mean run cuda_scatter_gather_base_kernel's generic
     # reduction (AT_DISPATCH_ALL_TYPES_AND2); sum runs its ReduceAdd one, which takes every dtype.

@@ -25,6 +25,7 @@ FAMILIES = (
     "pooling",
     "sampling",
     "attention",
+    "transformer",
     "loss",
     "foreach",
     "optimizer",

@@ -1,0 +1,241 @@
+"""The fused inference ops of ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer``.
+
+In eval mode without gradients both modules take a "fast path" on every device PyTorch lists
+(PrivateUse1 among them): one call of ``aten::_native_multi_head_attention`` or
+``aten::_transformer_encoder_layer_fwd`` instead of their separate ops. PyTorch has no decomposition
+of either, so they are lowered here, with the values of the CPU kernels
+(``aten/src/ATen/native/transformers/attention.cpp`` and ``transformer.cpp``): each stage (the QKV
+projection, the biased and rescaled Q, K, V, the scores, the masked softmax, the context, the output
+projection, the residual sums, the layer norms and the feed-forward layers) computes in float32 for
+16-bit inputs and is rounded to the input's dtype where the CPU writes it out.
+
+The mask follows ``_masked_softmax``: any non-boolean mask is read as ``mask != 0`` (the CPU's
+``mask.to(kBool)``; ``nn.MultiheadAttention.merge_masks`` passes -inf where a position is masked and
+0 elsewhere), True means masked, and a query whose keys are all masked gets NaN weights, as on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from torch_neuronx.lowering.activation import gelu
+from torch_neuronx.lowering.normalization import native_layer_norm
+from torch_neuronx.lowering.registry import lowering
+
+aten = torch.ops.aten
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _opmath(dtype):
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
+
+
+def _linear(x, weight, bias, dtype):
+    """x @ weight^T + bias in the opmath type, rounded to ``dtype`` (ATen's addmm / linear)."""
+    compute = _opmath(dtype)
+    out = jnp.einsum("...i,oi->...o", x.astype(compute), weight.astype(compute), precision=_HIGHEST)
+    return (out + bias.astype(compute)).astype(dtype)
+
+
+def _attention_rule(query: str):
+    """The ``dtype_rule`` (run before the meta kernel and before tracing) with
+    ``native_multi_head_attention_cpu``'s argument checks and ``masked_softmax_cpu``'s mask checks,
+    which PyTorch's meta kernel skips, in their words; ``query`` names the op's input."""
+
+    def rule(arguments: dict) -> None:
+        q = arguments[query]
+        key, value = arguments.get("key", q), arguments.get("value", q)
+        embed_dim, num_head = arguments["embed_dim"], arguments.get("num_head", arguments.get("num_heads"))
+        qkv_weight, qkv_bias = arguments["qkv_weight"], arguments["qkv_bias"]
+        checks = (
+            (q.ndim == 3, f"expected 3-D `query`, got {q.ndim}-D tensor"),
+            (
+                q.ndim != 3 or q.shape[-1] == embed_dim,
+                f"passed-in embed_dim {embed_dim} didn't match last dim of query {q.shape[-1]}",
+            ),
+            (key.ndim == 3, f"expected 3-D `key`, got {key.ndim}-D tensor"),
+            (value.ndim == 3, f"expected 3-D `value`, got {value.ndim}-D tensor"),
+            (q.shape == key.shape == value.shape, "expected `query`/`key`/`value` shapes to match"),
+            (qkv_weight.ndim == 2, f"expected 2-D `qkv_weight`, got {qkv_weight.ndim}-D tensor"),
+            (qkv_weight.shape[0] == 3 * embed_dim, "expected `qkv_weight` first dim to be 3x embed_dim"),
+            (
+                qkv_weight.ndim < 2 or qkv_weight.shape[1] == embed_dim,
+                "expected `qkv_weight` second dim to be embed_Dim",
+            ),
+            (qkv_bias.ndim == 1, f"expected 1-D `qkv_bias`, got {qkv_bias.ndim}-D tensor"),
+            (qkv_bias.shape[0] == 3 * embed_dim, "expected `qkv_bias` first dim and first dim of query to be equal"),
+            (embed_dim % num_head == 0, "`embed_dim` must divide evenly by `num_heads`"),
+        )
+        for holds, message in checks:
+            if not holds:
+                raise RuntimeError(message)
+        mask = arguments.get("mask")
+        if mask is not None and q.numel() > 0:
+            _check_mask(tuple(mask.shape), arguments.get("mask_type"), (q.shape[0], num_head, q.shape[1], q.shape[1]))
+
+    return rule
+
+
+def _check_mask(mask_shape, mask_type, scores_shape) -> None:
+    """``masked_softmax_cpu``'s checks of a mask for the (B, H, T, T) scores (its words)."""
+    batch, _, length, source = scores_shape
+    if len(mask_shape) != 2 or mask_type == 2:
+        if mask_shape != scores_shape:
+            raise RuntimeError("For mask_type == 2 mask shape should match input shape")
+    elif mask_type == 1:
+        if mask_shape != (batch, length):
+            raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
+    elif mask_type == 0:
+        if mask_shape != (length, source):
+            raise RuntimeError("For mask_type == 0 mask shape should be (L, L)")
+    else:
+        raise RuntimeError("Mask Type should be defined")
+
+
+def _mask_of_scores(mask, mask_type, scores_shape):
+    """The boolean mask (True = masked) broadcast to the scores' (B, H, T, T), as ``masked_softmax_cpu``
+    reads it (checked by :func:`_check_mask`): type 0 is (T, T), type 1 a (B, T) padding mask, any
+    mask that is not 2-D is type 2, of the scores' shape."""
+    masked = mask if mask.dtype == jnp.bool_ else mask != 0
+    if masked.ndim == 2 and mask_type == 1:
+        return jnp.broadcast_to(masked[:, None, None, :], scores_shape)
+    return jnp.broadcast_to(masked, scores_shape)
+
+
+def _masked_softmax(scores, masked):
+    """Softmax over the last dimension, masked positions 0; a fully masked row is NaN (the CPU's)."""
+    if masked is not None:
+        scores = jnp.where(masked, -jnp.inf, scores)
+    shifted = scores - jnp.max(scores, axis=-1, keepdims=True)
+    exp = jnp.exp(shifted)
+    return exp / jnp.sum(exp, axis=-1, keepdims=True)
+
+
+def _multi_head_attention(query, key, value, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type):
+    """(output (B, T, D), attention weights (B, H, T, T)) of the fast path, in ``query``'s dtype."""
+    dtype = query.dtype
+    compute = _opmath(dtype)
+    batch, length, embed_dim = query.shape
+    head_dim = embed_dim // num_head
+    weights = jnp.split(qkv_weight, 3, axis=0)
+    projected = [
+        jnp.einsum("bti,oi->bto", x.astype(compute), w.astype(compute), precision=_HIGHEST).astype(dtype)
+        for x, w in zip((query, key, value), weights, strict=True)
+    ]
+    biases = jnp.split(qkv_bias.astype(compute), 3)
+    # _transform_bias_rescale_qkv: (q + bias_q) / sqrt(head_dim), k + bias_k, v + bias_v, per head.
+    scale = jnp.asarray(1.0 / math.sqrt(head_dim), compute)
+    q, k, v = (
+        ((x.astype(compute) + b) * (scale if i == 0 else 1)).astype(dtype).reshape(batch, length, num_head, head_dim)
+        for i, (x, b) in enumerate(zip(projected, biases, strict=True))
+    )
+    scores = jnp.einsum("bqhe,bkhe->bhqk", q.astype(compute), k.astype(compute), precision=_HIGHEST).astype(dtype)
+    masked = None if mask is None else _mask_of_scores(mask, mask_type, scores.shape)
+    weights = _masked_softmax(scores.astype(compute), masked).astype(dtype)
+    context = jnp.einsum("bhqk,bkhe->bqhe", weights.astype(compute), v.astype(compute), precision=_HIGHEST)
+    context = context.astype(dtype).reshape(batch, length, embed_dim)
+    return _linear(context, proj_weight, proj_bias, dtype), weights
+
+
+@lowering(aten._native_multi_head_attention.default, dtype_rule=_attention_rule("query"), rule_first=True)
+def _native_multi_head_attention(
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask=None,
+    need_weights=True,
+    average_attn_weights=True,
+    mask_type=None,
+):
+    """``nn.MultiheadAttention``'s fast path: (output (B, T, D), weights) for 3-D ``query``, ``key``
+    and ``value`` of one shape; ``qkv_weight`` (3D, D) and ``qkv_bias`` (3D,) hold the Q, K and V
+    projections, ``proj_*`` the output projection. The weights are (B, T, T) averaged over the
+    heads, (B, H, T, T) with ``average_attn_weights=False``, and an empty tensor without
+    ``need_weights`` (PyTorch's meta kernel; the CPU returns an undefined tensor).
+
+    Raises:
+        RuntimeError: the CPU kernel's argument and mask checks (:func:`_attention_rule`).
+    """
+    if query.size == 0:
+        return jnp.zeros(query.shape, query.dtype), jnp.zeros((0,), query.dtype)
+    output, weights = _multi_head_attention(
+        query, key, value, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type
+    )
+    if not need_weights:
+        return output, jnp.zeros((0,), query.dtype)
+    if average_attn_weights:  # qkt.sum(1), then qkt /= num_head, each rounded to the dtype
+        compute = _opmath(weights.dtype)
+        summed = jnp.sum(weights.astype(compute), axis=1).astype(weights.dtype)
+        weights = (summed.astype(compute) / num_head).astype(weights.dtype)
+    return output, weights
+
+
+def _layer_norm(x, weight, bias, eps):
+    dtype = x.dtype
+    compute = _opmath(dtype)
+    out, _, _ = native_layer_norm(x.astype(compute), (x.shape[-1],), weight.astype(compute), bias.astype(compute), eps)
+    return out.astype(dtype)
+
+
+@lowering(
+    aten._transformer_encoder_layer_fwd.default, static=("eps",), dtype_rule=_attention_rule("src"), rule_first=True
+)
+def _transformer_encoder_layer_fwd(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask=None,
+    mask_type=None,
+):
+    """``nn.TransformerEncoderLayer``'s fast path on a (B, T, D) ``src``: self-attention
+    (:func:`_native_multi_head_attention`) and the feed-forward block (``ffn_weight_1`` (F, D), then
+    ReLU, or exact GELU with ``use_gelu``, then ``ffn_weight_2`` (D, F)), each added to its input,
+    with layer norms of ``eps`` after each sum, or before each block with ``norm_first``.
+
+    Raises:
+        RuntimeError: the attention's argument and mask checks (the CPU kernel's words).
+    """
+    if src.size == 0:
+        return src
+    dtype = src.dtype
+    x = _layer_norm(src, norm_weight_1, norm_bias_1, eps) if norm_first else src
+    x, _ = _multi_head_attention(x, x, x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type)
+    x = x + src
+    if not norm_first:
+        x = _layer_norm(x, norm_weight_1, norm_bias_1, eps)
+    residual = x
+    if norm_first:
+        x = _layer_norm(x, norm_weight_2, norm_bias_2, eps)
+    # _addmm_activation: the sum rounded to the input's dtype, then the activation.
+    hidden = _linear(x, ffn_weight_1, ffn_bias_1, dtype).astype(_opmath(dtype))
+    hidden = (gelu(hidden) if use_gelu else jnp.maximum(hidden, 0)).astype(dtype)
+    x = _linear(hidden, ffn_weight_2, ffn_bias_2, dtype) + residual
+    if not norm_first:
+        x = _layer_norm(x, norm_weight_2, norm_bias_2, eps)
+    return x
