@@ -431,6 +431,14 @@ COMPILED_REFUSALS = {
     "silu_int64": (torch.nn.functional.silu, torch.int64),
     "gelu_int32": (torch.nn.functional.gelu, torch.int32),
     "sort_complex": (lambda x: torch.sort(x).values, torch.complex64),
+    # Decomposed by AOTAutograd, so the graph held their decompositions' ops, which take integers:
+    # through the table (celu) or PyTorch's tracing-only Autograd kernels (hardshrink, multi_margin_loss).
+    "celu_int64": (torch.nn.functional.celu, torch.int64),
+    "hardshrink_int64": (torch.nn.functional.hardshrink, torch.int64),
+    "multi_margin_loss_int64": (
+        lambda x: torch.nn.functional.multi_margin_loss(x[None], torch.zeros(1, dtype=torch.long, device=x.device)),
+        torch.int64,
+    ),
 }
 
 

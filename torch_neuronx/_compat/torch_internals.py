@@ -61,6 +61,7 @@ __all__ = [
     "linear_cross_entropy_accumulates_in_float32",
     "make_fx",
     "fake_like",
+    "run_on_fakes",
     "register_device_module",
     "route_default_compiler",
     "dispatch_keys_for_tracing",
@@ -93,6 +94,39 @@ def fake_like(values: list[Any]) -> list[Any]:
     return [
         mode.from_tensor(value, static_shapes=True) if isinstance(value, torch.Tensor) else value for value in values
     ]
+
+
+def run_on_fakes(
+    fn: Callable[..., Any], inputs: list[Any], observe: Callable[[OpOverload, tuple, dict, Any], None]
+) -> None:
+    """Runs ``fn`` on fresh fake tensors shaped as ``inputs`` (real or fake tensors; other values as
+    they are) and calls ``observe(op, args, kwargs, result)`` for each ATen op that reaches the
+    Python dispatch key, as a device's kernels would receive it: no Python dispatcher, so ops that
+    PyTorch decomposes only for tracing (``py_impl(DispatchKey.Autograd)``) arrive whole.
+    Exceptions of ``fn`` and ``observe`` propagate."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Observer(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if isinstance(func, OpOverload):
+                observe(func, args, kwargs, result)
+            return result
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        fakes = [
+            torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device=value.device, requires_grad=value.requires_grad
+            )
+            if isinstance(value, torch.Tensor)
+            else value
+            for value in inputs
+        ]
+    with mode, Observer():
+        fn(*fakes)
 
 
 def schema_of(op: OpOverload) -> torch._C.FunctionSchema:

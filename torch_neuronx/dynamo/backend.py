@@ -24,7 +24,8 @@ from torch_neuronx._compat.torch_internals import (
     requested_dynamic_dims,
 )
 from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
-from torch_neuronx.dynamo.graph import CompiledGraph
+from torch_neuronx.dynamo.eager_refusals import RefusedCall, find_refusal
+from torch_neuronx.dynamo.graph import CompiledGraph, source_line
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
 __all__ = ["neuron_backend"]
@@ -162,6 +163,11 @@ def neuron_backend(
 
     names = input_names(graph)
     forget_aot_metadata()
+    refused = find_refusal(graph, example_inputs)  # also ops AOTAutograd decomposes (dynamo/eager_refusals.py)
+    if refused is not None:
+        error, node = refused
+        error.add_note(f"torch.compile(backend='neuron') node {node.name} ({source_line(node)})")
+        return RefusedCall(error)
     compiled = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),

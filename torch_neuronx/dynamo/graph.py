@@ -31,8 +31,8 @@ from torch_neuronx._compat.torch_internals import (
     pytree,
     without_aot_first_call_analysis,
 )
-from torch_neuronx.eager import dispatched_dtypes
-from torch_neuronx.lowering import engine, registry
+from torch_neuronx.dynamo import eager_refusals
+from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
@@ -73,7 +73,7 @@ def _is_symbolic(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
 
 
-def _source_line(node: torch.fx.Node) -> str:
+def source_line(node: torch.fx.Node) -> str:
     """The user's source location of a node: the innermost frame of the stack Dynamo recorded."""
     lines = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines() if line.strip()]
     frames = [i for i, line in enumerate(lines) if line.startswith('File "')]
@@ -99,7 +99,7 @@ def _check_dtypes(graph: torch.fx.GraphModule) -> None:
             if node.op == "placeholder" and isinstance(tensor, torch.Tensor) and _is_host_scalar(tensor):
                 continue  # a 0-d CPU input is a scalar to the ops on neuron, as in eager (their results are checked)
             if isinstance(tensor, torch.Tensor) and tensor.dtype in (torch.float64, torch.complex128):
-                name = f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})"
+                name = f"torch.compile(backend='neuron') node {node.name} ({source_line(node)})"
                 _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
 
 
@@ -114,20 +114,20 @@ def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
         NotImplementedError, RuntimeError: CUDA's exception and message.
     """
     for node in graph.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, OpOverload):
-            continue
-        checks_rule = registry.LOWERINGS.get(node.target) is not None or node.target in registry.DECOMPOSED_DTYPE_RULES
-        if not checks_rule and node.target not in dispatched_dtypes.CUDA_DISPATCH:
+        if (
+            node.op != "call_function"
+            or not isinstance(node.target, OpOverload)
+            or not eager_refusals.checks(node.target)
+        ):
             continue
         values = [
             pytree.tree_map_only(torch.fx.Node, lambda v: v.meta.get("val"), value)
             for value in engine.schema_values(node.target, node.args, node.kwargs)
         ]
         try:
-            registry.check_dtype_rule(node.target, values)  # ATen's own checks first, as eagerly
-            dispatched_dtypes.check_dispatched_dtype(node.target, values, node.meta.get("val"))
+            eager_refusals.check_call(node.target, values, node.meta.get("val"))
         except RuntimeError as error:
-            error.add_note(f"torch.compile(backend='neuron') node {node.name} ({_source_line(node)})")
+            error.add_note(f"torch.compile(backend='neuron') node {node.name} ({source_line(node)})")
             raise
 
 
@@ -188,7 +188,7 @@ class CompiledGraph:
             node = next(n for n in graph.graph.nodes if n.op == "call_function" and n.target is unsupported.op)
             raise CompileError(
                 f"torch.compile(backend='neuron') cannot compile node {node.format_node()}: "
-                f"{unsupported.op} has no neuron lowering or decomposition. It comes from: {_source_line(node)}. "
+                f"{unsupported.op} has no neuron lowering or decomposition. It comes from: {source_line(node)}. "
                 "Set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to run such graphs eagerly instead."
             ) from unsupported
 
