@@ -206,6 +206,22 @@ def test_complex_and_polar_match_cpu():
     assert_matches_cpu(lambda r, i: (torch.complex(r, i), torch.polar(r.abs(), i)), re, im)
 
 
+@pytest.mark.parametrize("op", [torch.complex, torch.polar], ids=["complex", "polar"])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(torch.float16, torch.float32), (torch.float32, torch.float16), (torch.bfloat16, torch.float32)],
+    ids=str,
+)
+def test_complex_parts_of_two_dtypes_raise_atens_error(op, first, second):
+    # complex_check_dtype runs before the dispatch: polar(float16, float32) said CUDA's kernel's
+    # "polar_cuda" not implemented for 'Half' where CPU and CUDA name the mismatch.
+    with pytest.raises(RuntimeError) as expected:
+        op(torch.ones(2, dtype=first), torch.ones(2, dtype=second))
+    with pytest.raises(RuntimeError) as actual:
+        op(torch.ones(2, dtype=first, device="neuron"), torch.ones(2, dtype=second, device="neuron"))
+    assert str(actual.value) == str(expected.value)
+
+
 @pytest.mark.parametrize(
     "dtype",
     [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int8, torch.uint8, torch.complex64],

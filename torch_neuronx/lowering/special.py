@@ -602,35 +602,40 @@ def lcm(self: jax.Array, other: jax.Array) -> jax.Array:
     return jnp.where(g == 0, 0, jnp.abs(product)).astype(self.dtype)
 
 
-def _check_complex_parts(first: jax.Array, second: jax.Array) -> None:
-    """ATen's complex_check_dtype (torch.complex, torch.polar): both parts float32 (or float16) and
-    of one dtype; there is no promotion."""
-    names = [aten_name(part.dtype) for part in (first, second)]
-    if not all(jnp.dtype(part.dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float16)) for part in (first, second)):
-        raise RuntimeError(
-            f"Expected both inputs to be Half, Float or Double tensors but got {names[0]} and {names[1]}"
-        )
-    if first.dtype != second.dtype:
-        raise RuntimeError(
-            f"Expected object of scalar type {names[0]} but got scalar type {names[1]} for second argument"
-        )
+def _complex_parts_rule(first_name: str, second_name: str):
+    """ATen's complex_check_dtype (torch.complex, torch.polar; TensorFactories.cpp) as a
+    ``dtype_rule``: both parts Half, Float or Double, then of one dtype (there is no promotion),
+    checked before the kernel's dispatch, which refuses float16 for polar on CUDA."""
+
+    def rule(arguments: dict) -> None:
+        first, second = arguments[first_name], arguments[second_name]
+        names = [aten_name(part.dtype) for part in (first, second)]
+        if not all(part.dtype in (torch.float16, torch.float32, torch.float64) for part in (first, second)):
+            raise RuntimeError(
+                f"Expected both inputs to be Half, Float or Double tensors but got {names[0]} and {names[1]}"
+            )
+        if first.dtype != second.dtype:
+            raise RuntimeError(
+                f"Expected object of scalar type {names[0]} but got scalar type {names[1]} for second argument"
+            )
+
+    return rule
 
 
 def _float32_parts(first: jax.Array, second: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Checked parts, float16 ones widened to float32 (``lax.complex`` has no complex32; the engine
+    """The parts, float16 ones widened to float32 (``lax.complex`` has no complex32; the engine
     rounds the complex64 result to the complex32 that PyTorch's meta kernel gives)."""
-    _check_complex_parts(first, second)
     return first.astype(jnp.float32), second.astype(jnp.float32)
 
 
-@lowering(aten.complex.default)
+@lowering(aten.complex.default, dtype_rule=_complex_parts_rule("real", "imag"))
 def complex_(real: jax.Array, imag: jax.Array) -> jax.Array:
     """torch.complex(real, imag), broadcast; both of one float dtype (RuntimeError otherwise, as on
     CPU); float16 parts give complex32."""
     return jax.lax.complex(*jnp.broadcast_arrays(*_float32_parts(real, imag)))
 
 
-@lowering(aten.polar.default)
+@lowering(aten.polar.default, dtype_rule=_complex_parts_rule("abs", "angle"))
 def polar(abs: jax.Array, angle: jax.Array) -> jax.Array:
     """torch.polar: abs * cos(angle) + i abs * sin(angle); both of one float dtype (float16: computed
     in float32, the complex32 result rounded once)."""
