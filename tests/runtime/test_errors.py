@@ -893,6 +893,32 @@ def test_reductions_compute_in_the_dtype_of_out_as_on_cpu(op, dtype):
     torch.testing.assert_close(actual, expected)
 
 
+FACTORIES_INTO_OUT = {
+    "eye": lambda out: torch.eye(3, out=out),
+    "eye-m": lambda out: torch.eye(2, 3, out=out),
+    "full": lambda out: torch.full((2, 3), 2, out=out),
+    "zeros": lambda out: torch.zeros(2, 3, out=out),
+    "arange-float-step": lambda out: torch.arange(0, 4.5, 0.5, out=out),
+    "hann_window": lambda out: torch.ops.aten.hann_window.out(5, out=out),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("factory", FACTORIES_INTO_OUT)
+def test_factories_make_their_values_in_the_dtype_of_out_as_on_cpu(factory, dtype):
+    # A factory's out= form has no dtype argument: its functional form's default (float32) made
+    # eye(3, out=int32_tensor) raise "result type Float can't be cast to the desired output type
+    # Int", also as the first op of a process (torch.eye(2, dtype=torch.int32, device="neuron")).
+    make = FACTORIES_INTO_OUT[factory]
+    try:
+        expected = make(torch.empty(0, dtype=dtype))
+    except RuntimeError as refused:
+        with pytest.raises(type(refused)):
+            make(torch.empty(0, dtype=dtype, device="neuron"))
+        return
+    torch.testing.assert_close(make(torch.empty(0, dtype=dtype, device="neuron")).cpu(), expected)
+
+
 def test_integer_addcdiv_error_is_atens_message():
     cpu, neuron = _errors_on_cpu_and_neuron(lambda d: torch.addcdiv(*[torch.arange(1, 4, device=d)] * 3))
     assert neuron == cpu

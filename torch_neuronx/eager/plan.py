@@ -46,6 +46,11 @@ def _dtype_of(value: Any) -> torch.dtype:
     return TORCH_DTYPE[np.dtype(value.dtype)]
 
 
+def _takes_dtype(op: OpOverload) -> bool:
+    """Whether ``op`` takes the keyword-only ``dtype=`` of a factory (or a reduction)."""
+    return any(a.name == "dtype" and a.kwarg_only for a in schema_of(op).arguments)
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """How an overload is computed.
@@ -69,7 +74,9 @@ class Plan:
         if self.functional is self.op:
             return list(values)
         by_name = {a.name: v for a, v in zip(schema_of(self.op).arguments, values, strict=True)}
-        if self.op in OUT_DTYPE_REDUCTIONS and by_name.get("dtype") is None:
+        if (self.op in OUT_DTYPE_REDUCTIONS and by_name.get("dtype") is None) or (
+            "dtype" not in by_name and "out" in by_name and _takes_dtype(self.functional)
+        ):  # a factory's out= form makes its values in out's dtype (eye_out fills out; full_out too)
             by_name["dtype"] = _dtype_of(by_name["out"])
         return [by_name.get(a.name, a.default_value) for a in schema_of(self.functional).arguments]
 

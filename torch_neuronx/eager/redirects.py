@@ -58,6 +58,10 @@ def arange_out(start, end, step=1, *, out):
     return _into(out, aten.arange.start_step(start, end, step, dtype=out.dtype, device=out.device))
 
 
+#: int64 counts in integers (and refuses the step); bool is no dtype of arange's kernels.
+_NOT_TRUNCATED = (torch.int64, torch.bool)
+
+
 def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::arange.start_step`` for the eager ``kernel``, also for an integer dtype other than
     int64 whose step truncates to 0: each of the ``ceil((end - start) / step)`` elements is
@@ -72,7 +76,7 @@ def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[
         if step != 0 and not (math.isfinite(start) and math.isfinite(end)):
             raise RuntimeError(f"unsupported range: {float(start):g} -> {float(end):g}")
         dtype = options.get("dtype")
-        integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.int64)
+        integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype in _NOT_TRUNCATED)
         if integral and step != 0 and int(step) == 0:
             count = torch.arange(start, end, step, dtype=torch.float64, device="meta").numel()  # ATen's checks
             return torch.full((count,), int(start), dtype=dtype, device=options.get("device"))
