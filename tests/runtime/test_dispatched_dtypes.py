@@ -264,7 +264,73 @@ REFUSALS = {
         NotImplementedError,
         "\"round_cuda\" not implemented for 'ComplexFloat'",
     ),
+    # Linear algebra of 16-bit floats: eigvals leaked JAX's KeyError, the others computed.
+    "eigvals-of-float16": (
+        lambda d: torch.linalg.eigvals(torch.eye(2, dtype=torch.float16, device=d)),
+        NotImplementedError,
+        "\"linalg_eig_out_cuda\" not implemented for 'Half'",
+    ),
+    "cholesky_inverse-of-bfloat16": (
+        lambda d: torch.cholesky_inverse(torch.eye(2, dtype=torch.bfloat16, device=d)),
+        NotImplementedError,
+        "\"cholesky_inverse_out_cuda\" not implemented for 'BFloat16'",
+    ),
+    "triangular_solve-of-float16": (
+        lambda d: torch.triangular_solve(
+            torch.eye(2, dtype=torch.float16, device=d), torch.eye(2, dtype=torch.float16, device=d)
+        ),
+        NotImplementedError,
+        "\"triangular_solve_cuda\" not implemented for 'Half'",
+    ),
+    "cholesky_solve-of-int32": (  # JAX's TypeError leaked
+        lambda d: torch.cholesky_solve(
+            torch.eye(2, dtype=torch.int32, device=d), torch.eye(2, dtype=torch.int32, device=d)
+        ),
+        NotImplementedError,
+        "\"cholesky_solve_cuda\" not implemented for 'Int'",
+    ),
+    "lu_solve-of-float16": (
+        lambda d: torch.linalg.lu_solve(
+            torch.eye(2, dtype=torch.float16, device=d),
+            torch.ones(2, dtype=torch.int32, device=d),
+            torch.eye(2, dtype=torch.float16, device=d),
+        ),
+        NotImplementedError,
+        "\"lu_solve_cublas\" not implemented for 'Half'",
+    ),
+    "_safe_softmax-of-complex64-into-float32": (  # computed
+        lambda d: torch.ops.aten._safe_softmax(torch.ones(3, dtype=torch.complex64, device=d), 0, dtype=torch.float32),
+        RuntimeError,
+        "isneginf does not support complex inputs.",
+    ),
 }
+
+#: ATen's own checks, which come before any dispatch: the same words on CPU and neuron.
+ATEN_CHECKS = {
+    "lu_solve-of-int32": lambda d: torch.linalg.lu_solve(
+        torch.eye(2, dtype=torch.int32, device=d), torch.ones(2, dtype=torch.int32, device=d), torch.eye(2, device=d)
+    ),
+    "lu_solve-of-two-dtypes": lambda d: torch.linalg.lu_solve(
+        torch.eye(2, device=d), torch.ones(2, dtype=torch.int32, device=d), torch.eye(2, dtype=torch.float16, device=d)
+    ),
+    "lu_solve-with-int64-pivots": lambda d: torch.linalg.lu_solve(
+        torch.eye(2, device=d), torch.ones(2, dtype=torch.int64, device=d), torch.eye(2, device=d)
+    ),
+    "inv-of-int32": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.int32, device=d)),
+    "inv-of-float16": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.float16, device=d)),
+    "masked_fill-with-a-1-d-cpu-value": lambda d: torch.zeros(3, device=d).masked_fill(
+        torch.ones(3, dtype=torch.bool, device=d), torch.ones(1)
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ATEN_CHECKS)
+def test_atens_checks_before_the_dispatch_raise_the_cpus_words(case):
+    with pytest.raises(RuntimeError) as expected:
+        ATEN_CHECKS[case]("cpu")
+    with pytest.raises(type(expected.value)) as actual:
+        ATEN_CHECKS[case]("neuron")
+    assert str(actual.value) == str(expected.value)
 
 
 @pytest.mark.parametrize("case", REFUSALS)

@@ -119,16 +119,18 @@ def _linalg_floating_check(op_name: str, on: str) -> Check:
     return Check(INTEGRAL | BOOL, on, RuntimeError, message, "BatchLinearAlgebra.cpp")
 
 
-def _fast_path_dispatches(operand: str) -> tuple[Dispatch, ...]:
-    """The kernels the fused MHA / encoder-layer fast path dispatches on ``operand``, in order."""
+def _fast_path_dispatches(operand: str, norm_first: bool = False) -> tuple[Dispatch, ...]:
+    """The kernels the fused MHA / encoder-layer fast path dispatches on ``operand``, in order; an
+    encoder layer's (``norm_first`` an argument) starts with its layer norm when ``norm_first``."""
+    layer_norm = Dispatch(
+        "LayerNormKernelImpl",
+        FLOATING | HALVES,
+        operand,
+        "layer_norm_kernel.cu",
+        when=("norm_first", frozenset((True,))),
+    )
     return (
-        Dispatch(
-            "LayerNormKernelImpl",
-            FLOATING | HALVES,
-            operand,
-            "layer_norm_kernel.cu",
-            when=("norm_first", frozenset((True,))),
-        ),
+        *((layer_norm,) if norm_first else ()),
         Dispatch("addmm_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, operand, "Blas.cpp"),
         Dispatch("transform_bias_rescale_qkv", FLOATING | HALVES, operand, "attention.cu"),
     )
@@ -288,6 +290,14 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (
         aten.linalg_solve_triangular.default,
         Dispatch("triangular_solve_cuda", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLibBlas.cpp"),
+    ),
+    (
+        aten.triangular_solve.default,
+        Dispatch("triangular_solve_cuda", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLibBlas.cpp"),
+    ),
+    (
+        aten._cholesky_solve_helper.default,
+        Dispatch("cholesky_solve_cuda", FLOATING | COMPLEX, "self", "linalg/BatchLinearAlgebra.cpp"),
     ),
     (
         (aten._unique2.default, aten.unique_consecutive.default),
@@ -675,6 +685,11 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     # The CPU's OpInfo lists every dtype, but its samples are float32 whatever the dtype asked:
     # the CPU's kernel refuses integers and bool as CUDA's does.
     (aten._safe_softmax.default, Dispatch("host_softmax", FLOATING | HALVES, "result", "SoftMax.cu")),
+    # _safe_softmax (SoftMax.cpp, every device) then masks the rows where isneginf(self) holds.
+    (
+        aten._safe_softmax.default,
+        Check(COMPLEX, "self", RuntimeError, "isneginf does not support complex inputs.", "UnaryOps.cpp"),
+    ),
     (
         aten.native_layer_norm.default,
         Dispatch("LayerNormKernelImpl", FLOATING | HALVES, "input", "layer_norm_kernel.cu"),
@@ -684,11 +699,11 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     # with norm_first the layer's first kernel is the layer norm's.
     *(
         (op, rule)
-        for op, operand in (
-            (aten._native_multi_head_attention.default, "query"),
-            (aten._transformer_encoder_layer_fwd.default, "src"),
+        for op, operand, norm_first in (
+            (aten._native_multi_head_attention.default, "query", False),
+            (aten._transformer_encoder_layer_fwd.default, "src", True),
         )
-        for rule in _fast_path_dispatches(operand)
+        for rule in _fast_path_dispatches(operand, norm_first)
     ),
     # scatter_reduce's amax, amin, prod and mean run cuda_scatter_gather_base_kernel's generic
     # reduction (AT_DISPATCH_ALL_TYPES_AND2); sum runs its ReduceAdd one, which takes every dtype.
@@ -788,8 +803,17 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     # Integers and bool never reach the kernel: linalg_eig's toComplexType refuses them first.
     (
-        aten.linalg_eig.default,
+        (aten.linalg_eig.default, aten._linalg_eigvals.default),
         Dispatch("linalg_eig_out_cuda", FLOATING | COMPLEX | INTEGRAL | BOOL, "self", "BatchLinearAlgebra.cpp"),
+    ),
+    (
+        aten.cholesky_inverse.default,
+        Dispatch("cholesky_inverse_out_cuda", FLOATING | COMPLEX, "self", "BatchLinearAlgebra.cpp"),
+    ),
+    # lu_solve_kernel's choice for one small square system (n <= 16): batched cuBLAS.
+    (
+        aten.linalg_lu_solve.default,
+        Dispatch("lu_solve_cublas", FLOATING | COMPLEX, "LU", "BatchLinearAlgebraLibBlas.cpp"),
     ),
 )
 

@@ -86,6 +86,10 @@ _REWORDED = (
         re.compile(r"^k not in range for dimension$"),
         "selected index k out of range",
     ),
+    (  # linalg_inv_ex's meta in ATen's BatchLinearAlgebra.cpp checks its input as "linalg.inv"
+        re.compile(r"^linalg\.inv_ex: (Low precision dtypes not supported|Expected a floating point or complex)"),
+        r"linalg.inv: \1",
+    ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
         lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(

@@ -45,6 +45,11 @@ ALLOW_CPU: dict[OpOverload, frozenset[str]] = {
     aten.index_put.default: frozenset({"indices"}),
     aten.index_put_.default: frozenset({"indices"}),
     aten._index_put_impl_.default: frozenset({"indices"}),
+    # masked_fill's kernels check that value is 0-d before any device check (CUDA's Indexing.cu):
+    # a CPU value of other ranks then gets that error, not the device's.
+    aten.masked_fill.Tensor: frozenset({"value"}),
+    aten.masked_fill_.Tensor: frozenset({"value"}),
+    aten.masked_fill.Tensor_out: frozenset({"value"}),
 }
 
 #: Mutating overloads whose functional form has another name: computed by the functional form,

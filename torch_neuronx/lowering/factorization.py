@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -181,7 +182,24 @@ def _solve_sided(lu, perm, b, left: bool, adjoint: bool):
     return _mH(_lu_solve(lu, perm, _mH(b), not adjoint))
 
 
-@lowering(aten.linalg_lu_solve.default)
+def _lu_solve_dtypes(arguments: dict) -> None:
+    """The dtype checks that open ATen's linalg_lu_solve meta (BatchLinearAlgebra.cpp), before its
+    shape checks and the kernel's dispatch; PyTorch's Python meta words the first otherwise."""
+    lu, b, pivots = arguments["LU"], arguments["B"], arguments["pivots"]
+    if not (lu.is_floating_point() or lu.is_complex()):
+        raise RuntimeError(
+            f"torch.linalg.lu_solve: Expected a floating point or complex tensor as input. Got {aten_name(lu.dtype)}"
+        )
+    if lu.dtype != b.dtype:
+        raise RuntimeError(
+            f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type {aten_name(lu.dtype)} "
+            f"and B of type {aten_name(b.dtype)} instead"
+        )
+    if pivots.dtype != torch.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
+
+
+@lowering(aten.linalg_lu_solve.default, dtype_rule=_lu_solve_dtypes, rule_first=True)
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """torch.linalg.lu_solve: solves with lu_factor's packed LU; batch dimensions broadcast."""
     perm = _pivots_to_permutation(pivots, LU.shape[-1])
