@@ -714,3 +714,22 @@ def test_samplers_that_run_on_the_cpu_refuse_a_cpu_generator_for_neuron_tensors(
     # As torch.rand(device="neuron", generator=cpu_generator) refuses it (ATen's check_generator).
     with pytest.raises(RuntimeError, match="^Expected a 'neuron' device type for generator but found 'cpu'; create"):
         torch.poisson(torch.ones(3, device="neuron"), generator=torch.Generator("cpu"))
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda g: torch.poisson(torch.ones(3), generator=g),
+        lambda g: torch.randn(3, generator=g),
+        lambda g: torch.ones(3).bernoulli_(0.5, generator=g),
+        lambda g: torch.randperm(4, generator=g),
+    ],
+    ids=["poisson", "randn", "bernoulli_", "randperm"],
+)
+def test_a_neuron_generator_for_cpu_tensors_raises_the_cpus_error(draw):
+    # The generator's dispatch key brings these CPU calls to neuron's kernels: once the device had
+    # run a sampler, poisson of CPU tensors drew with it, and randn named the CPU tensor's device.
+    generator = torch.Generator("neuron")
+    torch.poisson(torch.ones(3, device="neuron"), generator=generator)
+    with pytest.raises(RuntimeError, match="^Expected a 'cpu' device type for generator but found 'neuron'$"):
+        draw(generator)

@@ -127,6 +127,9 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
                 f"Expected a 'neuron' device type for generator but found '{leaf.device.type}'; create it with "
                 "torch.Generator(device='neuron')"
             )
+        if isinstance(leaf, torch.Generator) and device is None and leaf.device.type == "neuron":
+            # The generator's dispatch key brought a CPU call here; the CPU kernel refuses it.
+            raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'")
 
     def to_cpu(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.device.type == "neuron":

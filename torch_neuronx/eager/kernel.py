@@ -42,6 +42,17 @@ def _meta_resize_warnings_silenced() -> Iterator[None]:
         yield
 
 
+def _refuse_neuron_generator_for_cpu_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A neuron generator's dispatch key brings a call of CPU tensors (``torch.randn(3, generator=g)``)
+    to the neuron kernel, whose device check then names the CPU tensor: ATen's check_generator in the
+    CPU kernel refuses the generator first, in these words."""
+    leaves = pytree.tree_leaves((args, kwargs))
+    if any(isinstance(leaf, torch.Generator) and leaf.device.type == "neuron" for leaf in leaves) and not any(
+        isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron" for leaf in leaves
+    ):
+        raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'") from None
+
+
 class EagerKernel:
     """The PrivateUse1 kernel of one ATen overload (registered with torch.library)."""
 
@@ -58,7 +69,11 @@ class EagerKernel:
         self.cache: dict[bytes, executable.Runner] = {}  # bounded by runtime.executable_cache
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, inputs, device, slot_tensors, generator, values, needs_transfer = self.signature.prepare(args, kwargs)
+        try:
+            key, inputs, device, slot_tensors, generator, values, needs_transfer = self.signature.prepare(args, kwargs)
+        except RuntimeError:
+            _refuse_neuron_generator_for_cpu_tensors(args, kwargs)
+            raise
         run = self.cache.get(key)
         if run is None:
             if needs_transfer:
