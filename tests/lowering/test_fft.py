@@ -118,13 +118,21 @@ def test_bfloat16_primitive_raises_with_the_fix():
         torch.ops.aten._fft_r2c(x.to("neuron"), [0], 0, True)
 
 
-def test_float16_primitive_raises_as_on_cpu_with_the_fix():
-    # torch.fft's functions compute float16 (eager/half_fft.py); the primitive itself refuses it, as the CPU's.
-    x = _input((8,), torch.float16)
-    with pytest.raises(RuntimeError, match="doesn't support tensors of type: Half"):
-        torch.ops.aten._fft_r2c(x, [0], 0, True)
-    with pytest.raises(RuntimeError, match=r"Unsupported dtype Half.*aten::_fft_r2c.*\.float\(\)"):
-        torch.ops.aten._fft_r2c(x.to("neuron"), [0], 0, True)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_float16_stft_computes_as_on_cuda(compiled):
+    # torch.stft calls the FFT primitives directly, which CUDA computes in half precision (the CPU
+    # refuses): eager refused float16 while the compiled graph computed it.
+    signal = _input((64,), torch.float16)
+    window = torch.hann_window(16)
+
+    def stft(x, w):
+        return torch.stft(x, 16, window=w, return_complex=True)
+
+    run = torch.compile(stft, backend="neuron") if compiled else stft
+    actual = run(signal.to("neuron"), window.half().to("neuron"))
+    assert actual.dtype == torch.complex32
+    expected = stft(signal.float(), window.half().float())
+    torch.testing.assert_close(actual.cpu().to(torch.complex64), expected, atol=1e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.int64])

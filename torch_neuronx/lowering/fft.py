@@ -15,7 +15,8 @@ float dtype, pads or trims to ``n``/``s``, wraps ``dim``, and conjugates where t
 
 JAX's ``jnp.fft`` computes them with XLA's FFT (unnormalised, then scaled here). XLA's CPU FFT, like
 PyTorch's CPU one (pocketfft), works in float32/complex64 (and 64-bit, which neuron does not hold);
-16-bit inputs raise the error PyTorch's CPU raises.
+float16 and complex32 inputs compute in float32/complex64 and round to the half-precision result
+CUDA's primitives give; bfloat16 raises, as cuFFT has no bfloat16 transforms.
 
 ``conj_physical`` lives here too: ``ihfft`` and the ``out=`` form of ``ifft`` of a real input end in
 it, and PyTorch's decompositions (``vdot``) use its prim.
@@ -34,17 +35,19 @@ from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
 
-_DTYPE_NAMES = {jnp.dtype(jnp.bfloat16): "BFloat16", jnp.dtype(jnp.float16): "Half"}
-
-
-def _require_full_precision(self: jax.Array, op: str) -> None:
-    """PyTorch's CPU FFT has no 16-bit kernels ("Unsupported dtype Half/BFloat16"); neither does neuron."""
-    name = _DTYPE_NAMES.get(jnp.dtype(self.dtype))
-    if name is not None:
+def _full_precision(self: jax.Array, op: str) -> jax.Array:
+    """The input in the precision the transform computes in. float16 computes in float32 (complex32
+    arrives as complex64) and the engine rounds the result to the float16/complex32 PyTorch's meta
+    kernel gives, as CUDA's primitives take half precision (``torch.stft`` of float16 calls them
+    directly; eager/half_fft.py covers the ``torch.fft`` functions); any size computes, where cuFFT
+    takes only powers of two in half precision. bfloat16 raises: cuFFT has no bfloat16 transforms.
+    """
+    if jnp.dtype(self.dtype) == jnp.dtype(jnp.bfloat16):
         raise RuntimeError(
-            f"Unsupported dtype {name}: aten::{op} on neuron computes FFTs in float32/complex64, as PyTorch's "
-            "CPU does; convert the input with .float() (or .to(torch.complex64)) first"
+            f"Unsupported dtype BFloat16: aten::{op} on neuron computes FFTs in float32/complex64 (float16 "
+            "too, as CUDA does); convert the input with .float() (or .to(torch.complex64)) first"
         )
+    return self.astype(jnp.float32) if jnp.dtype(self.dtype) == jnp.dtype(jnp.float16) else self
 
 
 def _scale(value: jax.Array, normalization: int, points: int) -> jax.Array:
@@ -65,7 +68,7 @@ def _points(shape: Sequence[int], dim: Sequence[int]) -> int:
 @lowering(aten._fft_r2c.default)
 def _fft_r2c(self: jax.Array, dim: list[int], normalization: int, onesided: bool) -> jax.Array:
     """Forward FFT of a real input over ``dim``; one-sided halves the last of ``dim`` (torch.fft.rfftn)."""
-    _require_full_precision(self, "_fft_r2c")
+    self = _full_precision(self, "_fft_r2c")
     if onesided:
         value = jnp.fft.rfftn(self, axes=dim, norm="backward")
     else:
@@ -77,7 +80,7 @@ def _fft_r2c(self: jax.Array, dim: list[int], normalization: int, onesided: bool
 def _fft_c2c(self: jax.Array, dim: list[int], normalization: int, forward: bool) -> jax.Array:
     """Complex FFT over ``dim``: exp(-2 pi i ...) when ``forward``, exp(+2 pi i ...) otherwise, both unscaled
     before ``normalization`` (torch.fft.fftn/ifftn pass the scale through it)."""
-    _require_full_precision(self, "_fft_c2c")
+    self = _full_precision(self, "_fft_c2c")
     if not dim:
         return self
     if forward:
@@ -91,7 +94,7 @@ def _fft_c2c(self: jax.Array, dim: list[int], normalization: int, forward: bool)
 def _fft_c2r(self: jax.Array, dim: list[int], normalization: int, last_dim_size: int) -> jax.Array:
     """Backward FFT of a Hermitian half-spectrum over ``dim`` to ``last_dim_size`` real points on the
     last of ``dim`` (torch.fft.irfftn)."""
-    _require_full_precision(self, "_fft_c2r")
+    self = _full_precision(self, "_fft_c2r")
     sizes = [self.shape[d] for d in dim[:-1]] + [last_dim_size]
     value = jnp.fft.irfftn(self, s=sizes, axes=dim, norm="forward")
     return _scale(value, normalization, math.prod(sizes))
