@@ -124,12 +124,19 @@ class Walker {
         return py::cast(HostScalarArg{static_cast<int>(index), static_cast<int>(t.scalar_type()), wrapped});
       }
       if (where.is_cpu() && spec.allow_cpu) {
-        needs_transfer_ = true;
+        convert_first_ = true;
         return py::none();
       }
       raise_device_mismatch(spec.name, where);
     }
     note_device(where.index(), spec.name);
+    if (t.is_conj() || t.is_neg()) {
+      // A lazy conjugate/negative view (which a compiled graph's inputs may be): its storage holds
+      // other values. The caller resolves the bits and prepares again; the tag keeps such a call's
+      // key apart from the resolved one's.
+      convert_first_ = true;
+      put_tag('M');
+    }
     c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
     ResolvedStorage resolved = resolve_storage(storage);
     size_t slot_bytes = resolved.allocation ? resolved.allocation->requested : storage->nbytes();
@@ -294,7 +301,7 @@ class Walker {
     for (auto scalar : scalars_) {
       inputs.append(scalar);
     }
-    return py::make_tuple(py::bytes(key_), inputs, device_, slot_tensors_, generator_, values, needs_transfer_);
+    return py::make_tuple(py::bytes(key_), inputs, device_, slot_tensors_, generator_, values, convert_first_);
   }
 
   CallDescription described(py::list values) {
@@ -438,7 +445,7 @@ class Walker {
   py::object generator_ = py::none();
   int device_ = -1;
   std::string first_tensor_;
-  bool needs_transfer_ = false;
+  bool convert_first_ = false;
 };
 
 } // namespace

@@ -115,10 +115,11 @@ class CallSignature {
 
   // Fast path. Returns the tuple
   //   (key: bytes, inputs: list, device: int, slot_tensors: list, generator, values: list,
-  //    needs_transfer: bool)
+  //    convert_first: bool)
   // where inputs are the buffers of the slots that have one followed by the runtime scalars,
   // slot_tensors holds one tensor per slot, values every argument with defaults filled in, and
-  // needs_transfer says a CPU tensor sits where the kernel moves it to the device first.
+  // convert_first says an argument must be converted before the call: a CPU tensor where the kernel
+  // moves it to the device first, or a neuron tensor with its conjugate or negative bit set.
   // Raises PyTorch's "Expected all tensors to be on the same device" error for mixed devices.
   pybind11::tuple prepare(const pybind11::tuple& args, const pybind11::dict& kwargs) const;
 

@@ -493,3 +493,24 @@ def test_default_backend_leaves_other_graphs_to_inductor():
     seen = []
     result = compile_default(lambda g, inputs: seen.append(g) or "inductor's", graph, [torch.empty(3, device="meta")])
     assert result == "inductor's" and seen == [graph]
+
+
+#: Functions whose compiled graph receives a lazy conjugate or negative view: as an argument, or from
+#: a node AOTAutograd leaves to run eagerly (``_conj``). Their storage holds other values: compiled
+#: graphs read it raw and returned the unconjugated values (hfft2 was off by 14).
+MATH_BIT_INPUTS = {
+    "conj-argument": (lambda x: x.clone() * 1, lambda x: x.conj()),
+    "conj-in-the-graph": (lambda x: x.conj().clone() * 1, lambda x: x),
+    "neg-view-argument": (lambda x: x + 0, lambda x: x.real._neg_view()),
+    "hfft2": (lambda x: torch.fft.hfft2(x.real, s=(3, 10), dim=(1, 2), norm="ortho"), lambda x: x),
+}
+
+
+@pytest.mark.parametrize("case", MATH_BIT_INPUTS)
+def test_compiled_graphs_read_lazy_conjugate_and_negative_views(case):
+    fn, make_input = MATH_BIT_INPUTS[case]
+    torch.manual_seed(0)
+    x = torch.randn(5, 6, 7, dtype=torch.complex64)
+    expected = fn(make_input(x))
+    actual = torch.compile(fn, backend="neuron")(make_input(x.to("neuron")))
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -32,6 +32,7 @@ from torch_neuronx._compat.torch_internals import (
     without_aot_first_call_analysis,
 )
 from torch_neuronx.dynamo import eager_refusals
+from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -159,7 +160,9 @@ class CompiledGraph:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
-        key, inputs, device, slot_tensors, generator, values, _ = self.signature.prepare(args, {})
+        key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
+        if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)
+            return self(*[resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in args])
         self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:

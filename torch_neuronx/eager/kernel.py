@@ -24,6 +24,7 @@ import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
 from torch_neuronx.eager import dispatched_dtypes, errors, memory_formats, rules, runners, tracking
+from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
@@ -70,14 +71,14 @@ class EagerKernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            key, inputs, device, slot_tensors, generator, values, needs_transfer = self.signature.prepare(args, kwargs)
+            key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
         except RuntimeError:
             _refuse_neuron_generator_for_cpu_tensors(args, kwargs)
             raise
         run = self.cache.get(key)
         if run is None:
-            if needs_transfer:
-                return self._with_cpu_tensors_moved(device, values)
+            if convert_first:
+                return self._with_arguments_converted(device, values)
             started = launch_records.now() if launch_records.active else 0
             with dynamo_disabled():  # building traces and compiles: keep Dynamo out
                 run = self._build(args, kwargs, inputs)
@@ -91,20 +92,23 @@ class EagerKernel:
         EXECUTABLES.touch(self.cache, key)
         return run(inputs, device, slot_tensors, generator, values)
 
-    def _with_cpu_tensors_moved(self, device: int, values: list[Any]) -> Any:
-        """CPU tensors where PyTorch accepts them (indices, as on CUDA) move to the op's core first."""
+    def _with_arguments_converted(self, device: int, values: list[Any]) -> Any:
+        """CPU tensors where PyTorch accepts them (indices, as on CUDA) move to the op's core first;
+        a lazy conjugate/negative view is resolved (its storage holds other values)."""
         target = torch.device("neuron", device)
 
-        def move(value: Any) -> Any:
-            if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0:
-                return value.to(target)
+        def convert(value: Any, move: bool) -> Any:
+            if isinstance(value, torch.Tensor):
+                if move and value.device.type == "cpu" and value.dim() > 0:
+                    return value.to(target)
+                return resolve_math_bits(value)
             if isinstance(value, (list, tuple)):
-                return type(value)(move(v) for v in value)
+                return type(value)(convert(v, move) for v in value)
             return value
 
         schema_arguments = schema_of(self.op).arguments
-        moved = [move(v) if a.name in self.allow_cpu else v for a, v in zip(schema_arguments, values, strict=True)]
-        return call(self.op, moved)
+        converted = [convert(v, a.name in self.allow_cpu) for a, v in zip(schema_arguments, values, strict=True)]
+        return call(self.op, converted)
 
     def _build(self, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[Any]) -> executable.Runner:
         """The runner of this call signature: its executable's launch, or one that resizes ``out=``

@@ -73,3 +73,11 @@ def resolving(op: OpOverload, kernel: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return call
+
+
+def resolve_math_bits(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with its conjugate and negative bits resolved (computed into a new tensor), or
+    ``tensor`` itself when neither is set."""
+    if tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    return tensor.resolve_neg() if tensor.is_neg() else tensor

@@ -118,7 +118,7 @@ def call_signature(
             graph captures them as constants); otherwise they are runtime inputs.
         static: names of number arguments that are constants all the same (a lowering's ``static``).
         allow_cpu: names of tensor arguments that may be CPU tensors (``prepare`` reports
-            ``needs_transfer``; the kernel moves them to the device).
+            ``convert_first``; the kernel moves them to the device).
     """
     specs = []
     for argument in schema_of(op).arguments:
