@@ -35,6 +35,7 @@ from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
 
+
 def _full_precision(self: jax.Array, op: str) -> jax.Array:
     """The input in the precision the transform computes in. float16 computes in float32 (complex32
     arrives as complex64) and the engine rounds the result to the float16/complex32 PyTorch's meta
