@@ -464,6 +464,38 @@ def test_index_factories_whose_decomposition_computes_in_float64_compile(factory
     torch.testing.assert_close(torch.compile(factory, backend="neuron")().cpu(), factory().cpu())
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda start, end: torch.linspace(start, end, 7),
+        lambda start, end: torch.logspace(start, end, 5, base=2),
+        lambda start, end: torch.logspace(start, 2.0, 5),
+        lambda start, end: torch.linspace(0.5, end, 7, dtype=torch.int32),
+    ],
+    ids=["linspace", "logspace", "logspace-Tensor_Scalar", "linspace-Scalar_Tensor-int32"],
+)
+def test_ranges_with_tensor_bounds_compile(fn):
+    # Their decomposition made its steps on the CPU beside the neuron bounds: AOTAutograd's fake
+    # tensors raised FakeTensorDeviceMismatchError, so every such graph failed to compile.
+    start, end = torch.tensor(0.5), torch.tensor(2.0)
+    actual = torch.compile(fn, backend="neuron")(start.to("neuron"), end.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), fn(start, end))
+
+
+def test_an_op_the_cpu_fallback_runs_compiles_around_it():
+    # linalg.ldl_factor has no lowering; eager runs it on the CPU fallback through its
+    # CompositeExplicitAutogradNonFunctional kernel, and now so does a compiled graph (it raised
+    # CompileError: only CompositeExplicitAutograd kernels counted as runnable).
+    a = torch.randn(4, 4)
+    a = a @ a.T + torch.eye(4)
+
+    def factor_twice(a):
+        return torch.linalg.ldl_factor(a)[0] * 2
+
+    actual = torch.compile(factor_twice, backend="neuron")(a.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), factor_twice(a))
+
+
 def test_default_backend_compiles_neuron_graphs_with_neuron():
     # torch.compile(model) hands graphs to inductor, which has no neuron code generator
     # (InductorError: KeyError: 'neuron'); graphs of neuron tensors compile with backend="neuron".

@@ -280,3 +280,25 @@ def test_ctc_loss_16_bit_is_refused_as_on_cpu():
         F.ctc_loss(log_probs, torch.tensor([[1, 2]]), [5], [2])
     with pytest.raises(RuntimeError, match="not implemented for 'BFloat16'"):
         F.ctc_loss(log_probs.to("neuron"), torch.tensor([[1, 2]]).to("neuron"), [5], [2])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_bilinear_and_its_gradients_match_cpu(compiled):
+    # F.bilinear's aten::_trilinear had no lowering: eager ran its composite op by op, and a compiled
+    # graph holding it failed to compile (BackendCompilerFailed).
+    torch.manual_seed(0)
+    layer = torch.nn.Bilinear(3, 4, 5)
+    x1, x2 = torch.randn(6, 3, requires_grad=True), torch.randn(1, 4).expand(6, 4)
+    layer(x1, x2).square().sum().backward()
+    device_layer = torch.nn.Bilinear(3, 4, 5).to("neuron")
+    device_layer.load_state_dict(layer.state_dict())
+    device_x1 = x1.detach().to("neuron").requires_grad_()
+    run = torch.compile(device_layer, backend="neuron") if compiled else device_layer
+    run(device_x1, x2.to("neuron")).square().sum().backward()
+    torch.testing.assert_close(device_x1.grad.cpu(), x1.grad)
+    torch.testing.assert_close(device_layer.weight.grad.cpu(), layer.weight.grad)
+
+
+def test_bilinear_of_integers_matches_cpu():
+    a, b, w = torch.arange(6).view(2, 3), torch.arange(8).view(2, 4), torch.arange(60).view(5, 3, 4)
+    assert_matches_cpu(F.bilinear, a, b, w)

@@ -102,10 +102,22 @@ def _lift_constants(graph: torch.fx.GraphModule) -> list[torch.Tensor]:
     return constants
 
 
-#: Ops whose PyTorch decomposition computes in float64: as graph nodes those intermediates would
-#: meet the FP64 policy's check of every node (graph.py), which eager never sees, so they stay whole
-#: in the graph and the lowering engine decomposes them inside the executable, as eager does.
-_DECOMPOSED_WHEN_LOWERED = frozenset({torch.ops.aten.tril_indices.default, torch.ops.aten.triu_indices.default})
+#: Ops whose PyTorch decomposition does not survive as graph nodes, so they stay whole in the graph
+#: and the lowering engine decomposes them inside the executable, as eager does: tril/triu_indices
+#: compute in float64 (which would meet the FP64 policy's check of every node, graph.py, which eager
+#: never sees); linspace/logspace with tensor bounds make their steps on the default device (CPU),
+#: which AOTAutograd's fake tensors refuse beside the neuron bounds.
+_DECOMPOSED_WHEN_LOWERED = frozenset(
+    {
+        torch.ops.aten.tril_indices.default,
+        torch.ops.aten.triu_indices.default,
+        *(
+            getattr(packet, overload)
+            for packet in (torch.ops.aten.linspace, torch.ops.aten.logspace)
+            for overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor")
+        ),
+    }
+)
 
 
 def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:

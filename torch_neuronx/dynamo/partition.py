@@ -65,7 +65,10 @@ def runs_eagerly(node: torch.fx.Node) -> bool:
     if node.target is torch.ops.higher_order.with_effects:
         return True  # an op with side effects (a check that raises, a print), ordered by its token
     op = node.target
-    return isinstance(op, OpOverload) and (has_kernel(op, "PrivateUse1") or has_kernel(op, "CompositeExplicitAutograd"))
+    return isinstance(op, OpOverload) and any(
+        has_kernel(op, key)
+        for key in ("PrivateUse1", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    )
 
 
 class _CompiledPart:

@@ -128,6 +128,25 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
     return _scaled_sum(self, jnp.outer(vec1, vec2), beta, alpha)
 
 
+@lowering(aten._trilinear.default)
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """``aten::_trilinear`` (F.bilinear's kernel): i1, i2 and i3, each unsqueezed at its ``expand``
+    dimensions to one rank, multiplied and summed over ``sumdim``: one einsum, which contracts in
+    pairs instead of making the full product (``unroll_dim`` only picks the CPU's loop order).
+    16-bit inputs compute in float32."""
+    rank = i1.ndim + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+
+    def kept(dims):
+        dropped = {d % rank for d in dims}
+        return "".join(letter for d, letter in enumerate(letters) if d not in dropped)
+
+    compute = jnp.float32 if i1.dtype in (jnp.bfloat16, jnp.float16) else i1.dtype
+    subscripts = f"{kept(expand1)},{kept(expand2)},{kept(expand3)}->{kept(sumdim)}"
+    operands = (x.astype(compute) for x in (i1, i2, i3))
+    return jnp.einsum(subscripts, *operands, precision=jax.lax.Precision.HIGHEST)
+
+
 @lowering(aten._int_mm.default)
 def int_mm(self, mat2):
     """torch._int_mm: int8 (n, k) @ int8 (k, m) accumulated and returned in int32."""
