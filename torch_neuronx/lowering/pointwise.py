@@ -392,11 +392,98 @@ def _integer_power(base, exponent):
     return result
 
 
-@lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
+def _c99_multiply(a, b, c, d):
+    """``(a + bi) * (c + di)`` as C99's Annex G defines it (libgcc's ``__mulsc3``, which C code
+    compiled by GCC calls for a complex product): a product the plain formula makes NaN + NaN i
+    while an operand is infinite is recomputed with the infinities boxed to +-1 and NaNs to 0, so
+    it comes out infinite. Returns the (real, imaginary) parts."""
+    ac, bd, ad, bc = a * c, b * d, a * d, b * c
+    real, imag = ac - bd, ad + bc
+
+    def box(x, where):  # an infinity to +-1, a finite number to +-0
+        return jnp.where(where, jnp.copysign(jnp.isinf(x).astype(x.dtype), x), x)
+
+    def zero_nan(x, where):
+        return jnp.where(where & jnp.isnan(x), jnp.copysign(jnp.zeros_like(x), x), x)
+
+    first = jnp.isinf(a) | jnp.isinf(b)
+    a, b, c, d = box(a, first), box(b, first), zero_nan(c, first), zero_nan(d, first)
+    second = jnp.isinf(c) | jnp.isinf(d)
+    a, b, c, d = zero_nan(a, second), zero_nan(b, second), box(c, second), box(d, second)
+    overflow = ~(first | second) & (jnp.isinf(ac) | jnp.isinf(bd) | jnp.isinf(ad) | jnp.isinf(bc))
+    a, b, c, d = (zero_nan(x, overflow) for x in (a, b, c, d))
+    recompute = jnp.isnan(real) & jnp.isnan(imag) & (first | second | overflow)
+    real = jnp.where(recompute, jnp.inf * (a * c - b * d), real)
+    imag = jnp.where(recompute, jnp.inf * (a * d + b * c), imag)
+    return real, imag
+
+
+def _glibc_exp(x, y):
+    """``cexp(x + yi)`` as glibc computes it: C99's special values (an infinite real part keeps
+    its infinity or zero, with the signs of cos(y) and sin(y), when y is finite) and, for a finite
+    real part past the float's exponent range, exp(x) applied in steps of exp(t) so that
+    ``exp(100) * sin(1e-30)`` stays finite. XLA's complex exp gives NaN + NaN i for -inf + NaN i
+    where C gives 0."""
+    dtype = x.dtype
+    t = int((jnp.finfo(dtype).maxexp - 1) * math.log(2))
+    tiny = jnp.abs(y) <= jnp.finfo(dtype).tiny
+    sin = jnp.where(tiny, y, jnp.sin(y))
+    cos = jnp.where(tiny, jnp.ones_like(y), jnp.cos(y))
+    scaled = x
+    for _ in range(2):
+        step = scaled > t
+        scaled = jnp.where(step, scaled - t, scaled)
+        sin = jnp.where(step, sin * jnp.exp(jnp.asarray(t, dtype)), sin)
+        cos = jnp.where(step, cos * jnp.exp(jnp.asarray(t, dtype)), cos)
+    factor = jnp.where(scaled > t, jnp.finfo(dtype).max, jnp.exp(scaled))
+    finite = (factor * cos, factor * sin)
+    nan = jnp.full_like(x, jnp.nan)
+    # An infinite real part: +inf or 0 with the signs of cos(y) and sin(y) (y itself when y is 0);
+    # with y infinite or NaN, (+inf, NaN) for +inf and (0, +-0) for -inf.
+    value = jnp.where(jnp.signbit(x), jnp.zeros_like(x), jnp.full_like(x, jnp.inf))
+    zero_y = y == 0
+    infinite = (
+        jnp.where(zero_y, value, jnp.copysign(value, jnp.cos(y))),
+        jnp.where(zero_y, y, jnp.copysign(value, jnp.sin(y))),
+    )
+    positive = ~jnp.signbit(x)
+    infinite_nonfinite = (
+        jnp.where(positive, jnp.full_like(x, jnp.inf), jnp.zeros_like(x)),
+        jnp.where(positive, y - y, jnp.copysign(jnp.zeros_like(y), y)),
+    )
+    finite_y = jnp.isfinite(y)
+    parts = []
+    for index in range(2):
+        real_finite = jnp.where(finite_y, finite[index], nan)
+        real_infinite = jnp.where(finite_y, infinite[index], infinite_nonfinite[index])
+        real_nan = jnp.where(zero_y, y, nan) if index else nan  # (NaN, y) for y = +-0
+        parts.append(jnp.where(jnp.isfinite(x), real_finite, jnp.where(jnp.isinf(x), real_infinite, real_nan)))
+    return jax.lax.complex(*parts)
+
+
+def _complex_pow(base, exponent):
+    """``base ** exponent`` for complex arrays as the CPU computes it: ATen's kernel calls
+    ``std::pow`` of two complex numbers, which is glibc's ``cpow``, ``cexp(exponent * clog(base))``
+    with the product taken as C99 defines it. XLA's complex pow special-cases a zero base (1 for
+    0 ** 0, NaN for 0 ** (1 + 1j)) where the CPU gives NaN + NaN i and 0, and gave NaN + NaN i for
+    most powers with an infinite or NaN part that C takes to an infinity or zero."""
+    base, exponent = jnp.broadcast_arrays(base, exponent)
+    re, im = base.real, base.imag
+    # glibc's clog: log|z| (+inf if either part is infinite, even with a NaN beside it; -inf at
+    # zero) and atan2(im, re), which keeps the signs of zeros.
+    log_abs = jnp.where(jnp.isinf(re) | jnp.isinf(im), jnp.inf, jnp.log(base).real)
+    real, imag = _c99_multiply(exponent.real, exponent.imag, log_abs, jnp.arctan2(im, re))
+    return _glibc_exp(real, imag)
+
+
+@lowering(aten.pow.Tensor_Tensor, promotion=Promotion.BOOL_TO_LONG)
 def pow(self, exponent):
     """torch.pow (bool promotes to int64, as PyTorch does). Integer powers wrap on overflow; a
     negative integer exponent gives 1 for base 1, -1 or 1 for base -1 (odd or even exponent) and 0
-    for every other base, 0 included, as PyTorch's integer kernel (powi) computes it."""
+    for every other base, 0 included, as PyTorch's integer kernel (powi) computes it. Complex
+    powers are glibc's cpow, as on the CPU (:func:`_complex_pow`)."""
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return _complex_pow(self, exponent)
     if not jnp.issubdtype(self.dtype, jnp.integer):
         return jnp.power(self, exponent)
     self, exponent = jnp.broadcast_arrays(self, exponent)
@@ -406,6 +493,13 @@ def pow(self, exponent):
     odd = (exponent & 1) == 1
     reciprocal = jnp.where(jnp.abs(self) == 1, jnp.where(odd, self, jnp.ones_like(self)), jnp.zeros_like(self))
     return jnp.where(exponent < 0, reciprocal, power)
+
+
+@lowering(aten.pow.Scalar, promotion=Promotion.BOOL_TO_LONG)
+def pow_scalar(self, exponent):
+    """torch.pow(number, tensor): ATen's ``pow_out`` fills the result with 1 for a base of 1 (1 **
+    (NaN + NaN i) is 1, where cpow gives NaN) and computes any other base as torch.pow."""
+    return jnp.where(self == 1, jnp.ones_like(exponent), pow(self, exponent))
 
 
 def _no_negative_integer_power(arguments: dict) -> None:
@@ -434,15 +528,17 @@ def pow_tensor_scalar(self, exponent):
 
 
 def _complex_pow_number(self, exponent):
-    """A complex tensor to a number as ATen's CPU kernel computes it (``pow_tensor_scalar_kernel``
-    in PowKernel.cpp): 2 and 3 as products, 0.5 as sqrt, -0.5 as rsqrt, -1 as the reciprocal and -2
-    as the reciprocal of the square; any other exponent through pow. XLA's complex pow goes through
-    exp(log), which is off by up to 1.4e-6 in complex64 for ``x ** 2`` (and ``square``)."""
+    """A complex tensor to a number as ATen computes it: ``pow_out`` fills 1 for an exponent of 0 and
+    copies the base for 1 (XLA's pow gave -2.5 - 2.2e-7i for (-2.5 + 1e-30i) ** 1, and NaN for
+    (inf i) ** 1); its CPU kernel (``pow_tensor_scalar_kernel`` in PowKernel.cpp) computes 2 and 3 as
+    products, 0.5 as sqrt, -0.5 as rsqrt, -1 as the reciprocal and -2 as the reciprocal of the
+    square, and any other exponent through cpow (:func:`_complex_pow`). XLA's complex pow goes
+    through exp(log), which is off by up to 1.4e-6 in complex64 for ``x ** 2`` (and ``square``)."""
     exponent = jnp.asarray(exponent)
     square = self * self
-    result = jnp.power(self, exponent.astype(self.dtype))
+    result = _complex_pow(self, exponent.astype(self.dtype))
     special = ((2, square), (3, square * self), (0.5, jnp.sqrt(self)), (-0.5, 1 / jnp.sqrt(self)), (-1, 1 / self))
-    for value, computed in (*special, (-2, 1 / square)):
+    for value, computed in (*special, (-2, 1 / square), (1, self), (0, jnp.ones_like(self))):
         result = jnp.where(exponent == value, computed, result)
     return result
 
