@@ -77,6 +77,37 @@ def test_histc(dtype, bins, low, high):
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "data", "low", "high"),
+    [
+        # max - min overflows: the CPU's linspace edges are NaN and it counts nothing; neuron counted
+        # every element in bin 0.
+        (torch.float32, [1.0, 2.0, -3e38, 3e38], -3e38, 3e38),
+        (torch.float32, [1.0, 2.0, -3e38, 3e38], 0, 0),  # the data's range
+        (torch.bfloat16, [1.0, 2.0, -3e38, 3e38], 0, 0),
+        (torch.float16, [1.0, 2.0, -6e4, 6e4], -6e4, 6e4),
+        # only (value - min) * bins overflows: the CPU's int64 cast of inf lands in bin 0; neuron
+        # counted float16 ones in the last bin.
+        (torch.float16, [3e4, 0.0, -3e4, 1.5e4, -1e4], -3e4, 3e4),
+        (torch.float32, [1e38, 0.0, -2e38, 5e37, -1e38], -2e38, 1e38),
+    ],
+)
+@pytest.mark.parametrize("bins", [1, 3, 100])
+def test_histc_of_ranges_that_overflow_the_dtype_matches_cpu(dtype, data, low, high, bins):
+    x = torch.tensor(data).to(dtype)
+    actual, expected = _run(torch.histc, x, bins=bins, min=low, max=high)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("bins", [7, 13, 22, 100])
+def test_histc_of_values_on_bin_edges_matches_cpu(bins):
+    # XLA multiplied by the reciprocal of the broadcast max - min: 18 of these values fell a bin low
+    # for bins=100.
+    x = torch.linspace(-5, 5, 1001)
+    actual, expected = _run(torch.histc, x, bins=bins, min=-5, max=5)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
 @pytest.mark.parametrize("bins, low, high", [(7, -2, 3), (5, 0, 0), (4, 1, 1), (3, 0, 10), (8, 0, 7), (2, 2.9, 5.5)])
 def test_histc_of_integers_as_cuda(dtype, bins, low, high):

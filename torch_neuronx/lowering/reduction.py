@@ -441,12 +441,21 @@ def _require_float(self, name: str) -> None:
         raise NotImplementedError(f'"{name}" on neuron is not implemented for {self.dtype} inputs, as on CPU')
 
 
+def _linear_quotient(values, left, right, bins, rounded):
+    """PyTorch's linear interpolation of each value among ``bins`` equal bins of [left, right],
+    (value - left) * bins / (right - left), each step rounded as the CPU kernel computes it in the
+    input dtype; its bin is the quotient truncated. The division is a division (XLA's reciprocal of
+    a broadcast divisor binned 18 of linspace(-5, 5, 1001)'s values in histc(x, 100, -5, 5) a bin
+    low, and a divisor past 2 ** 126 has a subnormal reciprocal, flushed to 0)."""
+    scaled = rounded(rounded(values - left) * jnp.asarray(bins, values.dtype))
+    divisor = jax.lax.optimization_barrier(jnp.broadcast_to(rounded(right - left), scaled.shape))
+    return rounded(scaled / divisor)
+
+
 def _linear_bins(values, left, right, bins, rounded):
     """The bin of each value among ``bins`` equal bins of [left, right] by PyTorch's linear
-    interpolation, trunc((value - left) * bins / (right - left)), each step rounded as the CPU kernel
-    computes it in the input dtype."""
-    scaled = rounded(rounded(values - left) * jnp.asarray(bins, values.dtype))
-    return jnp.trunc(rounded(scaled / rounded(right - left))).astype(jnp.int64)
+    interpolation (:func:`_linear_quotient`, truncated)."""
+    return jnp.trunc(_linear_quotient(values, left, right, bins, rounded)).astype(jnp.int64)
 
 
 def _linspace_edges(left, right, bins, dtype):
@@ -494,8 +503,15 @@ def histc(self, bins=100, min=0, max=0):
     left, right = jnp.where(degenerate, left - 1, left), jnp.where(degenerate, right + 1, right)
     rounded = _in(self.dtype)
     left, right = rounded(left), rounded(right)
-    inside = (values >= left) & (values <= right)
-    position = jnp.clip(_linear_bins(values, left, right, bins, rounded), 0, bins - 1)
+    # The CPU counts between the first and last of linspace(min, max, bins + 1)'s edges in the input
+    # dtype, min + step * 0 and max - step * 0: NaN, so that nothing is counted, when the step
+    # (max - min) / bins overflows (min=-3e38, max=3e38 in float32; the data's range alike).
+    step = rounded(rounded(right - left) / bins)
+    inside = jnp.isfinite(step) & (values >= left) & (values <= right)
+    # (value - min) * bins may overflow where max - min does not: the CPU casts the infinite
+    # quotient to int64 (INT64_MIN on x86), whose offset wraps to the first bin's address.
+    quotient = _linear_quotient(values, left, right, bins, rounded)
+    position = jnp.where(jnp.isfinite(quotient), jnp.clip(jnp.trunc(quotient), 0, bins - 1), 0).astype(jnp.int64)
     return jnp.zeros(bins, jnp.float32).at[position].add(inside.astype(jnp.float32))
 
 
