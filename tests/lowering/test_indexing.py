@@ -279,6 +279,52 @@ def test_index_add_of_integers_with_a_float_alpha_as_cpu():
     assert_matches_cpu(lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2.7), x, _index([0]), source)
 
 
+INDEX_ADDS_OUT_OF_RANGE = {
+    # self of 2+ dims, first or last dim, int64 index, alpha 1: the CPU's scatter_add_ path raises
+    # RuntimeError("index 5 is out of bounds for dimension 1 with size 3"); neuron raised IndexError.
+    "2d_dim1": ((3, 3), 1, [0, 5], {}),
+    "2d_dim0": ((3, 3), 0, [5], {}),
+    "2d_dim-1_negative": ((3, 3), -1, [-1], {}),
+    "3d_dim2": ((2, 3, 4), 2, [4], {}),
+    "2d_dim1_alpha_1.0": ((3, 3), 1, [5], {"alpha": 1.0}),
+    "2d_dim1_inplace": ((3, 3), 1, [5], {"inplace": True}),
+    # Otherwise its own loop raises IndexError("index out of range in self").
+    "1d": ((3,), 0, [5], {}),
+    "0d": ((), 0, [1], {}),
+    "3d_dim1": ((2, 3, 4), 1, [3], {}),
+    "2d_dim1_int32_index": ((3, 3), 1, [5], {"index_dtype": torch.int32}),
+    "2d_dim1_alpha_2": ((3, 3), 1, [5], {"alpha": 2}),
+    "2d_dim0_complex32": ((3, 3), 0, [5], {"dtype": torch.complex32}),
+}
+
+
+@pytest.mark.parametrize("case", INDEX_ADDS_OUT_OF_RANGE)
+def test_index_add_out_of_range_raises_the_cpus_error(case):
+    shape, dim, indices, options = INDEX_ADDS_OUT_OF_RANGE[case]
+    dtype, inplace = options.get("dtype", torch.float32), options.get("inplace", False)
+    x = torch.zeros(shape, dtype=dtype)
+    index = torch.tensor(indices, dtype=options.get("index_dtype", torch.int64))
+    source_shape = list(shape)
+    if shape:
+        source_shape[dim] = len(indices)
+    source = torch.ones(source_shape, dtype=dtype)
+    alpha = {"alpha": options["alpha"]} if "alpha" in options else {}
+
+    def run(x, index, source):
+        return (x.index_add_ if inplace else x.index_add)(dim, index, source, **alpha)
+
+    with pytest.raises((IndexError, RuntimeError)) as cpu_error:
+        run(x, index, source)
+    with pytest.raises(cpu_error.type, match=re.escape(str(cpu_error.value))):
+        run(*to_neuron((x, index, source))).cpu()
+
+
+def test_index_add_to_an_empty_tensor_checks_no_index_as_cpu():
+    # The CPU's kernel returns before checking when a self of 2+ dims has no elements.
+    assert_matches_cpu(lambda x, i, s: x.index_add(1, i, s), torch.zeros(0, 3), _index([5]), torch.ones(0, 1))
+    torch.neuron.synchronize()  # no fault pending
+
+
 @pytest.mark.parametrize(
     ("dtype", "alpha", "cpp_type"),
     [(torch.int64, 1e20, "int64_t"), (torch.uint8, -1.5, "uint8_t"), (torch.float32, 1j, "float")],
@@ -433,7 +479,8 @@ OUT_OF_RANGE = {
     "index": (lambda x, i: x[:, i], IndexError, "index 7 is out of bounds for dimension 1 with size 5"),
     "index_negative": (lambda x, i: x[-i], IndexError, "index -7 is out of bounds for dimension 0 with size 5"),
     "index_put": (lambda x, i: x.index_put((i,), x[0, 0]), IndexError, "index 7 is out of bounds for dimension 0"),
-    "index_add": (lambda x, i: x.index_add(1, i, x[:, :2]), IndexError, "index 7 is out of bounds for dimension 1"),
+    "index_add": (lambda x, i: x.index_add(1, i, x[:, :2]), RuntimeError, "index 7 is out of bounds for dimension 1"),
+    "index_add_alpha": (lambda x, i: x.index_add(1, i, x[:, :2], alpha=2), IndexError, "index out of range in self"),
     "index_copy": (lambda x, i: x.index_copy(0, i, x[:2]), IndexError, "index_copy_\\(\\): index 7 is out of"),
     "index_fill": (lambda x, i: x.index_fill(0, i, 0.0), IndexError, "index 7 is out of bounds for dimension 0"),
     "embedding": (lambda x, i: torch.nn.functional.embedding(i, x), IndexError, "index out of range in self"),

@@ -32,15 +32,23 @@ _OUT_OF_RANGE = "index out of range in self: index {{detail}} is out of bounds f
 
 
 def _checked(
-    index: jax.Array, size: int, message: str, error: type[Exception], *, negative: bool, dim: int = 0
+    index: jax.Array,
+    size: int,
+    message: str,
+    error: type[Exception],
+    *,
+    negative: bool,
+    dim: int = 0,
+    when: Any = True,
 ) -> jax.Array:
     """``index`` validated against ``size``: negative indices wrap when ``negative`` (else they are out
-    of range); an index out of range records a device fault whose detail is the first bad index."""
+    of range); an index out of range records a device fault whose detail is the first bad index
+    (only where ``when``, a traced condition, holds)."""
     low = -size if negative else 0
     bad = (index < low) | (index >= size)
     if index.size:
         first_bad = index.reshape(-1)[jnp.argmax(bad.reshape(-1))]
-        device_check(jnp.any(bad), first_bad, message.format(dim=dim, size=size), error)
+        device_check(jnp.any(bad) & when, first_bad, message.format(dim=dim, size=size), error)
     if negative:
         index = jnp.where(index < 0, index + size, index)
     return jnp.clip(index, 0, max(size - 1, 0))
@@ -416,16 +424,41 @@ def _index_func_rule(name: str, then: Any = None) -> Any:
     dtype_rule=_index_func_rule("index_add"),
     rule_first=True,
     checked=("alpha",),
+    metas=True,
 )
-def index_add(self, dim, index, source, *, alpha=1):
+def index_add(self, dim, index, source, *, alpha=1, metas):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
-    duplicates accumulate; indices must lie in [0, size) (IndexError otherwise, as on CPU).
-    """
+    duplicates accumulate; indices must lie in [0, size), else the CPU's error (see
+    :func:`_check_index_add_indices`)."""
     x = _at_least_1d(self)
     dim = dim % x.ndim
-    idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    idx = _check_index_add_indices(index.reshape(-1), x.shape[dim], dim, alpha, metas)
     updates = _at_least_1d(source) * alpha
     return _reduce_at(x, _along(dim, idx), updates).reshape(self.shape)
+
+
+def _check_index_add_indices(index: jax.Array, size: int, dim: int, alpha: Any, metas: list[Any]) -> jax.Array:
+    """index_add's indices checked as the CPU's kernel (``index_add_cpu_out``) checks them, its
+    index clipped into range. A ``self`` of two or more dimensions, added into along its first or
+    last one with an int64 index and ``alpha`` 1 (and not complex32), is handed to ``scatter_add_``,
+    whose check raises RuntimeError("index 5 is out of bounds for dimension 1 with size 3"); the
+    kernel's own loop raises IndexError("index out of range in self"), detailed here; an empty such
+    ``self`` returns before checking. CUDA asserts on the device; its message cannot be caught."""
+    self_meta, index_meta, alpha_meta = metas[0], metas[2], metas[4]
+    if self_meta.ndim > 1 and self_meta.numel() == 0:
+        return jnp.clip(index, 0, max(size - 1, 0))
+    scatter = (
+        self_meta.ndim > 1
+        and dim in (0, self_meta.ndim - 1)
+        and index_meta.dtype == torch.int64
+        and self_meta.dtype != torch.complex32
+        and not isinstance(alpha_meta, bool)  # c10's Scalar.equal(1.0) is false for a bool
+    )
+    if not scatter:
+        return _checked(index, size, _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    one = jnp.asarray(alpha) == 1
+    _checked(index, size, _OUT_OF_BOUNDS, RuntimeError, negative=False, dim=dim, when=one)
+    return _checked(index, size, _OUT_OF_RANGE, IndexError, negative=False, dim=dim, when=~one)
 
 
 def _index_reduce_reduction(arguments: dict) -> None:
