@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch.testing import make_tensor
@@ -46,6 +48,54 @@ def test_arange_with_a_step_that_truncates_to_zero_matches_cpu(start, end, step,
     torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
     with pytest.raises(ValueError, match="step must be nonzero"):
         torch.arange(start, end, step, dtype=torch.int64, device="neuron")
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "dtype"),
+    [
+        # ATen checks the step in double first: NaN is not nonzero (PyTorch's meta kernel said "step
+        # must be finite but got nan").
+        (0, 5, NAN, None),
+        (0, 5, NAN, torch.int64),
+        (0, 5, NAN, torch.float16),
+        (NAN, 5, 1, None),
+        (0, -INF, 1, None),
+        (0, 5, -INF, None),
+        (0, 5, 1e-300, None),
+        # An integer result converts start and step to int64 (end too for int64), infinities included.
+        (0, 5, INF, torch.int64),
+        (0, 1e20, 1e19, torch.int32),
+        (0.5, 1e19, 1e18, torch.int64),
+    ],
+)
+def test_arange_bounds_raise_the_cpus_error(start, end, step, dtype):
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.arange(start, end, step, dtype=dtype)
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(cpu_error.value))}$"):
+        torch.arange(start, end, step, dtype=dtype, device="neuron")
+
+
+def test_arange_of_an_int32_result_converts_no_float_end_as_cpu():
+    # The int32 kernel counts in double and steps from the converted start: an end past int64 is fine.
+    expected = torch.arange(0, 9.3e18, 1e18, dtype=torch.int32)
+    torch.testing.assert_close(torch.arange(0, 9.3e18, 1e18, dtype=torch.int32, device="neuron").cpu(), expected)
+
+
+def test_arange_of_integers_that_double_counts_otherwise_is_refused_naming_arange():
+    # The CPU counts float32's arange(2**62, 2**63 + 2**62 + 1, 2**62) in double (2 elements), PyTorch's
+    # meta kernel, which gives the result's shape, in integers (3): neuron raised "lowering of
+    # aten.arange.start_step returned shape (2,), PyTorch's meta kernel says (3,)".
+    start, end, step = 2**62, 2**63 + 2**62 + 1, 2**62
+    assert torch.arange(start, end, step, dtype=torch.float32).numel() == 2
+    message = r"^arange\(4611686018427387904, .* on neuron: the CPU counts 2 elements .* meta kernel, .* 3 "
+    with pytest.raises(RuntimeError, match=message):
+        torch.arange(start, end, step, dtype=torch.float32, device="neuron")
+    expected = torch.arange(float(start), end, step, dtype=torch.float32)  # as floats, both count 2
+    actual = torch.arange(float(start), end, step, dtype=torch.float32, device="neuron").cpu()
+    torch.testing.assert_close(actual, expected)
 
 
 @pytest.mark.parametrize(

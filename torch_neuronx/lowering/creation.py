@@ -7,6 +7,8 @@ casts every result to the dtype PyTorch's meta kernel reports.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -98,7 +100,9 @@ def empty_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, m
 
 def _int64_bounds(arguments: dict) -> None:
     """A range factory of an integer result converts its bounds to int64 first (c10's checked
-    conversion), before any tracing: a bound only uint64 holds is refused.
+    conversion), before any tracing: a bound only uint64 holds is refused. arange's kernel converts
+    a float ``start`` and ``step`` too (an infinite step included), and ``end`` for an int64 result,
+    which counts in integers; other integer results count in double.
 
     Raises:
         RuntimeError: "value cannot be converted to type int64_t without overflow".
@@ -109,11 +113,56 @@ def _int64_bounds(arguments: dict) -> None:
         dtype is not None and not (dtype.is_floating_point or dtype.is_complex)
     )
     if integral:
-        for value in bounds:
+        for name, value in zip(("start", "end", "step"), bounds, strict=True):
             _beyond_int64_as_float(value, jnp.int64)
+            converted = name != "end" or dtype in (None, torch.int64)
+            if converted and isinstance(value, float) and not -(2.0**63) <= value <= 2.0**63:  # c10's overflows()
+                raise RuntimeError("value cannot be converted to type int64_t without overflow")
 
 
-@lowering(aten.arange.start_step, static=("start", "end", "step"), result_dtype=True, dtype_rule=_int64_bounds)
+def _arange_arguments(arguments: dict) -> None:
+    """arange's checks as ATen's ``arange_check_bounds`` (RangeUtils.h, CPU and CUDA alike) makes
+    them, in double and in its order, before PyTorch's meta kernel, which called a NaN step "not
+    finite" where ATen's says "step must be nonzero"; then :func:`_int64_bounds`. Last, a count the
+    CPU would not make: for an integer start, end and step and a result other than int64, PyTorch's
+    meta kernel counts in integers and the CPU's kernel in double, so
+    ``arange(2**62, 2**63 + 2**62 + 1, 2**62, dtype=float32)`` has 3 elements for the one and 2 for
+    the other; the result's shape is the meta kernel's, so such a call is refused.
+
+    Raises:
+        RuntimeError: ATen's messages, or the count that differs from the CPU's.
+    """
+    start, end, step = (arguments.get(name) for name in ("start", "end", "step"))
+    if not all(isinstance(v, (int, float)) for v in (start, end, step)):
+        return  # complex bounds: PyTorch's meta kernel refuses them
+    low, high, stride = float(start), float(end), float(step)
+    if not (stride > 0 or stride < 0):
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise RuntimeError(f"unsupported range: {low:g} -> {high:g}")
+    if not ((stride > 0 and high >= low) or (stride < 0 and high <= low)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    _int64_bounds(arguments)
+    dtype = arguments.get("dtype")
+    if dtype is None or dtype == torch.int64 or not all(isinstance(v, int) for v in (start, end, step)):
+        return
+    in_double = math.ceil((high - low) / stride)
+    in_integers = aten.arange.start_step(start, end, step, dtype=dtype, device="meta").numel()
+    if in_integers != in_double and 0 <= in_double < 2**63:
+        raise RuntimeError(
+            f"arange({start}, {end}, {step}, dtype={dtype}) on neuron: the CPU counts {in_double} elements "
+            f"(in double), PyTorch's meta kernel, which gives the result's shape, {in_integers} (in integers); "
+            "pass the bounds as floats for the CPU's count"
+        )
+
+
+@lowering(
+    aten.arange.start_step,
+    static=("start", "end", "step"),
+    result_dtype=True,
+    dtype_rule=_arange_arguments,
+    rule_first=True,
+)
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step).
     An integer result truncates ``start`` and ``step`` to integers first, as the CPU kernel does
