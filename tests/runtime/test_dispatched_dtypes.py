@@ -316,6 +316,8 @@ ATEN_CHECKS = {
     "lu_solve-with-int64-pivots": lambda d: torch.linalg.lu_solve(
         torch.eye(2, device=d), torch.ones(2, dtype=torch.int64, device=d), torch.eye(2, device=d)
     ),
+    "argmax-of-an-empty-complex64": lambda d: torch.empty(0, dtype=torch.complex64, device=d).argmax(),
+    "argmin-of-an-empty-complex64-along-1": lambda d: torch.empty(2, 0, dtype=torch.complex64, device=d).argmin(1),
     "inv-of-int32": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.int32, device=d)),
     "inv-of-float16": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.float16, device=d)),
     "masked_fill-with-a-1-d-cpu-value": lambda d: torch.zeros(3, device=d).masked_fill(

@@ -634,14 +634,6 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         aten.xlogy.Tensor,
         Dispatch("xlogy_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "BinaryMiscOpsKernels.cu"),
     ),
-    (
-        aten.argmax.default,
-        Check(COMPLEX, "self", RuntimeError, "argmax(): does not support complex input", "ReduceOps.cpp"),
-    ),
-    (
-        aten.argmin.default,
-        Check(COMPLEX, "self", RuntimeError, "argmin(): does not support complex input", "ReduceOps.cpp"),
-    ),
     (aten.erf.default, Dispatch("erf_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu")),
     (
         aten.erfc.default,

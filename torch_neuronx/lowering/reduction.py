@@ -194,7 +194,18 @@ def min_dim(self, dim, keepdim=False):
     return jnp.min(self, axis=axis, keepdims=keepdim), jnp.argmin(self, axis=axis, keepdims=keepdim)
 
 
-@lowering(aten.argmax.default)
+def _no_complex(name: str):
+    """ATen's complex check of argmax/argmin (ReduceOps.cpp), which comes before the meta kernel's
+    empty-input checks: an empty complex input raises it, not an IndexError."""
+
+    def rule(arguments: dict) -> None:
+        if arguments["self"].is_complex():
+            raise RuntimeError(f"{name}(): does not support complex input")
+
+    return rule
+
+
+@lowering(aten.argmax.default, dtype_rule=_no_complex("argmax"), rule_first=True)
 def argmax(self, dim=None, keepdim=False):
     """torch.argmax: index of the first maximum (of the flattened input when ``dim`` is None); a NaN
     counts as the maximum. Bool inputs raise, as on CPU."""
@@ -203,7 +214,7 @@ def argmax(self, dim=None, keepdim=False):
     return jnp.argmax(self, axis=None if axes is None else axes[0], keepdims=keepdim)
 
 
-@lowering(aten.argmin.default)
+@lowering(aten.argmin.default, dtype_rule=_no_complex("argmin"), rule_first=True)
 def argmin(self, dim=None, keepdim=False):
     """torch.argmin: index of the first minimum; a NaN counts as the minimum. Bool inputs raise."""
     _require_not_bool(self, "argmin")
