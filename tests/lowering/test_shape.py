@@ -69,6 +69,9 @@ NAN, INF = float("nan"), float("inf")
         (0, 5, INF, torch.int64),
         (0, 1e20, 1e19, torch.int32),
         (0.5, 1e19, 1e18, torch.int64),
+        (0, 5, INF, torch.int8),  # the truncated-step path raised Python's OverflowError
+        (0, NAN, NAN, None),  # it said "unsupported range: 0 -> nan" before ATen's step check
+        (1j, 5, 1, None),  # c10's conversion of a complex bound (it said "does not support complex")
     ],
 )
 def test_arange_bounds_raise_the_cpus_error(start, end, step, dtype):
@@ -76,6 +79,17 @@ def test_arange_bounds_raise_the_cpus_error(start, end, step, dtype):
         torch.arange(start, end, step, dtype=dtype)
     with pytest.raises(RuntimeError, match=f"^{re.escape(str(cpu_error.value))}$"):
         torch.arange(start, end, step, dtype=dtype, device="neuron")
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "dtype"),
+    [(0, 5, INF, None), (5, 0, -INF, None), (0, 5, INF, torch.float16), (1 + 0j, 5, 1, None)],
+)
+def test_arange_of_an_infinite_step_or_a_real_complex_bound_matches_cpu(start, end, step, dtype):
+    # ATen counts ceil(5 / inf) = 0 elements where PyTorch's meta kernel refuses the step as not
+    # finite, and converts a complex bound with no imaginary part where the meta kernel refuses it.
+    expected = torch.arange(start, end, step, dtype=dtype)
+    torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
 
 
 def test_arange_of_an_int32_result_converts_no_float_end_as_cpu():

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import torch
 
+from torch_neuronx.lowering.creation import arange_bounds_rule
 from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
@@ -68,18 +69,25 @@ def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[
     ``int(start)``. ATen's ``compute_arange_size`` (RangeUtils.h, CPU and CUDA alike) checks the step
     and counts in double for those dtypes, and the kernels step in the truncated integer:
     arange(0, 2, 0.5, dtype=int32) is [0, 0, 0, 0]. int64 counts in integers and refuses the step,
-    as PyTorch's meta kernel does for every integer dtype. Bounds that are not finite raise ATen's
-    "unsupported range: 0 -> nan" (PyTorch's meta kernel says the bounds are inconsistent with the
-    step's sign)."""
+    as PyTorch's meta kernel does for every integer dtype. An infinite step of a floating result
+    counts 0 elements in ATen (PyTorch's meta kernel refuses it as not finite). The bounds are
+    checked first as ATen checks them (the lowering's rule, ``arange_bounds_rule``)."""
 
     def arange(start, end, step=1, **options):
-        if step != 0 and not (math.isfinite(start) and math.isfinite(end)):
-            raise RuntimeError(f"unsupported range: {float(start):g} -> {float(end):g}")
+        # A complex bound with no imaginary part converts to double (c10's checked_convert) on the
+        # CPU; PyTorch's meta kernel refuses any complex bound.
+        start, end, step = (v.real if isinstance(v, complex) and v.imag == 0 else v for v in (start, end, step))
         dtype = options.get("dtype")
         integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype in _NOT_TRUNCATED)
-        if integral and step != 0 and int(step) == 0:
+        finite_step = not isinstance(step, float) or math.isfinite(step)
+        if (integral and finite_step and step != 0 and int(step) == 0) or not finite_step:
+            arange_bounds_rule({"start": start, "end": end, "step": step, "dtype": dtype})
+        if integral and finite_step and step != 0 and int(step) == 0:
             count = torch.arange(start, end, step, dtype=torch.float64, device="meta").numel()  # ATen's checks
             return torch.full((count,), int(start), dtype=dtype, device=options.get("device"))
+        if not finite_step and not integral:
+            result_dtype = dtype if dtype is not None else torch.get_default_dtype()
+            return torch.empty(0, dtype=result_dtype, device=options.get("device"))
         return kernel(start, end, step, **options)
 
     return arange

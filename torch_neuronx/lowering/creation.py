@@ -120,7 +120,7 @@ def _int64_bounds(arguments: dict) -> None:
                 raise RuntimeError("value cannot be converted to type int64_t without overflow")
 
 
-def _arange_arguments(arguments: dict) -> None:
+def arange_bounds_rule(arguments: dict) -> None:
     """arange's checks as ATen's ``arange_check_bounds`` (RangeUtils.h, CPU and CUDA alike) makes
     them, in double and in its order, before PyTorch's meta kernel, which called a NaN step "not
     finite" where ATen's says "step must be nonzero"; then :func:`_int64_bounds`. Last, a count the
@@ -133,8 +133,10 @@ def _arange_arguments(arguments: dict) -> None:
         RuntimeError: ATen's messages, or the count that differs from the CPU's.
     """
     start, end, step = (arguments.get(name) for name in ("start", "end", "step"))
+    if any(isinstance(v, complex) and v.imag != 0 for v in (start, end, step)):
+        raise RuntimeError("value cannot be converted to type double without overflow")  # c10's checked_convert
     if not all(isinstance(v, (int, float)) for v in (start, end, step)):
-        return  # complex bounds: PyTorch's meta kernel refuses them
+        return  # complex bounds with no imaginary part: PyTorch's meta kernel refuses them
     low, high, stride = float(start), float(end), float(step)
     if not (stride > 0 or stride < 0):
         raise RuntimeError("step must be nonzero")
@@ -160,7 +162,7 @@ def _arange_arguments(arguments: dict) -> None:
     aten.arange.start_step,
     static=("start", "end", "step"),
     result_dtype=True,
-    dtype_rule=_arange_arguments,
+    dtype_rule=arange_bounds_rule,
     rule_first=True,
 )
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
