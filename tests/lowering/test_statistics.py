@@ -164,6 +164,24 @@ def test_histc_of_non_finite_data_raises_at_the_call_in_cudas_words(data, shown)
         torch.histc(values, bins=4)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.histogram(torch.tensor([1.0, float("nan"), 3.0], device=d), 4),
+        lambda d: torch.histogram(torch.tensor([1.0, float("inf")], device=d), 4),
+        lambda d: torch.histogramdd(torch.tensor([[1.0, 2.0], [3.0, -float("inf")]], device=d), [2, 2]),
+    ],
+    ids=["histogram-nan", "histogram-inf", "histogramdd-second-dimension"],
+)
+def test_histogram_of_non_finite_data_raises_at_the_call_in_the_cpus_words(call):
+    # The CPU reads the data's range first; neuron raised "the range of the data is not finite" at the
+    # next synchronization.
+    with pytest.raises(RuntimeError) as expected:
+        call("cpu")
+    with pytest.raises(RuntimeError, match=re.escape(str(expected.value)) + "$"):
+        call("neuron")
+
+
 @pytest.mark.parametrize("density", [False, True])
 @pytest.mark.parametrize(
     "call",

@@ -689,11 +689,15 @@ def _outer_edges(values, range, name="torch.histogramdd"):
         right = jnp.asarray(range[1::2], jnp.float32)
     elif values.shape[0]:
         left, right = jnp.min(values, axis=0), jnp.max(values, axis=0)
-        device_check(
-            ~jnp.all(jnp.isfinite(left) & jnp.isfinite(right)),
-            jnp.zeros((), jnp.int64),
-            f"{name}: the range of the data is not finite",
-        )
+        # The CPU reads the data's range first, so the error comes at the call, in its words.
+        for dim in builtins.range(n):
+            shown = [jax.lax.bitcast_convert_type(edge[dim], jnp.uint32).astype(jnp.int64) for edge in (left, right)]
+            device_check(
+                ~(jnp.isfinite(left[dim]) & jnp.isfinite(right[dim])),
+                (shown[0] << 32) | shown[1],
+                f"{name}: dimension {dim}'s range [{{high_float}}, {{low_float}}] is not finite",
+                synchronous=True,
+            )
     else:
         left, right = jnp.zeros(n, jnp.float32), jnp.ones(n, jnp.float32)
     empty = left == right
