@@ -483,6 +483,12 @@ OUT_OF_RANGE = {
     "index_add_alpha": (lambda x, i: x.index_add(1, i, x[:, :2], alpha=2), IndexError, "index out of range in self"),
     "index_copy": (lambda x, i: x.index_copy(0, i, x[:2]), IndexError, "index_copy_\\(\\): index 7 is out of"),
     "index_fill": (lambda x, i: x.index_fill(0, i, 0.0), IndexError, "index 7 is out of bounds for dimension 0"),
+    "index_reduce": (lambda x, i: x.index_reduce(0, i, x[:2], "amax"), IndexError, "index out of range in self"),
+    "index_reduce_excluding_self": (  # it fills the indexed slices first, in index_fill_'s words
+        lambda x, i: x.index_reduce(0, i, x[:2], "amax", include_self=False),
+        IndexError,
+        ": index 7 is out of bounds for dimension 0 with size 5$",
+    ),
     "embedding": (lambda x, i: torch.nn.functional.embedding(i, x), IndexError, "index out of range in self"),
     "take": (lambda x, i: torch.take(x, i * 4), IndexError, "tried to access index 28 on a tensor of 25 elements"),
     "masked_scatter": (lambda x, i: x.masked_scatter(x > -1, x[:2]), RuntimeError, "Number of elements of source"),

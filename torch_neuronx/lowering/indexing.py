@@ -485,7 +485,9 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
     x = _at_least_1d(self)
     dim = dim % x.ndim
-    idx = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
+    # include_self=False fills the indexed slices first: index_fill_'s check and words on the CPU.
+    message = _OUT_OF_RANGE if include_self else _OUT_OF_BOUNDS
+    idx = _checked(index.reshape(-1), x.shape[dim], message, IndexError, negative=False, dim=dim)
     key, updates = _along(dim, idx), _at_least_1d(source)
     base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
     result = _reduce_at(base, key, updates, reduce)
