@@ -487,7 +487,7 @@ OUT_OF_RANGE = {
     "index_reduce_excluding_self": (  # it fills the indexed slices first, in index_fill_'s words
         lambda x, i: x.index_reduce(0, i, x[:2], "amax", include_self=False),
         IndexError,
-        ": index 7 is out of bounds for dimension 0 with size 5$",
+        "neuron:0: index 7 is out of bounds for dimension 0 with size 5\\n",
     ),
     "embedding": (lambda x, i: torch.nn.functional.embedding(i, x), IndexError, "index out of range in self"),
     "take": (lambda x, i: torch.take(x, i * 4), IndexError, "tried to access index 28 on a tensor of 25 elements"),
