@@ -144,3 +144,10 @@ def test_multi_head_attention_refuses_what_the_cpu_refuses(mask, mask_type, embe
 def test_multi_head_attention_dtypes_follow_cuda(dtype, kernel):
     with pytest.raises(NotImplementedError, match=f'"{kernel}" not implemented for'):
         aten._native_multi_head_attention(*_attention_arguments("neuron", dtype), None, False)
+
+
+def test_multi_head_attention_without_weights_returns_none_as_on_the_cpu():
+    # The executable returned the meta kernel's empty tensor where ATen's kernels return undefined.
+    for device in ("cpu", "neuron"):
+        output, weights = aten._native_multi_head_attention(*_attention_arguments(device), None, False)
+        assert weights is None and output.shape == (2, 3, 4)

@@ -225,6 +225,8 @@ def _register_kernels() -> None:
             kernel = redirects.arange_with_truncated_step(kernel)
         elif plan.op is aten.histc.default:
             kernel = redirects.histc_with_cudas_checks(kernel)
+        elif plan.op is aten._native_multi_head_attention.default:
+            kernel = redirects.multi_head_attention_weights(kernel)
         elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default):
             kernel = expanded_writes.filling_shared_memory(kernel)
         if plan.op in expanded_writes.SHARED_MEMORY_WRITES:
