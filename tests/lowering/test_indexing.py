@@ -779,3 +779,14 @@ def test_index_put_of_a_cpu_scalar_through_a_mask_raises_as_aten(make, error, me
     for device in ("cpu", "neuron"):
         with pytest.raises(error, match=message):
             make(device)
+
+
+def test_two_ops_faulting_with_the_same_words_each_raise():
+    # The second fault was consumed as a repeat of the first (same message), and v's values read.
+    a, b = torch.arange(5.0, device="neuron"), torch.arange(10.0, 15.0, device="neuron")
+    u = a.index_select(0, torch.tensor([7], device="neuron"))
+    v = b.index_select(0, torch.tensor([9], device="neuron"))
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        u.cpu()
+    with pytest.raises(IndexError, match="index 9 is out of bounds"):
+        v.cpu()

@@ -71,6 +71,17 @@ def record(
         raise_pending(device)
 
 
+def _same_fault(later: PendingCheck, raised: PendingCheck) -> bool:
+    """Whether ``later`` failed with what ``raised`` said: the same op, message and detail (the
+    index out of range). Another op's fault, or another index, is its own and raises in turn."""
+    return (
+        later.op == raised.op
+        and later.message == raised.message
+        and bool(np.asarray(later.failed))
+        and int(np.asarray(later.detail)) == int(np.asarray(raised.detail))
+    )
+
+
 def raise_pending(device: int) -> None:
     """Raises the earliest fault recorded on ``device``; the checks before it, the other checks of
     the launch that faulted (one launch raises at most one fault) and the later faults of the same
@@ -82,7 +93,7 @@ def raise_pending(device: int) -> None:
         if bool(np.asarray(check.failed)):
             while queue and queue[0].sequence == check.sequence:
                 queue.pop(0)
-            queue[:] = [c for c in queue if not (c.message == check.message and bool(np.asarray(c.failed)))]
+            queue[:] = [c for c in queue if not _same_fault(c, check)]
             raise check.error(_describe(device, check))
 
 
