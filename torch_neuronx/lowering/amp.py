@@ -13,13 +13,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
-
-
-def _opmath(dtype) -> jnp.dtype:
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
 @lowering(aten._amp_foreach_non_finite_check_and_unscale.default)
@@ -31,7 +28,7 @@ def amp_foreach_non_finite_check_and_unscale(self, found_inf, inv_scale):
     unscaled = []
     for grad in self:
         nonfinite = nonfinite | jnp.any(~jnp.isfinite(grad))
-        unscaled.append(grad.astype(_opmath(grad.dtype)) * factor.astype(_opmath(grad.dtype)))
+        unscaled.append(grad.astype(opmath_dtype(grad.dtype)) * factor.astype(opmath_dtype(grad.dtype)))
     return unscaled, jnp.where(nonfinite, jnp.ones_like(found_inf), found_inf)
 
 

@@ -15,14 +15,11 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
 aten = torch.ops.aten
-
-
-def _opmath(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
 def _softmax_rows(scores, axis: int):
@@ -45,7 +42,7 @@ def _safe_softmax(self, dim, dtype=None):
     """``aten::_safe_softmax`` (the softmax of SDPA's math path): softmax along ``dim`` computed in
     float32 for 16-bit inputs (after converting to ``dtype`` if given), except that a slice which is
     entirely -inf (a fully masked query) gives 0 rather than NaN; NaN inputs stay NaN."""
-    compute = _opmath(jax_dtype(dtype) if dtype is not None else self.dtype)
+    compute = opmath_dtype(jax_dtype(dtype) if dtype is not None else self.dtype)
     probabilities, _ = _softmax_rows(self.astype(compute), dim % max(self.ndim, 1))
     return probabilities
 
@@ -100,7 +97,7 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     keeps ``tril(ones(L, S))``; key/value heads are repeated to the query's (grouped-query
     attention); dropout zeroes probabilities with ``rng`` and rescales by 1 / (1 - p).
     """
-    dtype = _opmath(query.dtype)
+    dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
     k, v, _ = _repeat_heads(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -184,7 +181,7 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     dV = P'^T dO, dP = dropout(dO V^T), dS = P * (dP - rowsum(P * dP)), dQ = scale dS K,
     dK = scale dS^T Q (summed over a key head's group), d(bias) = dS summed to the bias's shape.
     """
-    dtype = _opmath(query.dtype)
+    dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
     k, v, groups = _repeat_heads(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
 
@@ -141,7 +142,7 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
         dropped = {d % rank for d in dims}
         return "".join(letter for d, letter in enumerate(letters) if d not in dropped)
 
-    compute = jnp.float32 if i1.dtype in (jnp.bfloat16, jnp.float16) else i1.dtype
+    compute = opmath_dtype(i1.dtype)
     subscripts = f"{kept(expand1)},{kept(expand2)},{kept(expand3)}->{kept(sumdim)}"
     operands = (x.astype(compute) for x in (i1, i2, i3))
     return jnp.einsum(subscripts, *operands, precision=jax.lax.Precision.HIGHEST)

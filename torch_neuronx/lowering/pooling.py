@@ -24,13 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
-
-
-def _opmath(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
 def _per_dim(values: Sequence[int] | int, nd: int, default: Sequence[int] | None = None) -> tuple[int, ...]:
@@ -156,7 +153,7 @@ def _scatter_to_planes(grad_output, indices, input_shape, nd):
     float32 for 16-bit gradients."""
     plane = math.prod(input_shape[-nd:])
     lead = math.prod(input_shape[:-nd])
-    grad = grad_output.astype(_opmath(grad_output.dtype)).reshape(lead, -1)
+    grad = grad_output.astype(opmath_dtype(grad_output.dtype)).reshape(lead, -1)
     flat = indices.reshape(lead, -1)
     rows = jnp.arange(lead)[:, None]
     result = jnp.zeros((lead, plane), grad.dtype).at[rows, flat].add(grad, mode="drop")
@@ -216,7 +213,7 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
     out_size = tuple(
         _output_size(i, k, s, p, 1, ceil_mode) for i, k, s, p in zip(sizes, kernel, stride, padding, strict=True)
     )
-    x = self.astype(_opmath(self.dtype))
+    x = self.astype(opmath_dtype(self.dtype))
     lead = x.ndim - nd
     pads = [(0, 0)] * lead + [
         (p, max(0, (o - 1) * s + k - (i + p)))
@@ -248,9 +245,9 @@ def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
 
 def _linear_backward(forward, grad_output, self):
     """The backward of a linear pooling ``forward``: its transpose applied to grad_output."""
-    primal = jnp.zeros(self.shape, _opmath(self.dtype))
+    primal = jnp.zeros(self.shape, opmath_dtype(self.dtype))
     _, pullback = jax.vjp(forward, primal)
-    (grad,) = pullback(grad_output.astype(_opmath(grad_output.dtype)))
+    (grad,) = pullback(grad_output.astype(opmath_dtype(grad_output.dtype)))
     return grad
 
 
@@ -288,7 +285,7 @@ def _adaptive_avg_pool(self, output_size):
     """Adaptive average over the trailing ``len(output_size)`` dimensions: per dimension, a 0/1 window
     matrix sums each window; the sums are divided by the window volumes."""
     nd = len(output_size)
-    x = self.astype(_opmath(self.dtype))
+    x = self.astype(opmath_dtype(self.dtype))
     lead = x.ndim - nd
     letters = "abcdefghij"[: x.ndim]
     divisor = np.ones((), np.float64)

@@ -111,3 +111,9 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             args[i] = jnp.asarray(arg).astype(target)
     return args
+
+
+def opmath_dtype(dtype: Any) -> Any:
+    """The JAX dtype a lowering computes a ``dtype`` value in: float32 for bfloat16 and float16
+    (PyTorch's ``opmath_type``, ATen/OpMathType.h), the dtype itself otherwise."""
+    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype

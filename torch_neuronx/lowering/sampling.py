@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -50,10 +51,6 @@ _CUBIC_A = _F32(-0.75)
 #: One spatial dimension's taps: (input indices, weights), each of shape (taps, out), or weights None
 #: for a single tap of weight 1 (nearest, or a linear dimension copied unchanged).
 Taps = tuple[np.ndarray, np.ndarray | None]
-
-
-def _opmath(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
 def _scale_value(scale: float | None, size: int, out: int) -> np.float32:
@@ -208,12 +205,12 @@ def _interpolated_dtypes(kernel: str, *, uint8: bool = False) -> Callable[[dict[
 def _upsample(x, taps: Sequence[Taps]):
     if all(weights is None for _, weights in taps):
         return _interpolate(x, taps)
-    return _interpolate(x.astype(_opmath(x.dtype)), taps)
+    return _interpolate(x.astype(opmath_dtype(x.dtype)), taps)
 
 
 def _backward(forward: Callable, grad_output, input_size: Sequence[int]):
     """The transpose of the linear ``forward`` applied to grad_output, in the opmath type."""
-    dtype = _opmath(grad_output.dtype)
+    dtype = opmath_dtype(grad_output.dtype)
     _, pullback = jax.vjp(forward, jnp.zeros(tuple(input_size), dtype))
     (grad,) = pullback(grad_output.astype(dtype))
     return grad
@@ -414,7 +411,7 @@ def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corn
     has the input's size, PyTorch's backward kernel copies the gradient, although its forward kernel
     interpolates with the given scales; both are matched."""
     if tuple(output_size) == tuple(input_size[-2:]):
-        return grad_output.astype(_opmath(grad_output.dtype))
+        return grad_output.astype(opmath_dtype(grad_output.dtype))
     taps = _cubic(input_size, output_size, align_corners, [scales_h, scales_w])
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
@@ -571,7 +568,7 @@ def _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_
     """(grad_input, grad_grid) as the VJP of :func:`_grid_sample` in the opmath type, grad_input only
     where ``output_mask[0]`` asks for it. The coordinate clipping and reflection have PyTorch's
     gradients (0 at a clipped border, the reflection's sign elsewhere)."""
-    dtype = _opmath(input.dtype)
+    dtype = opmath_dtype(input.dtype)
 
     def forward(x, g):
         return _grid_sample(x, g, interpolation_mode, padding_mode, align_corners)
@@ -588,7 +585,7 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
     nearest (round half to even) or bicubic (A = -0.75, padding applied per tap); zeros, border or
     reflection padding. 16-bit inputs sample in float32, as PyTorch's vectorised 2-D CPU kernel does."""
     _check_grid_options("grid_sampler_2d", interpolation_mode, padding_mode, modes=3)
-    dtype = _opmath(input.dtype)
+    dtype = opmath_dtype(input.dtype)
     return _grid_sample(input.astype(dtype), grid.astype(dtype), interpolation_mode, padding_mode, align_corners)
 
 

@@ -24,6 +24,7 @@ import torch
 
 from torch_neuronx.lowering.activation import gelu
 from torch_neuronx.lowering.normalization import native_layer_norm
+from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
@@ -31,13 +32,9 @@ aten = torch.ops.aten
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
-def _opmath(dtype):
-    return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
-
-
 def _linear(x, weight, bias, dtype):
     """x @ weight^T + bias in the opmath type, rounded to ``dtype`` (ATen's addmm / linear)."""
-    compute = _opmath(dtype)
+    compute = opmath_dtype(dtype)
     out = jnp.einsum("...i,oi->...o", x.astype(compute), weight.astype(compute), precision=_HIGHEST)
     return (out + bias.astype(compute)).astype(dtype)
 
@@ -119,7 +116,7 @@ def _masked_softmax(scores, masked):
 def _multi_head_attention(query, key, value, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type):
     """(output (B, T, D), attention weights (B, H, T, T)) of the fast path, in ``query``'s dtype."""
     dtype = query.dtype
-    compute = _opmath(dtype)
+    compute = opmath_dtype(dtype)
     batch, length, embed_dim = query.shape
     head_dim = embed_dim // num_head
     weights = jnp.split(qkv_weight, 3, axis=0)
@@ -175,7 +172,7 @@ def _native_multi_head_attention(
     if not need_weights:
         return output, jnp.zeros((0,), query.dtype)
     if average_attn_weights:  # qkt.sum(1), then qkt /= num_head, each rounded to the dtype
-        compute = _opmath(weights.dtype)
+        compute = opmath_dtype(weights.dtype)
         summed = jnp.sum(weights.astype(compute), axis=1).astype(weights.dtype)
         weights = (summed.astype(compute) / num_head).astype(weights.dtype)
     return output, weights
@@ -183,7 +180,7 @@ def _native_multi_head_attention(
 
 def _layer_norm(x, weight, bias, eps):
     dtype = x.dtype
-    compute = _opmath(dtype)
+    compute = opmath_dtype(dtype)
     out, _, _ = native_layer_norm(x.astype(compute), (x.shape[-1],), weight.astype(compute), bias.astype(compute), eps)
     return out.astype(dtype)
 
@@ -233,7 +230,7 @@ def _transformer_encoder_layer_fwd(
     if norm_first:
         x = _layer_norm(x, norm_weight_2, norm_bias_2, eps)
     # _addmm_activation: the sum rounded to the input's dtype, then the activation.
-    hidden = _linear(x, ffn_weight_1, ffn_bias_1, dtype).astype(_opmath(dtype))
+    hidden = _linear(x, ffn_weight_1, ffn_bias_1, dtype).astype(opmath_dtype(dtype))
     hidden = (gelu(hidden) if use_gelu else jnp.maximum(hidden, 0)).astype(dtype)
     x = _linear(hidden, ffn_weight_2, ffn_bias_2, dtype) + residual
     if not norm_first:
