@@ -87,6 +87,21 @@ def _cpu_generator(generator: torch.Generator) -> torch.Generator:
     return cpu
 
 
+def refuse_neuron_generator_for_cpu_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A neuron generator's dispatch key brings a call of CPU tensors (``torch.randn(3, generator=g)``,
+    ``torch.poisson(cpu, generator=g)``) to neuron's kernels: ATen's check_generator in the CPU kernel
+    refuses the generator first, in these words.
+
+    Raises:
+        RuntimeError: a neuron generator and no neuron tensor among the arguments.
+    """
+    leaves = pytree.tree_leaves((args, kwargs))
+    if any(isinstance(leaf, torch.Generator) and leaf.device.type == "neuron" for leaf in leaves) and not any(
+        isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron" for leaf in leaves
+    ):
+        raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'") from None
+
+
 def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs ``op`` on the CPU for neuron arguments and moves the results back.
 
@@ -127,9 +142,9 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
                 f"Expected a 'neuron' device type for generator but found '{leaf.device.type}'; create it with "
                 "torch.Generator(device='neuron')"
             )
-        if isinstance(leaf, torch.Generator) and device is None and leaf.device.type == "neuron":
-            # The generator's dispatch key brought a CPU call here; the CPU kernel refuses it.
-            raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'")
+
+    if device is None:
+        refuse_neuron_generator_for_cpu_tensors(args, kwargs)
 
     def to_cpu(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.device.type == "neuron":

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
-from torch_neuronx.eager import dispatched_dtypes, errors, memory_formats, rules, runners, tracking
+from torch_neuronx.eager import dispatched_dtypes, errors, fallback, memory_formats, rules, runners, tracking
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.eager.plan import Plan, call, returns
 from torch_neuronx.lowering import engine, registry
@@ -41,17 +41,6 @@ def _meta_resize_warnings_silenced() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_META_RESIZE_WARNING)
         yield
-
-
-def _refuse_neuron_generator_for_cpu_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """A neuron generator's dispatch key brings a call of CPU tensors (``torch.randn(3, generator=g)``)
-    to the neuron kernel, whose device check then names the CPU tensor: ATen's check_generator in the
-    CPU kernel refuses the generator first, in these words."""
-    leaves = pytree.tree_leaves((args, kwargs))
-    if any(isinstance(leaf, torch.Generator) and leaf.device.type == "neuron" for leaf in leaves) and not any(
-        isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron" for leaf in leaves
-    ):
-        raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'") from None
 
 
 class EagerKernel:
@@ -73,7 +62,7 @@ class EagerKernel:
         try:
             key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
         except RuntimeError:
-            _refuse_neuron_generator_for_cpu_tensors(args, kwargs)
+            fallback.refuse_neuron_generator_for_cpu_tensors(args, kwargs)
             raise
         run = self.cache.get(key)
         if run is None:
