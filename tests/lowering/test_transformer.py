@@ -4,6 +4,7 @@ the CPU's, eager and compiled (torch_neuronx/lowering/transformer.py)."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -114,23 +115,55 @@ def _attention_arguments(device, dtype=torch.float32, embed_dim=4, num_heads=2):
 
 
 @pytest.mark.parametrize(
-    ("mask", "mask_type", "embed_dim", "num_heads", "message"),
+    ("embed_dim", "num_heads", "message"),
     [
-        (torch.zeros(3, 2, dtype=torch.bool), 1, 4, 2, "For mask_type == 1 mask shape should be (B, L)"),
-        (torch.zeros(2, 3, dtype=torch.bool), 0, 4, 2, "For mask_type == 0 mask shape should be (L, L)"),
-        (torch.zeros(2, 3, dtype=torch.bool), None, 4, 2, "Mask Type should be defined"),
-        (torch.zeros(2, 3, 3, dtype=torch.bool), 2, 4, 2, "For mask_type == 2 mask shape should match input shape"),
-        (None, None, 5, 2, "passed-in embed_dim 5 didn't match last dim of query 4"),
-        (None, None, 4, 3, "`embed_dim` must divide evenly by `num_heads`"),
+        (5, 2, "passed-in embed_dim 5 didn't match last dim of query 4"),
+        (4, 3, "`embed_dim` must divide evenly by `num_heads`"),
     ],
 )
-def test_multi_head_attention_refuses_what_the_cpu_refuses(mask, mask_type, embed_dim, num_heads, message):
+def test_multi_head_attention_refuses_what_the_cpu_refuses(embed_dim, num_heads, message):
     for device in ("cpu", "neuron"):
         arguments = _attention_arguments(device, embed_dim=embed_dim, num_heads=num_heads)
-        with pytest.raises(RuntimeError, match=f"^{message}$".replace("(", r"\(").replace(")", r"\)")):
-            aten._native_multi_head_attention(
-                *arguments, None if mask is None else mask.to(device), True, True, mask_type
-            )
+        with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+            aten._native_multi_head_attention(*arguments, None, True, True, None)
+
+
+@pytest.mark.parametrize(
+    ("mask_shape", "mask_type", "message"),
+    [
+        ((3, 2), 1, "Mask shape should match input. mask: [3, 2] input: [2, 2, 3, 3]"),
+        ((2, 3), 0, "Mask shape should match input. mask: [2, 3] input: [2, 2, 3, 3]"),
+        ((2, 3, 3), 2, "Mask shape should match input. mask: [2, 3, 3] input: [2, 2, 3, 3]"),
+        ((2, 3), None, "Mask Type should be defined"),
+        ((2, 3), 5, "Mask Type should be 0 (src_mask), 1 (src_key_padding_mask), or 2 (default_mask)"),
+    ],
+)
+def test_multi_head_attention_mask_errors_are_cudas(mask_shape, mask_type, message):
+    # masked_softmax_cuda's words (SoftMax.cu); the CPU words its shape checks per mask type.
+    mask = torch.zeros(mask_shape, dtype=torch.bool, device="neuron")
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        aten._native_multi_head_attention(*_attention_arguments("neuron"), mask, True, True, mask_type)
+
+
+@pytest.mark.parametrize(
+    ("changed", "message"),
+    [
+        ({0: torch.bfloat16}, "expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float"),
+        ({0: torch.int64}, "expected mat1 and mat2 to have the same dtype, but got: long int != float"),
+        ({6: torch.bfloat16}, "expected scalar type Float but found BFloat16"),
+        ({7: torch.bfloat16}, "self and mat2 must have the same dtype, but got Float and BFloat16"),
+        ({8: torch.bfloat16}, "self and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ],
+)
+def test_multi_head_attention_refuses_mixed_dtypes_as_cuda(changed, message):
+    # They were computed; the CUDA kernel's mm, bias read and addmm refuse them, in that order.
+    arguments = list(_attention_arguments("neuron"))
+    for index, dtype in changed.items():
+        arguments[index] = arguments[index].to(dtype)
+        if index == 0:
+            arguments[1] = arguments[2] = arguments[0]
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        aten._native_multi_head_attention(*arguments, None, False)
 
 
 @pytest.mark.parametrize(
@@ -146,8 +179,11 @@ def test_multi_head_attention_dtypes_follow_cuda(dtype, kernel):
         aten._native_multi_head_attention(*_attention_arguments("neuron", dtype), None, False)
 
 
-def test_multi_head_attention_without_weights_returns_none_as_on_the_cpu():
+@pytest.mark.parametrize(("batch", "need_weights"), [(2, False), (0, True)])
+def test_multi_head_attention_without_weights_returns_none_as_on_the_cpu(batch, need_weights):
     # The executable returned the meta kernel's empty tensor where ATen's kernels return undefined.
     for device in ("cpu", "neuron"):
-        output, weights = aten._native_multi_head_attention(*_attention_arguments(device), None, False)
-        assert weights is None and output.shape == (2, 3, 4)
+        query, *arguments = _attention_arguments(device)
+        query = query[:batch]
+        output, weights = aten._native_multi_head_attention(query, query, query, *arguments[2:], None, need_weights)
+        assert weights is None and output.shape == (batch, 3, 4)

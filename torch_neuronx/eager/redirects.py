@@ -180,15 +180,15 @@ def histc_out(self, bins=100, min=0, max=0, *, out):
 
 
 def multi_head_attention_weights(kernel: Callable[..., tuple]) -> Callable[..., tuple]:
-    """``aten::_native_multi_head_attention`` for the eager ``kernel``: without ``need_weights`` the
-    CPU and CUDA kernels return an undefined weights tensor (``None`` in Python, which
-    ``nn.MultiheadAttention(need_weights=False)`` hands on); PyTorch's meta kernel, whose results
-    the executable returns, gives an empty tensor."""
+    """``aten::_native_multi_head_attention`` for the eager ``kernel``: without ``need_weights``, and
+    for an empty query, the CPU and CUDA kernels return an undefined weights tensor (``None`` in
+    Python, which ``nn.MultiheadAttention(need_weights=False)`` hands on); PyTorch's meta kernel,
+    whose results the executable returns, gives an empty tensor."""
 
     def native_multi_head_attention(*args, **kwargs):
         output, weights = kernel(*args, **kwargs)
         need_weights = kwargs.get("need_weights", args[10] if len(args) > 10 else True)
-        return output, weights if need_weights else None
+        return output, weights if need_weights and output.numel() > 0 else None
 
     return native_multi_head_attention
 

@@ -23,9 +23,9 @@ def _accumulate(a, b, fn):
     return fn(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-#: ATen's matmul dtype errors (Blas.cpp, LinearAlgebra.cpp), formatted with the operands' C++ types
-#: (``cpp``) or ATen names (``aten``).
-_MM_DTYPES = "expected m1 and m2 to have the same dtype, but got: {cpp[0]} != {cpp[1]}"
+#: ATen's matmul dtype errors (cuda/Blas.cpp, LinearAlgebra.cpp's ADDMM_META), formatted with the
+#: operands' C++ types (``cpp``) or ATen names (``aten``). The CPU's mm says "m1 and m2".
+_MM_DTYPES = "expected mat1 and mat2 to have the same dtype, but got: {cpp[0]} != {cpp[1]}"
 _SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
 _MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
 

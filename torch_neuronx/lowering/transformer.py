@@ -26,6 +26,7 @@ from torch_neuronx.lowering.activation import gelu
 from torch_neuronx.lowering.normalization import native_layer_norm
 from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype
 
 aten = torch.ops.aten
 
@@ -71,6 +72,7 @@ def _attention_rule(query: str):
         for holds, message in checks:
             if not holds:
                 raise RuntimeError(message)
+        _check_dtypes(q, key, value, arguments)
         mask = arguments.get("mask")
         if mask is not None and q.numel() > 0:
             _check_mask(tuple(mask.shape), arguments.get("mask_type"), (q.shape[0], num_head, q.shape[1], q.shape[1]))
@@ -78,20 +80,54 @@ def _attention_rule(query: str):
     return rule
 
 
+def _check_dtypes(query, key, value, arguments: dict) -> None:
+    """The dtype checks the CUDA kernel meets on its way, in their order and words: the Q, K, V
+    projections are ``mm`` (Blas.cpp), the bias is read as the projection's element type
+    (``packed_accessor64``), the output projection is ``addmm(proj_bias, context, proj_weight.t())``
+    (ADDMM_META). Without them mixed dtypes (bfloat16 inputs, float32 weights) were computed.
+
+    Raises:
+        RuntimeError: "expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float",
+            "expected scalar type Float but found BFloat16", "self and mat2 must have the same dtype,
+            but got BFloat16 and Float" or "mat1 and mat2 must have the same dtype, but got ...".
+    """
+    weight, bias = arguments["qkv_weight"], arguments["qkv_bias"]
+    proj_weight, proj_bias = arguments["proj_weight"], arguments["proj_bias"]
+    for x in (query, key, value):
+        if x.dtype != weight.dtype:
+            names = " != ".join(cpp_name(jax_dtype(d)) for d in (x.dtype, weight.dtype))
+            raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: {names}")
+    if not query.dtype.is_floating_point:
+        return  # the projection's dtype refusal ("transform_bias_rescale_qkv" not implemented for 'Long')
+    checks = (
+        (bias, weight, "expected scalar type {1} but found {0}"),
+        (proj_bias, proj_weight, "self and mat2 must have the same dtype, but got {0} and {1}"),
+        (query, proj_weight, "mat1 and mat2 must have the same dtype, but got {0} and {1}"),
+    )
+    for a, b, message in checks:
+        if a.dtype != b.dtype:
+            raise RuntimeError(message.format(aten_name(a.dtype), aten_name(b.dtype)))
+
+
 def _check_mask(mask_shape, mask_type, scores_shape) -> None:
-    """``masked_softmax_cpu``'s checks of a mask for the (B, H, T, T) scores (its words)."""
+    """``masked_softmax_cuda``'s checks of a mask for the (B, H, T, T) scores, in its words: a
+    type 0 mask is (T, T), a type 1 mask (B, T), any other mask has the scores' shape.
+
+    Raises:
+        RuntimeError: "Mask Type should be defined", "Mask Type should be 0 (src_mask), 1
+            (src_key_padding_mask), or 2 (default_mask)", "Mask shape should match input. mask: [2, 3]
+            input: [2, 4, 3, 3]".
+    """
     batch, _, length, source = scores_shape
-    if len(mask_shape) != 2 or mask_type == 2:
-        if mask_shape != scores_shape:
-            raise RuntimeError("For mask_type == 2 mask shape should match input shape")
-    elif mask_type == 1:
-        if mask_shape != (batch, length):
-            raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
-    elif mask_type == 0:
-        if mask_shape != (length, source):
-            raise RuntimeError("For mask_type == 0 mask shape should be (L, L)")
-    else:
+    if mask_type is None:
         raise RuntimeError("Mask Type should be defined")
+    if mask_type not in (0, 1, 2):
+        raise RuntimeError("Mask Type should be 0 (src_mask), 1 (src_key_padding_mask), or 2 (default_mask)")
+    padding = mask_type == 1 and mask_shape == (batch, length) and length == source
+    square = mask_type == 0 and mask_shape == (length, source) and length == source
+    if mask_shape != scores_shape and not padding and not square:
+        listed = ", ".join(map(str, mask_shape)), ", ".join(map(str, scores_shape))
+        raise RuntimeError(f"Mask shape should match input. mask: [{listed[0]}] input: [{listed[1]}]")
 
 
 def _mask_of_scores(mask, mask_type, scores_shape):
@@ -159,7 +195,8 @@ def _native_multi_head_attention(
     and ``value`` of one shape; ``qkv_weight`` (3D, D) and ``qkv_bias`` (3D,) hold the Q, K and V
     projections, ``proj_*`` the output projection. The weights are (B, T, T) averaged over the
     heads, (B, H, T, T) with ``average_attn_weights=False``, and an empty tensor without
-    ``need_weights`` (PyTorch's meta kernel; the CPU returns an undefined tensor).
+    ``need_weights`` or for an empty query (PyTorch's meta kernel; the eager kernel returns None
+    there as ATen's: ``redirects.multi_head_attention_weights``).
 
     Raises:
         RuntimeError: the CPU kernel's argument and mask checks (:func:`_attention_rule`).
