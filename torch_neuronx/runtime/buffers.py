@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import cores, launch_records, layout, queue, recording
+from torch_neuronx.runtime import cores, faults, launch_records, layout, queue, recording
 from torch_neuronx.runtime.dtypes import CODE_OF, COMPLEX32, JAX_DTYPE_OF_CODE, torch_to_numpy, view_dtype
 from torch_neuronx.runtime.executable import jit_on_core
 
@@ -101,6 +101,8 @@ def read_stored(tensor: torch.Tensor) -> jax.Array:
 def _read_view(tensor: torch.Tensor, viewed: Any) -> jax.Array:
     """The value of ``viewed(view)`` over ``tensor``'s buffer, where ``view`` is the tensor's own."""
     array, code, offset, nbytes = _storage_buffer(tensor)
+    if faults.poisoned:
+        faults.check_inputs([array])
     view = viewed(view_of(tensor, offset))
     device = tensor.device.index
     keyed, offset = _keyed(view, nbytes)
@@ -128,7 +130,10 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     device = tensor.device.index
     count = nbytes // view.dtype.itemsize
     keyed, offset = _keyed(view, nbytes)
-    if layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes:
+    whole = layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes
+    if faults.poisoned:  # an undefined buffer may be overwritten whole, not in part
+        faults.check_inputs([value] if whole else [array, value])
+    if whole:
         flat = value.reshape(-1)
     elif array is None:
         program = _write_program(None, nbytes, keyed, device)
@@ -137,6 +142,7 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
         program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
         flat = _run_view_program("neuron::write_view", program, device, array, value, *offset)
     _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
+    faults.note_written(device, [flat])
     queue.note_launch(device, flat)
 
 

@@ -174,6 +174,12 @@ class Executable:
         random_elements, written_slots, written_codes = self.random_elements, self.written_slots, self.written_codes
         outputs, fresh, assemble = self.outputs, self.fresh, self.assemble
         note_launch, record = queue.note_launch, faults.record
+        pending_checks, note_written, poisoned, check_inputs = (
+            faults.pending,
+            faults.note_written,
+            faults.poisoned,
+            faults.check_inputs,
+        )
         deferral = recording.state if deferrable else None
         executable = self
         executable_id, kind, launched = self.id, self.kind, launch_records.launched
@@ -192,11 +198,15 @@ class Executable:
                 if deferral is not None and deferral.recorder is not None:
                     return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
                 counter[name] += 1
+                if poisoned:
+                    check_inputs(inputs)
                 tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
                 dispatched = launch_records.now() if launch_records.active else 0
                 results = program(*inputs)
                 if checks:
                     record(device, name, results[-2 * len(checks) :], checks)
+                if pending_checks.get(device):
+                    note_written(device, results)
                 note_launch(device, results[0])
                 if dispatched:
                     launched(executable_id, name, kind, device, program, inputs, dispatched, results[0])
@@ -210,6 +220,8 @@ class Executable:
                 return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
             if counter is not None:
                 counter[name] += 1
+            if poisoned:
+                check_inputs(inputs)
             tensors = outputs.allocate(device) if fresh else []
             if random_elements:
                 inputs = [*inputs, *philox_inputs(generator, device, random_elements)]
@@ -217,6 +229,8 @@ class Executable:
             results = program(*inputs)
             if checks:
                 record(device, name, results[-2 * len(checks) :], checks)
+            if pending_checks.get(device):
+                note_written(device, results)
             if results:
                 note_launch(device, results[0])
                 if dispatched:

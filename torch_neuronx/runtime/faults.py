@@ -4,8 +4,13 @@ An op that can fault on the device (an index out of range, say) computes a flag 
 inside its executable instead of clamping. The flags are recorded here with the op that launched
 them; a synchronisation point (a host read, ``synchronize()``, an event wait) reads the flags of its
 core in launch order and raises the earliest fault, with the op and, when
-``TORCH_NEURONX_ENABLE_STACK_TRACE=1``, the Python stack of its launch. The runtime stays usable:
-the fault is consumed by raising it.
+``TORCH_NEURONX_ENABLE_STACK_TRACE=1``, the Python stack of its launch.
+
+The runtime stays usable after a fault (CUDA's context is lost), but what the fault left undefined
+stays unreadable, as on CUDA: every buffer written by the faulted launch, or by a later one before
+the fault was raised (which may have read it), is *poisoned*. A host read of it, or a launch that
+takes it as an input, raises the fault again; new tensors, and buffers written from the host,
+are unaffected.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import traceback
+import weakref
+from collections.abc import Iterable
 
 import jax
 import numpy as np
@@ -36,7 +43,13 @@ class PendingCheck:
 _sequence = itertools.count()
 _RECORD_STACKS = _config.record_stack_traces()
 _LAUNCH_BLOCKING = _config.launch_blocking()
-_pending: dict[int, list[PendingCheck]] = {}
+#: Per core, the checks of launches not yet read, in launch order.
+pending: dict[int, list[PendingCheck]] = {}
+#: Per core, while checks are pending there: (sequence, arrays) of each launch's written buffers.
+_written: dict[int, list[tuple[int, list[jax.Array]]]] = {}
+#: id of a buffer that holds no defined values -> (a weak reference to it, the error, its message).
+#: Launchers test it for emptiness before looking their inputs up (:func:`check_inputs`).
+poisoned: dict[int, tuple[weakref.ref, type[Exception], str]] = {}
 
 
 def launch_stack() -> str | None:
@@ -62,13 +75,47 @@ def record(
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
-    queue = _pending.setdefault(device, [])
+    queue = pending.setdefault(device, [])
     synchronous = False
     for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
         queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, blocking and at_launch))
         synchronous = synchronous or blocking
     if synchronous and at_launch:
         raise_pending(device)
+
+
+def note_written(device: int, arrays: Iterable[jax.Array]) -> None:
+    """Records the buffers a launch on ``device`` wrote, if checks are pending there: they may hold
+    what a faulting launch left undefined (launchers call it after :func:`record`)."""
+    if pending.get(device):
+        _written.setdefault(device, []).append((next(_sequence), list(arrays)))
+
+
+def _poison(device: int, check: PendingCheck) -> None:
+    """Poisons the buffers written on ``device`` by ``check``'s launch and after it."""
+    written = _written.pop(device, [])
+    text = (
+        f"{check.op} on neuron:{device}: {_message(check)} (a device fault raised before: this tensor was "
+        "written by the launch that faulted, or after it before the fault was raised, and holds no defined "
+        "values; compute it again)"
+    )
+    for sequence, arrays in written:
+        if sequence > check.sequence:
+            for array in arrays:
+                key = id(array)
+                poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
+
+
+def check_inputs(arrays: Iterable[object]) -> None:
+    """Raises the fault that poisoned one of ``arrays`` (the buffers a launch or a read takes).
+
+    Raises:
+        The fault's exception (IndexError, RuntimeError, ...), saying the value is undefined.
+    """
+    for array in arrays:
+        entry = poisoned.get(id(array))
+        if entry is not None and entry[0]() is array:
+            raise entry[1](entry[2])
 
 
 def _same_fault(later: PendingCheck, raised: PendingCheck) -> bool:
@@ -87,14 +134,16 @@ def raise_pending(device: int) -> None:
     the launch that faulted (one launch raises at most one fault) and the later faults of the same
     check are consumed: one cause (a constant out of range that tracing evaluated several times,
     a check repeated in a loop) raises once, where later unrelated ops raised it again."""
-    queue = _pending.get(device)
+    queue = pending.get(device)
     while queue:
         check = queue.pop(0)
         if bool(np.asarray(check.failed)):
             while queue and queue[0].sequence == check.sequence:
                 queue.pop(0)
             queue[:] = [c for c in queue if not _same_fault(c, check)]
+            _poison(device, check)
             raise check.error(_describe(device, check))
+    _written.pop(device, None)
 
 
 def _float32_text(bits: int) -> str:
@@ -102,15 +151,18 @@ def _float32_text(bits: int) -> str:
     return format(float(np.array(bits, np.uint32).view(np.float32)), "g")
 
 
-def _describe(device: int, check: PendingCheck) -> str:
+def _message(check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
     # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})", or
     # two float32s' bits, printed as C++ streams a float (histc's "range of [1, inf]").
     high, low = (detail >> 32) & 0xFFFFFFFF, detail & 0xFFFFFFFF
-    message = check.message.format(
+    return check.message.format(
         detail=detail, batch=detail >> 32, info=low, high_float=_float32_text(high), low_float=_float32_text(low)
     )
-    text = f"{check.op} on neuron:{device}: {message}"
+
+
+def _describe(device: int, check: PendingCheck) -> str:
+    text = f"{check.op} on neuron:{device}: {_message(check)}"
     if _LAUNCH_BLOCKING or check.synchronous:
         return text
     text += (
