@@ -12,7 +12,8 @@ and the lowerings' dtype rules), or it computes values of no defined meaning. Tw
   ``"elu_cuda" not implemented for 'Long'``. The Dynamo graph is run once on fake tensors, each ATen
   op checked as the device's eager kernel receives it; the compiled function of a graph with a
   refusal raises it at every call (:class:`RefusedCall`), as the eager op would, with a note naming
-  the node and its source line.
+  the node and its source line. The dtype policy's TypeError for a float64 or complex128 result
+  (decision 8) is raised the same way, as eager raises it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
+from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import OpOverload, run_on_fakes
 from torch_neuronx.eager import dispatched_dtypes
 from torch_neuronx.lowering import engine, registry
+from torch_neuronx.runtime.dtypes import CODE_OF
 
 __all__ = ["RefusedCall", "check_call", "find_refusal"]
+
+_FP64 = (torch.float64, torch.complex128)
 
 
 def checks(op: OpOverload) -> bool:
@@ -50,11 +56,20 @@ def check_call(op: OpOverload, values: list[Any], result: Any) -> None:
     dispatched_dtypes.check_dispatched_dtype(op, values, result)
 
 
+def _check_dtype_policy(op: OpOverload, result: Any) -> None:
+    """Raises the dtype policy's TypeError (decision 8: no FP64 on Trainium) for a float64 or
+    complex128 result on neuron, in the eager words ("aten::_to_copy on neuron: float64 (double)
+    tensors are not supported ..."): raised at the call, not as Dynamo's BackendCompilerFailed."""
+    for value in pytree.tree_leaves(result):
+        if isinstance(value, torch.Tensor) and value.device.type == "neuron" and value.dtype in _FP64:
+            _C._check_dtype_supported(CODE_OF[value.dtype], op.name())
+
+
 class _Stop(Exception):
     """Ends the fake run at the first refusal: eager would not run the ops after it."""
 
 
-def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[RuntimeError, torch.fx.Node] | None:
+def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[Exception, torch.fx.Node] | None:
     """The first refusal of an eager kernel among the ATen ops ``graph`` runs on ``example_inputs``
     (fake tensors of their shapes), and the node that ran the op; None when there is none or when
     the fake run cannot finish (data-dependent shapes: the compiled graph's own checks then apply)."""
@@ -65,7 +80,7 @@ def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tupl
         for size in value.shape
     ):
         return None
-    found: list[tuple[RuntimeError, torch.fx.Node]] = []
+    found: list[tuple[Exception, torch.fx.Node]] = []
     running: list[torch.fx.Node] = []
 
     class Tracking(torch.fx.Interpreter):
@@ -74,11 +89,11 @@ def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tupl
             return super().run_node(node)
 
     def observe(op: OpOverload, args: tuple, kwargs: dict, result: Any) -> None:
-        if not checks(op):
-            return
         try:
-            check_call(op, engine.schema_values(op, args, kwargs), result)
-        except RuntimeError as error:
+            _check_dtype_policy(op, result)
+            if checks(op):
+                check_call(op, engine.schema_values(op, args, kwargs), result)
+        except (RuntimeError, TypeError) as error:
             found.append((error, running[0]))
             raise _Stop from None
 
@@ -93,7 +108,7 @@ class RefusedCall:
     """The compiled function of a graph with an op that the eager kernel refuses: every call raises
     that refusal (CUDA's exception and message, with the note the backend added)."""
 
-    def __init__(self, refusal: RuntimeError) -> None:
+    def __init__(self, refusal: Exception) -> None:
         self.refusal = refusal
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
