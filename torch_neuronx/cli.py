@@ -240,6 +240,21 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
     start = time.monotonic()
     collected: dict[str, tuple[int, int]] = {}
     left_out: dict[str, dict[str, int]] = {}
+    command = shlex.join(["torch-neuronx", *argv])
+
+    def report(rows, stops, not_run=()):
+        return upstream.write_report(
+            rows,
+            stops,
+            args.out,
+            command=command,
+            seconds=time.monotonic() - start,
+            source=upstream.describe(tests_dir),
+            collected=collected,
+            left_out=left_out,
+            not_run=not_run,
+        )
+
     rows, stops = upstream.run_upstream(
         _names(args.files),
         keyword=args.keyword,
@@ -250,18 +265,9 @@ def _upstream(args: argparse.Namespace, argv: Sequence[str]) -> int:
         progress=not args.no_progress,
         collected=collected,
         left_out=left_out,
+        after_file=report,  # a run cut short leaves the report of the files it finished
     )
-    command = shlex.join(["torch-neuronx", *argv])
-    table, summary = upstream.write_report(
-        rows,
-        stops,
-        args.out,
-        command=command,
-        seconds=time.monotonic() - start,
-        source=upstream.describe(tests_dir),
-        collected=collected,
-        left_out=left_out,
-    )
+    table, summary = report(rows, stops)
     if args.publish:
         upstream.publish(args.publish, section=summary.read_text(encoding="utf-8"))
     counts = collections.Counter(row.outcome for row in rows)

@@ -210,3 +210,32 @@ def test_dtype_claims_failing_by_fp64_alone_count_as_the_policy(claims, fp64_onl
     # test_ops' test_dtypes: the OpInfo's dtypes for a PrivateUse1 device are the CPU's, FP64 included.
     message = f"The supported dtypes for add on device type neuron are incorrect! The following dtypes {claims}."
     assert upstream_plugin._only_fp64_claims(message) is fp64_only
+
+
+def test_each_finished_file_is_reported_while_the_run_goes_on(tmp_path, monkeypatch):
+    # The driver wrote its report only at the end: a run cut short (a 60-minute timeout) left none.
+    class FinishedFile:
+        def __init__(self, path, keyword, timeout, work, sample, name):
+            self.name, self.outcomes, self.collected, self.left_out = name, {}, (1, 1), {}
+
+        def run(self, deadline):
+            return "done"
+
+        def rows(self):
+            return [upstream.TestOutcome(self.name, "TestX", "test_a", "", "", "passed", "", 0.1)]
+
+    monkeypatch.setattr(upstream, "_FileRun", FinishedFile)
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / name).write_text("")
+    reports = []
+
+    def after_file(rows, stops, not_run):
+        reports.append(upstream.summary(rows, stops, command="c", seconds=1.0, source="s", not_run=not_run))
+
+    rows, stops = upstream.run_upstream(
+        ["test_a.py", "test_b.py"], tests_dir=tmp_path, progress=False, after_file=after_file
+    )
+    assert len(rows) == 2 and stops == {"test_a.py": "done", "test_b.py": "done"}
+    assert "- `test_b.py`: not run yet: the run was still going" in reports[0]
+    assert "| test_a.py |" in reports[0] and "| test_b.py |" not in reports[0]
+    assert "not run yet" not in reports[1]

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -278,6 +278,7 @@ def run_upstream(
     progress: bool = True,
     collected: dict[str, tuple[int, int]] | None = None,
     left_out: dict[str, dict[str, int]] | None = None,
+    after_file: Callable[[list[TestOutcome], dict[str, str], list[str]], None] | None = None,
 ) -> tuple[list[TestOutcome], dict[str, str]]:
     """Runs PyTorch's test ``files`` (paths under ``tests_dir``, such as ``test_torch.py`` or
     ``dynamo/test_device.py``; default :data:`DEFAULT_FILES`) on neuron, each in processes of its
@@ -290,7 +291,9 @@ def run_upstream(
     reaches every part of a long file rather than its first tests only; ``collected``, when given, is
     filled with each file's (tests collected, tests selected), and ``left_out`` with each file's
     count of dtype variants not instantiated, by dtype (neuron does not hold them:
-    :data:`torch_neuronx._compat.upstream_tests.MISSING_DTYPES`).
+    :data:`torch_neuronx._compat.upstream_tests.MISSING_DTYPES`). ``after_file``, when given, is
+    called after each file with the outcomes and stops so far and the files not run yet, so that a
+    long run that is cut short leaves its report (the command line writes it each time).
 
     Raises:
         FileNotFoundError: ``tests_dir`` or one of ``files`` does not exist.
@@ -324,6 +327,8 @@ def run_upstream(
                 left_out[name] = run.left_out
             stops[name] = run.collection_error() if stop == "collection" else stop
             rows += run.rows()
+            if after_file is not None:
+                after_file(rows, stops, names[index + 1 :])
             if bar is not None:
                 bar.set_postfix_str(f"{name}: {len(run.outcomes)} tests")
                 bar.update()
@@ -379,11 +384,13 @@ def summary(
     source: str,
     collected: dict[str, tuple[int, int]] | None = None,
     left_out: dict[str, dict[str, int]] | None = None,
+    not_run: Sequence[str] = (),
 ) -> str:
     """The markdown summary: the vendor's breakdown overall and per file (with each file's tests
     collected and, under ``--sample``, selected, from ``collected``), the dtype variants not
     instantiated (``left_out``, as :func:`run_upstream` fills it), our skips by reason, the failures
-    grouped by kind, and the files that did not import or ran out of budget."""
+    grouped by kind, and the files that did not import, ran out of budget or were not run yet
+    (``not_run``: a report written while the run goes on)."""
     import jax
 
     collected = collected or {}
@@ -425,6 +432,7 @@ def summary(
     lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(str(value) for value in line) + " |" for line in table]
     unfinished = {name: why for name, why in stops.items() if why != "done"}
+    unfinished |= dict.fromkeys(not_run, "not run yet: the run was still going when this report was written")
     if unfinished:
         lines += ["", "Files not run to the end:", ""]
         lines += [
@@ -488,6 +496,7 @@ def write_report(
     source: str,
     collected: dict[str, tuple[int, int]] | None = None,
     left_out: dict[str, dict[str, int]] | None = None,
+    not_run: Sequence[str] = (),
 ) -> tuple[Path, Path]:
     """Writes ``outcomes.parquet`` and ``summary.md`` (see :func:`summary`) into ``out``; returns
     their paths."""
@@ -496,7 +505,16 @@ def write_report(
     table, text = directory / "outcomes.parquet", directory / "summary.md"
     write_parquet(rows, table)
     text.write_text(
-        summary(rows, stops, command=command, seconds=seconds, source=source, collected=collected, left_out=left_out),
+        summary(
+            rows,
+            stops,
+            command=command,
+            seconds=seconds,
+            source=source,
+            collected=collected,
+            left_out=left_out,
+            not_run=not_run,
+        ),
         encoding="utf-8",
     )
     return table, text
