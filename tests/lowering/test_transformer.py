@@ -187,3 +187,27 @@ def test_multi_head_attention_without_weights_returns_none_as_on_the_cpu(batch, 
         query = query[:batch]
         output, weights = aten._native_multi_head_attention(query, query, query, *arguments[2:], None, need_weights)
         assert weights is None and output.shape == (batch, 3, 4)
+
+
+def _encoder_layer_arguments(device, changed):
+    """``_transformer_encoder_layer_fwd``'s arguments (D=4, 2 heads, F=8) with the tensors at the
+    positions of ``changed`` converted to their dtype."""
+    ones = [torch.ones(*shape) for shape in ((12, 4), (12,), (4, 4), (4,))]
+    norms = [torch.ones(4), torch.zeros(4), torch.ones(4), torch.zeros(4)]
+    ffn = [torch.ones(8, 4), torch.ones(8), torch.ones(4, 8), torch.ones(4)]
+    arguments = [torch.ones(2, 3, 4), 4, 2, *ones, False, False, 1e-5, *norms, *ffn]
+    for index, dtype in changed.items():
+        arguments[index] = arguments[index].to(dtype)
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in arguments]
+
+
+@pytest.mark.parametrize("changed", [{11: torch.bfloat16}, *({i: torch.bfloat16} for i in range(14, 18))])
+def test_encoder_layer_refuses_mixed_dtypes_as_the_cpu(changed):
+    # A norm bias or a feed-forward weight or bias of another dtype was computed; ADDMM_META and the
+    # layer norm's kernel refuse them, on the CPU and CUDA alike.
+    messages = []
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError) as raised:
+            aten._transformer_encoder_layer_fwd(*_encoder_layer_arguments(device, changed))
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]

@@ -60,7 +60,7 @@ def _cpu_parameter_rule(*parameters: str):
     return rule
 
 
-_LAYER_NORM_RULE = _cpu_parameter_rule("weight", "bias")
+LAYER_NORM_RULE = _cpu_parameter_rule("weight", "bias")
 _BATCH_NORM_RULE = _cpu_parameter_rule("weight", "bias", "running_mean", "running_var")
 
 
@@ -71,7 +71,7 @@ def _sum(x, axes):
 # --- layer norm -------------------------------------------------------------------------------
 
 
-@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT, dtype_rule=_LAYER_NORM_RULE)
+@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT, dtype_rule=LAYER_NORM_RULE)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """F.layer_norm over the trailing ``normalized_shape`` dimensions: (x - mean) * rstd * weight +
     bias with the biased variance; also returns mean and rstd = 1/sqrt(var + eps), shaped like the
@@ -278,7 +278,7 @@ def batch_norm_backward(
     aten.native_group_norm.default,
     promotion=Promotion.DEFAULT,
     static=("N", "C", "HxW", "group"),
-    dtype_rule=_LAYER_NORM_RULE,
+    dtype_rule=LAYER_NORM_RULE,
 )
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """F.group_norm: each sample's channels split into ``group`` groups, normalized over the group's

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.activation import gelu
-from torch_neuronx.lowering.normalization import native_layer_norm
+from torch_neuronx.lowering.normalization import LAYER_NORM_RULE, native_layer_norm
 from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype
@@ -107,6 +107,43 @@ def _check_dtypes(query, key, value, arguments: dict) -> None:
     for a, b, message in checks:
         if a.dtype != b.dtype:
             raise RuntimeError(message.format(aten_name(a.dtype), aten_name(b.dtype)))
+
+
+def _encoder_layer_rule(arguments: dict) -> None:
+    """The dtype rule of ``_transformer_encoder_layer_fwd``: the attention's checks
+    (:func:`_attention_rule`), each layer norm's (``native_layer_norm``'s rule) and each feed-forward
+    ``addmm``'s (ADDMM_META: bias, then input, against the weight), in the order
+    ``transformer_encoder_layer_forward`` meets them (``norm_first`` moves the first norm ahead).
+    Without them mixed dtypes were computed where the CPU and CUDA raise.
+
+    Raises:
+        RuntimeError: "self and mat2 must have the same dtype, but got BFloat16 and Float", the
+            layer norm's and the attention's errors.
+    """
+    src = arguments["src"]
+
+    def norm(index: int) -> None:
+        weight, bias = arguments[f"norm_weight_{index}"], arguments[f"norm_bias_{index}"]
+        LAYER_NORM_RULE({"input": src, "weight": weight, "bias": bias})
+
+    def feed_forward() -> None:
+        for index in (1, 2):
+            weight, bias = arguments[f"ffn_weight_{index}"], arguments[f"ffn_bias_{index}"]
+            for a, message in ((bias, "self and mat2"), (src, "mat1 and mat2")):
+                if a.dtype != weight.dtype:
+                    names = aten_name(a.dtype), aten_name(weight.dtype)
+                    raise RuntimeError(f"{message} must have the same dtype, but got {names[0]} and {names[1]}")
+
+    if arguments["norm_first"]:
+        norm(1)
+    _SOURCE_ATTENTION_RULE(arguments)
+    if arguments["norm_first"]:
+        norm(2)
+        feed_forward()
+    else:
+        norm(1)
+        feed_forward()
+        norm(2)
 
 
 def _check_mask(mask_shape, mask_type, scores_shape) -> None:
@@ -222,9 +259,10 @@ def _layer_norm(x, weight, bias, eps):
     return out.astype(dtype)
 
 
-@lowering(
-    aten._transformer_encoder_layer_fwd.default, static=("eps",), dtype_rule=_attention_rule("src"), rule_first=True
-)
+_SOURCE_ATTENTION_RULE = _attention_rule("src")
+
+
+@lowering(aten._transformer_encoder_layer_fwd.default, static=("eps",), dtype_rule=_encoder_layer_rule, rule_first=True)
 def _transformer_encoder_layer_fwd(
     src,
     embed_dim,
