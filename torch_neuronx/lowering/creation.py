@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.ranges import arange_values, linspace_values, to_scalar_type
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
@@ -168,7 +169,8 @@ def arange_bounds_rule(arguments: dict) -> None:
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.arange: start, start + step, ... below ``end``; the count is PyTorch's ceil((end - start) / step).
     An integer result truncates ``start`` and ``step`` to integers first, as the CPU kernel does
-    (it accumulates in the dtype's acc_type, int64): arange(-0.9, 2.1, 2.0, dtype=int8) is [0, 2]."""
+    (it accumulates in the dtype's acc_type, int64): arange(-0.9, 2.1, 2.0, dtype=int8) is [0, 2].
+    A floating result is rounded as the CPU's kernel rounds it (:func:`ranges.arange_values`)."""
     start, end, step = (_beyond_int64_as_float(value, result_dtype) for value in (start, end, step))
     count = max(int(np.ceil((end - start) / step)), 0)
     if jnp.issubdtype(result_dtype, jnp.integer):
@@ -178,11 +180,7 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
             span = end - start + step - (1 if step > 0 else -1)
             count = max((abs(span) // abs(step)) * (1 if (span >= 0) == (step > 0) else -1), 0)
         return start + step * jnp.arange(count, dtype=jnp.int64)
-    return start + step * jnp.arange(count, dtype=jnp.float64 if _is_float(start, end, step) else jnp.int64)
-
-
-def _is_float(*values) -> bool:
-    return any(isinstance(v, float) for v in values)
+    return jnp.asarray(arange_values(start, step, count, np.dtype(result_dtype)))
 
 
 def _beyond_int64_as_float(value, result_dtype):
@@ -211,12 +209,18 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
     the end for the second, so both endpoints are exact. The endpoints are converted to the result's
     dtype first with c10's overflow check (``checked``: linspace(0, 255, 7, dtype=int8) raises), so an
     integer result starts from the converted values (a negative start of an unsigned result wraps:
-    linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does."""
+    linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does.
+    A floating result is rounded as the CPU's kernel rounds it (:func:`ranges.linspace_values`)."""
     start, end = (_beyond_int64_as_float(value, result_dtype) for value in (start, end))
     if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
         start, end = (int(np.asarray(int(value), np.int64).astype(result_dtype)) for value in (start, end))
+    floating = np.dtype(result_dtype).kind == "f" or result_dtype == jnp.bfloat16
     if steps == 1:
+        if floating:
+            return jnp.asarray([to_scalar_type(start, np.dtype(result_dtype))])
         return jnp.asarray([start], jnp.complex128 if isinstance(start, complex) else jnp.float64)
+    if floating:
+        return jnp.asarray(linspace_values(start, end, steps, np.dtype(result_dtype)))
     step = (end - start) / (steps - 1)
     index = jnp.arange(steps, dtype=jnp.float64)
     half = steps // 2
