@@ -163,6 +163,53 @@ def test_linspace_endpoints_that_do_not_fit_the_dtype_raise_as_on_cpu(start, end
         torch.linspace(start, end, 5, dtype=dtype, device="neuron")
 
 
+_FILLS = {
+    "full": lambda dtype, value, device: torch.full((2,), value, dtype=dtype, device=device),
+    "fill_": lambda dtype, value, device: torch.zeros(2, dtype=dtype, device=device).fill_(value),
+    "full_like": lambda dtype, value, device: torch.full_like(torch.zeros(2, dtype=dtype, device=device), value),
+    "scalar_tensor": lambda dtype, value, device: torch.scalar_tensor(value, dtype=dtype, device=device),
+    "where": lambda dtype, value, device: torch.where(
+        torch.tensor([True, False], device=device), torch.ones(2, dtype=dtype, device=device), value
+    ),
+}
+
+
+@pytest.mark.parametrize("fill", list(_FILLS), ids=list(_FILLS))
+@pytest.mark.parametrize(
+    "dtype, value, name",
+    [
+        (torch.uint16, 70000, "uint16_t"),
+        (torch.uint16, -70000, "uint16_t"),
+        (torch.uint32, 2**32 + 5, "uint32_t"),
+    ],
+)
+def test_fills_of_wider_unsigned_dtypes_that_do_not_fit_raise_as_on_cpu(fill, dtype, value, name):
+    # They wrapped on neuron (full((2,), 70000, dtype=uint16) was [4464, 4464]).
+    message = f"^value cannot be converted to type {name} without overflow$"
+    with pytest.raises(RuntimeError, match=message):
+        _FILLS[fill](dtype, value, "cpu")
+    with pytest.raises(RuntimeError, match=message):
+        _FILLS[fill](dtype, value, "neuron")
+
+
+@pytest.mark.parametrize("fill", ["full", "fill_", "scalar_tensor"])
+def test_a_float_fill_of_a_wider_unsigned_dtype_that_does_not_fit_raises_as_on_cpu(fill):
+    # A float value into an integer dtype, beyond it (or NaN): where() would promote it to float.
+    message = "^value cannot be converted to type uint32_t without overflow$"
+    for value in (5e9, -1.5e10, float("nan")):
+        with pytest.raises(RuntimeError, match=message):
+            _FILLS[fill](torch.uint32, value, "cpu")
+        with pytest.raises(RuntimeError, match=message):
+            _FILLS[fill](torch.uint32, value, "neuron")
+
+
+@pytest.mark.parametrize("fill", list(_FILLS), ids=list(_FILLS))
+@pytest.mark.parametrize("dtype, value", [(torch.uint16, -65535), (torch.uint32, 2**32 - 1), (torch.uint64, 2**64 - 1)])
+def test_fills_of_wider_unsigned_dtypes_that_fit_match_cpu(fill, dtype, value):
+    # c10's check lets a negative integer down to -max into an unsigned type, which wraps it.
+    torch.testing.assert_close(_FILLS[fill](dtype, value, "neuron").cpu(), _FILLS[fill](dtype, value, "cpu"))
+
+
 def _bits(x: torch.Tensor) -> torch.Tensor:
     return x.view({2: torch.int16, 4: torch.int32}[x.element_size()])
 
