@@ -237,6 +237,24 @@ def test_logspace_matches_cpu(dtype, start, end, steps, base):
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32], ids=str)
+@pytest.mark.parametrize(("start", "end", "steps"), [(-1, 1.5, 4), (5, -1, 4), (-2, 2, 1)])
+def test_integer_logspace_wraps_a_negative_start_and_truncates_a_fractional_end_as_cpu(dtype, start, end, steps):
+    # c10 converts the bounds to the dtype first: -1 into uint8 is 255 and 1.5 is 1, so CPU's
+    # logspace(-1, 1.5, 4, dtype=uint8) is [0, 0, 0, 10]; neuron refused -1 ("type uint8").
+    expected = torch.logspace(start, end, steps, dtype=dtype)
+    actual = torch.logspace(start, end, steps, dtype=dtype, device="neuron")
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize(("start", "end", "steps"), [(-1.5, 2, 3), (-256, 2, 3), (3, 5, 1)])
+def test_integer_logspace_bounds_or_value_that_do_not_fit_raise_as_cpu(start, end, steps):
+    message = "^value cannot be converted to type uint8_t without overflow"
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=message):
+            torch.logspace(start, end, steps, dtype=torch.uint8, device=device)
+
+
 @pytest.mark.parametrize("dtype", [torch.int16, torch.bfloat16, torch.float32], ids=str)
 def test_logspace_into_an_out_tensor_computes_in_its_dtype(dtype):
     # ATen's logspace.out computes in out's dtype (an int16 out was refused, a bfloat16 one rounded

@@ -20,6 +20,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.overflow import raise_if_overflows
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -644,14 +645,22 @@ def polar(abs: jax.Array, angle: jax.Array) -> jax.Array:
 
 
 def _host_value(value: complex | float | int, dtype: np.dtype) -> np.generic:
-    """A Scalar converted to the kernel's scalar_t (PyTorch's ``Scalar.to<scalar_t>()``)."""
+    """A Scalar converted to the kernel's scalar_t (PyTorch's ``Scalar.to<scalar_t>()``): c10's
+    overflow check, then C++'s conversion: an integer wraps (-1 into uint8 is 255; c10 lets a
+    negative integer down to -max into an unsigned type), a float truncates toward zero.
+
+    Raises:
+        RuntimeError: c10's "value cannot be converted to type uint8_t without overflow".
+    """
     if np.issubdtype(dtype, np.complexfloating):
         return dtype.type(value)
     if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        if not info.min <= int(value) <= info.max:
-            raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
-        return dtype.type(int(value))
+        raise_if_overflows(value, dtype)
+        bits = 8 * dtype.itemsize
+        wrapped = int(value) % (1 << bits)
+        if np.issubdtype(dtype, np.signedinteger) and wrapped >= 1 << (bits - 1):
+            wrapped -= 1 << bits
+        return dtype.type(wrapped)
     return dtype.type(np.float32(value)) if dtype.itemsize < 4 else dtype.type(value)
 
 
