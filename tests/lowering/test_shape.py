@@ -72,6 +72,11 @@ NAN, INF = float("nan"), float("inf")
         (0, 5, INF, torch.int8),  # the truncated-step path raised Python's OverflowError
         (0, NAN, NAN, None),  # it said "unsupported range: 0 -> nan" before ATen's step check
         (1j, 5, 1, None),  # c10's conversion of a complex bound (it said "does not support complex")
+        (0, 3, 1j, torch.int32),  # it raised Python's TypeError from int(step)
+        (0, 1, 1e-30, torch.int32),  # ATen's size check (it failed in prims::iota)
+        (0, 2**62, 0.5, torch.int16),  # a count of 2**63 passes ATen's check and resize_ refuses it
+        (0, 2**63 - 1, 2**62, None),  # int64 counts in int64: end - start + step wraps negative
+        (-(2**63), 2**63 - 1, -1, None),
     ],
 )
 def test_arange_bounds_raise_the_cpus_error(start, end, step, dtype):
@@ -90,6 +95,32 @@ def test_arange_of_an_infinite_step_or_a_real_complex_bound_matches_cpu(start, e
     # finite, and converts a complex bound with no imaginary part where the meta kernel refuses it.
     expected = torch.arange(start, end, step, dtype=dtype)
     torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "dtype"),
+    [
+        (-(2**63), 2**63 - 1, 2**62, None),
+        (2**63 - 1, -(2**63), -(2**62), None),
+        (-9.2e18, 9.2e18, 2.3e18, torch.int64),
+        (-(2**63), 2**63 - 1, 2**62, torch.int32),
+    ],
+)
+def test_arange_of_an_int64_span_that_wraps_counts_as_cpu(start, end, step, dtype):
+    # The int64 kernel counts (end - start + step - 1) / step in int64 arithmetic: the span wraps
+    # and the CPU's result is empty, where neuron counted exactly (4 elements); int32 counts in double.
+    expected = torch.arange(start, end, step, dtype=dtype)
+    torch.testing.assert_close(torch.arange(start, end, step, dtype=dtype, device="neuron").cpu(), expected)
+
+
+@pytest.mark.parametrize(("step", "dtype"), [(INF, torch.complex64), (1, torch.complex64), (INF, torch.bool)])
+def test_arange_of_a_dtype_its_kernel_does_not_dispatch_raises_before_its_bounds(step, dtype):
+    # CUDA's AT_DISPATCH refuses the dtype first; an infinite step gave [] for complex64.
+    name = {torch.complex64: "ComplexFloat", torch.bool: "Bool"}[dtype]
+    with pytest.raises(NotImplementedError, match=f"^\"arange_cpu\" not implemented for '{name}'$"):
+        torch.arange(0, 1, step, dtype=dtype)
+    with pytest.raises(NotImplementedError, match=f"^\"arange_cuda\" not implemented for '{name}'$"):
+        torch.arange(0, 1, step, dtype=dtype, device="neuron")
 
 
 def test_arange_of_an_int32_result_converts_no_float_end_as_cpu():

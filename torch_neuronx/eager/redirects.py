@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from torch_neuronx.lowering.creation import arange_bounds_rule
+from torch_neuronx.eager.dispatched_dtypes import check_dispatched_dtype
+from torch_neuronx.lowering.creation import arange_bounds_rule, arange_size, counts_in_int64
 from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
@@ -78,19 +79,41 @@ def arange_with_truncated_step(kernel: Callable[..., torch.Tensor]) -> Callable[
         # CPU; PyTorch's meta kernel refuses any complex bound.
         start, end, step = (v.real if isinstance(v, complex) and v.imag == 0 else v for v in (start, end, step))
         dtype = options.get("dtype")
-        integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype in _NOT_TRUNCATED)
+        if dtype is not None and (dtype.is_complex or dtype == torch.bool):
+            # no dtype of arange's kernels: their AT_DISPATCH refuses it before any bounds check
+            result = torch.empty(1, dtype=dtype, device="meta")  # one element: an empty one skips the check
+            check_dispatched_dtype(aten.arange.start_step, [start, end, step, dtype], result)
+        if any(isinstance(v, complex) for v in (start, end, step)):
+            return kernel(start, end, step, **options)  # its bounds rule raises ATen's error
+        integral = dtype is not None and not (dtype.is_floating_point or dtype in _NOT_TRUNCATED)
         finite_step = not isinstance(step, float) or math.isfinite(step)
         if (integral and finite_step and step != 0 and int(step) == 0) or not finite_step:
             arange_bounds_rule({"start": start, "end": end, "step": step, "dtype": dtype})
         if integral and finite_step and step != 0 and int(step) == 0:
             count = torch.arange(start, end, step, dtype=torch.float64, device="meta").numel()  # ATen's checks
             return torch.full((count,), int(start), dtype=dtype, device=options.get("device"))
-        if not finite_step and not integral:
+        if not finite_step:
             result_dtype = dtype if dtype is not None else torch.get_default_dtype()
             return torch.empty(0, dtype=result_dtype, device=options.get("device"))
+        if counts_in_int64(start, end, step, dtype):
+            arange_bounds_rule({"start": start, "end": end, "step": step, "dtype": dtype})  # bounds fit int64
+            start, end, step = _int64_counted(start, end, step, dtype)
         return kernel(start, end, step, **options)
 
     return arange
+
+
+def _int64_counted(start, end, step, dtype) -> tuple:
+    """Bounds for which an int64 arange counts as the CPU's kernel does: its count in int64
+    arithmetic (:func:`arange_size`) differs from the exact one when ``end - start + step`` wraps,
+    so ``arange(-2**63, 2**63 - 1, 2**62)`` is empty on the CPU; the bounds converted to int64 then
+    get the ``end`` of that count. The bounds are returned as they are otherwise (an invalid count
+    is the bounds rule's)."""
+    size = arange_size(start, end, step, dtype)
+    first, last, stride = int(start), int(end), int(step)
+    if size is None or not 0 <= size < 2.0**63 or int(size) == max(-(-(last - first) // stride), 0):
+        return start, end, step
+    return first, first + int(size) * stride, stride
 
 
 def linspace_out(start, end, steps, *, out):

@@ -121,10 +121,44 @@ def _int64_bounds(arguments: dict) -> None:
                 raise RuntimeError("value cannot be converted to type int64_t without overflow")
 
 
+def _wrapped(value: int) -> int:
+    """An integer as int64 arithmetic leaves it (two's complement, as the CPU wraps)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def counts_in_int64(start, end, step, dtype: torch.dtype | None) -> bool:
+    """Whether arange's result is int64 (``dtype``, or integer bounds without one), whose kernel
+    counts in int64 arithmetic rather than in double."""
+    if dtype is None:
+        return not any(isinstance(v, (float, complex)) for v in (start, end, step))
+    return dtype == torch.int64
+
+
+def arange_size(start, end, step, dtype: torch.dtype | None) -> float | None:
+    """ATen's ``size_d`` of arange (RangeFactories.cpp, CPU and CUDA alike): for an int64 result
+    ``(end - start + step - sign(step)) / step`` in int64 arithmetic on the bounds converted to
+    int64, each operation wrapping on overflow as the CPU's does, so
+    ``arange(-2**63, 2**63 - 1, 2**62)`` has 0 elements and ``arange(0, 2**63 - 1, 2**62)`` a
+    negative count; for other results ``ceil((end - start) / step)`` in double. None for real
+    bounds of an int64 result whose step converts to 0 (ATen refuses that step)."""
+    if counts_in_int64(start, end, step, dtype):
+        first, last, stride = int(start), int(end), int(step)  # to<int64_t> truncates a float
+        if stride == 0:
+            return None
+        span = _wrapped(_wrapped(_wrapped(last - first) + stride) - (1 if stride > 0 else -1))
+        quotient = abs(span) // abs(stride) * (1 if (span >= 0) == (stride > 0) else -1)  # C++ truncates
+        return float(_wrapped(quotient))
+    with np.errstate(all="ignore"):
+        return float(np.ceil((np.float64(end) - np.float64(start)) / np.float64(step)))
+
+
 def arange_bounds_rule(arguments: dict) -> None:
     """arange's checks as ATen's ``arange_check_bounds`` (RangeUtils.h, CPU and CUDA alike) makes
     them, in double and in its order, before PyTorch's meta kernel, which called a NaN step "not
-    finite" where ATen's says "step must be nonzero"; then :func:`_int64_bounds`. Last, a count the
+    finite" where ATen's says "step must be nonzero"; then :func:`_int64_bounds`, then ATen's size
+    check of :func:`arange_size` ("invalid size, possible overflow?"; PyTorch's meta kernel failed
+    in ``prims::iota`` for arange(0, 1, 1e-30, dtype=int32)). A complex or bool result is left to
+    the dtype check that follows, as ATen's dispatch refuses it first. Last, a count the
     CPU would not make: for an integer start, end and step and a result other than int64, PyTorch's
     meta kernel counts in integers and the CPU's kernel in double, so
     ``arange(2**62, 2**63 + 2**62 + 1, 2**62, dtype=float32)`` has 3 elements for the one and 2 for
@@ -134,6 +168,9 @@ def arange_bounds_rule(arguments: dict) -> None:
         RuntimeError: ATen's messages, or the count that differs from the CPU's.
     """
     start, end, step = (arguments.get(name) for name in ("start", "end", "step"))
+    dtype = arguments.get("dtype")
+    if dtype is not None and (dtype.is_complex or dtype == torch.bool):
+        return  # no dtype of arange's kernels: their AT_DISPATCH refuses it before any check
     if any(isinstance(v, complex) and v.imag != 0 for v in (start, end, step)):
         raise RuntimeError("value cannot be converted to type double without overflow")  # c10's checked_convert
     if not all(isinstance(v, (int, float)) for v in (start, end, step)):
@@ -146,7 +183,11 @@ def arange_bounds_rule(arguments: dict) -> None:
     if not ((stride > 0 and high >= low) or (stride < 0 and high <= low)):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     _int64_bounds(arguments)
-    dtype = arguments.get("dtype")
+    size = arange_size(start, end, step, dtype)
+    if size is not None and not 0 <= size <= 2.0**63:  # ATen compares with double(INT64_MAX), 2**63
+        raise RuntimeError("invalid size, possible overflow?")
+    if size == 2.0**63:  # passes, and int64_t(2**63) is INT64_MIN on x86, which resize_ refuses
+        raise RuntimeError(f"IntArrayRef contains an int that cannot be represented as a SymInt: {-(2**63)}")
     if dtype is None or dtype == torch.int64 or not all(isinstance(v, int) for v in (start, end, step)):
         return
     in_double = math.ceil((high - low) / stride)
