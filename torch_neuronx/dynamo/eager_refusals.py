@@ -21,10 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import OpOverload, run_on_fakes
+from torch_neuronx._compat.torch_internals import OpOverload, pytree, run_on_fakes
 from torch_neuronx.eager import dispatched_dtypes
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime.dtypes import CODE_OF
