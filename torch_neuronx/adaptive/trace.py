@@ -224,7 +224,7 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
         METRICS.cache_hits += 1
     fused, fused_id = entry
     if faults.poisoned:
-        faults.check_inputs(trace.inputs)
+        faults.check_inputs(trace.device, trace.inputs)
     _flushing.on = True
     dispatched = launch_records.now() if launch_records.active else 0
     try:
@@ -243,7 +243,8 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
             outputs = list(checks[position : position + count])
             faults.record(trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=False)
             position += count
-    faults.note_written(trace.device, values)
+    if faults.pending.get(trace.device):
+        faults.note_written(trace.device, trace.inputs, values, checked=position > 0)
     if results:
         queue.note_launch(trace.device, results[0])
         if dispatched:

@@ -102,7 +102,7 @@ def _read_view(tensor: torch.Tensor, viewed: Any) -> jax.Array:
     """The value of ``viewed(view)`` over ``tensor``'s buffer, where ``view`` is the tensor's own."""
     array, code, offset, nbytes = _storage_buffer(tensor)
     if faults.poisoned:
-        faults.check_inputs([array])
+        faults.check_inputs(tensor.device.index, [array])
     view = viewed(view_of(tensor, offset))
     device = tensor.device.index
     keyed, offset = _keyed(view, nbytes)
@@ -132,7 +132,7 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     keyed, offset = _keyed(view, nbytes)
     whole = layout.covers_storage(view, count) and value.dtype == view.dtype and tuple(value.shape) == view.sizes
     if faults.poisoned:  # an undefined buffer may be overwritten whole, not in part
-        faults.check_inputs([value] if whole else [array, value])
+        faults.check_inputs(device, [value] if whole else [array, value])
     if whole:
         flat = value.reshape(-1)
     elif array is None:
@@ -142,7 +142,8 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
         program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
         flat = _run_view_program("neuron::write_view", program, device, array, value, *offset)
     _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
-    faults.note_written(device, [flat])
+    if faults.pending.get(device):
+        faults.note_written(device, [value] if whole else [array, value], [flat], checked=False)
     queue.note_launch(device, flat)
 
 

@@ -199,14 +199,14 @@ class Executable:
                     return deferral.recorder(executable, inputs, device, slot_tensors, generator, values)
                 counter[name] += 1
                 if poisoned:
-                    check_inputs(inputs)
+                    check_inputs(device, inputs)
                 tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
                 dispatched = launch_records.now() if launch_records.active else 0
                 results = program(*inputs)
                 if checks:
                     record(device, name, results[-2 * len(checks) :], checks)
                 if pending_checks.get(device):
-                    note_written(device, results)
+                    note_written(device, inputs, results, bool(checks))
                 note_launch(device, results[0])
                 if dispatched:
                     launched(executable_id, name, kind, device, program, inputs, dispatched, results[0])
@@ -221,7 +221,7 @@ class Executable:
             if counter is not None:
                 counter[name] += 1
             if poisoned:
-                check_inputs(inputs)
+                check_inputs(device, inputs)
             tensors = outputs.allocate(device) if fresh else []
             if random_elements:
                 inputs = [*inputs, *philox_inputs(generator, device, random_elements)]
@@ -230,7 +230,7 @@ class Executable:
             if checks:
                 record(device, name, results[-2 * len(checks) :], checks)
             if pending_checks.get(device):
-                note_written(device, results)
+                note_written(device, inputs, results, bool(checks))
             if results:
                 note_launch(device, results[0])
                 if dispatched:

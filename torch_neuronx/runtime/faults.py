@@ -7,10 +7,11 @@ core in launch order and raises the earliest fault, with the op and, when
 ``TORCH_NEURONX_ENABLE_STACK_TRACE=1``, the Python stack of its launch.
 
 The runtime stays usable after a fault (CUDA's context is lost), but what the fault left undefined
-stays unreadable, as on CUDA: every buffer written by the faulted launch, or by a later one before
-the fault was raised (which may have read it), is *poisoned*. A host read of it, or a launch that
-takes it as an input, raises the fault again; new tensors, and buffers written from the host,
-are unaffected.
+stays unreadable, as on CUDA, where the error is sticky: while checks are pending on a core, each
+buffer a launch writes is noted with the pending checks its value depends on (its own launch's, and
+those of the buffers it read). Raising a fault *poisons* the buffers that depend on it: a host read
+of one, or a launch that takes one, raises the fault again. Work that did not read the faulted
+op's result, new tensors, and buffers overwritten whole from the host are unaffected.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ _RECORD_STACKS = _config.record_stack_traces()
 _LAUNCH_BLOCKING = _config.launch_blocking()
 #: Per core, the checks of launches not yet read, in launch order.
 pending: dict[int, list[PendingCheck]] = {}
-#: Per core, while checks are pending there: (sequence, arrays) of each launch's written buffers.
-_written: dict[int, list[tuple[int, list[jax.Array]]]] = {}
+#: The sequence of the last launch :func:`record` noted.
+_last_recorded = [-1]
+#: Per core, while checks are pending there: id of each buffer written since -> (a weak reference to
+#: it, the sequences of the pending checks its value depends on).
+_suspects: dict[int, dict[int, tuple[weakref.ref, frozenset[int]]]] = {}
 #: id of a buffer that holds no defined values -> (a weak reference to it, the error, its message).
 #: Launchers test it for emptiness before looking their inputs up (:func:`check_inputs`).
 poisoned: dict[int, tuple[weakref.ref, type[Exception], str]] = {}
@@ -75,6 +79,7 @@ def record(
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
+    _last_recorded[0] = sequence
     queue = pending.setdefault(device, [])
     synchronous = False
     for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
@@ -84,30 +89,45 @@ def record(
         raise_pending(device)
 
 
-def note_written(device: int, arrays: Iterable[jax.Array]) -> None:
-    """Records the buffers a launch on ``device`` wrote, if checks are pending there: they may hold
-    what a faulting launch left undefined (launchers call it after :func:`record`)."""
-    if pending.get(device):
-        _written.setdefault(device, []).append((next(_sequence), list(arrays)))
+def note_written(device: int, inputs: Iterable[object], arrays: Iterable[jax.Array], checked: bool) -> None:
+    """Notes the buffers ``arrays`` a launch on ``device`` wrote from ``inputs``, with the pending
+    checks their values depend on: its own, when it recorded checks (``checked``, after
+    :func:`record`), and those of the inputs. Launchers call it while checks are pending there."""
+    suspects = _suspects.setdefault(device, {})
+    depends = {_last_recorded[0]} if checked else set()
+    for value in inputs:
+        entry = suspects.get(id(value))
+        if entry is not None and entry[0]() is value:
+            depends |= entry[1]
+    if depends:
+        frozen = frozenset(depends)
+        for array in arrays:
+            key = id(array)
+            suspects[key] = (weakref.ref(array, lambda _, key=key: suspects.pop(key, None)), frozen)
 
 
-def _poison(device: int, check: PendingCheck) -> None:
-    """Poisons the buffers written on ``device`` by ``check``'s launch and after it."""
-    written = _written.pop(device, [])
+def _poison(device: int, check: PendingCheck, faulted: set[int]) -> None:
+    """Poisons the buffers of ``device`` whose values depend on the launches ``faulted`` (``check``'s
+    and those of the repeats of its fault), and forgets the dependencies on checks that passed."""
+    suspects = _suspects.get(device, {})
     text = (
-        f"{check.op} on neuron:{device}: {_message(check)} (a device fault raised before: this tensor was "
-        "written by the launch that faulted, or after it before the fault was raised, and holds no defined "
-        "values; compute it again)"
+        f"{check.op} on neuron:{device}: {_message(check)} (raised before: this tensor holds the result of the "
+        "op that faulted, or a value computed from it, which are undefined; compute it again)"
     )
-    for sequence, arrays in written:
-        if sequence > check.sequence:
-            for array in arrays:
-                key = id(array)
-                poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
+    left = {c.sequence for c in pending.get(device, ())}
+    for key, (reference, depends) in list(suspects.items()):
+        array = reference()
+        if array is not None and depends & faulted:
+            poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
+        if depends & left:
+            suspects[key] = (reference, depends & left)
+        else:
+            del suspects[key]
 
 
-def check_inputs(arrays: Iterable[object]) -> None:
-    """Raises the fault that poisoned one of ``arrays`` (the buffers a launch or a read takes).
+def check_inputs(device: int, arrays: Iterable[object]) -> None:
+    """Raises the fault that poisoned one of ``arrays`` (the buffers a launch or a read of ``device``
+    takes); a fault still pending on ``device`` is raised first (it may be the array's own).
 
     Raises:
         The fault's exception (IndexError, RuntimeError, ...), saying the value is undefined.
@@ -115,6 +135,7 @@ def check_inputs(arrays: Iterable[object]) -> None:
     for array in arrays:
         entry = poisoned.get(id(array))
         if entry is not None and entry[0]() is array:
+            raise_pending(device)
             raise entry[1](entry[2])
 
 
@@ -140,10 +161,11 @@ def raise_pending(device: int) -> None:
         if bool(np.asarray(check.failed)):
             while queue and queue[0].sequence == check.sequence:
                 queue.pop(0)
-            queue[:] = [c for c in queue if not _same_fault(c, check)]
-            _poison(device, check)
+            repeats = {c.sequence for c in queue if _same_fault(c, check)}
+            queue[:] = [c for c in queue if c.sequence not in repeats]
+            _poison(device, check, {check.sequence, *repeats})
             raise check.error(_describe(device, check))
-    _written.pop(device, None)
+    _suspects.pop(device, None)
 
 
 def _float32_text(bits: int) -> str:
