@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -678,6 +679,93 @@ def test_matmul_of_two_dtypes_raises_as_on_cuda(case):
     words are the CPU's but for mm's, which are CUDA's (cuda/Blas.cpp: "mat1 and mat2")."""
     on_cpu, on_neuron = _errors_on_cpu_and_neuron(MIXED_DTYPE_MATMULS[case])
     assert on_neuron == on_cpu.replace("expected m1 and m2", "expected mat1 and mat2")
+
+
+def _softmax_pair(d):
+    return torch.randn(2, 3, device=d), torch.softmax(torch.randn(2, 3, device=d), 1)
+
+
+def _linear_edges(d, dtype=torch.float32):
+    return torch.linspace(0, 1, 5, device=d).to(dtype)
+
+
+# Operands of two dtypes that the kernels read as one element type (data_ptr<scalar_t>, checkSameType):
+# a probe over every OpInfo's first samples, one operand cast to bfloat16, found these computed on
+# neuron where the CPU raises. The words are CUDA's (where the CPU's differ: the last three).
+MIXED_DTYPE_OPERANDS = {
+    "softmax_backward_output": (
+        lambda d: torch.ops.aten._softmax_backward_data(
+            *_softmax_pair(d)[:1], _softmax_pair(d)[1].bfloat16(), 1, torch.float32
+        ),
+        "expected scalar type Float but found BFloat16",
+    ),
+    "grid_sample_grid": (
+        lambda d: torch.nn.functional.grid_sample(
+            torch.ones(1, 1, 2, 2, device=d),
+            torch.zeros(1, 1, 1, 2, dtype=torch.bfloat16, device=d),
+            align_corners=False,
+        ),
+        "expected scalar type Float but found BFloat16",
+    ),
+    "histogram_bins": (
+        lambda d: torch.histogram(torch.rand(4, device=d), _linear_edges(d, torch.bfloat16)),
+        "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with dtype float "
+        "and bins for dimension 0 with dtype c10::BFloat16",
+    ),
+    "histogram_weight": (
+        lambda d: torch.histogram(torch.rand(4, device=d), 2, weight=torch.ones(4, dtype=torch.half, device=d)),
+        "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the same dtype, "
+        "but got input(float), and weight(c10::Half)",
+    ),
+    "log_softmax_backward_bfloat16_input": (
+        lambda d: torch.ops.aten._log_softmax_backward_data(*_softmax_pair(d), 1, torch.bfloat16),
+        "expected input and grad types to match, or input to be at::Half and grad to be at::Float",
+    ),
+    "softmax_backward_half_gradient": (
+        lambda d: torch.ops.aten._softmax_backward_data(*(t.half() for t in _softmax_pair(d)), 1, torch.float32),
+        "expected input and grad types to match, or input to be at::Half and grad to be at::Float",
+    ),
+    "embedding_bag_per_sample_weights": (
+        lambda d: torch.nn.functional.embedding_bag(
+            torch.tensor([0, 1], device=d),
+            torch.ones(3, 2, device=d),
+            torch.tensor([0], device=d),
+            mode="sum",
+            per_sample_weights=torch.ones(2, dtype=torch.bfloat16, device=d),
+        ),
+        "expected scalar type Float but found BFloat16",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MIXED_DTYPE_OPERANDS)
+def test_operands_of_two_dtypes_raise_as_on_cuda(case):
+    make, message = MIXED_DTYPE_OPERANDS[case]
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        make("neuron")
+    if case in ("softmax_backward_output", "grid_sample_grid", "histogram_bins", "histogram_weight"):
+        with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+            make("cpu")
+
+
+def test_softmax_backward_of_a_half_input_with_a_float_gradient_is_half_as_on_cuda():
+    # CUDA's half_to_float softmax backward (SoftMax.cu); the CPU refuses it, so compare with float32.
+    grad, output = _softmax_pair("cpu")
+    expected = torch.ops.aten._softmax_backward_data(grad, output, 1, torch.float32).half()
+    actual = torch.ops.aten._softmax_backward_data(grad.to("neuron"), output.to("neuron"), 1, torch.float16)
+    assert actual.dtype == torch.float16
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_solve_triangular_reads_b_in_as_dtype():
+    # A float32 A with a bfloat16 B leaked JAX's "lax.triangular_solve requires arguments to have the
+    # same dtypes"; ATen copies B into a result of A's dtype.
+    a = torch.randn(3, 3).triu() + 3 * torch.eye(3)
+    b = torch.randn(3, 2).bfloat16()
+    expected = torch.linalg.solve_triangular(a, b, upper=True)
+    torch.testing.assert_close(
+        torch.linalg.solve_triangular(a.to("neuron"), b.to("neuron"), upper=True).cpu(), expected
+    )
 
 
 def _int8(d):

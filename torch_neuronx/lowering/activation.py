@@ -16,6 +16,7 @@ import jax.scipy.special as jsp
 import torch
 
 from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -281,7 +282,29 @@ def log_sigmoid_backward(grad_output, self, buffer):
     return grad_output * jax.nn.sigmoid(-self)
 
 
-@lowering(aten._softmax_backward_data.default, promotion=Promotion.DEFAULT, static=("dim", "input_dtype"))
+def _softmax_backward_rule(arguments: dict) -> None:
+    """CUDA's checks of ``_softmax_backward_data``/``_log_softmax_backward_data`` (SoftMax.cu): a
+    gradient of another dtype than the forward input's must be float32 for a float16 input (the
+    gradient is then float16), and the kernel reads ``output`` as the gradient's element type.
+    Without them a bfloat16 output with a float32 gradient was computed (the CPU and CUDA raise).
+
+    Raises:
+        RuntimeError: "expected input and grad types to match, or input to be at::Half and grad to
+            be at::Float", "expected scalar type Float but found BFloat16".
+    """
+    grad, output, input_dtype = arguments["grad_output"], arguments["output"], arguments["input_dtype"]
+    if grad.dtype != input_dtype and not (grad.dtype == torch.float32 and input_dtype == torch.float16):
+        raise RuntimeError("expected input and grad types to match, or input to be at::Half and grad to be at::Float")
+    if output.dtype != grad.dtype:
+        raise RuntimeError(f"expected scalar type {aten_name(grad.dtype)} but found {aten_name(output.dtype)}")
+
+
+@lowering(
+    aten._softmax_backward_data.default,
+    promotion=Promotion.DEFAULT,
+    static=("dim", "input_dtype"),
+    dtype_rule=_softmax_backward_rule,
+)
 def softmax_backward_data(grad_output, output, dim, input_dtype):
     """Gradient of softmax from its output y: y * (grad - sum(grad * y)); the result takes
     ``input_dtype`` (the registry casts to PyTorch's meta dtype)."""
@@ -290,7 +313,12 @@ def softmax_backward_data(grad_output, output, dim, input_dtype):
     return product - output * jnp.sum(product, axis=axis, keepdims=True)
 
 
-@lowering(aten._log_softmax_backward_data.default, promotion=Promotion.DEFAULT, static=("dim", "input_dtype"))
+@lowering(
+    aten._log_softmax_backward_data.default,
+    promotion=Promotion.DEFAULT,
+    static=("dim", "input_dtype"),
+    dtype_rule=_softmax_backward_rule,
+)
 def log_softmax_backward_data(grad_output, output, dim, input_dtype):
     """Gradient of log_softmax from its output y: grad - exp(y) * sum(grad)."""
     axis = _axis(dim, output.ndim)

@@ -364,10 +364,11 @@ def linalg_slogdet(A, *, metas):
 @lowering(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     """torch.linalg.solve_triangular: X with A X = B (X A = B when not ``left``) reading one
-    triangle of A; batch dimensions broadcast."""
+    triangle of A; batch dimensions broadcast. B is read in A's dtype, the result's (ATen copies B
+    into a result made with A's options: a float32 A with a bfloat16 or int B computes)."""
     batch = jnp.broadcast_shapes(self.shape[:-2], B.shape[:-2])
     a = jnp.broadcast_to(self, (*batch, *self.shape[-2:]))
-    b = jnp.broadcast_to(B, (*batch, *B.shape[-2:]))
+    b = jnp.broadcast_to(B.astype(self.dtype), (*batch, *B.shape[-2:]))
     return jax.lax.linalg.triangular_solve(a, b, left_side=left, lower=not upper, unit_diagonal=unitriangular)
 
 

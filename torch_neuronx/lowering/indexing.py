@@ -799,7 +799,12 @@ def _bag_max(rows, indices, kept, bag, bags: int):
     return jnp.where(empty, jnp.zeros((), rows.dtype), values), jnp.where(empty, 0, winners)
 
 
-@lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+@lowering(
+    aten._embedding_bag.default,
+    aten._embedding_bag_forward_only.default,
+    # CUDA's kernel reads per_sample_weights as the weight's element type (the CPU's checkSameType).
+    dtype_rule=same_dtype(("weight", "per_sample_weights"), "expected scalar type {0} but found {1}"),
+)
 def _embedding_bag(
     weight,
     indices,

@@ -18,7 +18,7 @@ import torch
 
 from torch_neuronx.lowering.pointwise import floating_result
 from torch_neuronx.lowering.registry import Promotion, lowering
-from torch_neuronx.runtime.dtypes import jax_dtype
+from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -744,12 +744,38 @@ def _require_float32(self, name: str) -> None:
         )
 
 
+def _histogramdd_rule(arguments: dict) -> None:
+    """``histogramdd_check_inputs``'s dtype checks (Histogram.cpp, the CPU's: CUDA has no histogram):
+    bin edges and weights of the input's dtype. Without them mixed dtypes were computed.
+
+    Raises:
+        RuntimeError: "torch.histogramdd: input tensor and bins tensors should have the same dtype,
+            but got input with dtype float and bins for dimension 0 with dtype c10::BFloat16", or the
+            weight's.
+    """
+    data, bins, weight = arguments["self"], arguments.get("bins"), arguments.get("weight")
+    name = cpp_name(jax_dtype(data.dtype))
+    edges = [bins] if isinstance(bins, torch.Tensor) else list(bins) if isinstance(bins, (list, tuple)) else []
+    edges = [edge for edge in edges if isinstance(edge, torch.Tensor)]  # bin counts are ints
+    for dim, edge in enumerate(edges):
+        if edge.dtype != data.dtype:
+            raise RuntimeError(
+                "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with "
+                f"dtype {name} and bins for dimension {dim} with dtype {cpp_name(jax_dtype(edge.dtype))}"
+            )
+    if isinstance(weight, torch.Tensor) and weight.dtype != data.dtype:
+        raise RuntimeError(
+            "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the same "
+            f"dtype, but got input({name}), and weight({cpp_name(jax_dtype(weight.dtype))})"
+        )
+
+
 def _bin_ct_edges(values, bins, range):
     left, right = _outer_edges(values, range)
     return [_linspace_edges(left[dim], right[dim], count, jnp.float32) for dim, count in enumerate(bins)]
 
 
-@lowering(aten.histogram.bin_ct, static=("bins", "range", "density"))
+@lowering(aten.histogram.bin_ct, static=("bins", "range", "density"), dtype_rule=_histogramdd_rule)
 def histogram(self, bins=100, *, range=None, weight=None, density=False):
     """torch.histogram with a bin count: (hist, bin_edges) over ``bins`` equal bins of ``range`` (or
     of the data's range), with optional ``weight`` and ``density``."""
@@ -759,21 +785,21 @@ def histogram(self, bins=100, *, range=None, weight=None, density=False):
     return _histogramdd(values, edges, weight, density, linear=True), edges[0]
 
 
-@lowering(aten.histogram.bins_tensor, static=("density",))
+@lowering(aten.histogram.bins_tensor, static=("density",), dtype_rule=_histogramdd_rule)
 def histogram_bins_tensor(self, bins, *, weight=None, density=False):
     """torch.histogram with the bin edges given (increasing): (hist, a copy of the edges)."""
     _require_float32(self, "torch.histogram")
     return _histogramdd(self.reshape(-1, 1), [bins], weight, density, linear=False), bins
 
 
-@lowering(aten._histogramdd_bin_edges.default, static=("bins", "range", "density"))
+@lowering(aten._histogramdd_bin_edges.default, static=("bins", "range", "density"), dtype_rule=_histogramdd_rule)
 def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
     """The bin edges of torch.histogramdd with bin counts: linspace over each dimension's range."""
     _require_float32(self, "torch.histogramdd")
     return _bin_ct_edges(self.reshape(-1, self.shape[-1]), bins, range)
 
 
-@lowering(aten._histogramdd_from_bin_cts.default, static=("bins", "range", "density"))
+@lowering(aten._histogramdd_from_bin_cts.default, static=("bins", "range", "density"), dtype_rule=_histogramdd_rule)
 def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
     """The histogram of torch.histogramdd with bin counts (the last dimension of ``self`` holds the
     coordinates)."""
@@ -782,7 +808,7 @@ def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=Fal
     return _histogramdd(values, _bin_ct_edges(values, bins, range), weight, density, linear=True)
 
 
-@lowering(aten._histogramdd_from_bin_tensors.default, static=("density",))
+@lowering(aten._histogramdd_from_bin_tensors.default, static=("density",), dtype_rule=_histogramdd_rule)
 def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
     """The histogram of torch.histogramdd with the bin edges of each dimension given."""
     _require_float32(self, "torch.histogramdd")

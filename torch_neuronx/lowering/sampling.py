@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.promotion import opmath_dtype
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
@@ -578,7 +578,12 @@ def _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_
     return (grad_input if output_mask[0] else None), grad_grid
 
 
-@lowering(aten.grid_sampler_2d.default)
+#: The kernels read the grid as the input's element type (CPU and CUDA alike); a grid of another
+#: dtype was computed here.
+_GRID_OF_INPUT_DTYPE = same_dtype(("input", "grid"), "expected scalar type {0} but found {1}")
+
+
+@lowering(aten.grid_sampler_2d.default, dtype_rule=_GRID_OF_INPUT_DTYPE)
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
     """F.grid_sample on 4-D input: samples ``input`` (N, C, H, W) at ``grid`` (N, oH, oW, 2) (x, y)
     coordinates in [-1, 1], as PyTorch's ``GridSampler.h``: bilinear (out-of-input corners count 0),
@@ -596,7 +601,7 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     return _grid_sample_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask)
 
 
-@lowering(aten.grid_sampler_3d.default)
+@lowering(aten.grid_sampler_3d.default, dtype_rule=_GRID_OF_INPUT_DTYPE)
 def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
     """F.grid_sample on 5-D input: samples ``input`` (N, C, D, H, W) at ``grid`` (N, oD, oH, oW, 3)
     (x, y, z) coordinates in [-1, 1]: trilinear (eight corners) or nearest; zeros, border or
