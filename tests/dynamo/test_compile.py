@@ -442,6 +442,9 @@ COMPILED_REFUSALS = {
         lambda x: torch.nn.functional.multi_margin_loss(x[None], torch.zeros(1, dtype=torch.long, device=x.device)),
         torch.int64,
     ),
+    # ATen's CompositeExplicitAutograd kernel refuses; the fake run took PyTorch's decomposition.
+    "mvlgamma_bool": (lambda x: torch.mvlgamma(x, 1), torch.bool),
+    "mvlgamma_p_0": (lambda x: torch.mvlgamma(x, 0), torch.float32),
 }
 
 

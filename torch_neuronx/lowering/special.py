@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.overflow import raise_if_overflows
-from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
@@ -240,6 +240,23 @@ def igammac(self: jax.Array, other: jax.Array) -> jax.Array:
     """torch.igammac(a, x): the regularized upper incomplete gamma function Q(a, x)."""
     _check_incomplete_gamma_accuracy("igammac", self, other)
     return _incomplete_gamma_edges(self, other, jsp.gammaincc(self, other), lower=False)
+
+
+def _mvlgamma_rule(arguments: dict) -> None:
+    """``mvlgamma_check`` (UnaryOps.cpp, CPU and CUDA alike): torch.mvlgamma runs as PyTorch's
+    decomposition here, which lacks its bool refusal, so a compiled mvlgamma of bools computed.
+
+    Raises:
+        RuntimeError: "The input tensor may not be a boolean tensor.", "p has to be greater than or
+            equal to 1".
+    """
+    if arguments["self"].dtype == torch.bool:
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
+    if arguments["p"] < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+
+
+DECOMPOSED_DTYPE_RULES[aten.mvlgamma.default] = _mvlgamma_rule
 
 
 # --- Bessel and Airy functions (Cephes approximations, as in PyTorch's Math.h) ---------------------
