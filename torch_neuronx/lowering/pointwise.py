@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import torch
 
+from torch_neuronx.lowering import complex_math
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -100,6 +101,50 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.sinc.default: jnp.sinc,
     aten.i0.default: jnp.i0,
 }
+
+
+def _complex_by(complex_fn: Callable, real_fn: Callable) -> Callable:
+    """A unary lowering computing complex inputs with ``complex_fn`` (complex_math's, the CPU's
+    values at branch cuts and non-finite parts) and real ones with ``real_fn``."""
+
+    def fn(self):
+        if jnp.issubdtype(self.dtype, jnp.complexfloating):
+            return complex_fn(self)
+        return real_fn(self)
+
+    fn.__doc__ = (
+        f"jnp's {getattr(real_fn, '__name__', 'function')}; complex inputs by complex_math.{complex_fn.__name__}."
+    )
+    return fn
+
+
+_COMPLEX_UNARY: dict = {  # the CPU's complex values (glibc's C99 functions, c10's formulas)
+    aten.exp.default: complex_math.exp,
+    aten.exp2.default: complex_math.exp2,
+    aten.expm1.default: complex_math.expm1,
+    aten.log.default: complex_math.log,
+    aten.log2.default: complex_math.log2,
+    aten.log10.default: complex_math.log10,
+    aten.log1p.default: complex_math.log1p,
+    aten.sqrt.default: complex_math.sqrt,
+    aten.rsqrt.default: complex_math.rsqrt,
+    aten.sin.default: complex_math.sin,
+    aten.cos.default: complex_math.cos,
+    aten.tan.default: complex_math.tan,
+    aten.asin.default: complex_math.asin,
+    aten.acos.default: complex_math.acos,
+    aten.atan.default: complex_math.atan,
+    aten.sinh.default: complex_math.sinh,
+    aten.cosh.default: complex_math.cosh,
+    aten.tanh.default: complex_math.tanh,
+    aten.asinh.default: complex_math.asinh,
+    aten.acosh.default: complex_math.acosh,
+    aten.atanh.default: complex_math.atanh,
+    aten.sigmoid.default: complex_math.sigmoid,
+    aten.reciprocal.default: complex_math.reciprocal,
+    aten.sinc.default: complex_math.sinc,
+}
+_FLOAT_UNARY.update({op: _complex_by(fn, _FLOAT_UNARY[op]) for op, fn in _COMPLEX_UNARY.items()})
 _register_all(_FLOAT_UNARY, Promotion.INT_TO_FLOAT)
 
 
@@ -118,7 +163,9 @@ def erfinv(self):
 
 
 _SAME_DTYPE_UNARY: dict = {  # PyTorch DEFAULT: integers stay integers
-    aten.neg.default: jnp.negative,
+    aten.neg.default: lambda self: (
+        complex_math.neg(self) if jnp.issubdtype(self.dtype, jnp.complexfloating) else jnp.negative(self)
+    ),
     aten.floor.default: jnp.floor,
     aten.ceil.default: jnp.ceil,
     aten.trunc.default: jnp.trunc,
@@ -140,7 +187,9 @@ _register_all(
 
 @lowering(aten.abs.default, promotion=Promotion.COMPLEX_TO_FLOAT)
 def abs(self):
-    """torch.abs; complex inputs give their magnitude (float)."""
+    """torch.abs; complex inputs give their magnitude (float), +inf when a part is infinite."""
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return complex_math.absolute(self)
     return jnp.abs(self)
 
 
@@ -163,9 +212,10 @@ def sign(self):
 
 @lowering(aten.sgn.default, promotion=Promotion.DEFAULT)
 def sgn(self):
-    """torch.sgn: torch.sign for real inputs; z / |z| (0 at 0) for complex ones."""
+    """torch.sgn: torch.sign for real inputs; z / |z| (0 at 0) for complex ones, as the CPU's
+    vectorised kernel computes it."""
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
-        return jnp.sign(self)
+        return complex_math.sgn(self)
     return sign(self)
 
 
@@ -301,9 +351,12 @@ def rsub(self, other, alpha=1):
 
 @lowering(aten.mul.Tensor, aten.mul.Scalar, promotion=Promotion.DEFAULT)
 def mul(self, other):
-    """torch.mul (bool: logical and)."""
+    """torch.mul (bool: logical and; complex: as the CPU's vectorised kernel, :func:`complex_math.multiply`)."""
     if self.dtype == jnp.bool_:
         return jnp.logical_and(self, other)
+    if jnp.issubdtype(jnp.result_type(self, other), jnp.complexfloating):
+        dtype = jnp.result_type(self, other)
+        return complex_math.multiply(jnp.asarray(self, dtype), jnp.asarray(other, dtype))
     return self * other
 
 
@@ -313,11 +366,15 @@ def _true_divide(dividend, divisor):
     XLA's algebraic simplifier rewrites a division by a broadcast value into a multiplication by its
     reciprocal, one more rounding: ``44 * (1 / 22)`` is 1.9999999 in float32, so ``floor(x / 22)``
     would be off by one. A broadcast divisor is therefore materialised behind an optimization
-    barrier, which keeps the division a division.
+    barrier, which keeps the division a division. Complex numbers divide as c10 does
+    (:func:`complex_math.divide`).
     """
     shape = jnp.broadcast_shapes(jnp.shape(dividend), jnp.shape(divisor))
     if jnp.shape(divisor) != shape:
         divisor = jax.lax.optimization_barrier(jnp.broadcast_to(divisor, shape))
+    if jnp.issubdtype(jnp.result_type(dividend, divisor), jnp.complexfloating):
+        dtype = jnp.result_type(dividend, divisor)
+        return complex_math.divide(jnp.asarray(dividend, dtype), jnp.asarray(divisor, dtype))
     return dividend / divisor
 
 
@@ -392,98 +449,14 @@ def _integer_power(base, exponent):
     return result
 
 
-def _c99_multiply(a, b, c, d):
-    """``(a + bi) * (c + di)`` as C99's Annex G defines it (libgcc's ``__mulsc3``, which C code
-    compiled by GCC calls for a complex product): a product the plain formula makes NaN + NaN i
-    while an operand is infinite is recomputed with the infinities boxed to +-1 and NaNs to 0, so
-    it comes out infinite. Returns the (real, imaginary) parts."""
-    ac, bd, ad, bc = a * c, b * d, a * d, b * c
-    real, imag = ac - bd, ad + bc
-
-    def box(x, where):  # an infinity to +-1, a finite number to +-0
-        return jnp.where(where, jnp.copysign(jnp.isinf(x).astype(x.dtype), x), x)
-
-    def zero_nan(x, where):
-        return jnp.where(where & jnp.isnan(x), jnp.copysign(jnp.zeros_like(x), x), x)
-
-    first = jnp.isinf(a) | jnp.isinf(b)
-    a, b, c, d = box(a, first), box(b, first), zero_nan(c, first), zero_nan(d, first)
-    second = jnp.isinf(c) | jnp.isinf(d)
-    a, b, c, d = zero_nan(a, second), zero_nan(b, second), box(c, second), box(d, second)
-    overflow = ~(first | second) & (jnp.isinf(ac) | jnp.isinf(bd) | jnp.isinf(ad) | jnp.isinf(bc))
-    a, b, c, d = (zero_nan(x, overflow) for x in (a, b, c, d))
-    recompute = jnp.isnan(real) & jnp.isnan(imag) & (first | second | overflow)
-    real = jnp.where(recompute, jnp.inf * (a * c - b * d), real)
-    imag = jnp.where(recompute, jnp.inf * (a * d + b * c), imag)
-    return real, imag
-
-
-def _glibc_exp(x, y):
-    """``cexp(x + yi)`` as glibc computes it: C99's special values (an infinite real part keeps
-    its infinity or zero, with the signs of cos(y) and sin(y), when y is finite) and, for a finite
-    real part past the float's exponent range, exp(x) applied in steps of exp(t) so that
-    ``exp(100) * sin(1e-30)`` stays finite. XLA's complex exp gives NaN + NaN i for -inf + NaN i
-    where C gives 0."""
-    dtype = x.dtype
-    t = int((jnp.finfo(dtype).maxexp - 1) * math.log(2))
-    tiny = jnp.abs(y) <= jnp.finfo(dtype).tiny
-    sin = jnp.where(tiny, y, jnp.sin(y))
-    cos = jnp.where(tiny, jnp.ones_like(y), jnp.cos(y))
-    scaled = x
-    for _ in range(2):
-        step = scaled > t
-        scaled = jnp.where(step, scaled - t, scaled)
-        sin = jnp.where(step, sin * jnp.exp(jnp.asarray(t, dtype)), sin)
-        cos = jnp.where(step, cos * jnp.exp(jnp.asarray(t, dtype)), cos)
-    factor = jnp.where(scaled > t, jnp.finfo(dtype).max, jnp.exp(scaled))
-    finite = (factor * cos, factor * sin)
-    nan = jnp.full_like(x, jnp.nan)
-    # An infinite real part: +inf or 0 with the signs of cos(y) and sin(y) (y itself when y is 0);
-    # with y infinite or NaN, (+inf, NaN) for +inf and (0, +-0) for -inf.
-    value = jnp.where(jnp.signbit(x), jnp.zeros_like(x), jnp.full_like(x, jnp.inf))
-    zero_y = y == 0
-    infinite = (
-        jnp.where(zero_y, value, jnp.copysign(value, jnp.cos(y))),
-        jnp.where(zero_y, y, jnp.copysign(value, jnp.sin(y))),
-    )
-    positive = ~jnp.signbit(x)
-    infinite_nonfinite = (
-        jnp.where(positive, jnp.full_like(x, jnp.inf), jnp.zeros_like(x)),
-        jnp.where(positive, y - y, jnp.copysign(jnp.zeros_like(y), y)),
-    )
-    finite_y = jnp.isfinite(y)
-    parts = []
-    for index in range(2):
-        real_finite = jnp.where(finite_y, finite[index], nan)
-        real_infinite = jnp.where(finite_y, infinite[index], infinite_nonfinite[index])
-        real_nan = jnp.where(zero_y, y, nan) if index else nan  # (NaN, y) for y = +-0
-        parts.append(jnp.where(jnp.isfinite(x), real_finite, jnp.where(jnp.isinf(x), real_infinite, real_nan)))
-    return jax.lax.complex(*parts)
-
-
-def _complex_pow(base, exponent):
-    """``base ** exponent`` for complex arrays as the CPU computes it: ATen's kernel calls
-    ``std::pow`` of two complex numbers, which is glibc's ``cpow``, ``cexp(exponent * clog(base))``
-    with the product taken as C99 defines it. XLA's complex pow special-cases a zero base (1 for
-    0 ** 0, NaN for 0 ** (1 + 1j)) where the CPU gives NaN + NaN i and 0, and gave NaN + NaN i for
-    most powers with an infinite or NaN part that C takes to an infinity or zero."""
-    base, exponent = jnp.broadcast_arrays(base, exponent)
-    re, im = base.real, base.imag
-    # glibc's clog: log|z| (+inf if either part is infinite, even with a NaN beside it; -inf at
-    # zero) and atan2(im, re), which keeps the signs of zeros.
-    log_abs = jnp.where(jnp.isinf(re) | jnp.isinf(im), jnp.inf, jnp.log(base).real)
-    real, imag = _c99_multiply(exponent.real, exponent.imag, log_abs, jnp.arctan2(im, re))
-    return _glibc_exp(real, imag)
-
-
 @lowering(aten.pow.Tensor_Tensor, promotion=Promotion.BOOL_TO_LONG)
 def pow(self, exponent):
     """torch.pow (bool promotes to int64, as PyTorch does). Integer powers wrap on overflow; a
     negative integer exponent gives 1 for base 1, -1 or 1 for base -1 (odd or even exponent) and 0
     for every other base, 0 included, as PyTorch's integer kernel (powi) computes it. Complex
-    powers are glibc's cpow, as on the CPU (:func:`_complex_pow`)."""
+    powers are glibc's cpow, as on the CPU (:func:`complex_math.power`)."""
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
-        return _complex_pow(self, exponent)
+        return complex_math.power(self, exponent)
     if not jnp.issubdtype(self.dtype, jnp.integer):
         return jnp.power(self, exponent)
     self, exponent = jnp.broadcast_arrays(self, exponent)
@@ -532,13 +505,21 @@ def _complex_pow_number(self, exponent):
     copies the base for 1 (XLA's pow gave -2.5 - 2.2e-7i for (-2.5 + 1e-30i) ** 1, and NaN for
     (inf i) ** 1); its CPU kernel (``pow_tensor_scalar_kernel`` in PowKernel.cpp) computes 2 and 3 as
     products, 0.5 as sqrt, -0.5 as rsqrt, -1 as the reciprocal and -2 as the reciprocal of the
-    square, and any other exponent through cpow (:func:`_complex_pow`). XLA's complex pow goes
+    square, and any other exponent through cpow (:func:`complex_math.power`), with sqrt, the
+    reciprocal and the division as the CPU's (:mod:`complex_math`). XLA's complex pow goes
     through exp(log), which is off by up to 1.4e-6 in complex64 for ``x ** 2`` (and ``square``)."""
     exponent = jnp.asarray(exponent)
     square = self * self
-    result = _complex_pow(self, exponent.astype(self.dtype))
-    special = ((2, square), (3, square * self), (0.5, jnp.sqrt(self)), (-0.5, 1 / jnp.sqrt(self)), (-1, 1 / self))
-    for value, computed in (*special, (-2, 1 / square), (1, self), (0, jnp.ones_like(self))):
+    result = complex_math.power(self, exponent.astype(self.dtype))
+    root = complex_math.sqrt(self)
+    special = (
+        (2, square),
+        (3, square * self),
+        (0.5, root),
+        (-0.5, complex_math.reciprocal(root)),
+        (-1, complex_math.reciprocal(self)),
+    )
+    for value, computed in (*special, (-2, complex_math.reciprocal(square)), (1, self), (0, jnp.ones_like(self))):
         result = jnp.where(exponent == value, computed, result)
     return result
 

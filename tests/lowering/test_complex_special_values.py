@@ -1,0 +1,142 @@
+"""Complex functions at branch cuts, signed zeros, infinities and NaNs against CPU
+(torch_neuronx/lowering/complex_math.py).
+
+Every point of a grid of special parts (``+-0``, ``+-1``, ``+-4``, ``+-inf``, NaN, ``+-1e30``,
+``+-1e-30``) goes through each complex op on both devices; the results must be equal, NaNs equal,
+and zeros of the same sign. The CPU's vectorised kernels (what a contiguous tensor of 16 or more
+elements takes) are the reference: where its scalar loop differs (``neg``, ``sgn``, ``mul`` of
+infinities), the vectorised value is the one most tensors get. Subnormal parts are left out: XLA's
+CPU runtime flushes them (docs/usage.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import torch_neuronx
+
+INF, NAN = math.inf, math.nan
+PARTS = [0.0, -0.0, 1.0, -1.0, 4.0, -4.0, 0.5, INF, -INF, NAN, 1e30, -1e30, 1e-30, -1e-30]
+
+
+def _grid() -> torch.Tensor:
+    """Every (real, imag) pair of PARTS as complex64, padded to a multiple of 16 elements so the
+    CPU takes its vectorised loop for all of them."""
+    pairs = torch.tensor(list(itertools.product(PARTS, PARTS)), dtype=torch.float32)
+    grid = torch.complex(pairs[:, 0], pairs[:, 1])
+    return torch.cat([grid, grid[: (-grid.numel()) % 16]])
+
+
+def _assert_same(got: torch.Tensor, want: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> None:
+    """Values close (NaNs equal) and, where both are zero, the sign of each part equal. Complex
+    results compare part by part: as complex numbers, ``inf + 0.6821882j`` and ``inf + 0.6821881j``
+    differ by NaN."""
+    assert got.dtype == want.dtype
+    if want.is_complex():
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
+    else:
+        torch.testing.assert_close(got, want, equal_nan=True)
+    parts = (got.real, want.real, got.imag, want.imag) if want.is_complex() else (got, want)
+    for name, g, w in zip(("real", "imag"), parts[::2], parts[1::2], strict=False):
+        zero = (g == 0) & (w == 0)
+        differs = zero & (torch.signbit(g) != torch.signbit(w))
+        where = differs.nonzero().flatten()[:5].tolist()
+        assert not where, f"sign of the zero {name} part differs at inputs " + ", ".join(
+            f"{tuple(x[i].item() for x in inputs)}: neuron {got[i].item()}, cpu {want[i].item()}" for i in where
+        )
+
+
+UNARY = [
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "sigmoid",
+    "reciprocal",
+    "sgn",
+    "neg",
+    "abs",
+    "angle",
+    "square",
+    "sinc",
+]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_special_values_match_cpu(name):
+    fn = getattr(torch, name)
+    z = _grid()
+    torch_neuronx.clear_op_tracking()
+    got = fn(z.to("neuron")).cpu()
+    assert torch_neuronx.get_fallback_ops() == {}
+    _assert_same(got, fn(z), (z,))
+
+
+@pytest.mark.parametrize("exponent", [0.5, -0.5, -1, 2, 3, -2, 1.5, 0.5 + 0.5j])
+def test_power_of_a_number_at_special_values_matches_cpu(exponent):
+    z = _grid()
+    _assert_same((z.to("neuron") ** exponent).cpu(), z**exponent, (z,))
+
+
+@pytest.mark.parametrize("op", [torch.div, torch.mul, torch.pow])
+def test_binary_special_values_match_cpu(op):
+    z = _grid()
+    left, right = (t.flatten() for t in torch.meshgrid(z, z, indexing="ij"))
+    _assert_same(op(left.to("neuron"), right.to("neuron")).cpu(), op(left, right), (left, right))
+
+
+def test_negative_zero_imaginary_part_selects_the_lower_side_of_the_cut():
+    """The user's report: sqrt(-4 - 0j) is -2j on the CPU (C99's csqrt), +2j before."""
+    z = torch.tensor([-4 + 0j]).conj().resolve_conj()
+    for fn in (torch.sqrt, torch.acos, torch.asin, torch.acosh, torch.log, lambda t: t**0.5, lambda t: t**-0.5):
+        _assert_same(fn(z.to("neuron")).cpu(), fn(z), (z,))
+    assert torch.sqrt(z.to("neuron")).cpu().imag.item() == -2.0
+
+
+def test_complex_infinity_to_the_minus_one_is_nan_as_on_cpu():
+    z = torch.tensor([complex(INF, INF)] * 16)
+    for fn in (torch.reciprocal, lambda t: t**-1, lambda t: 1 / t, lambda t: torch.ones_like(t) / t):
+        got = fn(z.to("neuron")).cpu()
+        _assert_same(got, fn(z), (z,))
+        assert got.real.isnan().all() and got.imag.isnan().all()
+
+
+def test_division_by_a_huge_divisor_is_not_flushed_to_zero():
+    """c10 multiplies by 1 / denominator, which is subnormal past 2 ** 126 (XLA flushes it)."""
+    dividend = torch.tensor([complex(1, 1e38), complex(-3e38, 1e38)] * 8)
+    divisor = torch.tensor([complex(1e38, 1e38), complex(2e38, -1e38)] * 8)
+    _assert_same((dividend.to("neuron") / divisor.to("neuron")).cpu(), dividend / divisor, (dividend, divisor))
+
+
+@pytest.mark.parametrize("name", ["sqrt", "acos", "atanh", "reciprocal", "log1p", "sigmoid"])
+def test_complex32_takes_the_same_path(name):
+    """complex32 is read as complex64 and rounded (runtime/layout.py), so it gets the same values;
+    the CPU has no complex32 kernel for these, so its complex64 values rounded are the reference."""
+    fn = getattr(torch, name)
+    z = _grid()
+    half = z.to(torch.complex32)
+    got = fn(half.to("neuron")).cpu()
+    assert got.dtype == torch.complex32
+    want = fn(half.to(torch.complex64)).to(torch.complex32)
+    _assert_same(got.to(torch.complex64), want.to(torch.complex64), (z,))
