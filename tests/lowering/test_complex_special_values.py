@@ -122,10 +122,11 @@ def test_complex_infinity_to_the_minus_one_is_nan_as_on_cpu():
         assert got.real.isnan().all() and got.imag.isnan().all()
 
 
-def test_division_by_a_huge_divisor_is_not_flushed_to_zero():
-    """c10 multiplies by 1 / denominator, which is subnormal past 2 ** 126 (XLA flushes it)."""
-    dividend = torch.tensor([complex(1, 1e38), complex(-3e38, 1e38)] * 8)
-    divisor = torch.tensor([complex(1e38, 1e38), complex(2e38, -1e38)] * 8)
+def test_division_whose_intermediates_are_subnormal_is_not_flushed():
+    """c10 multiplies by 1 / denominator, which is subnormal past 2 ** 126, and by the ratio of the
+    divisor's parts, subnormal when they are 2 ** 126 apart; XLA flushes subnormals."""
+    dividend = torch.tensor([complex(1, 1e38), complex(-3e38, 1e38), complex(INF, 1), complex(-INF, -4)] * 4)
+    divisor = torch.tensor([complex(1e38, 1e38), complex(2e38, -1e38), complex(1e38, 1), complex(1, -1e38)] * 4)
     _assert_same((dividend.to("neuron") / divisor.to("neuron")).cpu(), dividend / divisor, (dividend, divisor))
 
 

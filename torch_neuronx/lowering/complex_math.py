@@ -128,12 +128,16 @@ def multiply(left, right):
     return jax.lax.complex(real, imag)
 
 
-def _fused(x, y, addend):
-    """``x * y + addend`` with the sign a fused multiply-add gives a product that underflows to zero
-    beside a zero addend (the CPU's kernels are compiled with FMA contraction): ``1e-30 * -1e-30 + 0``
-    is ``-0``, where the rounded product and sum give ``+0``."""
-    product = x * y
-    return jnp.where((addend == 0) & (product == 0) & (x != 0) & (y != 0), product, product + addend)
+def _fused(product, nonzero, addend):
+    """``product + addend`` with the sign a fused multiply-add gives a product that underflows to
+    zero beside a zero addend (the CPU's kernels are compiled with FMA contraction): ``1e-30 * -1e-30
+    + 0`` is ``-0``, where the rounded product and sum give ``+0``. ``nonzero`` says where neither
+    factor of the product was zero."""
+    return jnp.where((addend == 0) & (product == 0) & nonzero, product, product + addend)
+
+
+#: The scale of a subnormal ratio in :func:`divide` (a power of two, so scaling back is exact).
+_RATIO_SCALE = 2.0**64
 
 
 def divide(dividend, divisor):
@@ -141,19 +145,32 @@ def divide(dividend, divisor):
     Smith's scaled formula, dividing by the larger part of the divisor first, and a zero divisor
     dividing each part by zero. So ``1 / (inf + inf j)`` is NaN + NaN j, as on the CPU, where XLA's
     division gives 0. The products and sums are the CPU's fused ones (:func:`_fused`). Both arguments
-    are complex and broadcast together."""
+    are complex and broadcast together.
+
+    Two of c10's intermediates can be subnormal, which XLA flushes to zero: the ratio of the
+    divisor's parts (parts 2 ** 126 apart: ``(inf + 1j) / (1e38 + 1j)`` came out NaN for the CPU's
+    ``inf - inf j``), kept scaled by 2 ** 64 in its products, and ``1 / denominator`` past 2 ** 126
+    (``(1 + 1e38j) / (1e38 + 1e38j)`` came out 0), for which the parts divide instead."""
     dividend, divisor = jnp.broadcast_arrays(dividend, divisor)
     a, b, c, d = dividend.real, dividend.imag, divisor.real, divisor.imag
     abs_c, abs_d = jnp.abs(c), jnp.abs(d)
     by_real = abs_c >= abs_d
     zero = (abs_c == 0) & (abs_d == 0)
-    ratio = jnp.where(by_real, d / c, c / d)
-    denominator = jnp.where(by_real, _fused(d, ratio, c), _fused(c, ratio, d))
-    real = jnp.where(by_real, _fused(b, ratio, a), _fused(a, ratio, b))
-    imag = jnp.where(by_real, _fused(-a, ratio, b), _fused(b, ratio, -a))
-    # c10 multiplies by 1 / denominator; past 2 ** 126 that is subnormal, which XLA flushes to 0
-    # ((1 + 1e38j) / (1e38 + 1e38j) came out 0 for 0.5 + 0.5j), so such a denominator divides.
-    huge = jnp.isfinite(denominator) & (jnp.abs(denominator) > 1 / jnp.finfo(a.dtype).tiny)
+    top, bottom = jnp.where(by_real, d, c), jnp.where(by_real, c, d)
+    ratio = top / bottom
+    scaled = (top * _RATIO_SCALE) / bottom
+    dtype = a.dtype
+    subnormal = (ratio == 0) & (jnp.abs(scaled) >= jnp.finfo(dtype).smallest_subnormal * _RATIO_SCALE)
+    subnormal &= jnp.isfinite(bottom)
+
+    def times_ratio(x):
+        exact = jax.lax.optimization_barrier(x * scaled) * jnp.asarray(1 / _RATIO_SCALE, dtype)
+        return jnp.where(subnormal, exact, x * ratio), (x != 0) & ((ratio != 0) | subnormal)
+
+    denominator = jnp.where(by_real, _fused(*times_ratio(d), c), _fused(*times_ratio(c), d))
+    real = jnp.where(by_real, _fused(*times_ratio(b), a), _fused(*times_ratio(a), b))
+    imag = jnp.where(by_real, _fused(*times_ratio(-a), b), _fused(*times_ratio(b), -a))
+    huge = jnp.isfinite(denominator) & (jnp.abs(denominator) > 1 / jnp.finfo(dtype).tiny)
     scale = 1 / denominator
     real = jnp.where(huge, real / denominator, real * scale)
     imag = jnp.where(huge, imag / denominator, imag * scale)
