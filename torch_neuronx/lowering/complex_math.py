@@ -475,8 +475,12 @@ def asinh(z):
     """C99's ``casinh`` (glibc): XLA's value in the first quadrant, signs from x and y (asinh is odd
     and conjugate-symmetric); infinite parts give ``+-inf`` with ``+-pi/2``, ``+-pi/4`` or ``+-0`` i,
     ``NaN + 0i`` stays, other NaNs give NaN."""
+    return _asinh_table(z, _odd_symmetric(jnp.arcsinh, z))
+
+
+def _asinh_table(z, finite):
+    """casinh's values for non-finite parts, ``finite`` (real, imag) elsewhere."""
     x, y = z.real, z.imag
-    real, imag = _odd_symmetric(jnp.arcsinh, z)
     inf, nan = _full(x, jnp.inf), _full(x, jnp.nan)
     nan_x, inf_x = jnp.isnan(x), jnp.isinf(x)
     angle = jnp.where(jnp.isfinite(x), _PI / 2, _PI / 4).astype(x.dtype)
@@ -489,15 +493,20 @@ def asinh(z):
             ),
             (jnp.isnan(y), (nan, nan)),
         ],
-        (real, imag),
+        finite,
     )
 
 
 def asin(z):
     """C99's ``casin`` (glibc): ``-i casinh(i z)``, except for NaN parts: ``0 + NaN i`` stays, a
     NaN beside an infinity gives ``NaN +- inf i``, other NaNs NaN."""
+    return _asin(z, asinh)
+
+
+def _asin(z, inner):
+    """casin from ``inner`` (casinh, or only its values for non-finite parts and zeros)."""
     x, y = z.real, z.imag
-    w = _times_minus_i(asinh, z)
+    w = _times_minus_i(inner, z)
     nan = _full(x, jnp.nan)
     has_nan = jnp.isnan(x) | jnp.isnan(y)
     return _select(
@@ -516,7 +525,8 @@ def acos(z):
     x, y = z.real, z.imag
     w = jnp.arccos(jax.lax.complex(x, jnp.abs(y)))
     regular = (w.real, jnp.copysign(jnp.abs(w.imag), -y))
-    special = asin(z)
+    # Where these apply, casin is casinh's table or, for zeros, z itself: no need for XLA's asinh.
+    special = _asin(z, lambda t: _asinh_table(t, (t.real, t.imag)))
     real = _PI / 2 - special.real
     real = jnp.where(real == 0, jnp.zeros_like(real), real)
     edge = ~jnp.isfinite(x) | ~jnp.isfinite(y) | ((x == 0) & (y == 0))

@@ -512,14 +512,10 @@ def _complex_pow_number(self, exponent):
     square = self * self
     result = complex_math.power(self, exponent.astype(self.dtype))
     root = complex_math.sqrt(self)
-    special = (
-        (2, square),
-        (3, square * self),
-        (0.5, root),
-        (-0.5, complex_math.reciprocal(root)),
-        (-1, complex_math.reciprocal(self)),
-    )
-    for value, computed in (*special, (-2, complex_math.reciprocal(square)), (1, self), (0, jnp.ones_like(self))):
+    # One reciprocal serves -0.5, -1 and -2 (the exponent is a runtime scalar: every case computes).
+    reciprocal = complex_math.reciprocal(jnp.where(exponent == -0.5, root, jnp.where(exponent == -1, self, square)))
+    special = ((2, square), (3, square * self), (0.5, root), (-0.5, reciprocal), (-1, reciprocal), (-2, reciprocal))
+    for value, computed in (*special, (1, self), (0, jnp.ones_like(self))):
         result = jnp.where(exponent == value, computed, result)
     return result
 
