@@ -61,3 +61,17 @@ def test_grad_scaler_matches_cpu_and_skips_non_finite_steps():
         results[device] = (model.weight.detach().cpu(), scaler.get_scale())
     torch.testing.assert_close(results["neuron"][0], results["cpu"][0])
     assert results["neuron"][1] == results["cpu"][1] == 2.0**7
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_disabled_grad_scaler_unscales_as_a_no_op(device):
+    # A disabled scaler holds no scale; unscale_, step and update pass through, as PyTorch's do.
+    model = torch.nn.Linear(4, 2).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device, enabled=False)
+    scaler.scale(model(torch.ones(3, 4, device=device)).sum()).backward()
+    grad = model.weight.grad.clone()
+    scaler.unscale_(opt)
+    torch.testing.assert_close(model.weight.grad, grad)
+    scaler.step(opt)
+    scaler.update()

@@ -280,9 +280,11 @@ def grad_scaler_without_fp64() -> None:
         return
 
     def unscale_(self: grad_scaler.GradScaler, optimizer: torch.optim.Optimizer) -> None:
-        if self._scale is None or self._scale.device.type != "neuron":
+        # A disabled scaler (enabled=False, any device) has no _scale at all: PyTorch's own
+        # unscale_ returns for it at once.
+        scale = getattr(self, "_scale", None)
+        if scale is None or scale.device.type != "neuron":
             return unscale(self, optimizer)
-        scale = self._scale
         self._scale = scale.cpu()
         try:
             return unscale(self, optimizer)
