@@ -75,6 +75,15 @@ def test_copy_with_dtype_conversion_and_broadcast():
     torch.testing.assert_close(target.to(torch.bfloat16).cpu(), source.float().expand(3, 4).to(torch.bfloat16))
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("-inf"), 3, True, 2.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_copy_of_a_python_number_fills_as_on_cpu(value, dtype):
+    # x.copy_(nan): PyTorch wraps the number in a 0-d CPU tensor, which reaches the kernel as the number.
+    expected = torch.zeros(2, 3, dtype=dtype).copy_(value)
+    actual = torch.zeros(2, 3, dtype=dtype, device="neuron").copy_(value)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+
+
 @pytest.mark.parametrize(
     "make_pair",
     [

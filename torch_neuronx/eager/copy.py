@@ -27,6 +27,10 @@ aten = torch.ops.aten
 def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     """``destination.copy_(source)`` where at least one side is a neuron tensor."""
     tracking.executed["aten::_copy_from"] += 1
+    if not isinstance(source, torch.Tensor):
+        # ``x.copy_(nan)``: the number came as a wrapped 0-d CPU tensor, which the dispatcher hands
+        # a Python kernel back as the number; copied as that 0-d CPU tensor, as the CPU does.
+        source = torch.tensor(source)
     if source.shape != destination.shape:
         # copy_'s TensorIterator: the destination is an operand too, so sizes are checked against it.
         rules.check_broadcast([destination.shape, source.shape], [destination.shape])
