@@ -14,9 +14,11 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 # Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
-# memory-overlap checks (MemoryOverlap.cpp) decide with.
+# memory-overlap checks (MemoryOverlap.cpp) decide with; ATen's Context::alertNotDeterministic in its
+# words (it raises, or warns under use_deterministic_algorithms(True, warn_only=True)).
 from torch._prims_common import (
     ELEMENTWISE_TYPE_PROMOTION_KIND,
+    alert_not_deterministic,
     elementwise_dtypes,
     is_non_overlapping_and_dense_or_false,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "OpOverload",
     "OpOverloadPacket",
     "SchemaArgument",
+    "alert_not_deterministic",
     "aot_autograd",
     "aot_input_mutations",
     "forget_aot_metadata",

@@ -26,6 +26,7 @@ from torch_neuronx.eager import (
     complex32_conv,
     composites,
     copy,
+    determinism,
     expanded_writes,
     half_fft,
     host_ops,
@@ -231,6 +232,8 @@ def _register_kernels() -> None:
             kernel = expanded_writes.filling_shared_memory(kernel)
         if plan.op in expanded_writes.SHARED_MEMORY_WRITES:
             kernel = expanded_writes.writing_shared_memory(expanded_writes.SHARED_MEMORY_WRITES[plan.op], kernel)
+        if plan.op in determinism.ALERTS:
+            kernel = determinism.alerting(plan.op, kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
         library.impl(plan.op, kernel)
