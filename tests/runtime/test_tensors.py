@@ -183,6 +183,37 @@ def test_base_and_storage_sharing():
     assert view.storage_offset() == 4
 
 
+def _is_set_to_answers(device):
+    t1 = torch.empty(3, 4, device=device)
+    set_to_t1 = torch.tensor([], device=device).set_(t1)
+    bools = torch.tensor([True, True], device=device)
+    contiguous = torch.empty(2, 3, 4, device=device)
+    empty = torch.empty(2, 5, 0, device=device)
+    pairs = [
+        (t1, torch.empty(3, 4, device=device)),  # another storage
+        (t1, set_to_t1),
+        (set_to_t1, t1),
+        (t1, set_to_t1.clone().resize_(2, 6)),
+        (torch.tensor([], device=device), torch.tensor([], device=device)),  # two empty storages
+        (bools, torch.tensor([False], device=device).set_(bools)),
+        (contiguous, contiguous.view(4, 3, 2)),  # sizes differ
+        (t1, t1.t()),  # strides differ
+        (t1[1:], t1[1:]),
+        (t1[1:], t1[:2]),  # storage offsets differ
+        (empty, empty.view([0])),
+    ]
+    return [a.is_set_to(b) for a, b in pairs]
+
+
+def test_is_set_to_answers_as_on_cpu():
+    # On the device, not on host copies (the CPU fallback saw two storages where there is one).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no CPU fallback
+        answers = _is_set_to_answers("neuron")
+    assert answers == _is_set_to_answers("cpu")
+    assert answers[:3] == [False, True, True]
+
+
 def test_param_data_assignment_and_module_to_keep_parameters():
     module = torch.nn.Linear(3, 2)
     weight = module.weight

@@ -52,6 +52,7 @@ __all__ = [
     "pytree",
     "requested_dynamic_dims",
     "schema_of",
+    "storage_identity",
     "decomposition_table",
     "dynamo_disabled",
     "without_aot_first_call_analysis",
@@ -147,6 +148,13 @@ def op_name(op: OpOverload) -> str:
 def overload_name(op: OpOverload) -> str:
     """The overload's name within its packet: ``Tensor`` for ``aten.add.Tensor``, ``default``."""
     return op._overloadname
+
+
+def storage_identity(tensor: torch.Tensor) -> int:
+    """The address of ``tensor``'s c10 StorageImpl: equal for two live tensors exactly when they share
+    one storage (``set_``, views), as ATen's ``storage().unsafeGetStorageImpl()`` comparisons decide.
+    Data pointers do not tell: every empty storage has address 0."""
+    return tensor.untyped_storage()._cdata
 
 
 def has_kernel(op: OpOverload, dispatch_key: str) -> bool:

@@ -31,6 +31,7 @@ from torch_neuronx.eager import (
     half_fft,
     host_ops,
     math_bits,
+    metadata,
     redirects,
     views,
 )
@@ -204,7 +205,14 @@ def _register_kernels() -> None:
     load_lowerings()
     math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
-    custom = {**copy.KERNELS, **host_ops.KERNELS, **redirects.KERNELS, **composites.BACKEND_KERNELS, **views.KERNELS}
+    custom = {
+        **copy.KERNELS,
+        **host_ops.KERNELS,
+        **redirects.KERNELS,
+        **composites.BACKEND_KERNELS,
+        **views.KERNELS,
+        **metadata.KERNELS,
+    }
     for op, kernel in custom.items():
         library.impl(op, kernel)
     autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
