@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import sys
 from typing import Any
 
 import torch
@@ -40,6 +41,8 @@ def register() -> None:
     import torch_neuronx.device as device_module
 
     register_device_module("neuron", device_module)
+    # `import torch.neuron.amp` finds this module, not a second copy of it (as torch.cuda.amp).
+    sys.modules["torch.neuron.amp"] = device_module.amp
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )

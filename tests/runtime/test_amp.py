@@ -75,3 +75,20 @@ def test_disabled_grad_scaler_unscales_as_a_no_op(device):
     torch.testing.assert_close(model.weight.grad, grad)
     scaler.step(opt)
     scaler.update()
+
+
+def test_device_named_grad_scaler_warns_as_cudas_and_scales_on_neuron():
+    # torch.cuda.amp.GradScaler's deprecation, in its words with the device's name.
+    import torch.neuron.amp
+
+    with pytest.warns(FutureWarning) as caught:
+        scaler = torch.neuron.amp.GradScaler(init_scale=4.0)
+    assert str(caught[0].message) == (
+        "`torch.neuron.amp.GradScaler(args...)` is deprecated. "
+        "Please use `torch.amp.GradScaler('neuron', args...)` instead."
+    )
+    assert caught[0].filename == __file__
+    assert isinstance(scaler, torch.amp.GradScaler)
+    scaled = scaler.scale(torch.ones(2, device="neuron"))
+    assert scaled.device.type == "neuron"
+    torch.testing.assert_close(scaled.cpu(), torch.full((2,), 4.0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from torch_neuronx.device import amp
 from torch_neuronx.device.core import (
     current_device,
     device,
@@ -51,6 +52,7 @@ from torch_neuronx.device.streams import Event, Stream, current_stream, default_
 __all__ = [
     "Event",
     "Stream",
+    "amp",
     "current_device",
     "current_stream",
     "default_generators",
