@@ -460,3 +460,30 @@ def test_bitwise_ops_of_a_scalar_and_a_tensor_match_cpu(case, dtype):
     """Their composite kernels wrap the scalar in a 0-dim CPU tensor, which the meta call could not
     pass back to a Tensor argument ("Expected a value of type 'Tensor' for argument 'self'")."""
     assert_matches_cpu(SCALAR_FIRST_BITWISE[case], torch.tensor([1, 2, 3, 0]).to(dtype))
+
+
+_TRANSPOSED_WITH_BROADCAST = {
+    "copysign": torch.copysign,
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "floor_divide": torch.floor_divide,
+    "heaviside": torch.heaviside,
+    "logaddexp": torch.logaddexp,
+    "logical_and": torch.logical_and,
+    "logical_xor": torch.logical_xor,
+    "xlogy": torch.xlogy,
+    "pow_scalar_base": lambda a, b: torch.pow(2, a),
+    "add": torch.add,
+}
+
+
+@pytest.mark.parametrize("case", _TRANSPOSED_WITH_BROADCAST)
+def test_result_strides_are_tensor_iterators(case):
+    # Their Python meta kernels are compositions whose strides follow the broadcast operand: the
+    # result was contiguous where CPU and CUDA keep the transposed operand's layout (or, for
+    # pow(scalar, tensor), allocate a contiguous one where the Python meta kept the layout).
+    fn = _TRANSPOSED_WITH_BROADCAST[case]
+    a, b = torch.rand(5, 10).t() + 0.5, torch.rand(5) + 0.5
+    expected = fn(a, b)
+    actual = fn(a.to("neuron"), b.to("neuron"))
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -15,10 +15,12 @@ from torch._ops import OpOverload, OpOverloadPacket
 
 # Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
 # memory-overlap checks (MemoryOverlap.cpp) decide with; ATen's Context::alertNotDeterministic in its
-# words (it raises, or warns under use_deterministic_algorithms(True, warn_only=True)).
+# words (it raises, or warns under use_deterministic_algorithms(True, warn_only=True)); TensorIterator's
+# choice of a result's strides from its operands'.
 from torch._prims_common import (
     ELEMENTWISE_TYPE_PROMOTION_KIND,
     alert_not_deterministic,
+    compute_elementwise_output_strides,
     elementwise_dtypes,
     is_non_overlapping_and_dense_or_false,
 )
@@ -39,6 +41,7 @@ __all__ = [
     "OpOverloadPacket",
     "SchemaArgument",
     "alert_not_deterministic",
+    "compute_elementwise_output_strides",
     "aot_autograd",
     "aot_input_mutations",
     "forget_aot_metadata",

@@ -1,10 +1,16 @@
-"""Memory formats of results that PyTorch's meta kernels leave contiguous.
+"""Memory formats of results that PyTorch's meta kernels lay out otherwise than CPU and CUDA.
 
 A new result takes the strides its meta kernel gives (runtime/executable.py, ``ResultLayout``), but
 the meta kernel of ``aten::convolution`` returns a contiguous result whatever its operands' memory
 format. CPU and CUDA return a channels_last (channels_last_3d) convolution when the input or the weight suggests it
 (ATen's ``_determine_backend_memory_format``: ``cudnn_conv_suggest_memory_format``,
 ``mkldnn_conv_use_channels_last``), and code written for them keeps channels_last models in it.
+
+Some pointwise ops' Python meta kernels are compositions (``copysign`` is a ``where`` over the sign
+of its second operand), whose strides follow another operand than TensorIterator's rule: a
+transposed ``a`` with a broadcast ``b`` gave a contiguous ``copysign(a, b)``, where CPU and CUDA keep
+``a``'s layout. Their results take TensorIterator's strides. ``pow(scalar, tensor)``'s ATen meta
+kernel allocates a contiguous result, which PyTorch's Python one does not.
 """
 
 from __future__ import annotations
@@ -13,7 +19,25 @@ from typing import Any
 
 import torch
 
+from torch_neuronx._compat.torch_internals import compute_elementwise_output_strides
+
 aten = torch.ops.aten
+
+#: Pointwise ops whose meta kernel's strides differ from TensorIterator's (found by comparing the
+#: CPU's result strides with the meta kernel's for every binary ufunc of OpInfo, with transposed,
+#: channels_last and broadcast operands).
+_TENSOR_ITERATOR_LAYOUT = {
+    aten.copysign.Tensor,
+    aten.div.Tensor_mode,
+    aten.floor_divide.default,
+    aten.heaviside.default,
+    aten.logaddexp.default,
+    aten.logical_and.default,
+    aten.logical_or.default,
+    aten.logical_xor.default,
+    aten.xlogy.Tensor,
+    aten.special_xlog1py.default,
+}
 
 #: By the output's rank: 2-d and 3-d convolutions (a 1-d one has no channels-last format).
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
@@ -25,10 +49,27 @@ def _suggests(tensor: torch.Tensor, memory_format: torch.memory_format) -> bool:
     return tensor.is_contiguous(memory_format=memory_format) and not tensor.is_contiguous()
 
 
+def _tensor_iterator_layout(arguments: list[Any], result: torch.Tensor) -> torch.Tensor:
+    """``result`` (a meta tensor) with the strides TensorIterator gives a result of its shape
+    computed from the tensor ``arguments`` (broadcast to that shape; 0-d operands do not count)."""
+    operands = [a.expand(result.shape) for a in arguments if isinstance(a, torch.Tensor) and a.dim() > 0]
+    if not operands:
+        return result
+    return torch.empty_strided(
+        result.shape, compute_elementwise_output_strides(*operands), dtype=result.dtype, device="meta"
+    )
+
+
 def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]:
     """``results`` (the meta kernel's new results of ``op`` called with ``arguments``) in the memory
     format CPU and CUDA give them: a convolution's output channels_last (channels_last_3d) when its
-    input or weight is."""
+    input or weight is; TensorIterator's strides for the ops of ``_TENSOR_ITERATOR_LAYOUT``; a
+    contiguous ``pow(scalar, tensor)``."""
+    if len(results) == 1 and isinstance(results[0], torch.Tensor):
+        if op in _TENSOR_ITERATOR_LAYOUT:
+            return [_tensor_iterator_layout(arguments, results[0])]
+        if op is aten.pow.Scalar:
+            return [results[0].contiguous()]
     if op is not aten.convolution.default or not results or not isinstance(results[0], torch.Tensor):
         return results
     output, (input, weight) = results[0], arguments[:2]
