@@ -194,6 +194,10 @@ UPSTREAM_SKIPS: dict[str, str] = {
     + "torch 2.13 names the multi-output view 'Unbind', the v2.4.0 test expects 'UnbindBackward0' (a CPU-only test)",
     "test_dim_empty_keepdim__refs_linalg_vector_norm": _CPU_TOO
     + "torch 2.13's vector_norm reduces every dimension for dim=[] (its reference too); the v2.4.0 test expects none",
+    "test_dtypes__refs_native_group_norm": _CPU_TOO
+    + "torch 2.13's Python reference computes complex64 inputs and differentiates them on any device (the "
+    "CPU's torch._refs.native_group_norm of complex64 works, backward too), where the v2.4.0 OpInfo lists "
+    "floating dtypes and no backward dtypes for the reference",
     "test_dtypes__refs_logaddexp2": _CPU_TOO
     + "the Python reference computes integer inputs on any device (torch._refs.logaddexp2 of int32 works on the "
     "CPU), where the OpInfo lists aten's floating dtypes, and it lists no backward dtypes for the reference",
