@@ -580,27 +580,10 @@ def atanh(z):
 
 
 def atan(z):
-    """C99's ``catan`` (glibc): XLA's value in the first quadrant, signs from x and y (atan is odd
-    and conjugate-symmetric); an infinite part gives ``+-pi/2 +- 0i`` (NaN real beside a NaN x),
-    ``NaN +- 0i`` for a zero y beside a NaN x, other NaNs NaN."""
-    x, y = z.real, z.imag
-    real, imag = _odd_symmetric(jnp.arctan, z)
-    # Next to the poles +-i glibc takes the imaginary part from log|x| (XLA's overflows to inf).
-    near_pole = (jnp.abs(y) == 1) & (jnp.abs(x) < jnp.finfo(x.dtype).eps ** 2)
-    imag = jnp.where(near_pole, jnp.copysign(0.5 * (math.log(2) - jnp.log(jnp.abs(x))), y), imag)
-    nan = _full(x, jnp.nan)
-    zero_y = jnp.copysign(jnp.zeros_like(y), y)
-    half_pi = jnp.copysign(jnp.asarray(_PI / 2, x.dtype), x)
-    nonfinite = ~jnp.isfinite(x) | ~jnp.isfinite(y)
-    return _select(
-        [
-            (jnp.isinf(x), (half_pi, zero_y)),
-            (jnp.isinf(y), (jnp.where(jnp.isnan(x), nan, half_pi), zero_y)),
-            (nonfinite & (y == 0), (nan, zero_y)),
-            (nonfinite, (nan, nan)),
-        ],
-        (real, imag),
-    )
+    """C99's ``catan``, which C99 (G.6) defines as ``-i catanh(iz)``: the real part of atan(x + iy)
+    is the imaginary part of :func:`atanh` (-y + ix), its imaginary part minus that real part."""
+    mirrored = atanh(jax.lax.complex(-z.imag, z.real))
+    return jax.lax.complex(mirrored.imag, -mirrored.real)
 
 
 # --- ops written out by the CPU's kernels -----------------------------------------------------
