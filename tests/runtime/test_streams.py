@@ -166,6 +166,54 @@ def test_what_a_fault_left_undefined_stays_unreadable():
     torch.testing.assert_close(faulted.cpu(), torch.ones(1))
 
 
+def test_copies_casts_and_other_cores_of_a_faulted_result_stay_unreadable():
+    # Found by a fresh-user trial: casts, strided copies and copies to another core were made outside
+    # the launchers, and read the fault's garbage back once it was raised.
+    x = torch.arange(12.0, device="neuron").reshape(4, 3)
+    faulted = x.index_select(0, torch.tensor([0, 7], device="neuron"))
+    written = torch.zeros(2, 3, dtype=torch.float16, device="neuron")
+    written.copy_(faulted)
+    partial = torch.zeros(2, 3, device="neuron")
+    partial[0] = faulted[1]
+    copies = [
+        faulted.half(),
+        faulted.long(),
+        faulted.t().contiguous(),
+        torch.complex(faulted, faulted).conj().resolve_conj(),
+    ]
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        torch.neuron.synchronize()
+    for copy in [*copies, written, partial]:
+        with pytest.raises(IndexError, match="which are undefined"):
+            copy.cpu()
+
+
+def test_a_copy_to_another_core_carries_the_fault(two_cores):
+    x = torch.arange(12.0, device="neuron:0").reshape(4, 3)
+    moved = x.index_select(0, torch.tensor([0, 7], device="neuron:0")).to("neuron:1")
+    derived = moved + 1
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        torch.neuron.synchronize(0)
+    for tensor in (moved, derived):
+        with pytest.raises(IndexError, match="which are undefined"):
+            tensor.cpu()
+
+
+def test_a_fault_raised_when_adaptive_eager_ends_turns_it_off():
+    # The flush at the block's end raised (a poisoned input), and recording stayed on for the rest of
+    # the process: later plain-eager ops were fused with whatever faulted next.
+    from torch_neuronx.adaptive import trace
+
+    x = torch.arange(4.0, device="neuron")
+    faulted = x.index_select(0, torch.tensor([9], device="neuron"))
+    with pytest.raises(IndexError, match="index 9 is out of bounds"):
+        torch.neuron.synchronize()
+    with pytest.raises(IndexError, match="which are undefined"), torch_neuronx.adaptive_eager():
+        faulted + 1  # recorded; the flush at the block's end finds the poisoned input
+    assert not trace.active()
+    torch.testing.assert_close((x * 2).cpu(), torch.arange(0.0, 8.0, 2.0))
+
+
 def test_an_in_place_fault_leaves_its_tensor_unreadable():
     written = torch.zeros(4, device="neuron")
     written.index_add_(0, torch.tensor([9], device="neuron"), torch.ones(1, device="neuron"))

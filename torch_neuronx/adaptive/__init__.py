@@ -39,8 +39,10 @@ def adaptive_eager(enabled: bool = True) -> Iterator[None]:
     try:
         yield
     finally:
-        trace.flush(None, "leaving adaptive_eager()")
-        trace.set_active(before)
+        try:
+            trace.flush(None, "leaving adaptive_eager()")
+        finally:  # a fault the flush raises must not leave recording on for the rest of the process
+            trace.set_active(before)
 
 
 def adaptive_eager_metrics() -> dict[str, Any]:

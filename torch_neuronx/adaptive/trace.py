@@ -235,16 +235,16 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
     for (output, pending), value in zip(live, values, strict=True):
         pending.value = value
         _C._rebind_held(output.address, pending, value, output.code)
-    position = 0
+    position, recorded = 0, []
     for op in trace.ops:
         count = 2 * len(op.executable.checks)
         if count:
             exe = op.executable
             outputs = list(checks[position : position + count])
-            faults.record(trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=False)
+            recorded.append(faults.record(trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=False))
             position += count
-    if faults.pending.get(trace.device):
-        faults.note_written(trace.device, trace.inputs, values, checked=position > 0)
+    if faults.open_checks:  # one executable: each output may depend on every recorded op's checks
+        faults.note_written(trace.inputs, values, recorded)
     if results:
         queue.note_launch(trace.device, results[0])
         if dispatched:

@@ -66,12 +66,12 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
     ):  # the same representation: the elements as stored (a complex32 tensor's pairs, bit for bit)
         buffers.write(destination, buffers.transfer(buffers.read_stored(source), destination.device.index))
     else:
-        value = buffers.transfer(buffers.read(source), destination.device.index)
+        read = value = buffers.transfer(buffers.read(source), destination.device.index)
         if source.is_conj() != destination.is_conj():
             value = jnp.conj(value)
         if source.is_neg() != destination.is_neg():
             value = -value
-        buffers.write(destination, convert(value, buffers.view_of(destination).dtype))
+        buffers.write(destination, buffers.derived([read], convert(value, buffers.view_of(destination).dtype)))
     return destination
 
 

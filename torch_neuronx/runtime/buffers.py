@@ -109,9 +109,13 @@ def _read_view(tensor: torch.Tensor, viewed: Any) -> jax.Array:
     if array is None:
         return _run_view_program("neuron::read_view", _read_program(None, nbytes, keyed, device), device, *offset)
     if JAX_DTYPE_OF_CODE[code] == view.dtype and layout.covers_storage(view, array.shape[0]):
-        return array.reshape(view.sizes)
-    program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
-    return _run_view_program("neuron::read_view", program, device, array, *offset)
+        value = array.reshape(view.sizes)
+    else:
+        program = _read_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
+        value = _run_view_program("neuron::read_view", program, device, array, *offset)
+    if faults.open_checks:  # a value read from a buffer that may hold a fault's undefined result
+        faults.note_written([array], [value])
+    return value
 
 
 def write(tensor: torch.Tensor, value: jax.Array) -> None:
@@ -142,8 +146,8 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
         program = _write_program(JAX_DTYPE_OF_CODE[code], nbytes, keyed, device)
         flat = _run_view_program("neuron::write_view", program, device, array, value, *offset)
     _C._bind_buffer(tensor, flat, CODE_OF[tensor.dtype])
-    if faults.pending.get(device):
-        faults.note_written(device, [value] if whole else [array, value], [flat], checked=False)
+    if faults.open_checks:
+        faults.note_written([value] if whole else [array, value], [flat])
     queue.note_launch(device, flat)
 
 
@@ -265,6 +269,14 @@ def device_to_host(tensor: torch.Tensor) -> np.ndarray:
     return host
 
 
+def derived(sources: list[jax.Array], value: jax.Array) -> jax.Array:
+    """``value``, computed from ``sources`` outside a launch (a copy's cast): noted as depending on
+    the pending device checks they depend on, so a fault poisons it too (runtime/faults.py)."""
+    if faults.open_checks:
+        faults.note_written(sources, [value])
+    return value
+
+
 def transfer(array: jax.Array, device: int) -> jax.Array:
     """``array`` on ``neuron:device`` (the same array when it is there already)."""
     array = recording.resolved(array, "transfer between cores")
@@ -275,6 +287,8 @@ def transfer(array: jax.Array, device: int) -> jax.Array:
     moved = jax.device_put(array, target)
     if dispatched:
         launch_records.copied("Memcpy DtoD", device, dispatched, moved, moved.nbytes)
+    if faults.open_checks:  # the copy carries what the source's value depends on
+        faults.note_written([array], [moved])
     return moved
 
 

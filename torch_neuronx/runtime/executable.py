@@ -174,8 +174,8 @@ class Executable:
         random_elements, written_slots, written_codes = self.random_elements, self.written_slots, self.written_codes
         outputs, fresh, assemble = self.outputs, self.fresh, self.assemble
         note_launch, record = queue.note_launch, faults.record
-        pending_checks, note_written, poisoned, check_inputs = (
-            faults.pending,
+        open_checks, note_written, poisoned, check_inputs = (
+            faults.open_checks,
             faults.note_written,
             faults.poisoned,
             faults.check_inputs,
@@ -203,10 +203,9 @@ class Executable:
                 tensors = allocate(device)  # before the launch: an OOM raises here, with nothing in flight
                 dispatched = launch_records.now() if launch_records.active else 0
                 results = program(*inputs)
-                if checks:
-                    record(device, name, results[-2 * len(checks) :], checks)
-                if pending_checks.get(device):
-                    note_written(device, inputs, results, bool(checks))
+                own = (record(device, name, results[-2 * len(checks) :], checks),) if checks else ()
+                if open_checks:
+                    note_written(inputs, results, own)
                 note_launch(device, results[0])
                 if dispatched:
                     launched(executable_id, name, kind, device, program, inputs, dispatched, results[0])
@@ -227,10 +226,9 @@ class Executable:
                 inputs = [*inputs, *philox_inputs(generator, device, random_elements)]
             dispatched = launch_records.now() if launch_records.active else 0
             results = program(*inputs)
-            if checks:
-                record(device, name, results[-2 * len(checks) :], checks)
-            if pending_checks.get(device):
-                note_written(device, inputs, results, bool(checks))
+            own = (record(device, name, results[-2 * len(checks) :], checks),) if checks else ()
+            if open_checks:
+                note_written(inputs, results, own)
             if results:
                 note_launch(device, results[0])
                 if dispatched:

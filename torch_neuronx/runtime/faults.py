@@ -46,11 +46,12 @@ _RECORD_STACKS = _config.record_stack_traces()
 _LAUNCH_BLOCKING = _config.launch_blocking()
 #: Per core, the checks of launches not yet read, in launch order.
 pending: dict[int, list[PendingCheck]] = {}
-#: The sequence of the last launch :func:`record` noted.
-_last_recorded = [-1]
-#: Per core, while checks are pending there: id of each buffer written since -> (a weak reference to
-#: it, the sequences of the pending checks its value depends on).
-_suspects: dict[int, dict[int, tuple[weakref.ref, frozenset[int]]]] = {}
+#: The sequences of the launches whose checks are pending, on any core. Launchers note what they
+#: write only while it is not empty (:func:`note_written`).
+open_checks: set[int] = set()
+#: While checks are pending: id of each buffer written since, on any core -> (a weak reference to
+#: it, the sequences of the pending checks its value depends on). A copy to another core carries them.
+_suspects: dict[int, tuple[weakref.ref, frozenset[int]]] = {}
 #: id of a buffer that holds no defined values -> (a weak reference to it, the error, its message).
 #: Launchers test it for emptiness before looking their inputs up (:func:`check_inputs`).
 poisoned: dict[int, tuple[weakref.ref, type[Exception], str]] = {}
@@ -69,17 +70,17 @@ def record(
     stack: str | None = None,
     *,
     at_launch: bool = True,
-) -> None:
+) -> int:
     """Records the checks of one launch: ``checks`` holds (message, error, synchronous) per check and
     ``outputs`` its (failed, detail); ``stack`` is where it was launched (default: the caller's stack,
     with TORCH_NEURONX_ENABLE_STACK_TRACE=1). When a check is synchronous and this is its launch
     (``at_launch``; not a flush of adaptive eager's recorded ops, which records every op's checks
     first), waits for the launch and raises the earliest fault pending on ``device`` (as CUDA's
-    host-side checks synchronise)."""
+    host-side checks synchronise). Returns the launch's sequence (what :func:`note_written` takes)."""
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
-    _last_recorded[0] = sequence
+    open_checks.add(sequence)
     queue = pending.setdefault(device, [])
     synchronous = False
     for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
@@ -87,42 +88,49 @@ def record(
         synchronous = synchronous or blocking
     if synchronous and at_launch:
         raise_pending(device)
+    return sequence
 
 
-def note_written(device: int, inputs: Iterable[object], arrays: Iterable[jax.Array], checked: bool) -> None:
-    """Notes the buffers ``arrays`` a launch on ``device`` wrote from ``inputs``, with the pending
-    checks their values depend on: its own, when it recorded checks (``checked``, after
-    :func:`record`), and those of the inputs. Launchers call it while checks are pending there."""
-    suspects = _suspects.setdefault(device, {})
-    depends = {_last_recorded[0]} if checked else set()
+def note_written(inputs: Iterable[object], arrays: Iterable[jax.Array], own: Iterable[int] = ()) -> None:
+    """Notes the buffers ``arrays`` that a launch, a view read, a write or a copy between cores made
+    from ``inputs``, with the pending checks their values depend on: the launch's ``own`` (the
+    sequences :func:`record` returned) and those of the inputs. Callers call it while
+    :data:`open_checks` is not empty."""
+    depends = set(own)
     for value in inputs:
-        entry = suspects.get(id(value))
+        entry = _suspects.get(id(value))
         if entry is not None and entry[0]() is value:
             depends |= entry[1]
     if depends:
         frozen = frozenset(depends)
         for array in arrays:
             key = id(array)
-            suspects[key] = (weakref.ref(array, lambda _, key=key: suspects.pop(key, None)), frozen)
+            _suspects[key] = (weakref.ref(array, lambda _, key=key: _suspects.pop(key, None)), frozen)
+
+
+def _forget_passed() -> None:
+    """Drops the dependencies on checks no longer pending (they passed, or their fault was raised)."""
+    if not open_checks:
+        _suspects.clear()
+        return
+    for key, (reference, depends) in list(_suspects.items()):
+        if depends & open_checks:
+            _suspects[key] = (reference, depends & open_checks)
+        else:
+            del _suspects[key]
 
 
 def _poison(device: int, check: PendingCheck, faulted: set[int]) -> None:
-    """Poisons the buffers of ``device`` whose values depend on the launches ``faulted`` (``check``'s
-    and those of the repeats of its fault), and forgets the dependencies on checks that passed."""
-    suspects = _suspects.get(device, {})
+    """Poisons the buffers, on any core, whose values depend on the launches ``faulted`` (``check``'s
+    and those of the repeats of its fault)."""
     text = (
         f"{check.op} on neuron:{device}: {_message(check)} (raised before: this tensor holds the result of the "
         "op that faulted, or a value computed from it, which are undefined; compute it again)"
     )
-    left = {c.sequence for c in pending.get(device, ())}
-    for key, (reference, depends) in list(suspects.items()):
+    for key, (reference, depends) in list(_suspects.items()):
         array = reference()
         if array is not None and depends & faulted:
             poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
-        if depends & left:
-            suspects[key] = (reference, depends & left)
-        else:
-            del suspects[key]
 
 
 def check_inputs(device: int, arrays: Iterable[object]) -> None:
@@ -156,16 +164,19 @@ def raise_pending(device: int) -> None:
     check are consumed: one cause (a constant out of range that tracing evaluated several times,
     a check repeated in a loop) raises once, where later unrelated ops raised it again."""
     queue = pending.get(device)
-    while queue:
-        check = queue.pop(0)
-        if bool(np.asarray(check.failed)):
-            while queue and queue[0].sequence == check.sequence:
-                queue.pop(0)
-            repeats = {c.sequence for c in queue if _same_fault(c, check)}
-            queue[:] = [c for c in queue if c.sequence not in repeats]
-            _poison(device, check, {check.sequence, *repeats})
-            raise check.error(_describe(device, check))
-    _suspects.pop(device, None)
+    try:
+        while queue:
+            check = queue.pop(0)
+            if bool(np.asarray(check.failed)):
+                while queue and queue[0].sequence == check.sequence:
+                    queue.pop(0)
+                repeats = {c.sequence for c in queue if _same_fault(c, check)}
+                queue[:] = [c for c in queue if c.sequence not in repeats]
+                _poison(device, check, {check.sequence, *repeats})
+                raise check.error(_describe(device, check))
+    finally:
+        open_checks.intersection_update({c.sequence for checks in pending.values() for c in checks})
+        _forget_passed()
 
 
 def _float32_text(bits: int) -> str:
