@@ -707,6 +707,10 @@ MIXED_DTYPE_OPERANDS = {
         ),
         "expected scalar type Float but found BFloat16",
     ),
+    "weight_norm_g": (
+        lambda d: torch._weight_norm(torch.ones(4, 4, device=d), torch.ones(4, 1, dtype=torch.bfloat16, device=d), 0),
+        "expected scalar type Float but found BFloat16",
+    ),
     "histogram_bins": (
         lambda d: torch.histogram(torch.rand(4, device=d), _linear_edges(d, torch.bfloat16)),
         "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with dtype float "
@@ -743,7 +747,7 @@ def test_operands_of_two_dtypes_raise_as_on_cuda(case):
     make, message = MIXED_DTYPE_OPERANDS[case]
     with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
         make("neuron")
-    if case in ("softmax_backward_output", "grid_sample_grid", "histogram_bins", "histogram_weight"):
+    if case in ("softmax_backward_output", "grid_sample_grid", "histogram_bins", "histogram_weight", "weight_norm_g"):
         with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
             make("cpu")
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from torch_neuronx.lowering.registry import Promotion, lowering
+from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
@@ -328,6 +328,12 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
 
 
 # --- weight norm ------------------------------------------------------------------------------
+
+# _weight_norm_interface runs as PyTorch's decomposition, which promotes; the CPU and CUDA kernels
+# read g as v's element type.
+DECOMPOSED_DTYPE_RULES[aten._weight_norm_interface.default] = same_dtype(
+    ("v", "g"), "expected scalar type {0} but found {1}"
+)
 
 
 @lowering(aten._weight_norm_interface_backward.default, promotion=Promotion.DEFAULT, static=("dim",))
