@@ -487,3 +487,19 @@ def test_result_strides_are_tensor_iterators(case):
     actual = fn(a.to("neuron"), b.to("neuron"))
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_a_resized_out_takes_tensor_iterators_layout(layout):
+    # TensorIterator restrides an out= tensor it resizes to its inputs' layout; neuron's stayed
+    # contiguous (a fresh-user trial: torch.add(xt, 1, out=torch.empty(0))).
+    x = (
+        torch.randn(4, 3).t()
+        if layout == "transposed"
+        else torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    )
+    expected, actual = torch.empty(0), torch.empty(0, device="neuron")
+    torch.add(x, 1, out=expected)
+    torch.add(x.to("neuron"), 1, out=actual)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx._compat.torch_internals import OpOverload, compute_elementwise_output_strides, schema_of
 from torch_neuronx.eager import fallback
 from torch_neuronx.eager.plan import Plan, call, split
 from torch_neuronx.lowering import overflow, registry
@@ -40,13 +40,18 @@ def resize_self_runner(plan: Plan) -> Runner:
     return run
 
 
-def resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True) -> Runner:
+def resize_runner(
+    op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True, tensor_iterator: bool = False
+) -> Runner:
     """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
     ``resize_output`` does (warning when a non-empty tensor changes shape, unless ``warn`` is
-    False), then call again."""
+    False), then call again. A ``tensor_iterator`` op (a pointwise one) also restrides a resized
+    output to the layout TensorIterator computes from its inputs, as ATen's structured kernels'
+    ``set_output_raw_strided`` does (``add(xt, 1, out=torch.empty(0))`` keeps ``xt``'s transpose)."""
 
     def run(inputs, device, slot_tensors, generator, values):
         for position, shape in shapes:
+            operands = [v for i, v in enumerate(values) if i != position and isinstance(v, torch.Tensor) and v.dim()]
             for tensor in arguments.flat_tensors(values[position]):
                 if list(tensor.shape) != shape:
                     if warn and tensor.numel() != 0:
@@ -59,6 +64,9 @@ def resize_runner(op: OpOverload, shapes: list[tuple[int, list[int]]], warn: boo
                             stacklevel=4,
                         )
                     tensor.resize_(shape)
+                    if tensor_iterator and operands and tensor.numel():
+                        broadcast = [operand.expand(shape) for operand in operands]
+                        tensor.as_strided_(shape, compute_elementwise_output_strides(*broadcast))
         return call(op, values)
 
     return run
