@@ -99,7 +99,15 @@ def test_power_of_a_number_at_special_values_matches_cpu(exponent):
     _assert_same((z.to("neuron") ** exponent).cpu(), z**exponent, (z,))
 
 
-@pytest.mark.parametrize("op", [torch.div, torch.mul, torch.pow])
+def _sub_complex_alpha(left, right):
+    return torch.sub(left, right, alpha=1 + 0j)
+
+
+def _add_alpha(left, right):
+    return torch.add(left, right, alpha=0.5 - 2j)
+
+
+@pytest.mark.parametrize("op", [torch.div, torch.mul, torch.pow, torch.add, torch.sub, _add_alpha, _sub_complex_alpha])
 def test_binary_special_values_match_cpu(op):
     z = _grid()
     left, right = (t.flatten() for t in torch.meshgrid(z, z, indexing="ij"))

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 __all__ = [
     "absolute",
+    "add",
     "acos",
     "acosh",
     "asin",
@@ -126,6 +127,21 @@ def multiply(left, right):
     real = jnp.where((ac == bd) & jnp.isfinite(ac), real_zero, product.real)
     imag = jnp.where((ad == -bc) & jnp.isfinite(ad), imag_zero, product.imag)
     return jax.lax.complex(real, imag)
+
+
+def add(self, other, alpha):
+    """``self + alpha * other`` as the CPU's vectorised add kernel computes it (ufunc ``add``:
+    ``fmadd(other, alpha, self)``; sub and rsub pass ``-alpha``): the complex product of ``other``
+    and ``alpha`` (:func:`multiply`) even for an alpha of 1, so ``0j + infj`` is ``nan + infj``
+    (``1 * 0 - 0 * inf``), then the sum part by part. ``alpha`` is an array or a Python number,
+    whose parts pass a barrier, else XLA folds the product by ``1 + 0j`` to ``other``."""
+    if isinstance(alpha, jax.Array):
+        factor = alpha.astype(self.dtype)
+    else:
+        alpha, dtype = complex(alpha), self.real.dtype
+        parts = jax.lax.optimization_barrier((jnp.asarray(alpha.real, dtype), jnp.asarray(alpha.imag, dtype)))
+        factor = jax.lax.complex(*parts)
+    return self + multiply(other, factor)
 
 
 def _fused(product, nonzero, addend):

@@ -306,10 +306,20 @@ def _alpha_check(arguments: dict) -> None:
     aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
 )
 def add(self, other, alpha=1):
-    """torch.add: self + alpha * other (bool: logical or)."""
+    """torch.add: self + alpha * other (bool: logical or; complex: as the CPU's vectorised kernel,
+    :func:`complex_math.add`)."""
     if self.dtype == jnp.bool_:
         return jnp.logical_or(self, jnp.logical_and(other, alpha))
-    return self + alpha * other
+    return _scaled_sum(self, other, alpha)
+
+
+def _scaled_sum(self, other, alpha, sign=1):
+    """``self + sign * alpha * other``; complex operands take the CPU's complex product with
+    ``sign * alpha`` (sub passes ATen's ``-alpha``), other dtypes the plain expression."""
+    dtype = jnp.result_type(self, other)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return complex_math.add(jnp.asarray(self, dtype), jnp.asarray(other, dtype), alpha if sign == 1 else -alpha)
+    return self + alpha * other if sign == 1 else self - alpha * other
 
 
 def _sub_check(arguments: dict) -> None:
@@ -337,16 +347,16 @@ def _sub_check(arguments: dict) -> None:
     aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
 )
 def sub(self, other, alpha=1):
-    """torch.sub: self - alpha * other."""
-    return self - alpha * other
+    """torch.sub: self - alpha * other, which ATen computes as self + (-alpha) * other."""
+    return _scaled_sum(self, other, alpha, -1)
 
 
 @lowering(
     aten.rsub.Tensor, aten.rsub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
 )
 def rsub(self, other, alpha=1):
-    """torch.rsub: other - alpha * self."""
-    return other - alpha * self
+    """torch.rsub: other - alpha * self, which ATen computes as other + (-alpha) * self."""
+    return _scaled_sum(other, self, alpha, -1)
 
 
 @lowering(aten.mul.Tensor, aten.mul.Scalar, promotion=Promotion.DEFAULT)
