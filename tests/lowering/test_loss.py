@@ -146,6 +146,21 @@ def test_regression_loss_matches_cpu(name, reduction, dtype):
     assert_matches_cpu(_value_and_grad(loss), _logits((3, 4), dtype), target)
 
 
+@pytest.mark.parametrize(
+    "dtypes", [(torch.bfloat16, torch.float32), (torch.float16, torch.bfloat16)], ids=["bf16_f32", "f16_bf16"]
+)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name", list(REGRESSION))
+def test_regression_loss_of_mixed_dtypes_has_the_cpus_dtype(name, reduction, dtypes):
+    """huber_loss and soft_margin_loss return the input's dtype (ATen's output is made from the
+    input), the others the promoted one."""
+    x = torch.randn(3, 4).to(dtypes[0])
+    y = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(dtypes[1])
+    want = REGRESSION[name](x, y, reduction=reduction)
+    got = REGRESSION[name](x.to("neuron"), y.to("neuron"), reduction=reduction)
+    torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
+
+
 # --- binary cross entropy -----------------------------------------------------------------------
 
 

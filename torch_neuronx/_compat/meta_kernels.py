@@ -1,7 +1,7 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
 the fused SGD steps, the tensor-lr fused Adam(W) steps, the result dtype of ``torch.normal`` with
-tensor arguments, nearest upsampling of an empty batch and index_add of an integer tensor with a
-float ``alpha``.
+tensor arguments and of huber_loss and soft_margin_loss with a target of another dtype, nearest
+upsampling of an empty batch and index_add of an integer tensor with a float ``alpha``.
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -152,6 +152,18 @@ def _multilabel_margin_loss_forward(
 def _margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, *args: object) -> torch.Tensor:
     """aten::multi_margin_loss_backward and aten::multilabel_margin_loss_backward: the input's gradient."""
     return torch.empty_like(self, memory_format=torch.contiguous_format)
+
+
+def _input_dtype_loss(op: torch._ops.OpOverload):
+    """The meta kernel of ``huber_loss`` and ``soft_margin_loss``: PyTorch's decomposition (shape and
+    checks) with a result of the input's dtype, as ATen's kernels (Loss.cpp, device-generic) write
+    into an output made from ``input``. The decomposition promotes input and target: a bfloat16
+    input with a float32 target gave float32."""
+
+    def kernel(self: torch.Tensor, target: torch.Tensor, *args: object) -> torch.Tensor:
+        return decomposition_table()[op](self, target, *args).to(self.dtype)
+
+    return kernel
 
 
 def _geqrf(self: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -328,6 +340,8 @@ _KERNELS = {
     aten.multi_margin_loss_backward.default: _margin_loss_backward,
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
     aten.geqrf.default: _geqrf,
+    aten.huber_loss.default: _input_dtype_loss(aten.huber_loss.default),
+    aten.soft_margin_loss.default: _input_dtype_loss(aten.soft_margin_loss.default),
     aten.histogram.bin_ct: _histogram_bin_ct,
     aten.histogram.bins_tensor: _histogram_bins_tensor,
     aten._histogramdd_bin_edges.default: _histogramdd_bin_edges,
@@ -346,6 +360,8 @@ _KERNELS = {
 #: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
 _PYTHON_DISPATCHER_METAS = (
+    aten.huber_loss.default,
+    aten.soft_margin_loss.default,
     aten.normal.Tensor_float,
     aten.normal.float_Tensor,
     aten.normal.Tensor_Tensor,
