@@ -26,8 +26,8 @@ def _accumulate(a, b, fn):
 #: ATen's matmul dtype errors (cuda/Blas.cpp, LinearAlgebra.cpp's ADDMM_META), formatted with the
 #: operands' C++ types (``cpp``) or ATen names (``aten``). The CPU's mm says "m1 and m2".
 _MM_DTYPES = "expected mat1 and mat2 to have the same dtype, but got: {cpp[0]} != {cpp[1]}"
-_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
-_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {aten[0]} and {aten[1]}"
+_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {0} and {1}"
+_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0} and {1}"
 
 
 def _check_same_dtype(a, b, message: str) -> None:
@@ -54,6 +54,20 @@ def _check_addmv_dtypes(result_dtype, mat, vec) -> None:
         raise RuntimeError(f"addmv input tensors must have the same dtype, but got {names}, and {aten_name(vec.dtype)}")
 
 
+def _addmm_dtypes(mat1: str, mat2: str):
+    """A ``dtype_rule``: addmm's (and addbmm's) checks in ATen's order, self against ``mat2`` first,
+    then ``mat1`` against ``mat2``. As a rule it runs before an in-place or ``out=`` result's dtype
+    is checked: ``half.addmm_(bf16, bf16)`` said "Expected out tensor to have dtype float"."""
+    self_rule = same_dtype(("self", mat2), _SELF_MAT2_DTYPES)
+    mats_rule = same_dtype((mat1, mat2), _MAT1_MAT2_DTYPES)
+
+    def rule(arguments: dict) -> None:
+        self_rule(arguments)
+        mats_rule(arguments)
+
+    return rule
+
+
 @lowering(aten.mm.default)
 def mm(self, mat2):
     """torch.mm: (n, k) @ (k, m), both of one dtype."""
@@ -67,12 +81,10 @@ def bmm(self, mat2):
     return _accumulate(self, mat2, jnp.matmul)
 
 
-@lowering(aten.addmm.default)
+@lowering(aten.addmm.default, dtype_rule=_addmm_dtypes("mat1", "mat2"))
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm: beta * self + alpha * (mat1 @ mat2); beta=0 ignores self (NaN included); all
-    three of one dtype (self is checked against mat2 first, as ATen does)."""
-    _check_same_dtype(self, mat2, _SELF_MAT2_DTYPES)
-    _check_same_dtype(mat1, mat2, _MAT1_MAT2_DTYPES)
+    three of one dtype (:func:`_addmm_dtypes`)."""
     product = _accumulate(mat1, mat2, jnp.matmul)
     return _scaled_sum(self, product, beta, alpha)
 
@@ -110,12 +122,10 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
     return _scaled_sum(self, _accumulate(mat, vec, jnp.matmul), beta, alpha)
 
 
-@lowering(aten.addbmm.default)
+@lowering(aten.addbmm.default, dtype_rule=_addmm_dtypes("batch1", "batch2"))
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """torch.addbmm: beta * self + alpha * sum_b(batch1[b] @ batch2[b]), reduced in the accumulation
     dtype; all three of one dtype (ATen computes it with addmm, and words its errors so)."""
-    _check_same_dtype(self, batch2, _SELF_MAT2_DTYPES)
-    _check_same_dtype(batch1, batch2, _MAT1_MAT2_DTYPES)
     product = jnp.sum(_accumulate(batch1, batch2, jnp.matmul), axis=0)
     return _scaled_sum(self, product, beta, alpha)
 
