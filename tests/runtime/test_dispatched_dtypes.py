@@ -25,6 +25,11 @@ REFUSALS = {
         NotImplementedError,
         "\"GeluCUDAKernelImpl\" not implemented for 'Int'",
     ),
+    "pdist-of-float16": (
+        lambda d: torch.pdist(torch.ones(4, 3, dtype=torch.float16, device=d)),
+        NotImplementedError,
+        "\"pdist_cuda\" not implemented for 'Half'",
+    ),
     "gcd-of-float32": (
         lambda d: torch.gcd(torch.ones(3, device=d), torch.ones(3, device=d)),
         NotImplementedError,

@@ -544,6 +544,8 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.special_bessel_j0.default, Dispatch("bessel_j0_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_j0.cu")),
     (aten.special_bessel_y1.default, Dispatch("bessel_y1_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_y1.cu")),
     (aten._cdist_forward.default, Dispatch("cdist_cuda", FLOATING, "x1", "DistanceKernel.cu")),
+    (aten._pdist_forward.default, Dispatch("pdist_cuda", FLOATING, "self", "DistanceKernel.cu")),
+    (aten._pdist_backward.default, Dispatch("pdist_cuda_backward", FLOATING, "self", "DistanceKernel.cu")),
     (
         aten.special_chebyshev_polynomial_u.default,
         Dispatch("chebyshev_polynomial_u_cuda", FLOATING | INTEGRAL | BOOL, "result", "chebyshev_polynomial_u.cu"),
