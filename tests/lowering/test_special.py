@@ -247,6 +247,19 @@ def test_integer_logspace_wraps_a_negative_start_and_truncates_a_fractional_end_
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize(
+    ("start", "end", "steps", "base", "dtype"),
+    [(-1, 1, 5, 0.0, torch.float32), (0, 40, 5, 10.0, torch.int32), (0, 400, 5, 10.0, torch.float32)],
+    ids=["zero-base", "int32-past", "float32-past"],
+)
+def test_logspace_of_infinities_and_wrapped_integers_warns_as_little_as_cpu(start, end, steps, base, dtype):
+    """numpy's "divide by zero encountered in power" leaked from the host computation."""
+    expected = torch.logspace(start, end, steps, base, dtype=dtype)
+    actual = torch.logspace(start, end, steps, base, dtype=dtype, device="neuron")
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
 @pytest.mark.parametrize(("start", "end", "steps"), [(-1.5, 2, 3), (-256, 2, 3), (3, 5, 1)])
 def test_integer_logspace_bounds_or_value_that_do_not_fit_raise_as_cpu(start, end, steps):
     message = "^value cannot be converted to type uint8_t without overflow"

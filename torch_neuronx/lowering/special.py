@@ -698,27 +698,34 @@ def _stored(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.logspace: base ** linspace(start, end, steps). The arguments are Python numbers, so the
     values are computed once on the host, in float64 (complex64 for complex results) from start and
-    end converted to the result dtype, as PyTorch's CPU kernel does, and become a constant."""
-    dtype = np.dtype(result_dtype)
+    end converted to the result dtype, as PyTorch's CPU kernel does, and become a constant. numpy's
+    warnings for the infinities, zeros and wrapped integers it then gives (``0.0 ** -1``) are the
+    CPU's values, so they are silenced: they leaked, and raised under ``-W error``."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore", under="ignore"):
+        return jnp.asarray(_host_logspace(start, end, steps, base, np.dtype(result_dtype)))
+
+
+def _host_logspace(start, end, steps, base, dtype: np.dtype) -> np.ndarray:
+    """:func:`logspace`'s values, a numpy array of ``dtype``."""
     index = np.arange(steps)
     if steps == 1:
         first = complex(start) if np.issubdtype(dtype, np.complexfloating) else float(start)
         values = np.asarray([np.power(np.float64(base), first)])
         if np.issubdtype(dtype, np.integer):
-            return jnp.asarray(np.asarray([_host_value(values[0], dtype)], dtype))
-        return jnp.asarray(values.astype(dtype))
+            return np.asarray([_host_value(values[0], dtype)], dtype)
+        return values.astype(dtype)
     if np.issubdtype(dtype, np.complexfloating):
         first, last = _host_value(start, dtype), _host_value(end, dtype)
         step = (last - first) / dtype.type(max(steps - 1, 1))
         low = np.power(dtype.type(base), first + step * index.astype(dtype))
         high = np.power(dtype.type(base), last - step * (steps - index - 1).astype(dtype))
-        return jnp.asarray(np.where(index < steps // 2, low, high).astype(dtype))
+        return np.where(index < steps // 2, low, high).astype(dtype)
     first, last = _host_value(start, dtype), _host_value(end, dtype)
     difference = (last.astype(np.int64) - first.astype(np.int64)) if dtype.kind in "iu" else last - first
     step = np.float64(difference) / max(steps - 1, 1)
     low = np.power(np.float64(base), np.float64(first) + step * index)
     high = np.power(np.float64(base), np.float64(last) - step * (steps - index - 1))
-    return jnp.asarray(_stored(np.where(index < steps // 2, low, high), dtype))
+    return np.asarray(_stored(np.where(index < steps // 2, low, high), dtype))
 
 
 def _float64_bits(x: jax.Array) -> jax.Array:
