@@ -30,6 +30,21 @@ REFUSALS = {
         NotImplementedError,
         "\"pdist_cuda\" not implemented for 'Half'",
     ),
+    "logspace-of-uint32": (
+        lambda d: torch.logspace(-2, 2, 9, dtype=torch.uint32, device=d),
+        NotImplementedError,
+        "\"logspace_cuda\" not implemented for 'UInt32'",
+    ),
+    "linspace-of-uint16": (
+        lambda d: torch.linspace(0, 10, 5, dtype=torch.uint16, device=d),
+        NotImplementedError,
+        "\"linspace_cuda\" not implemented for 'UInt16'",
+    ),
+    "arange-of-uint32": (
+        lambda d: torch.arange(0, 10, 3, dtype=torch.uint32, device=d),
+        NotImplementedError,
+        "\"arange_cuda\" not implemented for 'UInt32'",
+    ),
     "gcd-of-float32": (
         lambda d: torch.gcd(torch.ones(3, device=d), torch.ones(3, device=d)),
         NotImplementedError,

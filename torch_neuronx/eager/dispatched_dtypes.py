@@ -49,6 +49,9 @@ HALVES = frozenset((_H, _BF))
 #: verified only where an OpInfo claims them, so what CUDA does with them is not known well
 #: enough to refuse (neuron computes complex32 in complex64, as its design says).
 VERIFIED = FLOATING | INTEGRAL | COMPLEX | BOOL | {_H, _BF}
+#: The barebones unsigned dtypes, which no ``AT_DISPATCH_*_TYPES`` macro's integral cases hold: a
+#: kernel whose macro is known to leave them out refuses them too (``Dispatch.checked``).
+BAREBONES_UNSIGNED = frozenset((torch.uint16, torch.uint32, torch.uint64))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Dispatch:
     to one first. ``source`` is the kernel's file under
     ``aten/src/ATen/native/cuda`` (PyTorch 2.4). ``when`` is ``(argument, values)`` for a kernel
     that the op runs only for those values of a string argument (scatter_reduce's ``reduce``).
+    ``checked`` is the dtypes refused when not dispatched: :data:`VERIFIED`, with
+    :data:`BAREBONES_UNSIGNED` for a kernel whose macro was read to leave them out.
     """
 
     kernel: str
@@ -68,9 +73,10 @@ class Dispatch:
     on: str | tuple[str, ...]
     source: str
     when: tuple[str, frozenset[object]] | None = None
+    checked: frozenset[torch.dtype] = VERIFIED
 
     def check(self, dtype: torch.dtype, names: dict[str, str] | None = None) -> None:
-        if dtype in VERIFIED and dtype not in self.dtypes:
+        if dtype in self.checked and dtype not in self.dtypes:
             raise NotImplementedError(f"\"{self.kernel}\" not implemented for '{aten_name(dtype)}'")
 
 
@@ -145,21 +151,29 @@ def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch |
     return table
 
 
+#: RangeFactories.cu's macros (AT_DISPATCH_INTEGRAL_TYPES, AT_DISPATCH_ALL_TYPES_AND2) leave out the
+#: barebones unsigned dtypes, which the CPU's kernels refuse too ("logspace_cpu" for 'UInt32').
+_RANGES = VERIFIED | BAREBONES_UNSIGNED
+
 #: Functional overload -> its refusals, checked in order. Each dtype set is CUDA's (the macro in the
 #: named file) joined with the CPU's (OpInfo's ``supported_dtypes("cpu")``): a dtype either computes
 #: stays computed, so code that runs on the CPU keeps running here.
 CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (
         (aten.arange.default, aten.arange.start, aten.arange.start_step),
-        Dispatch("arange_cuda", FLOATING | INTEGRAL | HALVES, "result", "RangeFactories.cu"),
+        Dispatch("arange_cuda", FLOATING | INTEGRAL | HALVES, "result", "RangeFactories.cu", checked=_RANGES),
     ),
     (
         aten.linspace.default,
-        Dispatch("linspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu"),
+        Dispatch(
+            "linspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu", checked=_RANGES
+        ),
     ),
     (
         aten.logspace.default,
-        Dispatch("logspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu"),
+        Dispatch(
+            "logspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu", checked=_RANGES
+        ),
     ),
     (aten.max.dim, Check(COMPLEX, "self", RuntimeError, "max(): does not support complex input", "TensorCompare.cpp")),
     (aten.min.dim, Check(COMPLEX, "self", RuntimeError, "min(): does not support complex input", "TensorCompare.cpp")),
