@@ -160,10 +160,11 @@ def test_product_gradients_match_cpu():
         (lambda h, b: h.addmm_(b, b), "self and mat2 must have the same dtype, but got Half and BFloat16"),
         (lambda h, b: b.addmm_(h, b), "mat1 and mat2 must have the same dtype, but got Half and BFloat16"),
         (lambda h, b: h.addbmm_(b[None], b[None]), "self and mat2 must have the same dtype, but got Half and BFloat16"),
+        (lambda h, b: torch.addmm(h, b, b, out=h), "self and mat2 must have the same dtype, but got Half and BFloat16"),
     ],
-    ids=["self", "mat1", "addbmm"],
+    ids=["self", "mat1", "addbmm", "out"],
 )
-def test_inplace_addmm_of_two_16_bit_dtypes_raises_atens_error(call, message):
+def test_inplace_or_out_addmm_of_two_16_bit_dtypes_raises_atens_error(call, message):
     """Before the result's dtype check ("Expected out tensor to have dtype float"), as on the CPU."""
     h, b = torch.zeros(4, 4, dtype=torch.float16), torch.randn(4, 4).bfloat16()
     with pytest.raises(RuntimeError, match=message):

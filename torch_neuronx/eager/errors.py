@@ -181,9 +181,14 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     lowering's ``dtype_rule`` (CUDA's kernel) words it; a Python reference's refusal of a dtype
     CUDA's kernel does not dispatch as that kernel words it
     (:func:`~torch_neuronx.eager.dispatched_dtypes.check_refusal_by_dtype`)."""
-    if isinstance(error, RuntimeError):  # TensorIterator's cast check comes before any kernel's dtypes
+    # TensorIterator's cast check comes before any kernel's dtypes; other ops' structured metas
+    # check their operands first (addmm's "self and mat2 must have the same dtype").
+    pointwise = torch.Tag.pointwise in plan.functional.tags
+    if isinstance(error, RuntimeError) and pointwise:
         _raise_cast_error_as_cpu(name, plan, metas, described)
     _raise_dtype_rule_error(plan, metas, error)
+    if isinstance(error, RuntimeError) and not pointwise:
+        _raise_cast_error_as_cpu(name, plan, metas, described)
     if isinstance(error, RuntimeError):
         _raise_index_error_as_cpu(plan, metas, error)
         _raise_complex_parts_error_as_cpu(name, metas, error)
