@@ -15,6 +15,7 @@ kernel allocates a contiguous result, which PyTorch's Python one does not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -49,15 +50,19 @@ def _suggests(tensor: torch.Tensor, memory_format: torch.memory_format) -> bool:
     return tensor.is_contiguous(memory_format=memory_format) and not tensor.is_contiguous()
 
 
+def tensor_iterator_strides(arguments: list[Any], shape: Sequence[int]) -> list[int] | None:
+    """The strides TensorIterator gives a result of ``shape`` computed from the tensor ``arguments``
+    (broadcast to that shape; 0-d operands do not count), or None without such an operand."""
+    operands = [a.expand(shape) for a in arguments if isinstance(a, torch.Tensor) and a.dim() > 0]
+    return list(compute_elementwise_output_strides(*operands)) if operands else None
+
+
 def _tensor_iterator_layout(arguments: list[Any], result: torch.Tensor) -> torch.Tensor:
-    """``result`` (a meta tensor) with the strides TensorIterator gives a result of its shape
-    computed from the tensor ``arguments`` (broadcast to that shape; 0-d operands do not count)."""
-    operands = [a.expand(result.shape) for a in arguments if isinstance(a, torch.Tensor) and a.dim() > 0]
-    if not operands:
+    """``result`` (a meta tensor) with :func:`tensor_iterator_strides`."""
+    strides = tensor_iterator_strides(arguments, result.shape)
+    if strides is None:
         return result
-    return torch.empty_strided(
-        result.shape, compute_elementwise_output_strides(*operands), dtype=result.dtype, device="meta"
-    )
+    return torch.empty_strided(result.shape, strides, dtype=result.dtype, device="meta")
 
 
 def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]:

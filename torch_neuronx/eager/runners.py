@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from torch_neuronx._compat.torch_internals import OpOverload, compute_elementwise_output_strides, schema_of
-from torch_neuronx.eager import fallback
+from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx.eager import fallback, memory_formats
 from torch_neuronx.eager.plan import Plan, call, split
 from torch_neuronx.lowering import overflow, registry
 from torch_neuronx.runtime import arguments
@@ -51,7 +51,7 @@ def resize_runner(
 
     def run(inputs, device, slot_tensors, generator, values):
         for position, shape in shapes:
-            operands = [v for i, v in enumerate(values) if i != position and isinstance(v, torch.Tensor) and v.dim()]
+            operands = [value for i, value in enumerate(values) if i != position]
             for tensor in arguments.flat_tensors(values[position]):
                 if list(tensor.shape) != shape:
                     if warn and tensor.numel() != 0:
@@ -64,9 +64,9 @@ def resize_runner(
                             stacklevel=4,
                         )
                     tensor.resize_(shape)
-                    if tensor_iterator and operands and tensor.numel():
-                        broadcast = [operand.expand(shape) for operand in operands]
-                        tensor.as_strided_(shape, compute_elementwise_output_strides(*broadcast))
+                    strides = memory_formats.tensor_iterator_strides(operands, shape) if tensor_iterator else None
+                    if strides is not None and tensor.numel():
+                        tensor.as_strided_(shape, strides)
         return call(op, values)
 
     return run

@@ -45,7 +45,7 @@ _sequence = itertools.count()
 _RECORD_STACKS = _config.record_stack_traces()
 _LAUNCH_BLOCKING = _config.launch_blocking()
 #: Per core, the checks of launches not yet read, in launch order.
-pending: dict[int, list[PendingCheck]] = {}
+_pending: dict[int, list[PendingCheck]] = {}
 #: The sequences of the launches whose checks are pending, on any core. Launchers note what they
 #: write only while it is not empty (:func:`note_written`).
 open_checks: set[int] = set()
@@ -81,7 +81,7 @@ def record(
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
     open_checks.add(sequence)
-    queue = pending.setdefault(device, [])
+    queue = _pending.setdefault(device, [])
     synchronous = False
     for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
         queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, blocking and at_launch))
@@ -163,7 +163,7 @@ def raise_pending(device: int) -> None:
     the launch that faulted (one launch raises at most one fault) and the later faults of the same
     check are consumed: one cause (a constant out of range that tracing evaluated several times,
     a check repeated in a loop) raises once, where later unrelated ops raised it again."""
-    queue = pending.get(device)
+    queue = _pending.get(device)
     try:
         while queue:
             check = queue.pop(0)
@@ -175,7 +175,7 @@ def raise_pending(device: int) -> None:
                 _poison(device, check, {check.sequence, *repeats})
                 raise check.error(_describe(device, check))
     finally:
-        open_checks.intersection_update({c.sequence for checks in pending.values() for c in checks})
+        open_checks.intersection_update({c.sequence for checks in _pending.values() for c in checks})
         _forget_passed()
 
 
