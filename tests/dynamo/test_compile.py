@@ -427,6 +427,17 @@ def test_float64_inside_a_compiled_graph_raises_the_dtype_policy_error():
         assert raised.value.__notes__[-1].startswith("torch.compile(backend='neuron') node double (")
 
 
+def test_float64_tensor_made_inside_a_compiled_function_raises_while_dynamo_traces():
+    def add_float64_literal(a):
+        return a + torch.tensor([1.0, 2.0], dtype=torch.float64, device=a.device)
+
+    # Dynamo runs the constructor on fake tensors before any backend sees the graph and wraps the
+    # eager error, as it does any eager error of a traced function on CUDA.
+    message = r"got TypeError\(\"aten::empty_strided on neuron: float64 \(double\) tensors are not supported"
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError, match=message):
+        torch.compile(add_float64_literal, backend="neuron")(torch.ones(2, device="neuron"))
+
+
 #: Calls CUDA's eager kernels refuse in these dtypes (eager/dispatched_dtypes.py): compiled, the
 #: lowering computed softmax of integers (zeros) and leaked JAX's TypeError for silu.
 COMPILED_REFUSALS = {
