@@ -324,3 +324,35 @@ def test_weight_norm_gradients_match_cpu_without_fallback(dim, compiled):
     assert torch_neuronx.get_fallback_ops() == {}
     for (name, p), q in zip(cpu.named_parameters(), device.parameters(), strict=True):
         torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+#: (weight and bias, dtype) -> whether CUDA hands the call to cuDNN (``_select_batch_norm_backend``).
+CUDNN_SELECTION = {
+    "affine_float32": (True, torch.float32, True),
+    "affine_float16_with_float16_weight": (True, torch.float16, False),
+    "affine_bfloat16": (True, torch.bfloat16, False),
+    "no_affine": (False, torch.float32, False),
+}
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("case", list(CUDNN_SELECTION))
+def test_batch_norm_of_a_permuted_input_is_laid_out_as_on_cuda(case, training):
+    affine, dtype, cudnn = CUDNN_SELECTION[case]
+    x = torch.randn(2, 3, 4, 5, dtype=dtype).permute(0, 2, 3, 1)  # 4 channels, strides of no memory format
+    weight, bias = (torch.rand(4, dtype=dtype), torch.randn(4, dtype=dtype)) if affine else (None, None)
+    mean, var = torch.randn(4, dtype=dtype), torch.rand(4, dtype=dtype) + 0.5
+    out = F.batch_norm(*to_neuron((x, mean, var, weight, bias)), training=training)
+    # cuDNN's output takes the input's suggested memory format (contiguous here), CUDA's native
+    # kernel the input's strides (empty_like); the CPU's is always contiguous.
+    assert out.stride() == (x.contiguous().stride() if cudnn else x.stride())
+    wide = [t if t is None else t.float() for t in (x, mean, var, weight, bias)]
+    expected = F.batch_norm(*wide, training=training).to(dtype)
+    torch.testing.assert_close(out.cpu(), expected, **TOLERANCE.get(dtype, {"atol": 2e-3, "rtol": 2e-3}))
+
+
+def test_batch_norm_of_a_channels_last_input_stays_channels_last():
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    out = nn.BatchNorm2d(3).to("neuron")(x.to("neuron"))
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(out.cpu(), nn.BatchNorm2d(3)(x))

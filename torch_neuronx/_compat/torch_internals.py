@@ -16,13 +16,14 @@ from torch._ops import OpOverload, OpOverloadPacket
 # Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
 # memory-overlap checks (MemoryOverlap.cpp) decide with; ATen's Context::alertNotDeterministic in its
 # words (it raises, or warns under use_deterministic_algorithms(True, warn_only=True)); TensorIterator's
-# choice of a result's strides from its operands'.
+# choice of a result's strides from its operands'; ATen's Tensor::suggest_memory_format.
 from torch._prims_common import (
     ELEMENTWISE_TYPE_PROMOTION_KIND,
     alert_not_deterministic,
     compute_elementwise_output_strides,
     elementwise_dtypes,
     is_non_overlapping_and_dense_or_false,
+    suggest_memory_format,
 )
 
 # Graph capture of a decomposition (decision 5: ops without a lowering are traced into the same
@@ -42,6 +43,7 @@ __all__ = [
     "SchemaArgument",
     "alert_not_deterministic",
     "compute_elementwise_output_strides",
+    "suggest_memory_format",
     "aot_autograd",
     "aot_input_mutations",
     "forget_aot_metadata",

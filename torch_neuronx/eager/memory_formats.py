@@ -11,6 +11,11 @@ of its second operand), whose strides follow another operand than TensorIterator
 transposed ``a`` with a broadcast ``b`` gave a contiguous ``copysign(a, b)``, where CPU and CUDA keep
 ``a``'s layout. Their results take TensorIterator's strides. ``pow(scalar, tensor)``'s ATen meta
 kernel allocates a contiguous result, which PyTorch's Python one does not.
+
+Batch norm's meta kernels keep a permuted input's strides, as CUDA's native kernel does
+(``at::empty_like(self)``), but CUDA hands the common case (affine, float32 or float16, 3-d or more)
+to cuDNN, whose output is laid out in the input's suggested memory format, contiguous for a
+permuted input; that case takes cuDNN's layout.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx._compat.torch_internals import compute_elementwise_output_strides
+from torch_neuronx._compat.torch_internals import compute_elementwise_output_strides, suggest_memory_format
 
 aten = torch.ops.aten
 
@@ -38,6 +43,16 @@ _TENSOR_ITERATOR_LAYOUT = {
     aten.logical_xor.default,
     aten.xlogy.Tensor,
     aten.special_xlog1py.default,
+}
+
+#: Batch norm's ops: where each reads ``training`` (or its value where the op fixes it) and its
+#: running statistics (None: the op has none).
+_BATCH_NORMS = {
+    aten._native_batch_norm_legit_no_training.default: {"training": False, "stats": (3, 4)},
+    aten._native_batch_norm_legit_functional.default: {"training": 5, "stats": (3, 4)},
+    aten._native_batch_norm_legit.no_stats: {"training": 3, "stats": None},
+    aten.native_batch_norm.default: {"training": 5, "stats": (3, 4)},
+    aten._batch_norm_with_update_functional.default: {"training": True, "stats": (3, 4)},
 }
 
 #: By the output's rank: 2-d and 3-d convolutions (a 1-d one has no channels-last format).
@@ -65,11 +80,35 @@ def _tensor_iterator_layout(arguments: list[Any], result: torch.Tensor) -> torch
     return torch.empty_strided(result.shape, strides, dtype=result.dtype, device="meta")
 
 
+def _cuda_selects_cudnn_batch_norm(op: Any, arguments: list[Any]) -> bool:
+    """Whether CUDA's ``_select_batch_norm_backend`` (``Normalization.cpp``) hands this batch norm
+    call to cuDNN (compiled with cuDNN >= 5.1.10, enabled: the default). CUDA also keeps an ``eps``
+    below cuDNN's 1e-5 from cuDNN; that is not followed: an executable's layout is fixed per call
+    signature, in which ``eps`` is a runtime scalar."""
+    where = _BATCH_NORMS[op]
+    input, weight, bias = arguments[:3]
+    training = where["training"] if isinstance(where["training"], bool) else arguments[where["training"]]
+    stats = [arguments[i] for i in where["stats"]] if where["stats"] else [None, None]
+    if weight is None or bias is None or input.dim() < 3:
+        return False
+    if torch.bfloat16 in (input.dtype, weight.dtype):
+        return False
+    if input.dtype == torch.float16 and weight.dtype != torch.float32:
+        return False
+    if not (all(s is not None for s in stats) or (all(s is None for s in stats) and training)):
+        return False
+    return input.shape[0] <= (880801 if training else 65535) and input.numel() < 2**31 - 1
+
+
 def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]:
     """``results`` (the meta kernel's new results of ``op`` called with ``arguments``) in the memory
     format CPU and CUDA give them: a convolution's output channels_last (channels_last_3d) when its
     input or weight is; TensorIterator's strides for the ops of ``_TENSOR_ITERATOR_LAYOUT``; a
-    contiguous ``pow(scalar, tensor)``."""
+    contiguous ``pow(scalar, tensor)``; a batch norm's output as cuDNN lays it out where CUDA calls
+    cuDNN."""
+    if op in _BATCH_NORMS and _cuda_selects_cudnn_batch_norm(op, arguments):
+        output = results[0]
+        return [output.contiguous(memory_format=suggest_memory_format(arguments[0])), *results[1:]]
     if len(results) == 1 and isinstance(results[0], torch.Tensor):
         if op in _TENSOR_ITERATOR_LAYOUT:
             return [_tensor_iterator_layout(arguments, results[0])]
