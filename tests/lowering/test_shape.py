@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -255,6 +256,21 @@ def test_floating_linspace_has_the_cpus_bits(start, end, steps, dtype):
     # differed by 1-2 ulp (235 of 336 float16 cases) when it rounded the float64 value once.
     expected = torch.linspace(start, end, steps, dtype=dtype)
     actual = torch.linspace(start, end, steps, dtype=dtype, device="neuron").cpu()
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert torch.equal(_bits(actual), _bits(expected))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("factory", [torch.linspace, torch.logspace], ids=["linspace", "logspace"])
+@pytest.mark.parametrize(
+    "start, end, steps",
+    [(0, math.inf, 5), (math.inf, math.inf, 4), (math.nan, 1, 4), (1, -math.nan, 7), (-math.nan, math.nan, 3)],
+)
+def test_range_factories_give_nans_the_cpus_sign(factory, start, end, steps, dtype):
+    # A NaN step's sign flipped where the second half subtracts it (the CPU leaves a NaN operand's
+    # sign alone), and c10::BFloat16 writes every NaN positive where ml_dtypes kept its sign.
+    expected = factory(start, end, steps, dtype=dtype)
+    actual = factory(start, end, steps, dtype=dtype, device="neuron").cpu()
     torch.testing.assert_close(actual, expected, equal_nan=True)
     assert torch.equal(_bits(actual), _bits(expected))
 

@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-__all__ = ["arange_values", "linspace_values", "to_scalar_type"]
+__all__ = ["arange_values", "bfloat16_nans_positive", "linspace_values", "to_scalar_type"]
 
 #: The CPU range kernel's vector register, in bytes.
 _VECTOR_BYTES = 32
@@ -45,11 +45,20 @@ def _fuses() -> bool:
     return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
 
 
+def bfloat16_nans_positive(values: np.ndarray) -> np.ndarray:
+    """``values`` (any dtype; only bfloat16 is changed) with c10::BFloat16's NaN: its conversion
+    from float (``round_to_nearest_even``) writes every NaN as the positive quiet NaN 0x7fc0, where
+    ml_dtypes keeps the sign."""
+    if values.dtype != _BFLOAT16:
+        return values
+    return np.where(np.isnan(values), np.array(np.nan, _BFLOAT16), values)
+
+
 def to_scalar_type(value: float | int, dtype: np.dtype) -> np.generic:
     """A Python number converted as ``Scalar.to<scalar_t>()`` does for a floating ``dtype``: a
     16-bit float through float (a double rounded twice)."""
     if dtype.itemsize < 4:
-        return np.float32(value).astype(dtype)
+        return bfloat16_nans_positive(np.float32(value).astype(dtype)[()])[()]
     return dtype.type(value)
 
 
@@ -108,7 +117,7 @@ def _blockwise(count: int, dtype: np.dtype, values) -> np.ndarray:
     with np.errstate(all="ignore"):  # overflows and NaNs are the CPU's too
         for low in range(0, count, _BLOCK):
             result[low : low + _BLOCK] = values(np.arange(low, min(count, low + _BLOCK), dtype=np.int64))
-    return result
+    return bfloat16_nans_positive(result)
 
 
 def linspace_values(start: float | int, end: float | int, steps: int, dtype: np.dtype) -> np.ndarray:
@@ -131,7 +140,9 @@ def linspace_values(start: float | int, end: float | int, steps: int, dtype: np.
             offset = np.float32(step) * count.astype(np.float32).astype(dtype).astype(np.float32)
             offset = offset.astype(dtype).astype(np.float32)
             return np.where(low, np.float32(first) + offset, np.float32(last) - offset).astype(dtype)
-        signed_step = np.where(low, step, -step).astype(dtype)
+        # The CPU subtracts (or fuses into a negated multiply-add, which leaves a NaN operand's
+        # sign alone): negating a NaN step would flip the sign bit of every later element.
+        signed_step = np.where(low | np.isnan(step), step, -step).astype(dtype)
         return _multiply_add(signed_step, count.astype(dtype), np.where(low, first, last).astype(dtype), fused)
 
     return _blockwise(steps, dtype, values)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.overflow import raise_if_overflows
+from torch_neuronx.lowering.ranges import bfloat16_nans_positive
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -689,8 +690,8 @@ def _stored(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         limit = 2.0 ** (np.iinfo(wide).bits - 1)
         truncated = np.where(np.abs(values) < limit, np.trunc(values), -limit)
         return truncated.astype(wide).astype(dtype)
-    if np.issubdtype(dtype, np.floating) and dtype.itemsize < 4:
-        return values.astype(np.float32).astype(dtype)
+    if dtype.itemsize == 2 and not np.issubdtype(dtype, np.integer):  # float16, bfloat16
+        return bfloat16_nans_positive(values.astype(np.float32).astype(dtype))
     return values.astype(dtype)
 
 
@@ -713,7 +714,7 @@ def _host_logspace(start, end, steps, base, dtype: np.dtype) -> np.ndarray:
         values = np.asarray([np.power(np.float64(base), first)])
         if np.issubdtype(dtype, np.integer):
             return np.asarray([_host_value(values[0], dtype)], dtype)
-        return values.astype(dtype)
+        return _stored(values, dtype)
     if np.issubdtype(dtype, np.complexfloating):
         first, last = _host_value(start, dtype), _host_value(end, dtype)
         step = (last - first) / dtype.type(max(steps - 1, 1))
@@ -723,7 +724,9 @@ def _host_logspace(start, end, steps, base, dtype: np.dtype) -> np.ndarray:
     first, last = _host_value(start, dtype), _host_value(end, dtype)
     difference = (last.astype(np.int64) - first.astype(np.int64)) if dtype.kind in "iu" else last - first
     step = np.float64(difference) / max(steps - 1, 1)
-    low = np.power(np.float64(base), np.float64(first) + step * index)
+    # The product first: of two NaN operands x86 returns the first, and the CPU's NaN start plus a
+    # NaN step of the other sign gives the step's (measured).
+    low = np.power(np.float64(base), step * index + np.float64(first))
     high = np.power(np.float64(base), np.float64(last) - step * (steps - index - 1))
     return np.asarray(_stored(np.where(index < steps // 2, low, high), dtype))
 
