@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.testing import make_tensor
 
+import torch_neuronx
 from tests.utils import assert_matches_cpu
 
 
@@ -273,6 +274,38 @@ def test_range_factories_give_nans_the_cpus_sign(factory, start, end, steps, dty
     actual = factory(start, end, steps, dtype=dtype, device="neuron").cpu()
     torch.testing.assert_close(actual, expected, equal_nan=True)
     assert torch.equal(_bits(actual), _bits(expected))
+
+
+_RANGE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.uint8, torch.int32, torch.int64]
+_RANGE_BOUNDS = [(0, 10, 1), (0, 1, 0.1), (-3.7, 7.77, 0.3), (5, -5, -0.7), (0.5, 5, 1.5), (0.2, 1000.7, 0.0101)]
+
+
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+@pytest.mark.parametrize(
+    "start, end, step, dtype",
+    # An integer step of 0 is the next test's: the CPU's meta kernel divides by it (SIGFPE).
+    [(*b, d) for b in _RANGE_BOUNDS for d in _RANGE_DTYPES if d.is_floating_point or int(b[2]) != 0],
+)
+def test_range_runs_on_the_device_with_the_cpus_values(start, end, step, dtype):
+    # It fell back to the CPU (aten::range.out had no kernel), with a second warning.
+    expected = torch.range(start, end, step, dtype=dtype)
+    actual = torch.range(start, end, step, dtype=dtype, device="neuron")
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert torch.equal(actual.cpu(), expected)
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    assert torch.equal(torch.range(start, end, step, out=out).cpu(), expected)
+
+
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+def test_range_refusals_are_cudas_and_an_integer_step_of_zero_raises():
+    # torch 2.13's meta kernel divides by the truncated step first: SIGFPE stops the interpreter.
+    with pytest.raises(RuntimeError, match="^step must be nonzero$"):
+        torch.range(0, 1, 0.1, dtype=torch.int32, device="neuron")
+    with pytest.raises(NotImplementedError, match=re.escape("\"range_cuda\" not implemented for 'Bool'")):
+        torch.range(0, 3, dtype=torch.bool, device="neuron")
+    with pytest.raises(RuntimeError, match="^upper bound and lower bound inconsistent with step sign$"):
+        torch.range(3, 0, device="neuron")
+    assert torch_neuronx.get_fallback_ops() == {}
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])

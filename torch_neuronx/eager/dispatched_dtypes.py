@@ -164,6 +164,10 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         Dispatch("arange_cuda", FLOATING | INTEGRAL | HALVES, "result", "RangeFactories.cu", checked=_RANGES),
     ),
     (
+        aten.range.step,
+        Dispatch("range_cuda", FLOATING | INTEGRAL | HALVES, "result", "RangeFactories.cu", checked=_RANGES),
+    ),
+    (
         aten.linspace.default,
         Dispatch(
             "linspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu", checked=_RANGES
@@ -857,6 +861,9 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
                 tensor = result[0] if isinstance(result, (tuple, list)) else result
             elif rule.on == "result":  # the meta kernel refused: the result's dtype is its input's
                 tensor = arguments.get("self", arguments.get("input"))
+                if tensor is None and "dtype" in arguments:  # a factory's: the requested one
+                    dtype = arguments["dtype"] or torch.get_default_dtype()
+                    tensor = torch.empty(1, dtype=dtype, device="meta")
             else:
                 tensor = arguments.get(rule.on)
             if not isinstance(tensor, torch.Tensor):

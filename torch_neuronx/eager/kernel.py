@@ -140,7 +140,10 @@ class EagerKernel:
             except (RuntimeError, ValueError, IndexError, OverflowError) as error:
                 refused = error
         except NotImplementedError:
-            return runners.fallback_runner(plan.op)  # no meta kernel: PyTorch cannot describe the result
+            # CUDA's dispatch refuses a dtype before anything; else no meta kernel: PyTorch cannot
+            # describe the result (or its meta kernel is the CPU's, refusing in the CPU's words).
+            dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, None)
+            return runners.fallback_runner(plan.op)
         if refused is not None:  # reworded outside: ATen's words may be a NotImplementedError
             rules.check_no_internal_overlap(plan, values)  # a meta kernel may restride first (sort)
             if isinstance(refused, ValueError):  # a Python reference's own check, not one of ATen's

@@ -5,8 +5,8 @@ its schema does not mark them as written (a legacy of the op). Its ``_native_bat
 overloads declare the same computation properly, so eager (and the CPU fallback, which writes back
 exactly the declared mutations) stays correct by calling those.
 
-``aten::arange.start_out``, ``aten::linspace.out`` and ``aten::logspace.out`` compute in the out
-tensor's dtype; each is the
+``aten::arange.start_out``, ``aten::range.out``, ``aten::linspace.out`` and ``aten::logspace.out``
+compute in the out tensor's dtype; each is the
 functional factory with that dtype, copied into ``out``. ``aten::abs.out`` follows ATen's dtype rule
 for it (torch/_refs' abs refuses a complex ``out`` for a complex input, which ATen accepts), and
 ``aten::bernoulli.out`` draws in the out tensor's dtype. ``aten::histc.out`` copies into any
@@ -114,6 +114,12 @@ def _int64_counted(start, end, step, dtype) -> tuple:
     if size is None or not 0 <= size < 2.0**63 or int(size) == max(-(-(last - first) // stride), 0):
         return start, end, step
     return first, first + int(size) * stride, stride
+
+
+def range_out(start, end, step=1, *, out):
+    """``torch.range(..., out=)``, which ``torch.range(...)`` also reaches (its composite kernel calls
+    ``range_out``), computed in the out tensor's dtype."""
+    return _into(out, aten.range.step(start, end, step, dtype=out.dtype, device=out.device))
 
 
 def linspace_out(start, end, steps, *, out):
@@ -280,6 +286,7 @@ KERNELS = {
     aten.histc.out: histc_out,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
+    aten.range.out: range_out,
     aten.linspace.out: linspace_out,
     aten.logspace.out: logspace_out,
 }

@@ -1,5 +1,5 @@
-"""Tensors created or filled on the device: fill, zero, full, arange/iota, linspace, eye, scalar_tensor,
-kaiser_window.
+"""Tensors created or filled on the device: fill, zero, full, arange/iota, range, linspace, eye,
+scalar_tensor, kaiser_window.
 
 Factory arguments (device, layout, pin_memory) are placement, decided by the kernel; the registry
 casts every result to the dtype PyTorch's meta kernel reports.
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.ranges import arange_values, linspace_values, to_scalar_type
+from torch_neuronx.lowering.ranges import arange_values, linspace_values, range_values, to_scalar_type
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
@@ -222,6 +222,40 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
             count = max((abs(span) // abs(step)) * (1 if (span >= 0) == (step > 0) else -1), 0)
         return start + step * jnp.arange(count, dtype=jnp.int64)
     return jnp.asarray(arange_values(start, step, count, np.dtype(result_dtype)))
+
+
+def range_bounds_rule(arguments: dict) -> None:
+    """torch.range's first check as ATen's ``range_out`` makes it for an integer result, before the
+    meta kernel: the step converted to int64 is nonzero. The meta kernel (torch 2.13) divides by that
+    step first and stops the interpreter with SIGFPE for ``torch.range(0, 1, 0.1, dtype=torch.int32)``,
+    on the CPU too. Its other checks are the meta kernel's.
+
+    Raises:
+        RuntimeError: "step must be nonzero", ATen's words.
+    """
+    dtype = arguments.get("dtype") or torch.get_default_dtype()
+    step = arguments.get("step", 1)
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or isinstance(step, complex):
+        return  # a floating count divides in floats; the others are refused by the dispatch first
+    if (not isinstance(step, float) or math.isfinite(step)) and int(step) == 0:
+        raise RuntimeError("step must be nonzero")
+
+
+@lowering(
+    aten.range.step, static=("start", "end", "step"), result_dtype=True, dtype_rule=range_bounds_rule, rule_first=True
+)
+def range_(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
+    """torch.range (deprecated; ``end`` included): ``start + i * step`` as ATen's ``range_out``
+    computes it. An integer result converts the bounds to int64 first (truncating a float step:
+    range(0, 5, 1.5, dtype=int32) is [0, 1, 2, 3, 4, 5]) and counts ``(end - start) / step + 1`` in
+    int64; a floating one is rounded as the CPU rounds it (:func:`ranges.range_values`). The checks
+    (a zero step, infinite bounds, a step of the wrong sign) are the meta kernel's."""
+    if jnp.issubdtype(result_dtype, jnp.integer):
+        first, last, stride = int(start), int(end), int(step)
+        span = last - first
+        count = abs(span) // abs(stride) * (1 if (span >= 0) == (stride > 0) else -1) + 1  # C++'s truncation
+        return first + stride * jnp.arange(count, dtype=jnp.int64)
+    return jnp.asarray(range_values(start, end, step, np.dtype(result_dtype)))
 
 
 def _beyond_int64_as_float(value, result_dtype):

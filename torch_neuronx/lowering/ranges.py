@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-__all__ = ["arange_values", "bfloat16_nans_positive", "linspace_values", "to_scalar_type"]
+__all__ = ["arange_values", "bfloat16_nans_positive", "linspace_values", "range_values", "to_scalar_type"]
 
 #: The CPU range kernel's vector register, in bytes.
 _VECTOR_BYTES = 32
@@ -176,3 +176,26 @@ def arange_values(start: float | int, step: float | int, count: int, dtype: np.d
         return np.where(lane == 0, base, stepped.astype(dtype))
 
     return _blockwise(count, dtype, values)
+
+
+def range_values(start: float | int, end: float | int, step: float | int, dtype: np.dtype) -> np.ndarray:
+    """torch.range (deprecated) of a float16, bfloat16 or float32 result as ATen's CPU kernel
+    (``range_out``, RangeFactories.cpp, built without fused multiply-adds) computes it:
+    ``start + i * step`` for i = 0 .. ``(end - start) / step`` (end included), each operation rounded
+    in the accumulate type (float for the 16-bit dtypes, double for float32) and the sum once to the
+    dtype. The bounds' checks are the meta kernel's, which runs the same code first.
+
+    Raises:
+        RuntimeError: a 16-bit range of more than 2**24 elements, whose float index the CPU
+            increments past exactness (not followed here).
+    """
+    accumulate = np.dtype(np.float32 if dtype.itemsize == 2 else np.float64)
+    first, last, stride = accumulate.type(start), accumulate.type(end), accumulate.type(step)
+    with np.errstate(all="ignore"):
+        count = int((last - first) / stride + accumulate.type(1))
+    if accumulate == np.float32 and count > 2**24:
+        raise RuntimeError(
+            f"torch.range of {count} elements in {dtype} on neuron: the CPU counts the index in float, "
+            "inexactly beyond 2**24 elements; use torch.arange, or a float32 range"
+        )
+    return _blockwise(count, dtype, lambda index: (first + index.astype(accumulate) * stride).astype(dtype))
