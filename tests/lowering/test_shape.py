@@ -382,3 +382,21 @@ def test_kaiser_window_matches_cpu(args, kwargs):
 def test_linspace_of_one_complex_step_matches_cpu():
     expected = torch.linspace(0.3 + 0.2j, 7.3 + 0.2j, 1)
     torch.testing.assert_close(torch.linspace(0.3 + 0.2j, 7.3 + 0.2j, 1, device="neuron").cpu(), expected)
+
+
+def test_unsafe_view_shares_its_inputs_memory_as_on_cpu():
+    # It computed a new tensor (its schema declares no alias), so a C++ composite writing through
+    # it lost the write: torch.kron(a, b, out=out) left out unwritten (upstream test_kron).
+    x = torch.zeros(2, 3, device="neuron")
+    torch.ops.aten._unsafe_view(x, [3, 2]).fill_(1)
+    torch.testing.assert_close(x.cpu(), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("shapes", [((4,), (2, 2)), ((2, 2), (1, 2, 3)), ((1, 2, 3, 3), (4,))], ids=str)
+def test_kron_into_an_out_tensor_matches_cpu(shapes):
+    a, b = (torch.rand(shape) for shape in shapes)
+    expected = torch.kron(a, b)
+    out = torch.empty(expected.shape, device="neuron")
+    result = torch.kron(a.to("neuron"), b.to("neuron"), out=out)
+    assert result.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(out.cpu(), expected)

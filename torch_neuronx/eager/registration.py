@@ -80,6 +80,9 @@ KEEP_COMPOSITE: frozenset[OpOverload] = frozenset(
         aten.empty.memory_format,
         aten.empty_permuted.default,
         aten._local_scalar_dense.default,
+        # A view of self that autograd does not track (its schema declares no alias): C++
+        # composites write through it (kron's out= writes its product into a _unsafe_view of out).
+        aten._unsafe_view.default,
         aten.resize_.default,
         aten.set_.source_Storage,
         aten.set_.source_Storage_storage_offset,
