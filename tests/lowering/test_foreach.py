@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import pytest
 import torch
@@ -294,3 +295,33 @@ def test_foreach_tensors_that_do_not_broadcast_raise_as_the_per_tensor_op(op, fi
         except RuntimeError as error:
             errors.append(str(error))
     assert errors[1] == errors[0]
+
+
+#: foreach call -> the per-tensor call of CUDA's slow path, which CUDA's fast path hands every
+#: dtype its kernels refuse to (the upstream test_parity finds them).
+_DTYPE_REFUSALS = {
+    "addcmul_bool": (lambda ts: torch._foreach_addcmul_(ts, ts, ts), lambda t: t.addcmul_(t, t), torch.bool),
+    "clamp_min_complex": (lambda ts: torch._foreach_clamp_min_(ts, 0.5), lambda t: t.clamp_min_(0.5), torch.complex64),
+    "erfc_complex": (torch._foreach_erfc, torch.erfc, torch.complex64),
+    "frac_uint8": (torch._foreach_frac_, torch.Tensor.frac_, torch.uint8),
+    "frac_bool": (torch._foreach_frac, torch.frac, torch.bool),  # the meta kernel refuses in its words
+    "lerp_int32": (lambda ts: torch._foreach_lerp(ts, ts, 0.5), lambda t: torch.lerp(t, t, 0.5), torch.int32),
+    "maximum_bool": (lambda ts: torch._foreach_maximum_(ts, True), lambda t: t.clamp_min_(True), torch.bool),
+    "mm_bool": (lambda ts: torch._foreach_mm(ts, ts), lambda t: torch.mm(t, t), torch.bool),
+    "max_complex": (torch._foreach_max, torch.max, torch.complex64),
+    "round_bool": (torch._foreach_round_, torch.Tensor.round_, torch.bool),
+    "trunc_complex": (torch._foreach_trunc_, torch.Tensor.trunc_, torch.complex64),
+}
+
+
+@pytest.mark.parametrize("case", list(_DTYPE_REFUSALS))
+def test_foreach_ops_refuse_the_dtypes_their_per_tensor_op_refuses(case):
+    # They computed: the lowering applies each element's lowering, which skipped CUDA's dispatch.
+    foreach, per_tensor, dtype = _DTYPE_REFUSALS[case]
+    # An empty first tensor, as the upstream samples have: TensorIterator dispatches it too.
+    tensors = [torch.ones(shape, dtype=dtype, device="neuron") for shape in ((0, 3), (3, 3))]
+    with pytest.raises(NotImplementedError) as expected:
+        per_tensor(tensors[1].clone())
+    assert "_cuda" in str(expected.value) or "not supported" in str(expected.value)
+    with pytest.raises(type(expected.value), match=f"^{re.escape(str(expected.value))}$"):
+        foreach(tensors)

@@ -27,6 +27,8 @@ import torch
 
 from torch_neuronx._compat.torch_internals import schema_of
 from torch_neuronx.eager.plan import call
+from torch_neuronx.lowering import registry
+from torch_neuronx.lowering.foreach import element_calls
 from torch_neuronx.runtime.arguments import flat_tensors
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -845,6 +847,23 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
         NotImplementedError: ``"<kernel>" not implemented for '<Dtype>'``, as ``AT_DISPATCH`` words
             it, or the exception and message of the ``TORCH_CHECK`` that refuses the dtype.
     """
+    elements = element_calls(op, metas)
+    if elements is not None:  # a foreach op: CUDA's slow path makes each per-tensor call
+        for element_op, element_metas in elements:
+            registry.check_rule_first(element_op, element_metas)
+            try:
+                element_result = call(element_op, element_metas)
+            except NotImplementedError:  # ATen's own check of the dtype ("trunc is not supported ...")
+                raise
+            except RuntimeError:  # a check in a Python reference's words, or one before any dispatch
+                check_refusal_by_dtype(element_op, element_metas)
+                raise
+            except Exception:  # noqa: BLE001 - a reference's TypeError: the dispatch refuses first
+                element_result = None
+            if element_result is not None:
+                registry.check_dtype_rule(element_op, element_metas)
+            check_dispatched_dtype(element_op, element_metas, element_result)
+        return
     rules = CUDA_DISPATCH.get(op)
     if rules is None:
         return
@@ -869,8 +888,10 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
             if not isinstance(tensor, torch.Tensor):
                 continue
             dtype = tensor.dtype
-        if isinstance(rule, Dispatch) and tensor.numel() == 0:
-            continue  # kernels return before dispatching when there is nothing to compute
+        if isinstance(rule, Dispatch) and tensor.numel() == 0 and torch.Tag.pointwise not in op.tags:
+            # kernels return before dispatching when there is nothing to compute, but TensorIterator's
+            # dispatch their dtype first (erfc of an empty complex tensor raises on CPU and CUDA)
+            continue
         if isinstance(rule, Check) and not all(
             isinstance(arguments.get(name), torch.Tensor) and arguments[name].dtype in rule.refused
             for name in rule.together
@@ -891,6 +912,11 @@ def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:
     Raises:
         NotImplementedError, RuntimeError: CUDA's error, as :func:`check_dispatched_dtype`.
     """
+    elements = element_calls(op, metas)
+    if elements is not None:  # a foreach op: each per-tensor call of CUDA's slow path
+        for element_op, element_metas in elements:
+            check_refusal_by_dtype(element_op, element_metas)
+        return
     try:
         check_dispatched_dtype(op, metas, None)
     except RuntimeError as cuda_error:  # NotImplementedError too

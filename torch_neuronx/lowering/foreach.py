@@ -64,25 +64,46 @@ def elementwise(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
     return lower_op(op, values, metas, op(*positional, **keywords))
 
 
-def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> Callable[..., list[Any]]:
-    """The lowering of ``foreach``: ``op`` applied to each element, its arguments taken from the
-    foreach arguments ``names`` (in ``op``'s schema order; a list argument contributes its i-th item)."""
+#: Each foreach overload lowered per element -> (the per-element overload, the foreach arguments
+#: that give its arguments, in its schema order).
+_ELEMENT_OPS: dict[OpOverload, tuple[OpOverload, tuple[str, ...]]] = {}
+
+
+def _elements(foreach: OpOverload, names: Sequence[str], values: Sequence[Any]) -> list[list[Any]]:
+    """The per-element argument lists of a ``foreach`` call given its ``values`` (schema order): the
+    foreach arguments ``names``, a list argument contributing its i-th item."""
+    given = dict(zip([a.name for a in schema_of(foreach).arguments], values, strict=True))
     lists = {
         a.name
         for a in schema_of(foreach).arguments
         if argument_type(a) in (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
     }
+    count = len(next(given[name] for name in names if name in lists))
+    return [[given[name][i] if name in lists else given[name] for name in names] for i in range(count)]
+
+
+def element_calls(foreach: OpOverload, values: Sequence[Any]) -> list[tuple[OpOverload, list[Any]]] | None:
+    """The per-element calls ``(op, arguments in op's schema order)`` that a ``foreach`` call with
+    ``values`` (schema order) makes, as PyTorch's per-tensor slow path makes them, or None if
+    ``foreach`` is not lowered per element. CUDA's fast path hands every dtype its kernels refuse to
+    that slow path, so each element's call raises the per-tensor op's error."""
+    entry = _ELEMENT_OPS.get(foreach)
+    if entry is None:
+        return None
+    op, names = entry
+    defaults = [a.default_value for a in schema_of(op).arguments[len(names) :]]
+    return [(op, [*arguments, *defaults]) for arguments in _elements(foreach, names, values)]
+
+
+def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> Callable[..., list[Any]]:
+    """The lowering of ``foreach``: ``op`` applied to each element, its arguments taken from the
+    foreach arguments ``names`` (in ``op``'s schema order; a list argument contributes its i-th item)."""
     keyword = {a.name for a in schema_of(op).arguments if a.kwarg_only}
     targets = [a.name for a in schema_of(op).arguments]
 
     def lower(*args: Any, **kwargs: Any) -> list[Any]:
-        given = dict(
-            zip([a.name for a in schema_of(foreach).arguments], schema_values(foreach, args, kwargs), strict=True)
-        )
-        count = len(next(given[name] for name in names if name in lists))
         results = []
-        for i in range(count):
-            values = [given[name][i] if name in lists else given[name] for name in names]
+        for values in _elements(foreach, names, schema_values(foreach, args, kwargs)):
             positional = [v for v, t in zip(values, targets, strict=False) if t not in keyword]
             keywords = {t: v for v, t in zip(values, targets, strict=False) if t in keyword}
             results.append(elementwise(op, *positional, **keywords))
@@ -96,6 +117,7 @@ def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> C
 
 
 def _register(foreach: OpOverload, op: OpOverload, *names: str, static: Sequence[str] = ()) -> None:
+    _ELEMENT_OPS[foreach] = (op, names)
     lowering(foreach, static=static)(_per_element(op, foreach, names))
 
 
@@ -179,10 +201,16 @@ def foreach_powsum(self, ord=2, dtype=None):
     return results
 
 
+_ELEMENT_OPS[aten._foreach_max.default] = (aten.max.default, ("self",))
+
+
 @lowering(aten._foreach_max.default)
 def foreach_max(self):
     """torch._foreach_max: the largest element of each tensor (NaN propagates)."""
     return [elementwise(aten.max.default, t) for t in self]
+
+
+_ELEMENT_OPS[aten._foreach_mm.default] = (aten.mm.default, ("self", "mat2"))
 
 
 @lowering(aten._foreach_mm.default)
