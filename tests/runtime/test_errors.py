@@ -1342,3 +1342,47 @@ def test_cat_of_a_zero_dim_tensor_raises_atens_error(make):
     with pytest.raises(RuntimeError) as neuron_error:
         make("neuron")
     assert str(neuron_error.value) == str(cpu_error.value)
+
+
+#: out= calls whose out tensor has one element where the result has four.
+_RESIZED_OUTS = {
+    "add": lambda a, out: torch.add(a, a, out=out),
+    "linalg_inv": lambda a, out: torch.linalg.inv(a, out=out),
+    "linalg_inv_ex": lambda a, out: torch.linalg.inv_ex(a, out=(out, torch.empty(0, dtype=torch.int, device=a.device))),
+    "linalg_cholesky": lambda a, out: torch.linalg.cholesky(a, out=out),
+}
+
+
+@pytest.mark.parametrize("op", list(_RESIZED_OUTS))
+def test_resizing_a_non_empty_out_warns_once_at_the_callers_line(op):
+    # A C++ meta kernel's own resize warning reached Python only after the call, past the kernel's
+    # filter: linalg.inv(out=) warned twice (upstream test_inv_errors_and_warnings).
+    expected = _RESIZED_OUTS[op](torch.eye(2) * 2, torch.empty(1))
+    out = torch.empty(1, device="neuron")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _RESIZED_OUTS[op](torch.eye(2, device="neuron") * 2, out)
+    assert [str(w.message).split(" since")[0] for w in caught] == ["An output with one or more elements was resized"]
+    assert caught[0].filename == __file__
+    torch.testing.assert_close(out.cpu(), expected[0] if isinstance(expected, tuple) else expected)
+    assert (result[0] if isinstance(result, tuple) else result).data_ptr() == out.data_ptr()
+
+
+_CASTABLE = "Expected {0} to be safely castable from ComplexFloat dtype, but got {0} with dtype Int"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda a, i, c: torch.linalg.eig(a, out=(i, c)), "torch.linalg.eig: " + _CASTABLE.format("eigenvalues")),
+        (lambda a, i, c: torch.linalg.eig(a, out=(c, i)), "torch.linalg.eig: " + _CASTABLE.format("eigenvectors")),
+        (lambda a, i, c: torch.linalg.eigvals(a, out=i), "torch.linalg.eigvals: " + _CASTABLE.format("eigenvalues")),
+    ],
+    ids=["eig_values", "eig_vectors", "eigvals"],
+)
+def test_eig_out_of_a_narrower_dtype_raises_atens_words(call, message):
+    # ATen's checkLinalgCompatibleDtype names the output; neuron said "Expected out tensor to have dtype".
+    for device in ("cpu", "neuron"):
+        tensors = (torch.randn(3, 3), torch.empty(0, dtype=torch.int), torch.empty(0, dtype=torch.complex64))
+        with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+            call(*(t.to(device) for t in tensors))

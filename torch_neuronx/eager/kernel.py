@@ -36,6 +36,19 @@ from torch_neuronx.runtime.executable_cache import EXECUTABLES
 _META_RESIZE_WARNING = "An output with one or more elements was resized"
 
 
+def _empty_outs(op: Any, metas: list[Any]) -> None:
+    """Gives each ``out=`` tensor (a keyword-only written argument) of ``metas`` 0 elements before
+    ``op``'s meta kernel resizes it: a C++ meta kernel resizes a wrong-shaped one with ATen's
+    warning, which the dispatcher hands to Python only when the user's call returns, past any filter
+    here, so it came twice with the runner's own. The meta kernel resizes an out= of any shape, so
+    which shape it had does not change what the meta kernel accepts; the resized one is compared
+    with the argument's description (``rules.resized_outputs``)."""
+    for i, argument in enumerate(schema_of(op).arguments):
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        if written and argument.kwarg_only and isinstance(metas[i], torch.Tensor) and metas[i].numel():
+            metas[i] = metas[i].new_empty(0)
+
+
 @contextlib.contextmanager
 def _meta_resize_warnings_silenced() -> Iterator[None]:
     with warnings.catch_warnings():
@@ -121,6 +134,7 @@ class EagerKernel:
         try:
             try:
                 with _meta_resize_warnings_silenced():
+                    _empty_outs(plan.op, metas)
                     result_meta = call(plan.op, metas)
                     functional_result = (
                         result_meta if plan.functional is plan.op else call(plan.functional, functional_metas)

@@ -169,13 +169,18 @@ _FIXED_OUT_DTYPES: dict[str, tuple[torch.dtype, Any]] = {
     "multinomial": (torch.int64, lambda o: f"multinomial expects Long tensor out, got: {aten_name(o)}"),
 }
 
-#: Ops whose ``out=`` ATen checks with ``checkLinalgCompatibleDtype(name, out, result)``
-#: (LinalgUtils.h, CPU and CUDA alike): op -> the name its message gives.
-_LINALG_CASTABLE_NAMES = {
-    "cholesky_inverse": "cholesky_inverse",
-    "linalg_pinv": "linalg.pinv",
-    "linalg_householder_product": "torch.linalg.householder_product",
-    "orgqr": "torch.linalg.householder_product",
+#: Ops whose ``out=`` ATen checks with ``checkLinalgCompatibleDtype(name, out, result, out_name)``
+#: (LinalgUtils.h, BatchLinearAlgebra.cpp, CPU and CUDA alike): op -> the name its message gives and
+#: each output's name ("result" where one is not given; lstsq names its residuals "solution").
+_LINALG_CASTABLE_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cholesky_inverse": ("cholesky_inverse", ("result",)),
+    "linalg_pinv": ("linalg.pinv", ("result",)),
+    "linalg_householder_product": ("torch.linalg.householder_product", ("result",)),
+    "orgqr": ("torch.linalg.householder_product", ("result",)),
+    "linalg_eig": ("torch.linalg.eig", ("eigenvalues", "eigenvectors")),
+    "linalg_eigvals": ("torch.linalg.eigvals", ("eigenvalues",)),
+    "geqrf": ("torch.geqrf", ("a", "tau")),
+    "linalg_lstsq": ("torch.linalg.lstsq", ("solution", "solution", "rank", "singular_values")),
 }
 
 _INT32_OR_INT64 = (torch.int32, torch.int64)
@@ -532,9 +537,11 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
         if same_dtype and destination != result.dtype:
             raise RuntimeError(f"Found dtype {aten_name(destination)} but expected {aten_name(result.dtype)}")
         if base in _LINALG_CASTABLE_NAMES and not torch.can_cast(result.dtype, destination):
+            function, outputs = _LINALG_CASTABLE_NAMES[base]
+            output = outputs[min(position, len(outputs) - 1)]
             raise RuntimeError(
-                f"{_LINALG_CASTABLE_NAMES[base]}: Expected result to be safely castable from "
-                f"{aten_name(result.dtype)} dtype, but got result with dtype {aten_name(destination)}"
+                f"{function}: Expected {output} to be safely castable from "
+                f"{aten_name(result.dtype)} dtype, but got {output} with dtype {aten_name(destination)}"
             )
         # _EXACT_OUT_DTYPE's ATen kernels, and ATen's checkLinalgCompatibleDtype (LinalgUtils.h) for
         # an out= the result cannot be cast to, both naming TypeMeta's C++ types.

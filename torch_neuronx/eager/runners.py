@@ -61,7 +61,7 @@ def resize_runner(
                             "and in a future PyTorch release outputs will not be resized unless they have zero "
                             "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                             "elements with t.resize_(0).",
-                            stacklevel=4,
+                            stacklevel=3,  # the user's call: this runner, the kernel, then the caller
                         )
                     tensor.resize_(shape)
                     strides = memory_formats.tensor_iterator_strides(operands, shape) if tensor_iterator else None
