@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import make_tensor
 
+import torch_neuronx
 from tests.utils import assert_matches_cpu
 
 MATMUL_SHAPES = [
@@ -171,3 +172,32 @@ def test_inplace_or_out_addmm_of_two_16_bit_dtypes_raises_atens_error(call, mess
         call(h.clone(), b)
     with pytest.raises(RuntimeError, match=message):
         call(h.to("neuron"), b.to("neuron"))
+
+
+#: out= forms of composites whose PyTorch implementation makes float64 tolerances on the device
+#: (they raised the FP64 policy's TypeError), and out= forms that fell back to the CPU.
+_LINALG_OUT_FORMS = {
+    "matrix_rank": (lambda a, out: torch.linalg.matrix_rank(a, out=out), torch.int64),
+    "matrix_rank_tol": (lambda a, out: torch.linalg.matrix_rank(a, tol=0.1, out=out), torch.int64),
+    "matrix_rank_atol_tensor": (
+        lambda a, out: torch.linalg.matrix_rank(a, atol=a.new_tensor(0.1), out=out),
+        torch.int64,
+    ),
+    "matrix_rank_tol_tensor": (lambda a, out: torch.linalg.matrix_rank(a, a.new_tensor(0.1), out=out), torch.int64),
+    "matrix_rank_into_int32": (lambda a, out: torch.linalg.matrix_rank(a, out=out), torch.int32),
+    "pinv_rcond": (lambda a, out: torch.linalg.pinv(a, 0.1, out=out), torch.float32),
+    "eigvals": (lambda a, out: torch.linalg.eigvals(a[:3], out=out), torch.complex64),
+    "geqrf": (lambda a, out: torch.geqrf(a, out=(out, torch.empty(0, device=a.device)))[0], torch.float32),
+}
+
+
+@pytest.mark.parametrize("case", list(_LINALG_OUT_FORMS))
+def test_linalg_out_forms_run_on_the_device(case):
+    call, dtype = _LINALG_OUT_FORMS[case]
+    a = torch.randn(4, 3)
+    expected = call(a, torch.empty(0, dtype=dtype))
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    result = call(a.to("neuron"), out)
+    assert result.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=1e-4)
+    assert torch_neuronx.get_fallback_ops() == {}

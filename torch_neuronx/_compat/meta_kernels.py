@@ -179,6 +179,13 @@ def _geqrf(self: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return reflectors, self.new_empty((*batch, min(m, n)))
 
 
+def _geqrf_out(self: torch.Tensor, *, a: torch.Tensor, tau: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::geqrf.a (``torch.geqrf(A, out=(a, tau))``): ``a`` and ``tau`` resized to geqrf's results,
+    in their own layout (ATen copies LAPACK's column-major result into them)."""
+    reflectors, factors = _geqrf(self)
+    return a.resize_(reflectors.shape), tau.resize_(factors.shape)
+
+
 def _histogram_bin_ct(
     self: torch.Tensor, bins: int = 100, *, range: object = None, weight: object = None, density: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -340,6 +347,7 @@ _KERNELS = {
     aten.multi_margin_loss_backward.default: _margin_loss_backward,
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
     aten.geqrf.default: _geqrf,
+    aten.geqrf.a: _geqrf_out,
     aten.huber_loss.default: _input_dtype_loss(aten.huber_loss.default),
     aten.soft_margin_loss.default: _input_dtype_loss(aten.soft_margin_loss.default),
     aten.histogram.bin_ct: _histogram_bin_ct,

@@ -65,15 +65,18 @@ def linalg_matrix_rank_tensor(
     atol: torch.Tensor | None = None,
     rtol: torch.Tensor | None = None,
     hermitian: bool = False,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``torch.linalg.matrix_rank``: the number of singular values (eigenvalue magnitudes when
     ``hermitian``) above max(atol, rtol * largest); atol defaults to 0, rtol to eps * max(m, n), or
-    0 where a given atol is positive."""
+    0 where a given atol is positive. With ``out``, counted into it as ATen's ``matrix_rank_impl``
+    does (``sum_out``: resized with its warning, any dtype the count casts to)."""
     result = aten.linalg_matrix_rank.atol_rtol_tensor(
         _meta(input), atol=_meta(atol), rtol=_meta(rtol), hermitian=hermitian
     )
     if input.numel() == 0:
-        return torch.zeros(result.shape, dtype=result.dtype, device=input.device)
+        zeros = torch.zeros(result.shape, dtype=result.dtype, device=input.device)
+        return zeros if out is None else torch.sum(zeros[..., None], dim=-1, out=out)
     if hermitian:
         values = torch.linalg.eigvalsh(input).abs()
         largest = values.amax(dim=-1, keepdim=True)
@@ -86,21 +89,43 @@ def linalg_matrix_rank_tensor(
         rtol = torch.full_like(zero, default_rtol) if atol is None else torch.where(atol > 0, zero, default_rtol)
     atol = zero if atol is None else atol
     tolerance = torch.maximum(atol.unsqueeze(-1), rtol.unsqueeze(-1) * largest)
-    return torch.sum(values > tolerance, dim=-1)
+    above = values > tolerance
+    return torch.sum(above, dim=-1) if out is None else torch.sum(above, dim=-1, out=out)
 
 
 def linalg_matrix_rank_float(
-    input: torch.Tensor, *, atol: float | None = None, rtol: float | None = None, hermitian: bool = False
+    input: torch.Tensor,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    hermitian: bool = False,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     aten.linalg_matrix_rank.atol_rtol_float(_meta(input), atol=atol, rtol=rtol, hermitian=hermitian)
     return linalg_matrix_rank_tensor(
-        input, atol=_tolerance(input, atol), rtol=_tolerance(input, rtol), hermitian=hermitian
+        input, atol=_tolerance(input, atol), rtol=_tolerance(input, rtol), hermitian=hermitian, out=out
     )
 
 
-def linalg_matrix_rank_tol(input: torch.Tensor, tol: float, hermitian: bool = False) -> torch.Tensor:
+def linalg_matrix_rank_tol(
+    input: torch.Tensor, tol: float, hermitian: bool = False, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """``torch.linalg.matrix_rank(A, tol=float)``: tol is the absolute tolerance, rtol is 0."""
-    return linalg_matrix_rank_float(input, atol=tol, rtol=0.0, hermitian=hermitian)
+    return linalg_matrix_rank_float(input, atol=tol, rtol=0.0, hermitian=hermitian, out=out)
+
+
+def linalg_matrix_rank_tol_tensor(
+    input: torch.Tensor, tol: torch.Tensor, hermitian: bool = False, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``torch.linalg.matrix_rank(A, tol=tensor)``: tol is the absolute tolerance, rtol is 0."""
+    return linalg_matrix_rank_tensor(input, atol=tol, rtol=_tolerance(input, 0.0), hermitian=hermitian, out=out)
+
+
+def linalg_pinv_out(input: torch.Tensor, rcond: float, hermitian: bool = False, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.linalg.pinv(A, rcond=float, out=)``: ATen makes rcond a float64 tensor on the input's
+    device; it is one of the input's real dtype here, handed to the ``rcond`` tensor overload."""
+    aten.linalg_pinv.out(_meta(input), rcond, hermitian, out=_meta(out))
+    return aten.linalg_pinv.out_rcond_tensor(input, _tolerance(input, rcond), hermitian, out=out)
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
@@ -220,6 +245,12 @@ KERNELS = {
     aten.linalg_matrix_rank.atol_rtol_tensor: linalg_matrix_rank_tensor,
     aten.linalg_matrix_rank.atol_rtol_float: linalg_matrix_rank_float,
     aten.linalg_matrix_rank.default: linalg_matrix_rank_tol,
+    # Their out= forms make the same float64 tolerances (get_atol_rtol, LinearAlgebra.cpp).
+    aten.linalg_matrix_rank.atol_rtol_tensor_out: linalg_matrix_rank_tensor,
+    aten.linalg_matrix_rank.atol_rtol_float_out: linalg_matrix_rank_float,
+    aten.linalg_matrix_rank.out: linalg_matrix_rank_tol,
+    aten.linalg_matrix_rank.out_tol_tensor: linalg_matrix_rank_tol_tensor,
+    aten.linalg_pinv.out: linalg_pinv_out,
     aten.renorm.default: renorm,
     aten.batch_norm.default: batch_norm,
 }

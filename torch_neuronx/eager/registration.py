@@ -60,6 +60,8 @@ FUNCTIONAL_FORM: dict[OpOverload, OpOverload] = {
     aten._native_batch_norm_legit.default: aten._native_batch_norm_legit_functional.default,
     aten._batch_norm_with_update.default: aten._batch_norm_with_update_functional.default,
     aten.conj_physical.out: aten._conj_physical.default,
+    aten.geqrf.a: aten.geqrf.default,
+    aten.linalg_eigvals.out: aten._linalg_eigvals.default,
     aten.conj_physical_.default: aten._conj_physical.default,
     aten.rrelu_with_noise.default: aten.rrelu_with_noise_functional.default,
     aten.rrelu_with_noise_.default: aten.rrelu_with_noise_functional.default,
