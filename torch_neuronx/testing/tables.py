@@ -218,6 +218,19 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_alias_from_tensor_neuron_*float*": _CPU_TOO + _ASARRAY_KEEPS_REQUIRES_GRAD,
     "test_alias_from_tensor_neuron_*complex*": _CPU_TOO + _ASARRAY_KEEPS_REQUIRES_GRAD,
     "test_retain_autograd_history_neuron_*": _CPU_TOO + _ASARRAY_KEEPS_REQUIRES_GRAD,
+    "test_grad_empty_inputs": _CPU_TOO
+    + "torch 2.13 raises RuntimeError for torch.autograd.grad with no inputs; the v2.4.0 test expects ValueError",
+    "test_not_implemented_grad": _CPU_TOO
+    + "torch 2.13 differentiates nextafter; the v2.4.0 test expects its derivative to be missing",
+    "test_logging": _CPU_TOO
+    + "torch 2.13's pt2 loggers carry more handlers than the v2.4.0 test allows (fails without torch_neuronx too)",
+    "test_norm_matrix_degenerate_shapes_neuron_*": _CPU_TOO
+    + "the installed NumPy (2.x) returns 0 for norms of empty matrices that the v2.4.0 test expects NumPy to refuse",
+    "test_thread_shutdown": (
+        "an accelerator's autograd worker thread: with neuron installed (autoloaded) the engine starts a thread "
+        "for the device and logs its shutdown, which the v2.4.0 test expects only where CUDA, MPS or XPU is "
+        "present (it fails on the CPU with neuron installed, as it would with CUDA's build and no GPU test flag)"
+    ),
     "test_rot90": _CPU_TOO
     + "torch 2.13 raises IndexError for a dim out of range, the v2.4.0 test expects RuntimeError",
     "test_signal_window_functions_window_*_neuron_*float*": _SCIPY_EMPTY_WINDOW,
