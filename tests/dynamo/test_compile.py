@@ -563,3 +563,17 @@ def test_compiled_graphs_read_lazy_conjugate_and_negative_views(case):
     expected = fn(make_input(x))
     actual = torch.compile(fn, backend="neuron")(make_input(x.to("neuron")))
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64], ids=str)
+def test_compiled_integer_abs_of_the_minimum_wraps_as_on_cpu(dtype):
+    # XLA's simplifier took an integer abs to be non-negative: abs(x) < 0 folded to False and
+    # abs(x).sign() gave 0 for INT_MIN, whose abs wraps to itself (helper-24's trial).
+    def signs(x):
+        magnitude = x.abs()
+        return magnitude < 0, magnitude.sign(), magnitude // 2
+
+    x = torch.tensor([torch.iinfo(dtype).min, -3, 3], dtype=dtype)
+    compiled = torch.compile(signs, backend="neuron")(x.to("neuron"))
+    for got, want in zip(compiled, signs(x), strict=True):
+        torch.testing.assert_close(got.cpu(), want)

@@ -1386,3 +1386,13 @@ def test_eig_out_of_a_narrower_dtype_raises_atens_words(call, message):
         tensors = (torch.randn(3, 3), torch.empty(0, dtype=torch.int), torch.empty(0, dtype=torch.complex64))
         with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
             call(*(t.to(device) for t in tensors))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64], ids=str)
+def test_cdist_of_non_floating_tensors_raises_cdist_impls_check(dtype):
+    # Distance.cpp checks before any kernel, on CPU and CUDA; neuron named CUDA's kernel instead.
+    a = torch.ones(2, 2, dtype=dtype)
+    with pytest.raises(RuntimeError) as expected:
+        torch.cdist(a, a)
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
+        torch.cdist(a.to("neuron"), a.to("neuron"))

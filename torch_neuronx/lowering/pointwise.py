@@ -190,6 +190,10 @@ def abs(self):
     """torch.abs; complex inputs give their magnitude (float), +inf when a part is infinite."""
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return complex_math.absolute(self)
+    if jnp.issubdtype(self.dtype, jnp.signedinteger):
+        # abs(INT_MIN) wraps to INT_MIN, as in C++; XLA's simplifier takes an integer abs to be
+        # non-negative and folded abs(x) < 0 to False, abs(x).sign() to 0/1 in compiled graphs.
+        return jnp.where(self < 0, -self, self)
     return jnp.abs(self)
 
 
