@@ -311,6 +311,8 @@ _DTYPE_REFUSALS = {
     "max_complex": (torch._foreach_max, torch.max, torch.complex64),
     "round_bool": (torch._foreach_round_, torch.Tensor.round_, torch.bool),
     "trunc_complex": (torch._foreach_trunc_, torch.Tensor.trunc_, torch.complex64),
+    # ATen's own check of the per-tensor op (a RuntimeError before any dispatch) stands.
+    "minimum_complex": (lambda ts: torch._foreach_minimum(ts, ts), lambda t: torch.minimum(t, t), torch.complex64),
 }
 
 
@@ -320,8 +322,16 @@ def test_foreach_ops_refuse_the_dtypes_their_per_tensor_op_refuses(case):
     foreach, per_tensor, dtype = _DTYPE_REFUSALS[case]
     # An empty first tensor, as the upstream samples have: TensorIterator dispatches it too.
     tensors = [torch.ones(shape, dtype=dtype, device="neuron") for shape in ((0, 3), (3, 3))]
-    with pytest.raises(NotImplementedError) as expected:
+    with pytest.raises(RuntimeError) as expected:  # NotImplementedError too
         per_tensor(tensors[1].clone())
-    assert "_cuda" in str(expected.value) or "not supported" in str(expected.value)
+    assert re.search("_cuda|not supported|not implemented", str(expected.value))
     with pytest.raises(type(expected.value), match=f"^{re.escape(str(expected.value))}$"):
         foreach(tensors)
+
+
+def test_foreach_lists_of_other_lengths_raise_the_foreach_check():
+    # The per-element dtype check indexed past the shorter list (IndexError; upstream
+    # test_binary_op_list_error_cases).
+    tensors = [torch.ones(3, device="neuron") for _ in range(2)]
+    with pytest.raises(RuntimeError, match="^Tensor lists must have the same number of tensors, got 2 and 1$"):
+        torch._foreach_mul(tensors, tensors[:1])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import traceback
 from typing import Any
 
 import torch
@@ -868,9 +869,10 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
                 element_result = call(element_op, element_metas)
             except NotImplementedError:  # ATen's own check of the dtype ("trunc is not supported ...")
                 raise
-            except RuntimeError:  # a check in a Python reference's words, or one before any dispatch
-                check_refusal_by_dtype(element_op, element_metas)
-                raise
+            except RuntimeError as error:
+                if _raised_by_python_reference(error):  # its words stand in for CUDA's dispatch
+                    check_refusal_by_dtype(element_op, element_metas)
+                raise  # ATen's own check, before any dispatch ("minimum not implemented for complex")
             except Exception:  # noqa: BLE001 - a reference's TypeError: the dispatch refuses first
                 element_result = None
             if element_result is not None:
@@ -911,6 +913,16 @@ def check_dispatched_dtype(op: Any, metas: list[Any], result: Any) -> None:
         ):
             continue
         rule.check(dtype, _dtype_names(arguments))
+
+
+#: Where PyTorch's Python meta kernels and references live (their checks are not ATen's).
+_PYTHON_REFERENCE_FILES = ("torch/_refs/", "torch/_prims", "torch/_decomp/", "torch/_meta_registrations.py")
+
+
+def _raised_by_python_reference(error: BaseException) -> bool:
+    """Whether ``error`` was raised in a Python meta kernel or reference rather than by ATen's C++."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return any(marker in frame.filename.replace("\\", "/") for frame in frames for marker in _PYTHON_REFERENCE_FILES)
 
 
 def check_refusal_by_dtype(op: Any, metas: list[Any]) -> None:

@@ -79,6 +79,8 @@ def _elements(foreach: OpOverload, names: Sequence[str], values: Sequence[Any]) 
         if argument_type(a) in (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
     }
     count = len(next(given[name] for name in names if name in lists))
+    if any(len(given[name]) != count for name in names if name in lists):
+        return []  # lists of other lengths: the foreach op's own check refuses them
     return [[given[name][i] if name in lists else given[name] for name in names] for i in range(count)]
 
 
