@@ -1396,3 +1396,16 @@ def test_cdist_of_non_floating_tensors_raises_cdist_impls_check(dtype):
         torch.cdist(a, a)
     with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
         torch.cdist(a.to("neuron"), a.to("neuron"))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16], ids=str)
+def test_embedding_bag_indices_of_another_dtype_raise_cudas_check(dtype):
+    # PyTorch's Python meta kernel said "expected indices to be long or int, got Char".
+    weight, indices = torch.randn(10, 3, device="neuron"), torch.tensor([1, 2, 4], dtype=dtype, device="neuron")
+    message = (
+        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "
+        f"torch.{ {torch.int8: 'Char', torch.uint8: 'Byte', torch.int16: 'Short'}[dtype] }Tensor instead "
+        "(while checking arguments for embedding_bag_cuda)"
+    )
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        torch.nn.functional.embedding_bag(indices, weight, torch.tensor([0], device="neuron"))

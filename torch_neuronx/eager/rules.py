@@ -184,6 +184,11 @@ _LINALG_CASTABLE_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 _INT32_OR_INT64 = (torch.int32, torch.int64)
+#: EmbeddingBag.cu's checkScalarTypes of the indices (the CPU's names "embedding_bag").
+_EMBEDDING_BAG_INDICES = ("indices", _INT32_OR_INT64, RuntimeError, (
+    "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "
+    "{legacy} instead (while checking arguments for embedding_bag_cuda)"
+))  # fmt: skip
 _MASK = (torch.bool,)
 
 #: Index and mask arguments of a dtype ATen's kernels refuse, checked before anything else (CPU and
@@ -199,6 +204,7 @@ _ARGUMENT_DTYPES: dict[str, tuple[str, tuple[torch.dtype, ...], type[Exception],
         "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "
         "{legacy} instead (while checking arguments for embedding)"
     )),
+    **dict.fromkeys(("_embedding_bag", "_embedding_bag_forward_only"), _EMBEDDING_BAG_INDICES),
     "where": ("condition", (torch.bool, torch.uint8), RuntimeError, (
         "where expected condition to be a boolean tensor, but got a tensor with dtype {name}"
     )),
