@@ -8,7 +8,9 @@ before each launch.
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,6 +42,18 @@ def resize_self_runner(plan: Plan) -> Runner:
     return run
 
 
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+def _caller_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel of the first frame outside torch_neuronx that called into it,
+    so a warning points at the user's call whatever wrappers the kernel has (math_bits, kernel)."""
+    level, frame = 2, sys._getframe(2)  # 1 is the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
 def resize_runner(
     op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True, tensor_iterator: bool = False
 ) -> Runner:
@@ -61,7 +75,7 @@ def resize_runner(
                             "and in a future PyTorch release outputs will not be resized unless they have zero "
                             "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                             "elements with t.resize_(0).",
-                            stacklevel=3,  # the user's call: this runner, the kernel, then the caller
+                            stacklevel=_caller_stacklevel(),
                         )
                     tensor.resize_(shape)
                     strides = memory_formats.tensor_iterator_strides(operands, shape) if tensor_iterator else None
