@@ -17,6 +17,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -62,10 +63,20 @@ def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any])
     return values
 
 
-def _uint64_if_only_uint64_holds(value: Any) -> Any:
-    """``value`` as numpy.uint64 when it is a Python int in [2**63, 2**64), else as it is."""
+def _as_runtime_scalar(value: Any) -> Any:
+    """A graph's Python number as the lowering gets it in eager: a Python int that only uint64 holds
+    as numpy.uint64 (JAX has no weak type for it: "Python int too large to convert to int64"), a
+    Python float as a weakly typed 0-d array behind an optimization barrier, opaque to XLA as a
+    runtime scalar is; anything else as it is.
+
+    The barrier keeps XLA's algebraic simplifier from reassociating float constants, which IEEE
+    arithmetic does not allow: ``(x + 1.5 * 2**23) - 1.5 * 2**23`` (the round-to-integer trick of
+    quantization code) folded to ``x``, ``(x * 1e30) * 1e-30`` to ``x * 1.0000000150474662``, and
+    ``x + 0.0`` to ``x``, which keeps the sign of -0.0."""
     if type(value) is int and 2**63 <= value < 2**64:
         return np.uint64(value)
+    if type(value) is float:
+        return jax.lax.optimization_barrier(jnp.asarray(value))
     return value
 
 
@@ -106,12 +117,7 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
                 overflow.check_fits(arg, jax_dtype(first.dtype))
-    # A graph's Python int that only uint64 holds becomes numpy.uint64, as eager passes it (JAX has
-    # no weak type for it: "Python int too large to convert to int64").
-    args = [
-        arg if name in entry.static else _uint64_if_only_uint64_holds(arg)
-        for arg, name in zip(args, names, strict=True)
-    ]
+    args = [arg if name in entry.static else _as_runtime_scalar(arg) for arg, name in zip(args, names, strict=True)]
     if entry.promotion is not None:
         args = promotion.promote(entry, args, metas)
     kwargs = {}

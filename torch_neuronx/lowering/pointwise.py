@@ -71,8 +71,17 @@ def _real_only(name: str):
 
 # --- unary ------------------------------------------------------------------------------------
 
+
+def _exp(self):
+    """torch.exp, its result behind an optimization barrier: XLA's algebraic simplifier rewrites
+    expressions of exp by real-number algebra, which IEEE arithmetic does not allow, across the ops
+    of a compiled graph or an adaptive-eager trace: ``log(exp(100.))`` became 100 (the CPU: inf),
+    ``exp(x) / exp(x)`` 1 (NaN where exp overflows), ``exp(a) * exp(b)`` ``exp(a + b)``."""
+    return jax.lax.optimization_barrier(jnp.exp(self))
+
+
 _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the default float dtype
-    aten.exp.default: jnp.exp,
+    aten.exp.default: _exp,
     aten.exp2.default: jnp.exp2,
     aten.expm1.default: jnp.expm1,
     aten.log.default: jnp.log,
@@ -371,6 +380,10 @@ def mul(self, other):
     if jnp.issubdtype(jnp.result_type(self, other), jnp.complexfloating):
         dtype = jnp.result_type(self, other)
         return complex_math.multiply(jnp.asarray(self, dtype), jnp.asarray(other, dtype))
+    if self is other:
+        # x * x behind a barrier: XLA's algebraic simplifier folds sqrt(x * x) to |x|, where IEEE
+        # arithmetic overflows (sqrt(1e20 * 1e20) is inf) or underflows (1e-30 gives 0).
+        return jax.lax.optimization_barrier(self * other)
     return self * other
 
 
