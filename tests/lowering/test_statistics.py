@@ -230,6 +230,23 @@ def test_unique_nan_elements_are_distinct():
         torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.tensor([NAN, 0, 0, NAN, NAN, 1]),  # PyTorch's test_unique_dim: the CPU keeps this order
+        torch.tensor([[1.0, NAN], [1.0, NAN], [0.0, 2.0], [NAN, 1.0]]),
+        torch.where(torch.arange(40 * 3).reshape(40, 3) % 7 == 0, NAN, torch.arange(40 * 3.0).reshape(40, 3) % 4),
+    ],
+    ids=["1d", "rows", "40_rows"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_unique_dim_places_nan_slices_as_the_cpu_does(x, dtype):
+    # ATen's std::sort compares slices in a way that is no order with NaN: the algorithm decides.
+    for dim in range(x.dim()):
+        actual, expected = _run(torch.unique, x.to(dtype), return_inverse=True, return_counts=True, dim=dim)
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int8])
 @pytest.mark.parametrize("minlength", [0, 3, 12])
 @pytest.mark.parametrize("weighted", [False, True])

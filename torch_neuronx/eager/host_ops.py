@@ -219,15 +219,23 @@ def _unique_dim(
     tensor: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``torch.unique(dim=...)``: the distinct slices along ``dim`` in lexicographic order, the
-    inverse and the counts (always computed, as on CPU). Slices holding NaN are distinct; where they
-    sort among the others PyTorch leaves undefined (its comparison is not an order with NaN), here
-    NaN sorts as the largest value."""
+    inverse and the counts (always computed, as on CPU).
+
+    Slices holding NaN are distinct, and where they land is the CPU's: ATen sorts the slices with
+    ``std::sort`` and a comparison that is no order with NaN (a NaN is neither less nor greater
+    than anything, so the next element decides), which leaves the result to the sort's algorithm
+    (Unique.cpp, ``_unique_dim_cpu_template``; PyTorch's test_unique_dim expects it). A tensor
+    holding NaN is therefore computed by the CPU's kernel itself, on a host copy (one more
+    synchronisation, for floating tensors only)."""
     _refuse_complex(tensor, "unique_dim")
     tracking.executed["aten::unique_dim"] += 1
     dim = _unique_dim_checks(tensor, dim)
     n = tensor.shape[dim]
     if n == 0:
         return tensor, _empty_index(tensor), _empty_index(tensor)
+    if tensor.dtype.is_floating_point and bool(torch.isnan(tensor).any()):
+        host = torch.ops.aten.unique_dim.default(tensor.cpu(), dim, sorted, return_inverse, return_counts)
+        return tuple(result.to(tensor.device) for result in host)
     rows = tensor.movedim(dim, 0).reshape(n, -1)
     order = torch.arange(n, device=tensor.device)
     for column in reversed(range(rows.shape[1])):  # least significant key first: a stable lexicographic sort
