@@ -1389,13 +1389,16 @@ def test_eig_out_of_a_narrower_dtype_raises_atens_words(call, message):
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64], ids=str)
-def test_cdist_of_non_floating_tensors_raises_cdist_impls_check(dtype):
-    # Distance.cpp checks before any kernel, on CPU and CUDA; neuron named CUDA's kernel instead.
-    a = torch.ones(2, 2, dtype=dtype)
+@pytest.mark.parametrize("non_floating", ["both", "x1", "x2"])
+def test_cdist_of_non_floating_tensors_raises_cdist_impls_check(dtype, non_floating):
+    # Distance.cpp checks each operand before any kernel, on CPU and CUDA; neuron named CUDA's
+    # kernel instead, and for a float x1 and an integer x2 said "expected scalar type Float".
+    a, f = torch.ones(2, 2, dtype=dtype), torch.ones(2, 2)
+    x1, x2 = {"both": (a, a), "x1": (a, f), "x2": (f, a)}[non_floating]
     with pytest.raises(RuntimeError) as expected:
-        torch.cdist(a, a)
+        torch.cdist(x1, x2)
     with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
-        torch.cdist(a.to("neuron"), a.to("neuron"))
+        torch.cdist(x1.to("neuron"), x2.to("neuron"))
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16], ids=str)

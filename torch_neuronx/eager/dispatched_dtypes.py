@@ -154,10 +154,6 @@ def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch |
     return table
 
 
-#: at::isFloatingType's complement, and the file of cdist's shared checks.
-NOT_FLOATING = INTEGRAL | BOOL | COMPLEX
-_DIST = "Distance.cpp"
-
 #: RangeFactories.cu's macros (AT_DISPATCH_INTEGRAL_TYPES, AT_DISPATCH_ALL_TYPES_AND2) leave out the
 #: barebones unsigned dtypes, which the CPU's kernels refuse too ("logspace_cpu" for 'UInt32').
 _RANGES = VERIFIED | BAREBONES_UNSIGNED
@@ -568,15 +564,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (aten.special_bessel_j0.default, Dispatch("bessel_j0_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_j0.cu")),
     (aten.special_bessel_y1.default, Dispatch("bessel_y1_cuda", FLOATING | INTEGRAL | BOOL, "result", "bessel_y1.cu")),
-    # cdist_impl's checks (Distance.cpp, CPU and CUDA alike) come before the kernel's dispatch.
-    (
-        aten._cdist_forward.default,
-        Check(NOT_FLOATING, "x1", RuntimeError, "cdist only supports floating-point dtypes, X1 got: {dtype}", _DIST),
-    ),
-    (
-        aten._cdist_forward.default,
-        Check(NOT_FLOATING, "x2", RuntimeError, "cdist only supports floating-point dtypes, X2 got: {dtype}", _DIST),
-    ),
+    # cdist_impl's floating-point checks come first: the lowering's dtype rule (lowering/distance.py).
     (aten._cdist_forward.default, Dispatch("cdist_cuda", FLOATING, "x1", "DistanceKernel.cu")),
     (aten._pdist_forward.default, Dispatch("pdist_cuda", FLOATING, "self", "DistanceKernel.cu")),
     (aten._pdist_backward.default, Dispatch("pdist_cuda_backward", FLOATING, "self", "DistanceKernel.cu")),

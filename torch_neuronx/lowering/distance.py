@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx.lowering.registry import lowering, same_dtype
+from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten
 
@@ -27,11 +28,20 @@ def _minkowski(diff: jax.Array, p: float) -> jax.Array:
     return jnp.sum(magnitude**p, axis=-1) ** (1 / p)
 
 
-@lowering(
-    aten._cdist_forward.default,
-    static=("p",),
-    dtype_rule=same_dtype(("x1", "x2"), "expected scalar type {0} but found {1}"),
-)
+_same_cdist_dtypes = same_dtype(("x1", "x2"), "expected scalar type {0} but found {1}")
+
+
+def _cdist_dtypes(arguments: dict) -> None:
+    """cdist_impl's checks (Distance.cpp, CPU and CUDA alike), in its order: each operand floating
+    point, then one dtype for both."""
+    for name in ("x1", "x2"):
+        dtype = arguments[name].dtype
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name.upper()} got: {aten_name(dtype)}")
+    _same_cdist_dtypes(arguments)
+
+
+@lowering(aten._cdist_forward.default, static=("p",), dtype_rule=_cdist_dtypes)
 def cdist_forward(x1, x2, p, compute_mode):
     """torch.cdist (direct form): p-norm distances between the rows of x1 and x2; batch dimensions
     broadcast. The matrix-product form of ``compute_mode`` reaches ``_euclidean_dist`` instead."""
