@@ -196,6 +196,18 @@ def test_linspace_endpoints_that_do_not_fit_the_dtype_raise_as_on_cpu(start, end
         torch.linspace(start, end, 5, dtype=dtype, device="neuron")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.int8], ids=str)
+@pytest.mark.parametrize("steps", [0, 1])
+def test_linspace_converts_only_the_endpoints_its_steps_use(steps, dtype):
+    # CUDA's linspace_cuda_out: no step converts neither endpoint, one step fills with the start.
+    torch.testing.assert_close(
+        torch.linspace(0, 1e6, steps, dtype=dtype, device="neuron").cpu(), torch.linspace(0, 1e6, steps, dtype=dtype)
+    )
+    if steps == 1:  # the start is converted, as CUDA's fill_ converts it (the CPU gives inf for float16)
+        with pytest.raises(RuntimeError, match="^value cannot be converted to type .* without overflow$"):
+            torch.linspace(1e6, 0, steps, dtype=dtype, device="neuron")
+
+
 _FILLS = {
     "full": lambda dtype, value, device: torch.full((2,), value, dtype=dtype, device=device),
     "fill_": lambda dtype, value, device: torch.zeros(2, dtype=dtype, device=device).fill_(value),

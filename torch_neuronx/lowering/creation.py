@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering import overflow
 from torch_neuronx.lowering.ranges import arange_values, linspace_values, range_values, to_scalar_type
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
@@ -278,14 +279,31 @@ def iota(length, *, start, step, dtype, device, requires_grad):
     return start + step * jnp.arange(length, dtype=jax_dtype(dtype))
 
 
-@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True, checked=("start", "end"))
+def _linspace_conversions(arguments: dict) -> None:
+    """c10's overflow check of the endpoints CUDA's linspace_cuda_out converts to the result's dtype
+    (RangeFactories.cu): no step converts neither, one step fills with the start alone, more convert
+    both. Checked on the host before the call, as a ``dtype_rule``, so it raises at the call."""
+    start, end, steps, dtype = (arguments[name] for name in ("start", "end", "steps", "dtype"))
+    if dtype is None:
+        if isinstance(start, complex) or isinstance(end, complex):
+            return  # a complex result holds any Python complex
+        dtype = torch.get_default_dtype()
+    for converted in (start, end)[: min(steps, 2)]:
+        overflow.check_fits(converted, jax_dtype(dtype))
+
+
+@lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True, dtype_rule=_linspace_conversions)
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.linspace, computed as PyTorch's kernel does: from the start for the first half and from
     the end for the second, so both endpoints are exact. The endpoints are converted to the result's
-    dtype first with c10's overflow check (``checked``: linspace(0, 255, 7, dtype=int8) raises), so an
+    dtype first with c10's overflow check (linspace(0, 255, 7, dtype=int8) raises) where CUDA's
+    kernel converts them (:func:`_linspace_conversions`: linspace(0, 1e6, 1, dtype=float16) is
+    [0.]). So an
     integer result starts from the converted values (a negative start of an unsigned result wraps:
     linspace(-10, 255, 7, dtype=uint8) runs from 246) and steps in float64, as the CPU kernel does.
     A floating result is rounded as the CPU's kernel rounds it (:func:`ranges.linspace_values`)."""
+    if steps == 0:
+        return jnp.zeros((0,), result_dtype)
     start, end = (_beyond_int64_as_float(value, result_dtype) for value in (start, end))
     if jnp.issubdtype(result_dtype, jnp.integer) and not isinstance(start, complex):
         start, end = (int(np.asarray(int(value), np.int64).astype(result_dtype)) for value in (start, end))
