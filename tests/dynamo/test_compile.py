@@ -593,19 +593,10 @@ IEEE_EXPRESSIONS = {
     "1 / (x + 0.0)": (lambda x: 1 / (x + 0.0), [-0.0, 2.0]),
     "x / tensor scalar": (lambda x: x / x[0], [3.3] + list(range(100))),
 }
-#: An adaptive-eager trace reads ``x`` twice for ``x * x``, two values XLA merges: the mul's lowering
-#: cannot see that its operands are one tensor, as it does in a compiled graph.
-_TWO_READS = pytest.mark.xfail(reason="sqrt(x * x) folds to |x| in adaptive-eager traces", strict=True)
 
 
-@pytest.mark.parametrize(
-    "engine, case",
-    [("compiled", case) for case in IEEE_EXPRESSIONS]
-    + [
-        pytest.param("adaptive_eager", case, marks=_TWO_READS if case == "sqrt(x * x)" else ())
-        for case in IEEE_EXPRESSIONS
-    ],
-)
+@pytest.mark.parametrize("engine", ["compiled", "adaptive_eager"])
+@pytest.mark.parametrize("case", IEEE_EXPRESSIONS)
 def test_float_expressions_keep_ieee_values(engine, case):
     fn, values = IEEE_EXPRESSIONS[case]
     x = torch.tensor(values)

@@ -240,10 +240,23 @@ def unpack(
     from their descriptions, seed, offset).
 
     The executable's inputs are the buffers of the slots that have one, then the runtime scalars,
-    then (for random work) the generator's seed and offset.
+    then (for random work) the generator's seed and offset. Arguments that are the same view of the
+    same slot (``x * x``) are one value, so a lowering sees that its operands are one tensor (mul's
+    keeps ``x * x`` from XLA's simplifier, which folds ``sqrt(x * x)`` to ``|x|``).
     """
     feed = iter(flat_inputs[: inputs.buffer_count])
     slot_arrays = [next(feed) if slot.has_buffer else None for slot in inputs.slots]
     scalars = flat_inputs[inputs.buffer_count : inputs.buffer_count + inputs.scalar_count]
     seed, offset = flat_inputs[inputs.buffer_count + inputs.scalar_count :] if random else (None, None)
-    return slot_arrays, scalars, [materialize(d, slot_arrays, scalars) for d in inputs.arguments], seed, offset
+    reads: dict[tuple[Any, ...], Any] = {}
+
+    def argument(description: Any) -> Any:
+        if not isinstance(description, TensorArg):
+            return materialize(description, slot_arrays, scalars)
+        view = (description.slot, description.dtype_code, tuple(description.sizes), tuple(description.strides))
+        key = (*view, description.offset, description.offset_scalar)
+        if key not in reads:
+            reads[key] = materialize(description, slot_arrays, scalars)
+        return reads[key]
+
+    return slot_arrays, scalars, [argument(d) for d in inputs.arguments], seed, offset
