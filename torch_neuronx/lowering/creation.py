@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -22,27 +23,34 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
+def _filled(value, shape) -> jax.Array:
+    """``value`` broadcast to ``shape``, the value behind an optimization barrier: a constant fill
+    lets XLA fold ``x + zeros_like(x)`` to ``x``, which keeps the sign of -0.0 where IEEE addition
+    gives +0.0 (the CPU's ``1 / (x + zeros_like(x))`` is inf at -0.0)."""
+    return jnp.broadcast_to(jax.lax.optimization_barrier(jnp.asarray(value)), tuple(shape))
+
+
 @lowering(aten.fill.Scalar, checked=("value",))
 def fill(self, value):
     """Tensor.fill_: every element set to the Scalar ``value``, which must fit self's dtype."""
-    return jnp.broadcast_to(jnp.asarray(value), self.shape)
+    return _filled(value, self.shape)
 
 
 @lowering(aten.fill.Tensor)
 def fill_tensor(self, value):
     """Tensor.fill_ with a 0-dim tensor value (converted like a copy, without the overflow check)."""
-    return jnp.broadcast_to(jnp.asarray(value), self.shape)
+    return _filled(value, self.shape)
 
 
 @lowering(aten.zero.default)
 def zero(self):
-    return jnp.zeros(self.shape, self.dtype)
+    return _filled(jnp.zeros((), self.dtype), self.shape)
 
 
 @lowering(aten.full.default, result_dtype=True, checked=("fill_value",))
 def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, result_dtype):
     """torch.full: ``fill_value`` must fit the result dtype."""
-    return jnp.broadcast_to(jnp.asarray(fill_value), tuple(size))
+    return _filled(fill_value, size)
 
 
 @lowering(aten._efficientzerotensor.default, result_dtype=True)
@@ -57,7 +65,7 @@ def full_like(
     self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, result_dtype
 ):
     """torch.full_like: ``fill_value`` must fit the result dtype."""
-    return jnp.broadcast_to(jnp.asarray(fill_value), self.shape)
+    return _filled(fill_value, self.shape)
 
 
 @lowering(aten.scalar_tensor.default, checked=("s",))
@@ -282,14 +290,14 @@ def iota(length, *, start, step, dtype, device, requires_grad):
 def _linspace_conversions(arguments: dict) -> None:
     """c10's overflow check of the endpoints CUDA's linspace_cuda_out converts to the result's dtype
     (RangeFactories.cu): no step converts neither, one step fills with the start alone, more convert
-    both. Checked on the host before the call, as a ``dtype_rule``, so it raises at the call."""
+    both. Checked on the host before the call, as a ``dtype_rule``, so it raises at the call. A
+    complex endpoint is left to at::linspace's own check, which comes first ("inferred dtype
+    c10::complex<float> can't be safely cast to passed dtype Float")."""
     start, end, steps, dtype = (arguments[name] for name in ("start", "end", "steps", "dtype"))
-    if dtype is None:
-        if isinstance(start, complex) or isinstance(end, complex):
-            return  # a complex result holds any Python complex
-        dtype = torch.get_default_dtype()
+    if isinstance(start, complex) or isinstance(end, complex):
+        return
     for converted in (start, end)[: min(steps, 2)]:
-        overflow.check_fits(converted, jax_dtype(dtype))
+        overflow.check_fits(converted, jax_dtype(dtype or torch.get_default_dtype()))
 
 
 @lowering(aten.linspace.default, static=("start", "end", "steps"), result_dtype=True, dtype_rule=_linspace_conversions)
