@@ -33,12 +33,15 @@ _same_cdist_dtypes = same_dtype(("x1", "x2"), "expected scalar type {0} but foun
 
 def _cdist_dtypes(arguments: dict) -> None:
     """cdist_impl's checks (Distance.cpp, CPU and CUDA alike), in its order: each operand floating
-    point, then one dtype for both."""
+    point, then one dtype for both, which the kernel checks after dispatching on x1's dtype: a
+    16-bit x1 is refused first by that dispatch ("cdist_cuda" not implemented for 'Half',
+    eager/dispatched_dtypes.py)."""
     for name in ("x1", "x2"):
         dtype = arguments[name].dtype
         if not dtype.is_floating_point:
             raise RuntimeError(f"cdist only supports floating-point dtypes, {name.upper()} got: {aten_name(dtype)}")
-    _same_cdist_dtypes(arguments)
+    if arguments["x1"].dtype in (torch.float32, torch.float64):
+        _same_cdist_dtypes(arguments)
 
 
 @lowering(aten._cdist_forward.default, static=("p",), dtype_rule=_cdist_dtypes)
