@@ -93,6 +93,8 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
     # 16-bit computation sees the number rounded to it (bf16(0.7) == 0.7 is True on the CPU),
     # except in the kernels that read the scalar's original value (_ORIGINAL_SCALAR_OPS).
     _, common = elementwise_dtypes(*participants, type_promotion_kind=Promotion.DEFAULT.value)
+    # So is a 0-dim tensor of a wider dtype (float32 beside a float16 tensor: TensorIterator reads it
+    # as a scalar of the common dtype; float16 [1.] + tensor(2049.) is 2048).
     scalar_dtype = (
         view_dtype(common)
         if common in (torch.bfloat16, torch.float16, torch.complex32) and entry.op not in _ORIGINAL_SCALAR_OPS
@@ -101,7 +103,8 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
     for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
         if arg is None or names[i] in entry.static:
             continue
-        rounded_operand = is_number(meta) and scalar_dtype is not None and names[i] in _OPERAND_NAMES
+        wider_tensor = isinstance(meta, torch.Tensor) and meta.dim() == 0 and meta.dtype != common
+        rounded_operand = (is_number(meta) or wider_tensor) and scalar_dtype is not None and names[i] in _OPERAND_NAMES
         if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
             if rounded_operand:
                 args[i] = convert(arg, scalar_dtype).astype(target)
