@@ -592,6 +592,16 @@ IEEE_EXPRESSIONS = {
     "exp(x) * exp(-x / 5)": (lambda x: torch.exp(x) * torch.exp(-x / 5), [100.0, 1.0]),
     "1 / (x + 0.0)": (lambda x: 1 / (x + 0.0), [-0.0, 2.0]),
     "x / tensor scalar": (lambda x: x / x[0], [3.3] + list(range(100))),
+    # helper-25's trial: Python ints, constant fills, pow/exp2/reciprocal/mean
+    "(x + int c) - int c": (lambda x: (x + 12582912) - 12582912, [0.3, 1.7, 2.5, -1.2]),
+    "x * 2 * 0.5": (lambda x: x * 2 * 0.5, [3e38, 1.0]),
+    "1 / (zeros_like(x) + x)": (lambda x: 1 / (torch.zeros_like(x) + x), [-0.0, 2.0]),
+    "log(pow(x, y))": (lambda x: torch.log(torch.pow(x, 100.0)), [10.0, -2.0]),
+    "log(exp2(x))": (lambda x: torch.log(torch.exp2(x)), [200.0, 1.0]),
+    "exp2(x) * exp2(-x)": (lambda x: torch.exp2(x) * torch.exp2(-x * 0.75), [200.0, 1.0]),
+    "reciprocal(reciprocal(x))": (lambda x: torch.reciprocal(torch.reciprocal(x)), [7.0, 1e-40]),
+    "x.sum() / 3": (lambda x: x.sum() / 3, [1.0, 2.0, 4.0]),
+    "x.mean()": (lambda x: x.mean(), [1.0, 2.0, 4.0]),
 }
 
 

@@ -63,19 +63,22 @@ def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any])
     return values
 
 
-def _as_runtime_scalar(value: Any) -> Any:
+def _as_runtime_scalar(value: Any, floating_pointwise: bool) -> Any:
     """A graph's Python number as the lowering gets it in eager: a Python int that only uint64 holds
-    as numpy.uint64 (JAX has no weak type for it: "Python int too large to convert to int64"), a
-    Python float as a weakly typed 0-d array behind an optimization barrier, opaque to XLA as a
-    runtime scalar is; anything else as it is.
+    as numpy.uint64 (JAX has no weak type for it: "Python int too large to convert to int64"); a
+    Python float, or an int32 operand (``self``, ``other``) of a pointwise op with a floating or
+    complex result (other ints may be an index, a size, polygamma's order, an exponent the lowering
+    specialises on), as a weakly typed 0-d array behind an optimization barrier,
+    opaque to XLA as a runtime scalar is; anything else as it is.
 
     The barrier keeps XLA's algebraic simplifier from reassociating float constants, which IEEE
     arithmetic does not allow: ``(x + 1.5 * 2**23) - 1.5 * 2**23`` (the round-to-integer trick of
-    quantization code) folded to ``x``, ``(x * 1e30) * 1e-30`` to ``x * 1.0000000150474662``, and
-    ``x + 0.0`` to ``x``, which keeps the sign of -0.0."""
+    quantization code) folded to ``x``, ``(x * 1e30) * 1e-30`` to ``x * 1.0000000150474662``,
+    ``x + 0.0`` to ``x``, which keeps the sign of -0.0, and ``x.sum() / 3`` to a product by 1/3.
+    Integer arithmetic wraps, so an integer result may be reassociated."""
     if type(value) is int and 2**63 <= value < 2**64:
         return np.uint64(value)
-    if type(value) is float:
+    if type(value) is float or (floating_pointwise and type(value) is int and -(2**31) <= value < 2**31):
         return jax.lax.optimization_barrier(jnp.asarray(value))
     return value
 
@@ -117,7 +120,16 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
                 overflow.check_fits(arg, jax_dtype(first.dtype))
-    args = [arg if name in entry.static else _as_runtime_scalar(arg) for arg, name in zip(args, names, strict=True)]
+    first = result_meta[0] if isinstance(result_meta, (tuple, list)) and result_meta else result_meta
+    floating = (
+        torch.Tag.pointwise in op.tags
+        and isinstance(first, torch.Tensor)
+        and (first.dtype.is_floating_point or first.dtype.is_complex)
+    )
+    args = [
+        arg if name in entry.static else _as_runtime_scalar(arg, floating and name in ("self", "other"))
+        for arg, name in zip(args, names, strict=True)
+    ]
     if entry.promotion is not None:
         args = promotion.promote(entry, args, metas)
     kwargs = {}

@@ -72,21 +72,31 @@ def _real_only(name: str):
 # --- unary ------------------------------------------------------------------------------------
 
 
-def _exp(self):
-    """torch.exp, its result behind an optimization barrier: XLA's algebraic simplifier rewrites
-    expressions of exp by real-number algebra, which IEEE arithmetic does not allow, across the ops
-    of a compiled graph or an adaptive-eager trace: ``log(exp(100.))`` became 100 (the CPU: inf),
-    ``exp(x) / exp(x)`` 1 (NaN where exp overflows), ``exp(a) * exp(b)`` ``exp(a + b)``."""
-    return jax.lax.optimization_barrier(jnp.exp(self))
+def _behind_barriers(fn: Callable, inputs: bool = False, result: bool = False) -> Callable:
+    """``fn`` with its input or result behind an optimization barrier, for the ops XLA's algebraic
+    simplifier rewrites across by real-number algebra, which IEEE arithmetic does not allow, in
+    compiled graphs and adaptive-eager traces: ``log(exp(100.))`` to 100 (the CPU: inf),
+    ``exp(x) / exp(x)`` to 1 (NaN where exp overflows), ``exp(a) * exp(b)`` to ``exp(a + b)``,
+    ``log(pow(x, y))`` to ``y * log|x|``
+    (``log(pow(10., 100.))`` gave 230 for inf, ``log((-2.) ** 3.)`` 2.08 for NaN), ``log(exp2(x))``
+    to ``x * log(2)``, ``log(sqrt(x))`` to ``log(x) / 2``, ``exp2(a) * exp2(b)`` to
+    ``exp2(a + b)``, ``reciprocal(reciprocal(x))`` to ``x``."""
+
+    def barriered(self):
+        value = fn(jax.lax.optimization_barrier(self) if inputs else self)
+        return jax.lax.optimization_barrier(value) if result else value
+
+    barriered.__doc__ = fn.__doc__
+    return barriered
 
 
 _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the default float dtype
-    aten.exp.default: _exp,
-    aten.exp2.default: jnp.exp2,
+    aten.exp.default: _behind_barriers(jnp.exp, result=True),
+    aten.exp2.default: _behind_barriers(jnp.exp2, result=True),
     aten.expm1.default: jnp.expm1,
-    aten.log.default: jnp.log,
-    aten.log2.default: jnp.log2,
-    aten.log10.default: jnp.log10,
+    aten.log.default: _behind_barriers(jnp.log, inputs=True),
+    aten.log2.default: _behind_barriers(jnp.log2, inputs=True),
+    aten.log10.default: _behind_barriers(jnp.log10, inputs=True),
     aten.log1p.default: jnp.log1p,
     aten.sqrt.default: jnp.sqrt,
     aten.rsqrt.default: jax.lax.rsqrt,
@@ -106,7 +116,7 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.erf.default: jsp.erf,
     aten.erfc.default: jsp.erfc,
     aten.lgamma.default: jsp.gammaln,
-    aten.reciprocal.default: jnp.reciprocal,
+    aten.reciprocal.default: _behind_barriers(jnp.reciprocal, result=True),
     aten.sinc.default: jnp.sinc,
     aten.i0.default: jnp.i0,
 }

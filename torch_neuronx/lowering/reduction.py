@@ -112,13 +112,22 @@ def nansum(self, dim=None, keepdim=False, *, dtype=None, result_dtype):
 @lowering(aten.mean.dim, result_dtype=True)
 def mean_dim(self, dim, keepdim=False, *, dtype=None, result_dtype):
     """torch.mean over ``dim`` (floating point only, as PyTorch requires); empty gives NaN."""
-    return jnp.mean(self.astype(_accumulator(result_dtype)), axis=_axes(self, dim), keepdims=keepdim)
+    return _mean(self.astype(_accumulator(result_dtype)), _axes(self, dim), keepdim)
 
 
 @lowering(aten.mean.default, result_dtype=True)
 def mean_all(self, *, dtype=None, result_dtype):
     """torch.mean of every element."""
-    return jnp.mean(self.astype(_accumulator(result_dtype)))
+    return _mean(self.astype(_accumulator(result_dtype)), None, False)
+
+
+def _mean(values, axes, keepdim: bool):
+    """The sum over ``axes`` divided by the count, as the CPU's kernel divides. The count is behind
+    an optimization barrier: XLA's algebraic simplifier turns a division by a constant into a
+    product by its rounded reciprocal (mean([1., 2., 4.]) came out 2.3333335, the CPU's 2.3333333)."""
+    count = values.size if axes is None else math.prod(values.shape[axis] for axis in axes)
+    total = jnp.sum(values, axis=axes, keepdims=keepdim)
+    return total / jax.lax.optimization_barrier(jnp.asarray(count, total.dtype))
 
 
 @lowering(aten.prod.default, result_dtype=True)
