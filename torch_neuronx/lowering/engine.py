@@ -68,8 +68,8 @@ def _as_runtime_scalar(value: Any, floating_pointwise: bool) -> Any:
     as numpy.uint64 (JAX has no weak type for it: "Python int too large to convert to int64"); a
     Python float, or an int32 operand (``self``, ``other``) of a pointwise op with a floating or
     complex result (other ints may be an index, a size, polygamma's order, an exponent the lowering
-    specialises on), as a weakly typed 0-d array behind an optimization barrier,
-    opaque to XLA as a runtime scalar is; anything else as it is.
+    specialises on), as a weakly typed 0-d array behind an optimization barrier, opaque to XLA as a
+    runtime scalar is; anything else as it is.
 
     The barrier keeps XLA's algebraic simplifier from reassociating float constants, which IEEE
     arithmetic does not allow: ``(x + 1.5 * 2**23) - 1.5 * 2**23`` (the round-to-integer trick of
@@ -113,14 +113,13 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
     if entry.dtype_rule is not None:
         entry.dtype_rule(dict(zip(names, metas, strict=True)))
     context = tracing.current_context()
+    first = result_meta[0] if isinstance(result_meta, (tuple, list)) and result_meta else result_meta
     if entry.checked and (
         context is None or context.host_checked is not entry.op
     ):  # c10 converts to the result's dtype
-        first = result_meta[0] if isinstance(result_meta, (tuple, list)) else result_meta
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
                 overflow.check_fits(arg, jax_dtype(first.dtype))
-    first = result_meta[0] if isinstance(result_meta, (tuple, list)) and result_meta else result_meta
     floating = (
         torch.Tag.pointwise in op.tags
         and isinstance(first, torch.Tensor)

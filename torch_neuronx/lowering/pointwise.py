@@ -77,10 +77,10 @@ def _behind_barriers(fn: Callable, inputs: bool = False, result: bool = False) -
     simplifier rewrites across by real-number algebra, which IEEE arithmetic does not allow, in
     compiled graphs and adaptive-eager traces: ``log(exp(100.))`` to 100 (the CPU: inf),
     ``exp(x) / exp(x)`` to 1 (NaN where exp overflows), ``exp(a) * exp(b)`` to ``exp(a + b)``,
-    ``log(pow(x, y))`` to ``y * log|x|``
-    (``log(pow(10., 100.))`` gave 230 for inf, ``log((-2.) ** 3.)`` 2.08 for NaN), ``log(exp2(x))``
-    to ``x * log(2)``, ``log(sqrt(x))`` to ``log(x) / 2``, ``exp2(a) * exp2(b)`` to
-    ``exp2(a + b)``, ``reciprocal(reciprocal(x))`` to ``x``."""
+    ``log(pow(x, y))`` to ``y * log|x|`` (``log(pow(10., 100.))`` gave 230 for inf,
+    ``log((-2.) ** 3.)`` 2.08 for NaN), ``log(exp2(x))`` to ``x * log(2)``, ``log(sqrt(x))`` to
+    ``log(x) / 2``, ``exp2(a) * exp2(b)`` to ``exp2(a + b)``, ``reciprocal(reciprocal(x))`` to
+    ``x``."""
 
     def barriered(self):
         value = fn(jax.lax.optimization_barrier(self) if inputs else self)

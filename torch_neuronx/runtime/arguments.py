@@ -253,8 +253,8 @@ def unpack(
     def argument(description: Any) -> Any:
         if not isinstance(description, TensorArg):
             return materialize(description, slot_arrays, scalars)
-        view = (description.slot, description.dtype_code, tuple(description.sizes), tuple(description.strides))
-        key = (*view, description.offset, description.offset_scalar)
+        d = description
+        key = (d.slot, d.dtype_code, tuple(d.sizes), tuple(d.strides), d.offset, d.offset_scalar)
         if key not in reads:
             reads[key] = materialize(description, slot_arrays, scalars)
         return reads[key]
