@@ -239,3 +239,19 @@ def test_each_finished_file_is_reported_while_the_run_goes_on(tmp_path, monkeypa
     assert "- `test_b.py`: not run yet: the run was still going" in reports[0]
     assert "| test_a.py |" in reports[0] and "| test_b.py |" not in reports[0]
     assert "not run yet" not in reports[1]
+
+
+def test_a_sampled_run_estimates_the_whole_collection_file_by_file():
+    # An equal-size sample per file weighs a file of 4 tests as much as one of 1,000.
+    def outcome(file, test, kind):
+        return upstream.TestOutcome(file, "TestX", test, "neuron", "", kind)
+
+    rows = [outcome("small.py", "a", "skipped-ours"), outcome("small.py", "b", "skipped-ours")]
+    rows += [outcome("large.py", "c", "passed"), outcome("large.py", "d", "failed")]
+    collected = {"small.py": (4, 2), "large.py": (1000, 2)}
+    text = upstream.summary(
+        rows, {"small.py": "done", "large.py": "done"}, command="c", seconds=1.0, source="s", collected=collected
+    )
+    assert "| all | 1004 (4) | 4 | 1 | 1 | 0 | 2 | 0 | 0 | 50.0% | 50.0% |" in text
+    estimate = "| all, estimated for the whole collection | 1004 | 1004 | 500 | 500 | 0 | 4 | 0 | 0 | 50.0% | 0.4% |"
+    assert estimate in text

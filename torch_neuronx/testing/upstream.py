@@ -363,6 +363,25 @@ def _counts(rows: Sequence[TestOutcome]) -> list[object]:
     return [len(rows), *(counts[name] for name in _COLUMNS), rate, ours]
 
 
+def _collection_estimate(by_file: dict[str, list[TestOutcome]], collected: dict[str, tuple[int, int]]) -> list[object]:
+    """The whole collection's outcomes estimated from a ``--sample`` run: each file's sampled counts
+    scaled by its collected / selected tests (a stratified sample's estimator: an equal-size sample
+    per file otherwise weighs a file of 72 tests as much as one of 27,195). Rounded to whole tests."""
+    estimate: collections.Counter[str] = collections.Counter()
+    for name, rows in by_file.items():
+        total, selected = collected.get(name, (len(rows), len(rows)))
+        weight = total / selected if selected else 0.0
+        for outcome, n in collections.Counter(
+            "failed" if row.outcome in FAILURES else row.outcome for row in rows
+        ).items():
+            estimate[outcome] += n * weight
+    tests = sum(estimate.values())
+    ran = estimate["passed"] + estimate["failed"]
+    rate = f"{100 * estimate['passed'] / ran:.1f}%" if ran else "-"
+    ours = f"{100 * estimate['skipped-ours'] / tests:.1f}%" if tests else "-"
+    return [round(tests), *(round(estimate[name]) for name in _COLUMNS), rate, ours]
+
+
 def _cell(text: str, width: int = 200) -> str:
     text = " ".join(text.split()).replace("|", "\\|")
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -413,7 +432,10 @@ def summary(
         "crashes included); skipped-pytorch (PyTorch's own eligibility checks: `onlyCUDA`, dtype lists, "
         "`skipIf`); skipped-ours (`torch_neuronx/testing/tables.py`, `UPSTREAM_SKIPS` and the FP64 policy, "
         "each with its reason); xfailed/xpassed (PyTorch's own `expectedFailure`). Every test is a row of "
-        "`outcomes.parquet` next to the generated `summary.md`.",
+        "`outcomes.parquet` next to the generated `summary.md`. Under `--sample` every file gives the "
+        'same number of tests, so the row "all" weighs small files as much as large ones; the row below '
+        "it scales each file's counts by its collected / selected tests, the estimate for running every "
+        "collected test.",
         "",
     ]
     by_file: dict[str, list[TestOutcome]] = collections.defaultdict(list)
@@ -429,6 +451,9 @@ def summary(
     table = [[name, chosen(name), *_counts(by_file.get(name, []))] for name in stops]
     totals = [sum(collected[name][index] for name in collected) for index in (0, 1)]
     table.append(["all", f"{totals[0]} ({totals[1]})" if totals[0] != totals[1] else str(totals[0]), *_counts(rows)])
+    if totals[0] != totals[1]:
+        estimate = _collection_estimate(by_file, collected)
+        table.append(["all, estimated for the whole collection", str(totals[0]), *estimate])
     lines += ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(str(value) for value in line) + " |" for line in table]
     unfinished = {name: why for name, why in stops.items() if why != "done"}
