@@ -602,6 +602,13 @@ IEEE_EXPRESSIONS = {
     "reciprocal(reciprocal(x))": (lambda x: torch.reciprocal(torch.reciprocal(x)), [7.0, 1e-40]),
     "x.sum() / 3": (lambda x: x.sum() / 3, [1.0, 2.0, 4.0]),
     "x.mean()": (lambda x: x.mean(), [1.0, 2.0, 4.0]),
+    # XLA rewrote (x / y) / z to x / (y * z), x / pow(y, c) to x * pow(y, -c), sqrt(x ** 2) to |x|
+    "(x / 1e30) / 1e30": (lambda x: (x / 1e30) / 1e30, [1e30, 3.0]),
+    "(x / t) / t": (lambda x: (x / x[1]) / x[1], [1e30, 1e30, 3.0]),
+    "x / pow(x, 2.5)": (lambda x: x / torch.pow(x, 2.5), [1e20, 3.0, 7.0]),
+    "sqrt(x ** 2)": (lambda x: torch.sqrt(x**2), [1e20, 1e-30, 3.0]),
+    # and x / sqrt(y) to x * rsqrt(y) (sqrt(9.) is exact, x * rsqrt(9.) is not x / 3)
+    "x / sqrt(y)": (lambda x: x[0] / torch.sqrt(x[1]), [list(range(1, 40)), [9.0] * 39]),
 }
 
 

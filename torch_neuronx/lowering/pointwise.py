@@ -98,8 +98,8 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.log2.default: _behind_barriers(jnp.log2, inputs=True),
     aten.log10.default: _behind_barriers(jnp.log10, inputs=True),
     aten.log1p.default: jnp.log1p,
-    aten.sqrt.default: jnp.sqrt,
-    aten.rsqrt.default: jax.lax.rsqrt,
+    aten.sqrt.default: _behind_barriers(jnp.sqrt, result=True),
+    aten.rsqrt.default: _behind_barriers(jax.lax.rsqrt, result=True),
     aten.sin.default: jnp.sin,
     aten.cos.default: jnp.cos,
     aten.tan.default: jnp.tan,
@@ -412,7 +412,7 @@ def _true_divide(dividend, divisor):
     if jnp.issubdtype(jnp.result_type(dividend, divisor), jnp.complexfloating):
         dtype = jnp.result_type(dividend, divisor)
         return complex_math.divide(jnp.asarray(dividend, dtype), jnp.asarray(divisor, dtype))
-    return dividend / divisor
+    return jax.lax.optimization_barrier(dividend / divisor)
 
 
 @lowering(aten.div.Tensor, aten.div.Scalar, promotion=Promotion.INT_TO_FLOAT)
@@ -495,7 +495,7 @@ def pow(self, exponent):
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return complex_math.power(self, exponent)
     if not jnp.issubdtype(self.dtype, jnp.integer):
-        return jnp.power(self, exponent)
+        return jax.lax.optimization_barrier(jnp.power(self, exponent))
     self, exponent = jnp.broadcast_arrays(self, exponent)
     power = _integer_power(self, jnp.maximum(exponent, 0))
     if jnp.issubdtype(self.dtype, jnp.unsignedinteger):
