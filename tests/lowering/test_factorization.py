@@ -249,6 +249,37 @@ def test_lstsq_rank_deficient_matches_cpu(driver):
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd"])
+def test_lstsq_out_resizes_and_fills_every_out_as_the_cpu(driver):
+    """torch.linalg.lstsq(out=) ran on the CPU fallback; a wrongly shaped out is resized with PyTorch's warning."""
+    a, b = _general(2, 5, 3, dtype=torch.float32), _general(2, 5, 2, dtype=torch.float32)
+
+    def lstsq_out(x, y):
+        outs = (x.new_empty(1), x.new_empty(0), x.new_empty(0, dtype=torch.int64), x.new_empty(0))
+        with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+            returned = torch.linalg.lstsq(x, y, driver=driver, out=outs)
+        assert all(r is o for r, o in zip(returned, outs, strict=True))
+        return outs
+
+    actual, expected = _run(lstsq_out, a, b)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_lstsq_out_errors_are_atens():
+    def lstsq_into(device, rank):
+        a = torch.ones(3, 2, device=device)
+        outs = (a.new_empty(0), a.new_empty(0), rank, a.new_empty(0))
+        torch.linalg.lstsq(a, torch.ones(3, 1, device=device), out=outs)
+
+    message = "Expected rank to be safely castable from Long dtype, but got rank with dtype Bool"
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=message):
+            lstsq_into(device, torch.empty(0, dtype=torch.bool, device=device))
+    message = "Expected rank and input tensors to be on the same device, but got rank on cpu and input on neuron:0"
+    with pytest.raises(RuntimeError, match=message):
+        lstsq_into("neuron", torch.empty(0, dtype=torch.int64))
+
+
 @pytest.mark.parametrize(
     ("a_shape", "b_shape", "kwargs", "match"),
     [

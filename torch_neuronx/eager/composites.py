@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from torch_neuronx._compat.torch_internals import resize_output
+from torch_neuronx.runtime.dtypes import aten_name
+
 aten = torch.ops.aten
 
 
@@ -198,6 +201,50 @@ def linalg_lstsq(
     return (solution.squeeze(-1) if vector else solution), residuals, rank, values
 
 
+def linalg_lstsq_out(
+    input: torch.Tensor,
+    b: torch.Tensor,
+    rcond: float | None = None,
+    *,
+    driver: str | None = None,
+    solution: torch.Tensor,
+    residuals: torch.Tensor,
+    rank: torch.Tensor,
+    singular_values: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.linalg.lstsq(A, B, out=(solution, residuals, rank, singular_values))``: the checks of
+    ATen's ``linalg_lstsq_out`` (``BatchLinearAlgebra.cpp``: every out on the input's device, each
+    dtype safely castable from its result's; ATen names the residuals "solution" in its message),
+    then :func:`linalg_lstsq`'s results resized into the outs (with PyTorch's warning for a
+    non-empty out of another shape) and copied, as ATen's path for outs it cannot write directly."""
+    _check_lstsq(input, b, "gelsy" if driver is None else driver)
+    outs = {"other": b, "solution": solution, "residuals": residuals, "rank": rank, "singular_values": singular_values}
+    for name, out in outs.items():
+        torch._check(
+            out.device == input.device,
+            lambda name=name, out=out: (
+                f"torch.linalg.lstsq: Expected {name} and input tensors to be on the same device, but got "
+                f"{name} on {out.device} and input on {input.device}"
+            ),
+        )
+    real = input.real.dtype if input.is_complex() else input.dtype
+    expected = ((solution, input.dtype, "solution"), (residuals, real, "solution"), (rank, torch.int64, "rank"))
+    for out, dtype, name in (*expected, (singular_values, real, "singular_values")):
+        torch._check(
+            torch.can_cast(dtype, out.dtype),
+            lambda out=out, dtype=dtype, name=name: (
+                f"torch.linalg.lstsq: Expected {name} to be safely castable from {aten_name(dtype)} dtype, "
+                f"but got {name} with dtype {aten_name(out.dtype)}"
+            ),
+        )
+    results = linalg_lstsq(input, b, rcond, driver=driver)
+    outs = (solution, residuals, rank, singular_values)
+    for out, result in zip(outs, results, strict=True):
+        resize_output(out, result.shape)
+        out.copy_(result)
+    return outs
+
+
 #: Kernels for PrivateUse1 only: the op keeps PyTorch's own autograd formula.
 def renorm(input: torch.Tensor, p: float, dim: int, maxnorm: float) -> torch.Tensor:
     """``torch.renorm``: each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled to norm
@@ -237,7 +284,7 @@ def batch_norm(
     return aten._batch_norm_impl_index.default(*arguments)[0]
 
 
-BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq}
+BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq, aten.linalg_lstsq.out: linalg_lstsq_out}
 
 KERNELS = {
     aten.linalg_pinv.atol_rtol_float: linalg_pinv_float,
