@@ -313,3 +313,30 @@ def test_singular_values_of_a_long_matrix_need_no_square_workspace(shape, dtype)
     values = torch.linalg.svdvals(a.to("neuron"))
     torch.testing.assert_close(values.cpu(), expected.to(values.dtype), rtol=1e-5, atol=0)
     torch.testing.assert_close(torch.linalg.svd(a.to("neuron"), full_matrices=False).S.cpu(), values.cpu())
+
+
+_OUT_FACTORIZATIONS = {
+    "inv": (lambda a, new: torch.linalg.inv(a, out=new()), _pd),
+    "solve": (lambda a, new: torch.linalg.solve(a, a[:, :2], out=new()), _pd),
+    "cholesky": (lambda a, new: torch.linalg.cholesky(a, out=new()), _pd),
+    "lu_factor": (lambda a, new: torch.linalg.lu_factor(a, out=(new(), new(torch.int32))), _general),
+    "eigh": (lambda a, new: torch.linalg.eigh(a, out=(new(), new())), _pd),
+    "qr": (lambda a, new: torch.linalg.qr(a, out=(new(), new())), _general),
+    "svd": (lambda a, new: torch.linalg.svd(a, out=(new(), new(), new())), _general),
+    "geqrf": (lambda a, new: torch.geqrf(a, out=(new(), new())), _general),
+}
+
+
+@pytest.mark.parametrize("case", _OUT_FACTORIZATIONS)
+def test_a_resized_out_takes_the_kernels_column_major_layout(case):
+    # ATen's structured kernels restride an out= tensor they resize to their meta function's
+    # strides; neuron's stayed row-major (a fresh-user trial: geqrf(A, out=(empty, empty))).
+    fn, make = _OUT_FACTORIZATIONS[case]
+    a = make(4, 4, dtype=torch.float32)
+    expected = pytree.tree_leaves(fn(a, lambda dtype=torch.float32: torch.empty(0, dtype=dtype)))
+    actual = pytree.tree_leaves(
+        fn(a.to("neuron"), lambda dtype=torch.float32: torch.empty(0, dtype=dtype, device="neuron"))
+    )
+    assert [t.stride() for t in actual] == [t.stride() for t in expected]
+    if case not in ("eigh", "qr", "svd", "geqrf"):  # sign- or phase-ambiguous factors
+        torch.testing.assert_close([t.cpu() for t in actual], expected, atol=1e-4, rtol=1e-4)

@@ -165,7 +165,7 @@ class EagerKernel:
             if torch.Tag.pointwise in plan.functional.tags:
                 rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)
-        resized = rules.resized_outputs(plan, values, metas, described)
+        resized = rules.resized_outputs(plan, values, metas, described, functional_result)
         if resized:
             return runners.resize_runner(plan.op, resized, tensor_iterator=torch.Tag.pointwise in plan.functional.tags)
         rules.check_written_shapes(plan, described, functional_result)

@@ -407,28 +407,54 @@ def check_written_on_device(name: str, plan: Plan, described: list[Any], device:
 
 
 def resized_outputs(
-    plan: Plan, values: list[Any], metas: list[Any], described: list[Any]
-) -> list[tuple[int, list[int]]]:
-    """The ``out=`` arguments the meta kernel resized, as (schema position, new shape).
+    plan: Plan, values: list[Any], metas: list[Any], described: list[Any], functional_result: Any
+) -> list[tuple[int, int, list[int], list[int] | None]]:
+    """The ``out=`` tensors the meta kernel resized, as (schema position, index among that
+    argument's tensors, new shape, the strides to give it or None). ATen's structured kernels
+    restride an out= tensor they resize to their meta function's strides (``resize_out`` in the
+    generated Register*.cpp): ``linalg.inv(A, out=e)`` leaves ``e`` column-major, as LAPACK writes
+    it. Python meta kernels compute the functional op's result (``functional_result``) with ATen's
+    strides but copy it into a contiguous out (``linalg.qr``, ``lu_factor``, ``eigh``): see
+    :func:`_resized_strides`.
 
     Raises:
         RuntimeError: an in-place ``self``, or the ``out=`` tensor of a pointwise op that is also one
             of its inputs, would have to be resized (TensorIterator's "output with shape [3] doesn't
             match the broadcast shape [2, 3]"); PyTorch's Python meta kernels resize them.
     """
-    resized = []  # (position, the meta kernel's shape, the argument's shape)
+    results = arguments.flat_tensors(functional_result)[plan.fresh :]
+    resized = []  # (position, index, the meta kernel's shape, its strides, the argument's shape)
+    written = 0
     for i in plan.writes:
-        for meta, description in zip(
-            arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True
+        for index, (meta, description) in enumerate(
+            zip(arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True)
         ):
+            result = results[written] if written < len(results) else None
+            written += 1
             if description is not None and plan.functional is not plan.op and tuple(meta.shape) != description.sizes:
-                resized.append((i, list(meta.shape), list(description.sizes)))
-    for position, shape, target in resized:
+                strides = _resized_strides(meta, result)
+                resized.append((i, index, list(meta.shape), strides, list(description.sizes)))
+    for position, _, shape, _, target in resized:
         if plan.is_in_place_self(position):  # in-place: never resized (some refs do)
             raise output_shape_error(target, shape)
         if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
             raise output_shape_error(target, shape)  # TensorIterator: a read-write output
-    return [(position, shape) for position, shape, _ in resized]
+    return [(position, index, shape, strides) for position, index, shape, strides, _ in resized]
+
+
+def _resized_strides(meta: torch.Tensor, result: Any) -> list[int] | None:
+    """The strides of a resized out= tensor: those the out= meta kernel gave it where it restrided
+    it (a structured kernel's ``resize_out``), else the functional result's (a Python meta kernel
+    copies into a contiguous out), else the meta kernel's; only a dense layout of its shape."""
+    layouts = [meta, result] if not meta.is_contiguous() else [result, meta]
+    for layout in layouts:
+        if (
+            isinstance(layout, torch.Tensor)
+            and layout.shape == meta.shape
+            and is_non_overlapping_and_dense_or_false(layout)
+        ):
+            return list(layout.stride())
+    return None
 
 
 def _is_an_input(values: list[Any], position: int) -> bool:

@@ -55,32 +55,37 @@ def _caller_stacklevel() -> int:
 
 
 def resize_runner(
-    op: OpOverload, shapes: list[tuple[int, list[int]]], warn: bool = True, tensor_iterator: bool = False
+    op: OpOverload, resized: list[tuple[int, int, list[int], list[int] | None]], tensor_iterator: bool = False
 ) -> Runner:
-    """An ``out=`` call whose ``out`` tensors have the wrong shape: resize them as PyTorch's
-    ``resize_output`` does (warning when a non-empty tensor changes shape, unless ``warn`` is
-    False), then call again. A ``tensor_iterator`` op (a pointwise one) also restrides a resized
-    output to the layout TensorIterator computes from its inputs, as ATen's structured kernels'
-    ``set_output_raw_strided`` does (``add(xt, 1, out=torch.empty(0))`` keeps ``xt``'s transpose)."""
+    """An ``out=`` call whose ``out`` tensors have the wrong shape (``resized``, as
+    :func:`rules.resized_outputs` lists them): resize them as PyTorch's ``resize_output`` does
+    (warning when a non-empty tensor changes shape), restride each to the meta kernel's strides as
+    ATen's structured kernels do, then call again. A ``tensor_iterator`` op (a pointwise one) takes
+    the layout TensorIterator computes from its inputs instead (``set_output_raw_strided``:
+    ``add(xt, 1, out=torch.empty(0))`` keeps ``xt``'s transpose), which a Python meta kernel does not."""
 
     def run(inputs, device, slot_tensors, generator, values):
-        for position, shape in shapes:
-            operands = [value for i, value in enumerate(values) if i != position]
-            for tensor in arguments.flat_tensors(values[position]):
-                if list(tensor.shape) != shape:
-                    if warn and tensor.numel() != 0:
-                        warnings.warn(
-                            f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
-                            f"which does not match the required output shape {shape}. This behavior is deprecated, "
-                            "and in a future PyTorch release outputs will not be resized unless they have zero "
-                            "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                            "elements with t.resize_(0).",
-                            stacklevel=_caller_stacklevel(),
-                        )
-                    tensor.resize_(shape)
-                    strides = memory_formats.tensor_iterator_strides(operands, shape) if tensor_iterator else None
-                    if strides is not None and tensor.numel():
-                        tensor.as_strided_(shape, strides)
+        for position, index, shape, meta_strides in resized:
+            tensor = arguments.flat_tensors(values[position])[index]
+            if list(tensor.shape) == shape:
+                continue
+            if tensor.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
+                    f"which does not match the required output shape {shape}. This behavior is deprecated, "
+                    "and in a future PyTorch release outputs will not be resized unless they have zero "
+                    "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                    "elements with t.resize_(0).",
+                    stacklevel=_caller_stacklevel(),
+                )
+            tensor.resize_(shape)
+            if tensor_iterator:
+                operands = [value for i, value in enumerate(values) if i != position]
+                strides = memory_formats.tensor_iterator_strides(operands, shape)
+            else:
+                strides = meta_strides
+            if strides is not None and tensor.numel() and list(tensor.stride()) != strides:
+                tensor.as_strided_(shape, strides)
         return call(op, values)
 
     return run
