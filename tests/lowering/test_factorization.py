@@ -324,13 +324,16 @@ _OUT_FACTORIZATIONS = {
     "qr": (lambda a, new: torch.linalg.qr(a, out=(new(), new())), _general),
     "svd": (lambda a, new: torch.linalg.svd(a, out=(new(), new(), new())), _general),
     "geqrf": (lambda a, new: torch.geqrf(a, out=(new(), new())), _general),
+    "eig": (lambda a, new: torch.linalg.eig(a, out=(new(torch.complex64), new(torch.complex64))), _general),
+    "eig, no out": (lambda a, new: torch.linalg.eig(a), _general),
 }
 
 
 @pytest.mark.parametrize("case", _OUT_FACTORIZATIONS)
 def test_a_resized_out_takes_the_kernels_column_major_layout(case):
     # ATen's structured kernels restride an out= tensor they resize to their meta function's
-    # strides; neuron's stayed row-major (a fresh-user trial: geqrf(A, out=(empty, empty))).
+    # strides; neuron's stayed row-major (a fresh-user trial: geqrf(A, out=(empty, empty))). eig's
+    # Python meta kernel lays its eigenvectors out row-major, LAPACK column-major.
     fn, make = _OUT_FACTORIZATIONS[case]
     a = make(4, 4, dtype=torch.float32)
     expected = pytree.tree_leaves(fn(a, lambda dtype=torch.float32: torch.empty(0, dtype=dtype)))
@@ -338,5 +341,5 @@ def test_a_resized_out_takes_the_kernels_column_major_layout(case):
         fn(a.to("neuron"), lambda dtype=torch.float32: torch.empty(0, dtype=dtype, device="neuron"))
     )
     assert [t.stride() for t in actual] == [t.stride() for t in expected]
-    if case not in ("eigh", "qr", "svd", "geqrf"):  # sign- or phase-ambiguous factors
+    if case in ("inv", "solve", "cholesky", "lu_factor"):  # the others: sign- or phase-ambiguous factors
         torch.testing.assert_close([t.cpu() for t in actual], expected, atol=1e-4, rtol=1e-4)

@@ -165,7 +165,10 @@ class EagerKernel:
             if torch.Tag.pointwise in plan.functional.tags:
                 rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)
-        resized = rules.resized_outputs(plan, values, metas, described, functional_result)
+        laid_out = memory_formats.result_metas(
+            plan.functional, functional_metas, arguments.flat_tensors(functional_result)
+        )
+        resized = rules.resized_outputs(plan, values, metas, described, laid_out)
         if resized:
             return runners.resize_runner(plan.op, resized, tensor_iterator=torch.Tag.pointwise in plan.functional.tags)
         rules.check_written_shapes(plan, described, functional_result)

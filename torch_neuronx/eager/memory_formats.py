@@ -16,6 +16,9 @@ Batch norm's meta kernels keep a permuted input's strides, as CUDA's native kern
 (``at::empty_like(self)``), but CUDA hands the common case (affine, float32 or float16, 3-d or more)
 to cuDNN, whose output is laid out in the input's suggested memory format, contiguous for a
 permuted input; that case takes cuDNN's layout.
+
+``linalg_eig``'s Python meta kernel returns row-major eigenvectors; LAPACK's geev (CPU) and MAGMA's
+(CUDA) write them column-major, as ATen's C++ meta function lays them out (``linalg_eig_out``).
 """
 
 from __future__ import annotations
@@ -105,7 +108,9 @@ def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]
     format CPU and CUDA give them: a convolution's output channels_last (channels_last_3d) when its
     input or weight is; TensorIterator's strides for the ops of ``_TENSOR_ITERATOR_LAYOUT``; a
     contiguous ``pow(scalar, tensor)``; a batch norm's output as cuDNN lays it out where CUDA calls
-    cuDNN."""
+    cuDNN; ``linalg_eig``'s eigenvectors column-major."""
+    if op is aten.linalg_eig.default and len(results) == 2:
+        return [results[0], results[1].mT.contiguous().mT]
     if op in _BATCH_NORMS and _cuda_selects_cudnn_batch_norm(op, arguments):
         output = results[0]
         return [output.contiguous(memory_format=suggest_memory_format(arguments[0])), *results[1:]]
