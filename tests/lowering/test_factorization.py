@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch.utils import _pytree as pytree
@@ -256,8 +258,10 @@ def test_lstsq_out_resizes_and_fills_every_out_as_the_cpu(driver):
 
     def lstsq_out(x, y):
         outs = (x.new_empty(1), x.new_empty(0), x.new_empty(0, dtype=torch.int64), x.new_empty(0))
-        with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        resized = r"An output with one or more elements was resized since it had shape \[1\], which does not match"
+        with pytest.warns(UserWarning, match=resized) as record:
             returned = torch.linalg.lstsq(x, y, driver=driver, out=outs)
+        assert record[0].filename == __file__  # the user's line, as ATen's warning
         assert all(r is o for r, o in zip(returned, outs, strict=True))
         return outs
 
@@ -319,27 +323,35 @@ _OUT_FACTORIZATIONS = {
     "inv": (lambda a, new: torch.linalg.inv(a, out=new()), _pd),
     "solve": (lambda a, new: torch.linalg.solve(a, a[:, :2], out=new()), _pd),
     "cholesky": (lambda a, new: torch.linalg.cholesky(a, out=new()), _pd),
+    "torch.cholesky": (lambda a, new: torch.cholesky(a, out=new()), _pd),
+    "cholesky_inverse": (lambda a, new: torch.cholesky_inverse(torch.linalg.cholesky(a), out=new()), _pd),
     "lu_factor": (lambda a, new: torch.linalg.lu_factor(a, out=(new(), new(torch.int32))), _general),
     "eigh": (lambda a, new: torch.linalg.eigh(a, out=(new(), new())), _pd),
     "qr": (lambda a, new: torch.linalg.qr(a, out=(new(), new())), _general),
     "svd": (lambda a, new: torch.linalg.svd(a, out=(new(), new(), new())), _general),
     "geqrf": (lambda a, new: torch.geqrf(a, out=(new(), new())), _general),
+    "householder_product": (lambda a, new: torch.linalg.householder_product(*torch.geqrf(a), out=new()), _general),
     "eig": (lambda a, new: torch.linalg.eig(a, out=(new(torch.complex64), new(torch.complex64))), _general),
     "eig, no out": (lambda a, new: torch.linalg.eig(a), _general),
 }
 
 
+@pytest.mark.parametrize("out_shape", [(0,), (2, 7)], ids=["empty", "with elements"])
 @pytest.mark.parametrize("case", _OUT_FACTORIZATIONS)
-def test_a_resized_out_takes_the_kernels_column_major_layout(case):
+def test_a_resized_out_takes_the_kernels_layout(case, out_shape):
     # ATen's structured kernels restride an out= tensor they resize to their meta function's
-    # strides; neuron's stayed row-major (a fresh-user trial: geqrf(A, out=(empty, empty))). eig's
-    # Python meta kernel lays its eigenvectors out row-major, LAPACK column-major.
+    # strides; its other linalg out= kernels write an empty out column-major and copy into any
+    # other resized row-major (torch.cholesky's always). neuron's stayed row-major (a fresh-user
+    # trial: geqrf(A, out=(empty, empty))). eig's Python meta kernel lays its eigenvectors out
+    # row-major, LAPACK column-major.
     fn, make = _OUT_FACTORIZATIONS[case]
     a = make(4, 4, dtype=torch.float32)
-    expected = pytree.tree_leaves(fn(a, lambda dtype=torch.float32: torch.empty(0, dtype=dtype)))
-    actual = pytree.tree_leaves(
-        fn(a.to("neuron"), lambda dtype=torch.float32: torch.empty(0, dtype=dtype, device="neuron"))
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resizing an out with elements warns, on both devices
+        expected = pytree.tree_leaves(fn(a, lambda dtype=torch.float32: torch.empty(out_shape, dtype=dtype)))
+        actual = pytree.tree_leaves(
+            fn(a.to("neuron"), lambda dtype=torch.float32: torch.empty(out_shape, dtype=dtype, device="neuron"))
+        )
     assert [t.stride() for t in actual] == [t.stride() for t in expected]
-    if case in ("inv", "solve", "cholesky", "lu_factor"):  # the others: sign- or phase-ambiguous factors
+    if case in ("inv", "solve", "cholesky", "torch.cholesky", "cholesky_inverse", "lu_factor"):
         torch.testing.assert_close([t.cpu() for t in actual], expected, atol=1e-4, rtol=1e-4)

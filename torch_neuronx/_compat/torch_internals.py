@@ -16,8 +16,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 # Elementwise type promotion exactly as PyTorch's references compute it; the layout test that ATen's
 # memory-overlap checks (MemoryOverlap.cpp) decide with; ATen's Context::alertNotDeterministic in its
 # words (it raises, or warns under use_deterministic_algorithms(True, warn_only=True)); TensorIterator's
-# choice of a result's strides from its operands'; ATen's Tensor::suggest_memory_format; ATen's
-# resize_output (resizes an out= tensor, warning when it had elements).
+# choice of a result's strides from its operands'; ATen's Tensor::suggest_memory_format.
 from torch._prims_common import (
     ELEMENTWISE_TYPE_PROMOTION_KIND,
     alert_not_deterministic,
@@ -26,7 +25,6 @@ from torch._prims_common import (
     is_non_overlapping_and_dense_or_false,
     suggest_memory_format,
 )
-from torch._prims_common.wrappers import _maybe_resize_out as resize_output
 
 # Graph capture of a decomposition (decision 5: ops without a lowering are traced into the same
 # executable through PyTorch's decompositions).
@@ -74,7 +72,6 @@ __all__ = [
     "fake_like",
     "run_on_fakes",
     "register_device_module",
-    "resize_output",
     "route_default_compiler",
     "dispatch_keys_for_tracing",
     "as_nested_tensor_cpu_kernel",

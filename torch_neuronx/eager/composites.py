@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from torch_neuronx._compat.torch_internals import resize_output
+from torch_neuronx.eager.runners import resize_output
 from torch_neuronx.runtime.dtypes import aten_name
 
 aten = torch.ops.aten

@@ -11,6 +11,7 @@ reuses it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -432,7 +433,10 @@ def resized_outputs(
             result = results[written] if written < len(results) else None
             written += 1
             if description is not None and plan.functional is not plan.op and tuple(meta.shape) != description.sizes:
-                strides = _resized_strides(meta, result)
+                takes_layout = plan.op not in _COPIES_INTO_OUT and (
+                    plan.op not in _LAYS_OUT_EMPTY_OUTS_ONLY or math.prod(description.sizes) == 0
+                )
+                strides = _resized_strides(meta, result if takes_layout else None)
                 resized.append((i, index, list(meta.shape), strides, list(description.sizes)))
     for position, _, shape, _, target in resized:
         if plan.is_in_place_self(position):  # in-place: never resized (some refs do)
@@ -442,10 +446,29 @@ def resized_outputs(
     return [(position, index, shape, strides) for position, index, shape, strides, _ in resized]
 
 
+#: out= kernels that compute into a temporary and copy it into the out they resize (row-major),
+#: whose functional op lays its result out otherwise (``cholesky_out`` in BatchLinearAlgebra.cpp).
+_COPIES_INTO_OUT = {torch.ops.aten.cholesky.out}
+
+#: out= kernels that are not structured and write an empty out in LAPACK's column-major layout, but
+#: resize an out with elements into a row-major one that they copy into (``geqrf_out``,
+#: ``linalg_eig_out``, ``householder_product_out_helper``, ``ormqr_out``, ``cholesky_inverse_out``).
+_LAYS_OUT_EMPTY_OUTS_ONLY = {
+    torch.ops.aten.geqrf.a,
+    torch.ops.aten.linalg_eig.out,
+    torch.ops.aten.linalg_householder_product.out,
+    torch.ops.aten.ormqr.out,
+    torch.ops.aten.cholesky_inverse.out,
+}
+
+
 def _resized_strides(meta: torch.Tensor, result: Any) -> list[int] | None:
     """The strides of a resized out= tensor: those the out= meta kernel gave it where it restrided
-    it (a structured kernel's ``resize_out``), else the functional result's (a Python meta kernel
-    copies into a contiguous out), else the meta kernel's; only a dense layout of its shape."""
+    it (a structured kernel's ``resize_out``), else the functional ``result``'s (a Python meta
+    kernel computes them as ATen does, then copies into a contiguous out: ``linalg.qr``,
+    ``lu_factor``, ``eigh``), else the meta kernel's; only a dense layout of its shape. ``result``
+    is None where the out= kernel keeps a row-major out (:data:`_COPIES_INTO_OUT`,
+    :data:`_LAYS_OUT_EMPTY_OUTS_ONLY`)."""
     layouts = [meta, result] if not meta.is_contiguous() else [result, meta]
     for layout in layouts:
         if (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,23 @@ def _caller_stacklevel() -> int:
     return level
 
 
+def resize_output(out: torch.Tensor, shape: Sequence[int]) -> None:
+    """ATen's ``resize_output``: resizes ``out`` to ``shape``, warning in ATen's words, at the user's
+    line, when an ``out`` with elements changes shape."""
+    if list(out.shape) == list(shape):
+        return
+    if out.numel() != 0:
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+            f"which does not match the required output shape {list(shape)}. This behavior is deprecated, "
+            "and in a future PyTorch release outputs will not be resized unless they have zero "
+            "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+            "elements with t.resize_(0).",
+            stacklevel=_caller_stacklevel(),
+        )
+    out.resize_(shape)
+
+
 def resize_runner(
     op: OpOverload, resized: list[tuple[int, int, list[int], list[int] | None]], tensor_iterator: bool = False
 ) -> Runner:
@@ -69,16 +87,7 @@ def resize_runner(
             tensor = arguments.flat_tensors(values[position])[index]
             if list(tensor.shape) == shape:
                 continue
-            if tensor.numel() != 0:
-                warnings.warn(
-                    f"An output with one or more elements was resized since it had shape {list(tensor.shape)}, "
-                    f"which does not match the required output shape {shape}. This behavior is deprecated, "
-                    "and in a future PyTorch release outputs will not be resized unless they have zero "
-                    "elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                    "elements with t.resize_(0).",
-                    stacklevel=_caller_stacklevel(),
-                )
-            tensor.resize_(shape)
+            resize_output(tensor, shape)
             if tensor_iterator:
                 operands = [value for i, value in enumerate(values) if i != position]
                 strides = memory_formats.tensor_iterator_strides(operands, shape)
