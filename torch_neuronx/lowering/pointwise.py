@@ -534,7 +534,36 @@ def pow_tensor_scalar(self, exponent):
     with c10's overflow check (``int8 ** 300`` raises, as on CPU and CUDA)."""
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return _complex_pow_number(self, exponent)
+    if jnp.issubdtype(self.dtype, jnp.floating):
+        return _float_pow_number(self, exponent)
     return pow(self, exponent)
+
+
+def _float_pow_number(self, exponent):
+    """A real float tensor to a number as ATen's CPU kernel computes it (PowKernel.cpp): 0.5, -0.5
+    and -1 as sqrt, rsqrt and the reciprocal (``(-0.) ** 0.5`` is -0., ``(-inf) ** 0.5`` NaN); 2, 3
+    and -2 as products (``pow_tensor_scalar_optimized_kernel``: ``x ** 2`` is ``x * x``, rounded
+    once, where XLA's pow of a runtime exponent was one ulp off in some elements and ``x ** 3``
+    in a quarter of them) for float32 (16-bit types go through ``std::pow`` there);
+    ``pow_out`` fills 1 for 0 and copies the base for 1."""
+    square = self * self
+    special = [
+        (0.5, lambda: jnp.sqrt(self)),
+        (-0.5, lambda: jax.lax.rsqrt(self)),
+        (-1, lambda: 1 / self),
+        (1, lambda: self),
+        (0, lambda: jnp.ones_like(self)),
+    ]
+    if self.dtype == jnp.float32:
+        special += [(2, lambda: square), (3, lambda: square * self), (-2, lambda: 1 / square)]
+    if isinstance(exponent, (int, float)):  # a graph's constant: one case
+        computed = dict(special).get(exponent)
+        return jax.lax.optimization_barrier(computed()) if computed else pow(self, exponent)
+    exponent = jnp.asarray(exponent)
+    result = pow(self, exponent.astype(self.dtype))
+    for value, computed in special:
+        result = jnp.where(exponent == value, computed(), result)
+    return jax.lax.optimization_barrier(result)
 
 
 def _complex_pow_number(self, exponent):
