@@ -489,20 +489,31 @@ def test_result_strides_are_tensor_iterators(case):
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+_UNARY_INTO_OUTS = {
+    "add": (lambda x, outs: torch.add(x, 1, out=outs[0]), [torch.float32]),
+    "abs": (lambda x, outs: torch.abs(x, out=outs[0]), [torch.float32]),
+    "frexp": (lambda x, outs: torch.frexp(x, out=tuple(outs)), [torch.float32, torch.int32]),
+}
+
+
+@pytest.mark.parametrize("case", _UNARY_INTO_OUTS)
 @pytest.mark.parametrize("layout", ["transposed", "channels_last"])
-def test_a_resized_out_takes_tensor_iterators_layout(layout):
+def test_a_resized_out_takes_tensor_iterators_layout(layout, case):
     # TensorIterator restrides an out= tensor it resizes to its inputs' layout; neuron's stayed
-    # contiguous (a fresh-user trial: torch.add(xt, 1, out=torch.empty(0))).
+    # contiguous (fresh-user trials: torch.add(xt, 1, out=torch.empty(0)), torch.abs), and frexp's
+    # second empty out was read as an input, which raised an expand error (helper-27).
     x = (
         torch.randn(4, 3).t()
         if layout == "transposed"
         else torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
     )
-    expected, actual = torch.empty(0), torch.empty(0, device="neuron")
-    torch.add(x, 1, out=expected)
-    torch.add(x.to("neuron"), 1, out=actual)
-    assert actual.stride() == expected.stride()
-    torch.testing.assert_close(actual.cpu(), expected)
+    fn, dtypes = _UNARY_INTO_OUTS[case]
+    expected = [torch.empty(0, dtype=dtype) for dtype in dtypes]
+    actual = [torch.empty(0, dtype=dtype, device="neuron") for dtype in dtypes]
+    fn(x, expected)
+    fn(x.to("neuron"), actual)
+    assert [t.stride() for t in actual] == [t.stride() for t in expected]
+    torch.testing.assert_close([t.cpu() for t in actual], expected)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

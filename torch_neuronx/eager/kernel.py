@@ -170,7 +170,8 @@ class EagerKernel:
         )
         resized = rules.resized_outputs(plan, values, metas, described, laid_out)
         if resized:
-            return runners.resize_runner(plan.op, resized, tensor_iterator=torch.Tag.pointwise in plan.functional.tags)
+            pointwise = torch.Tag.pointwise in plan.functional.tags
+            return runners.resize_runner(plan.op, resized, plan.writes, tensor_iterator=pointwise)
         rules.check_written_shapes(plan, described, functional_result)
         if torch.Tag.pointwise in plan.functional.tags:
             rules.check_pointwise_overlap(plan, values)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 from torch_neuronx.eager.dispatched_dtypes import check_dispatched_dtype
+from torch_neuronx.eager.runners import resize_output
 from torch_neuronx.lowering.creation import arange_bounds_rule, arange_size, counts_in_int64
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -137,7 +138,8 @@ def abs_out(self, *, out):
     """``torch.abs(..., out=)`` with ATen's dtype rule (``unary_op_impl_with_complex_to_float_out``):
     a complex input's magnitude goes into any ``out`` it casts to (its real dtype, or its own complex
     dtype), any other input's only into an ``out`` of its own dtype; ``out`` is resized when its
-    shape differs.
+    shape differs (with ATen's warning if it had elements), to the input's layout as TensorIterator
+    restrides it, except a real ``out`` of a complex input, which ATen copies into row-major.
 
     Raises:
         RuntimeError: ``out`` is on another device or of a dtype the rule refuses (the CPU's words).
@@ -155,7 +157,9 @@ def abs_out(self, *, out):
             f"result type {aten_name(result.dtype)} can't be cast to the desired output type {aten_name(out.dtype)}"
         )
     if out.shape != result.shape:
-        out.resize_(result.shape)
+        resize_output(out, result.shape)
+        if out.numel() and not (self.is_complex() and not out.is_complex()):
+            out.as_strided_(result.shape, result.stride())  # TensorIterator's layout, as for any unary op
     return out.copy_(result)
 
 

@@ -73,10 +73,14 @@ def resize_output(out: torch.Tensor, shape: Sequence[int]) -> None:
 
 
 def resize_runner(
-    op: OpOverload, resized: list[tuple[int, int, list[int], list[int] | None]], tensor_iterator: bool = False
+    op: OpOverload,
+    resized: list[tuple[int, int, list[int], list[int] | None]],
+    written: Sequence[int],
+    tensor_iterator: bool = False,
 ) -> Runner:
     """An ``out=`` call whose ``out`` tensors have the wrong shape (``resized``, as
-    :func:`rules.resized_outputs` lists them): resize them as PyTorch's ``resize_output`` does
+    :func:`rules.resized_outputs` lists them; ``written``: the positions of every out= argument):
+    resize them as PyTorch's ``resize_output`` does
     (warning when a non-empty tensor changes shape), restride each to the meta kernel's strides as
     ATen's structured kernels do, then call again. A ``tensor_iterator`` op (a pointwise one) takes
     the layout TensorIterator computes from its inputs instead (``set_output_raw_strided``:
@@ -89,7 +93,7 @@ def resize_runner(
                 continue
             resize_output(tensor, shape)
             if tensor_iterator:
-                operands = [value for i, value in enumerate(values) if i != position]
+                operands = [value for i, value in enumerate(values) if i not in written]
                 strides = memory_formats.tensor_iterator_strides(operands, shape)
             else:
                 strides = meta_strides
