@@ -790,3 +790,21 @@ def test_two_ops_faulting_with_the_same_words_each_raise():
         u.cpu()
     with pytest.raises(IndexError, match="index 9 is out of bounds"):
         v.cpu()
+
+
+@pytest.mark.parametrize("out", [None, "empty", "wrong shape", "right shape"])
+def test_nonzero_is_column_major_as_cpu_and_cuda_write_it(out):
+    # CPU and CUDA fill a (dim, count) tensor and return its transpose; an out= of the result's
+    # shape that is not column-major keeps its layout (nonzero_out_cuda). neuron's was row-major.
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    count = int(mask.sum())
+    outs = {"empty": (0,), "wrong shape": (2, 7), "right shape": (count, 2)}
+
+    def nonzero(device):
+        if out is None:
+            return torch.nonzero(mask.to(device))
+        return torch.nonzero(mask.to(device), out=torch.zeros(outs[out], dtype=torch.int64, device=device))
+
+    expected, actual = nonzero("cpu"), nonzero("neuron")
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -26,7 +26,9 @@ def _local_scalar_dense(tensor: torch.Tensor) -> Any:
 
 
 def _nonzero(tensor: torch.Tensor) -> torch.Tensor:
-    """``torch.nonzero``: indices of the nonzero elements, shape (count, dim), int64, row-major order."""
+    """``torch.nonzero``: indices of the nonzero elements in row-major order, shape (count, dim),
+    int64, laid out column-major (strides (1, count)) as CPU and CUDA write it: the transpose of a
+    (dim, count) tensor."""
     tracking.executed["aten::nonzero"] += 1
     if tensor.numel() == 0:
         return torch.zeros((0, tensor.dim()), dtype=torch.int64, device=tensor.device)
@@ -40,7 +42,7 @@ def _nonzero(tensor: torch.Tensor) -> torch.Tensor:
     for size in reversed(tensor.shape):
         coordinates.append(torch.remainder(selected, size))
         selected = torch.div(selected, size, rounding_mode="floor")
-    return torch.stack(coordinates[::-1], dim=1) if coordinates else selected.reshape(count, 0)
+    return torch.stack(coordinates[::-1]).t() if coordinates else selected.reshape(count, 0)
 
 
 def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -71,14 +73,19 @@ def _write_out(name: str, argument: str, out: torch.Tensor, other: torch.Tensor,
 
 def _nonzero_out(tensor: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
     """``torch.nonzero(out=)`` with CUDA's checks (``nonzero_out_cuda``): an int64 ``out`` on the
-    input's device, resized to the result."""
+    input's device. As there, an ``out`` of the result's shape that is not column-major keeps its
+    layout and takes a copy; any other is resized to (dim, count) and transposed in place."""
     if out.dtype != torch.int64:
         raise RuntimeError(f"Expected object of scalar type Long as out, but got {cpp_name(jax_dtype(out.dtype))}")
     if out.device != tensor.device:
         raise RuntimeError(
             f"expected self and out to be on the same device, but got out on {out.device} and self on {tensor.device}"
         )
-    return _write_out("aten::nonzero.out", "out", out, tensor, _nonzero(tensor))
+    result = _nonzero(tensor)
+    if out.shape == result.shape and not out.t().is_contiguous():
+        return out.copy_(result)
+    out.resize_(result.shape[::-1]).t_()
+    return out.copy_(result)
 
 
 def _masked_select_out(tensor: torch.Tensor, mask: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
