@@ -218,13 +218,14 @@ def linalg_lstsq_out(
     then :func:`linalg_lstsq`'s results resized into the outs (with PyTorch's warning for a
     non-empty out of another shape) and copied, as ATen's path for outs it cannot write directly."""
     _check_lstsq(input, b, "gelsy" if driver is None else driver)
-    outs = {"other": b, "solution": solution, "residuals": residuals, "rank": rank, "singular_values": singular_values}
-    for name, out in outs.items():
+    placed = {"other": b, "solution": solution, "residuals": residuals, "rank": rank}
+    placed["singular_values"] = singular_values
+    for name, tensor in placed.items():
         torch._check(
-            out.device == input.device,
-            lambda name=name, out=out: (
+            tensor.device == input.device,
+            lambda name=name, tensor=tensor: (
                 f"torch.linalg.lstsq: Expected {name} and input tensors to be on the same device, but got "
-                f"{name} on {out.device} and input on {input.device}"
+                f"{name} on {tensor.device} and input on {input.device}"
             ),
         )
     real = input.real.dtype if input.is_complex() else input.dtype

@@ -165,10 +165,7 @@ class EagerKernel:
             if torch.Tag.pointwise in plan.functional.tags:
                 rules.check_pointwise_overlap(plan, values)  # TensorIterator's first check, before dtypes
             errors.raise_as_cpu(self.name, plan, metas, described, refused)
-        laid_out = memory_formats.result_metas(
-            plan.functional, functional_metas, arguments.flat_tensors(functional_result)
-        )
-        resized = rules.resized_outputs(plan, values, metas, described, laid_out)
+        resized = rules.resized_outputs(plan, values, metas, described, functional_metas, functional_result)
         if resized:
             pointwise = torch.Tag.pointwise in plan.functional.tags
             return runners.resize_runner(plan.op, resized, plan.writes, tensor_iterator=pointwise)

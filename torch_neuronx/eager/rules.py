@@ -19,6 +19,7 @@ import torch
 
 from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
+from torch_neuronx.eager import memory_formats
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
@@ -408,14 +409,20 @@ def check_written_on_device(name: str, plan: Plan, described: list[Any], device:
 
 
 def resized_outputs(
-    plan: Plan, values: list[Any], metas: list[Any], described: list[Any], functional_result: Any
+    plan: Plan,
+    values: list[Any],
+    metas: list[Any],
+    described: list[Any],
+    functional_metas: list[Any],
+    functional_result: Any,
 ) -> list[tuple[int, int, list[int], list[int] | None]]:
     """The ``out=`` tensors the meta kernel resized, as (schema position, index among that
     argument's tensors, new shape, the strides to give it or None). ATen's structured kernels
     restride an out= tensor they resize to their meta function's strides (``resize_out`` in the
     generated Register*.cpp): ``linalg.inv(A, out=e)`` leaves ``e`` column-major, as LAPACK writes
-    it. Python meta kernels compute the functional op's result (``functional_result``) with ATen's
-    strides but copy it into a contiguous out (``linalg.qr``, ``lu_factor``, ``eigh``): see
+    it. Python meta kernels compute the functional op's result (``functional_result``, called with
+    ``functional_metas``; laid out by :func:`memory_formats.result_metas`) with ATen's strides but
+    copy it into a contiguous out (``linalg.qr``, ``lu_factor``, ``eigh``): see
     :func:`_resized_strides`.
 
     Raises:
@@ -423,27 +430,34 @@ def resized_outputs(
             of its inputs, would have to be resized (TensorIterator's "output with shape [3] doesn't
             match the broadcast shape [2, 3]"); PyTorch's Python meta kernels resize them.
     """
-    results = arguments.flat_tensors(functional_result)[plan.fresh :]
-    resized = []  # (position, index, the meta kernel's shape, its strides, the argument's shape)
+    if plan.functional is plan.op:
+        return []
+    candidates = []  # (position, index, written index, the meta kernel's result, the argument's shape)
     written = 0
     for i in plan.writes:
         for index, (meta, description) in enumerate(
             zip(arguments.flat_tensors(metas[i]), arguments.tensor_descriptions(described[i]), strict=True)
         ):
-            result = results[written] if written < len(results) else None
+            if description is not None and tuple(meta.shape) != description.sizes:
+                candidates.append((i, index, written, meta, list(description.sizes)))
             written += 1
-            if description is not None and plan.functional is not plan.op and tuple(meta.shape) != description.sizes:
-                takes_layout = plan.op not in _COPIES_INTO_OUT and (
-                    plan.op not in _LAYS_OUT_EMPTY_OUTS_ONLY or math.prod(description.sizes) == 0
-                )
-                strides = _resized_strides(meta, result if takes_layout else None)
-                resized.append((i, index, list(meta.shape), strides, list(description.sizes)))
-    for position, _, shape, _, target in resized:
+    if not candidates:
+        return []
+    for position, _, _, meta, target in candidates:
         if plan.is_in_place_self(position):  # in-place: never resized (some refs do)
-            raise output_shape_error(target, shape)
+            raise output_shape_error(target, list(meta.shape))
         if torch.Tag.pointwise in plan.functional.tags and _is_an_input(values, position):
-            raise output_shape_error(target, shape)  # TensorIterator: a read-write output
-    return [(position, index, shape, strides) for position, index, shape, strides, _ in resized]
+            raise output_shape_error(target, list(meta.shape))  # TensorIterator: a read-write output
+    results = arguments.flat_tensors(functional_result)
+    results = memory_formats.result_metas(plan.functional, functional_metas, results)[plan.fresh :]
+    resized = []
+    for position, index, written, meta, target in candidates:
+        takes_layout = plan.op not in _COPIES_INTO_OUT and (
+            plan.op not in _LAYS_OUT_EMPTY_OUTS_ONLY or math.prod(target) == 0
+        )
+        result = results[written] if takes_layout and written < len(results) else None
+        resized.append((position, index, list(meta.shape), _resized_strides(meta, result)))
+    return resized
 
 
 #: out= kernels that compute into a temporary and copy it into the out they resize (row-major),

@@ -80,9 +80,8 @@ def resize_runner(
 ) -> Runner:
     """An ``out=`` call whose ``out`` tensors have the wrong shape (``resized``, as
     :func:`rules.resized_outputs` lists them; ``written``: the positions of every out= argument):
-    resize them as PyTorch's ``resize_output`` does
-    (warning when a non-empty tensor changes shape), restride each to the meta kernel's strides as
-    ATen's structured kernels do, then call again. A ``tensor_iterator`` op (a pointwise one) takes
+    resize them as PyTorch's ``resize_output`` does (warning when a non-empty tensor changes shape),
+    restride each to the strides ``resized`` gives, then call again. A ``tensor_iterator`` op (a pointwise one) takes
     the layout TensorIterator computes from its inputs instead (``set_output_raw_strided``:
     ``add(xt, 1, out=torch.empty(0))`` keeps ``xt``'s transpose), which a Python meta kernel does not."""
 

@@ -355,12 +355,22 @@ def write_parquet(rows: Sequence[TestOutcome], path: str | os.PathLike[str]) -> 
 _COLUMNS = ("passed", "failed", "skipped-pytorch", "skipped-ours", "xfailed", "xpassed")
 
 
-def _counts(rows: Sequence[TestOutcome]) -> list[object]:
-    counts = collections.Counter("failed" if row.outcome in FAILURES else row.outcome for row in rows)
+def _tally(rows: Sequence[TestOutcome]) -> collections.Counter[str]:
+    """Tests per outcome, errors, timeouts and crashes counted as failed."""
+    return collections.Counter("failed" if row.outcome in FAILURES else row.outcome for row in rows)
+
+
+def _cells(counts: collections.Counter) -> list[object]:
+    """A table row's cells from tests per outcome (whole tests, or an estimate rounded to them)."""
+    tests = sum(counts.values())
     ran = counts["passed"] + counts["failed"]
     rate = f"{100 * counts['passed'] / ran:.1f}%" if ran else "-"
-    ours = f"{100 * counts['skipped-ours'] / len(rows):.1f}%" if rows else "-"
-    return [len(rows), *(counts[name] for name in _COLUMNS), rate, ours]
+    ours = f"{100 * counts['skipped-ours'] / tests:.1f}%" if tests else "-"
+    return [round(tests), *(round(counts[name]) for name in _COLUMNS), rate, ours]
+
+
+def _counts(rows: Sequence[TestOutcome]) -> list[object]:
+    return _cells(_tally(rows))
 
 
 def _collection_estimate(by_file: dict[str, list[TestOutcome]], collected: dict[str, tuple[int, int]]) -> list[object]:
@@ -371,15 +381,9 @@ def _collection_estimate(by_file: dict[str, list[TestOutcome]], collected: dict[
     for name, rows in by_file.items():
         total, selected = collected.get(name, (len(rows), len(rows)))
         weight = total / selected if selected else 0.0
-        for outcome, n in collections.Counter(
-            "failed" if row.outcome in FAILURES else row.outcome for row in rows
-        ).items():
+        for outcome, n in _tally(rows).items():
             estimate[outcome] += n * weight
-    tests = sum(estimate.values())
-    ran = estimate["passed"] + estimate["failed"]
-    rate = f"{100 * estimate['passed'] / ran:.1f}%" if ran else "-"
-    ours = f"{100 * estimate['skipped-ours'] / tests:.1f}%" if tests else "-"
-    return [round(tests), *(round(estimate[name]) for name in _COLUMNS), rate, ours]
+    return _cells(estimate)
 
 
 def _cell(text: str, width: int = 200) -> str:
