@@ -35,7 +35,10 @@ def register() -> None:
     from torch_neuronx._startup import boxed_fallback, register_starters
     from torch_neuronx.distributed import registration as distributed_registration
     from torch_neuronx.eager.fallback import NESTED_METADATA, REFUSED_FACTORIES, UNSUPPORTED_KEYS, layout_fallback
+    from torch_neuronx.runtime import xla_flags
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
+
+    xla_flags.request_separate_rounding()  # before any code creates JAX's CPU client
 
     torch.utils.rename_privateuse1_backend("neuron")
     import torch_neuronx.device as device_module

@@ -609,6 +609,10 @@ IEEE_EXPRESSIONS = {
     "sqrt(x ** 2)": (lambda x: torch.sqrt(x**2), [1e20, 1e-30, 3.0]),
     # and x / sqrt(y) to x * rsqrt(y) (sqrt(9.) is exact, x * rsqrt(9.) is not x / 3)
     "x / sqrt(y)": (lambda x: x[0] / torch.sqrt(x[1]), [list(range(1, 40)), [9.0] * 39]),
+    # XLA contracted a product and a sum into one fused multiply-add (runtime/xla_flags.py): the
+    # tie (1 + 2**-12) ** 2 - (1 + 2**-11) gave 2**-24, not 0, and inf - inf gave -inf, not NaN.
+    "a * b - c": (lambda x: x[0] * x[1] - x[2], [[1 + 2**-12] * 8, [1 + 2**-12] * 8, [1 + 2**-11] * 8]),
+    "x * p + x * q": (lambda x: x[0] * x[1] + x[0] * x[2], [[1e30, 2.0], [1e10, 1.0], [-1e10, 1.0]]),
 }
 
 

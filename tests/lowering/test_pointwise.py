@@ -243,6 +243,42 @@ def test_number_operands_of_16_bit_ops_are_rounded_as_on_cpu(op, number, dtype):
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
 
 
+#: ATen's CPU kernels that round a product and a sum once: lerp's ``vec::fmadd`` and addcmul's
+#: ``self + value * t1 * t2``, which the compiler of the vectorized kernels contracts. The device's
+#: XLA has no FMA instructions (runtime/xla_flags.py); lowering/fused_multiply_add.py fuses them.
+FUSED_MULTIPLY_ADDS = {
+    "addcmul": lambda x, y, w: torch.addcmul(x, y, w, value=0.7),
+    "addcmul value 1": lambda x, y, w: torch.addcmul(x, y, w),
+    "lerp tensor weight": torch.lerp,
+    "lerp small weight": lambda x, y, w: torch.lerp(x, y, 0.37),
+    "lerp large weight": lambda x, y, w: torch.lerp(x, y, 0.77),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("op", FUSED_MULTIPLY_ADDS)
+def test_fused_multiply_adds_of_cpu_kernels_match_bit_for_bit(op, dtype):
+    generator = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(4096, generator=generator) * 3).to(dtype), torch.randn(4096, generator=generator).to(dtype)
+    weight = torch.rand(4096, generator=generator).to(dtype)
+    expected = FUSED_MULTIPLY_ADDS[op](x, y, weight)
+    actual = FUSED_MULTIPLY_ADDS[op](x.to("neuron"), y.to("neuron"), weight.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+
+
+def test_addcmul_rounds_once_at_ties_infinities_and_nans():
+    # (1 + 2**-12) ** 2 lies half an ulp above 1 + 2**-11: rounded once it keeps 2**-24 after the
+    # subtraction, rounded twice it is 0; inf * 1 - inf is NaN, 1e30 * 1e30 - inf is -inf.
+    tie = 1 + 2**-12
+    self = torch.tensor([-(1 + 2**-11), -float("inf"), 1.0, -float("inf"), -0.0])
+    tensor1 = torch.tensor([tie, float("inf"), float("nan"), 1e30, 0.0])
+    tensor2 = torch.tensor([tie, 1.0, 1.0, 1e30, -0.0])
+    expected = torch.addcmul(self, tensor1, tensor2)
+    assert expected[0].item() == 2**-24
+    actual = torch.addcmul(self.to("neuron"), tensor1.to("neuron"), tensor2.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("value", [2.5, -2.5, 3])
 def test_addcmul_of_integers_truncates_a_float_value_as_on_cpu(value):
     a = torch.tensor([1, 2, 3, -4])

@@ -145,6 +145,15 @@ def test_polynomial_with_tensor_degrees_matches_cpu(name):
 
 
 @pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_recurrences_round_as_the_cpu_kernels_bit_for_bit(name):
+    """Below the closed forms' degrees each step ``a * q - b`` is one fused multiply-add on the CPU
+    (its compiler contracts Math.h's recurrences); neuron's XLA has no FMA (runtime/xla_flags.py)."""
+    x = torch.rand(2000, generator=torch.Generator().manual_seed(0)) * 2.4 - 1.2
+    n = torch.tensor([2.0, 3.0, 4.0])[:, None]
+    assert_matches_cpu(getattr(torch.special, name), x, n, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
 def test_polynomial_of_high_degree_matches_cpu(name):
     """Degree 40: the closed forms cos((n + 1/2) acos x) multiply an ulp of acos by n, so the
     tolerance is 1e-4; outside [-1, 1] the recurrence overflows to inf or NaN as on the CPU."""

@@ -71,6 +71,45 @@ def test_device_starts_after_other_code_created_jaxs_cpu_client():
     assert result.stdout.strip() == "ok"
 
 
+#: (code before the device starts, XLA_FLAGS given, XLA_FLAGS expected before the start, whether the
+#: start warns that XLA contracts multiply-adds): runtime/xla_flags.py.
+XLA_FLAG_CASES = {
+    "import torch first": ("import torch", None, "--xla_cpu_max_isa=AVX", False),
+    "the user's own ISA": ("import torch", "--xla_cpu_max_isa=AVX2", "--xla_cpu_max_isa=AVX2", False),
+    "other flags kept": (
+        "import torch",
+        "--xla_cpu_enable_fast_min_max=false",
+        "--xla_cpu_enable_fast_min_max=false --xla_cpu_max_isa=AVX",
+        False,
+    ),
+    "JAX's client first": ("import jax; jax.devices(); import torch", None, "--xla_cpu_max_isa=AVX", True),
+}
+
+
+@pytest.mark.parametrize("case", XLA_FLAG_CASES)
+def test_xla_is_asked_not_to_contract_multiply_adds(case):
+    before, given, expected, warns = XLA_FLAG_CASES[case]
+    code = (
+        f"{before}\n"
+        "import os, warnings\n"
+        f"assert os.environ.get('XLA_FLAGS') == {expected!r}, os.environ.get('XLA_FLAGS')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    torch.ones(1, device='neuron')\n"
+        "print(any('fused multiply-adds' in str(w.message) for w in caught))\n"
+        "print(os.environ.get('XLA_FLAGS'))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    if given is not None:
+        env["XLA_FLAGS"] = given
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    # After the start XLA_FLAGS is the user's again: child processes inherit no change.
+    assert result.stdout.split("\n")[:2] == [str(warns), str(given)]
+
+
 def test_set_device_initializes_and_fake_tensors_follow_it(two_cores):
     # As torch.cuda.set_device: the device counts as initialized before any op started the runtime,
     # so FakeTensor (DTensor's sharding propagation) puts an index-less device on the current core.

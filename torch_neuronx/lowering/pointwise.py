@@ -16,6 +16,7 @@ import jax.scipy.special as jsp
 import torch
 
 from torch_neuronx.lowering import complex_math
+from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -747,19 +748,23 @@ def clamp_max(self, max):
 
 @lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT, checked=("weight",))
 def lerp(self, end, weight):
-    """torch.lerp: self + weight * (end - self), computed as PyTorch's kernels do for accuracy
-    (from ``end`` when weight >= 0.5)."""
+    """torch.lerp: self + weight * (end - self), computed as ATen's kernels do for accuracy (from
+    ``end`` when |weight| >= 0.5), one fused multiply-add each, as their ``vec::fmadd``."""
     difference = end - self
-    return jnp.where(jnp.abs(weight) < 0.5, self + weight * difference, end - difference * (1 - weight))
+    from_self = fused_multiply_add(weight, difference, self)
+    from_end = fused_multiply_add(weight - 1, difference, end)
+    return jnp.where(jnp.abs(weight) < 0.5, from_self, from_end)
 
 
 @lowering(aten.addcmul.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
 def addcmul(self, tensor1, tensor2, *, value=1):
     """torch.addcmul: self + value * tensor1 * tensor2. ``value`` takes no part in promotion: an
-    integer computation uses it converted to its dtype (2.5 -> 2), as ATen's kernel does."""
+    integer computation uses it converted to its dtype (2.5 -> 2), as ATen's kernel does. Floats
+    round ``value * tensor1`` and then add its product with ``tensor2`` in one fused multiply-add,
+    as the compiler contracts ATen's vectorized ``self + value * t1 * t2``."""
     if jnp.issubdtype(self.dtype, jnp.integer):
         value = jnp.asarray(value).astype(self.dtype)
-    return self + value * tensor1 * tensor2
+    return fused_multiply_add(value * tensor1, tensor2, self)
 
 
 @lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))

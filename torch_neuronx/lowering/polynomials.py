@@ -1,6 +1,8 @@
 """The orthogonal polynomials of ``torch.special`` (Chebyshev T/U/V/W and their shifted forms,
 Hermite H/He, Laguerre L, Legendre P): recurrences in the degree n, as in PyTorch's CPU kernels
 (``aten/src/ATen/native/Math.h``), with n truncated to an integer; n < 0, NaN or infinite gives 0.
+Each step's product and difference round once, as the compiler contracts them in those kernels
+(lowering/fused_multiply_add.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.registry import Promotion, lowering
 
 aten = torch.ops.aten
@@ -50,7 +53,7 @@ def _recurrence(n: jax.Array, p: jax.Array, q: jax.Array, step: Callable) -> jax
 def _chebyshev_recurrence(two_x: jax.Array, n: jax.Array, first: jax.Array, closed_form: jax.Array) -> jax.Array:
     """p_{k+1} = 2x p_k - p_{k-1} from p_0 = 1 and p_1 = ``first``, where ``closed_form`` is false."""
     one = jnp.ones_like(two_x)
-    return _recurrence(jnp.where(closed_form, 0, n), one, first, lambda k, p, q: two_x * q - p)
+    return _recurrence(jnp.where(closed_form, 0, n), one, first, lambda k, p, q: fused_multiply_add(two_x, q, -p))
 
 
 def _select(default: jax.Array, *cases: tuple[jax.Array, jax.Array | float]) -> jax.Array:
@@ -128,14 +131,21 @@ def _hermite_h(x: jax.Array, n: jax.Array) -> jax.Array:
     n = _degree(n)
     recurrent = (n >= 2) & (n <= _HERMITE_LIMIT)
     two_x = x + x
-    rec = _recurrence(jnp.where(recurrent, n, 0), jnp.ones_like(x), two_x, lambda k, p, q: two_x * q - (k + k) * p)
+    rec = _recurrence(
+        jnp.where(recurrent, n, 0),
+        jnp.ones_like(x),
+        two_x,
+        lambda k, p, q: fused_multiply_add(two_x, q, -((k + k) * p)),
+    )
     return _select(rec, (n < 0, 0.0), (n == 0, 1.0), (n == 1, two_x), (n > _HERMITE_LIMIT, NAN))
 
 
 def _hermite_he(x: jax.Array, n: jax.Array) -> jax.Array:
     n = _degree(n)
     recurrent = (n >= 2) & (n <= _HERMITE_LIMIT)
-    rec = _recurrence(jnp.where(recurrent, n, 0), jnp.ones_like(x), x, lambda k, p, q: x * q - k * p)
+    rec = _recurrence(
+        jnp.where(recurrent, n, 0), jnp.ones_like(x), x, lambda k, p, q: fused_multiply_add(x, q, -(k * p))
+    )
     return _select(rec, (n < 0, 0.0), (n == 0, 1.0), (n == 1, x), (n > _HERMITE_LIMIT, NAN))
 
 
@@ -147,7 +157,7 @@ def _laguerre_l(x: jax.Array, n: jax.Array) -> jax.Array:
         jnp.where(trivial, 0, n),
         jnp.ones_like(x),
         one_minus_x,
-        lambda k, p, q: ((k + k + one_minus_x) * q - k * p) / (k + 1.0),
+        lambda k, p, q: fused_multiply_add(k + k + one_minus_x, q, -(k * p)) / (k + 1.0),
     )
     return _select(rec, (n < 0, 0.0), (x == 0, 1.0), (n == 0, 1.0), (n == 1, one_minus_x))
 
@@ -156,7 +166,10 @@ def _legendre_p(x: jax.Array, n: jax.Array) -> jax.Array:
     n = _degree(n)
     trivial = (n < 2) | (jnp.abs(x) == 1.0)
     rec = _recurrence(
-        jnp.where(trivial, 0, n), jnp.ones_like(x), x, lambda k, p, q: ((k + k + 1.0) * x * q - k * p) / (k + 1.0)
+        jnp.where(trivial, 0, n),
+        jnp.ones_like(x),
+        x,
+        lambda k, p, q: fused_multiply_add((k + k + 1.0) * x, q, -(k * p)) / (k + 1.0),
     )
     edge = jnp.where((x > 0) | (n % 2 == 0), 1.0, -1.0)
     return _select(rec, (n < 0, 0.0), (jnp.abs(x) == 1.0, edge), (n == 0, 1.0), (n == 1, x))

@@ -14,6 +14,7 @@ import jax
 
 from torch_neuronx import _C
 from torch_neuronx._compat import jax_client
+from torch_neuronx.runtime import xla_flags
 
 #: The PJRT devices of the cores, index = core; set by :func:`configure`.
 _devices: tuple[jax.Device, ...] = ()
@@ -41,14 +42,20 @@ def configure() -> None:
     default = jax.devices("cpu")
     if len(default) >= count:
         _devices = tuple(default[:count])
-        return
+    else:
+        _devices = _private_devices(count, len(default))
+    xla_flags.check_separate_rounding(_devices[0])
+    xla_flags.restore_environment()
+
+
+def _private_devices(count: int, default_count: int) -> tuple[jax.Device, ...]:
     try:
-        _devices = tuple(jax_client.private_cpu_devices(count))
+        return tuple(jax_client.private_cpu_devices(count))
     except RuntimeError as err:
         raise RuntimeError(
             f"neuron: {count} NeuronCores are visible, JAX's CPU client was created by other code with "
-            f"{len(default)} device(s), and a CPU client for the cores could not be made: {err}. Use the "
-            f"neuron device before running other JAX code, or set NEURON_RT_NUM_CORES to at most {len(default)}."
+            f"{default_count} device(s), and a CPU client for the cores could not be made: {err}. Use the "
+            f"neuron device before running other JAX code, or set NEURON_RT_NUM_CORES to at most {default_count}."
         ) from err
 
 
