@@ -959,6 +959,7 @@ def test_nonzero_out_misuse_raises_cudas_error(case):
         torch.nonzero(torch.ones(2, 2, device="neuron"), out=out.to("neuron") if case != "cpu_out" else out)
 
 
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")  # the next test's
 @pytest.mark.parametrize("op", [torch.nonzero, lambda x, out: torch.masked_select(x, x != 0, out=out)])
 def test_nonzero_and_masked_select_out_write_into_out(op):
     x = torch.tensor([[0.0, 1.5], [2.0, 0.0], [0.0, -3.0]])
@@ -966,6 +967,18 @@ def test_nonzero_and_masked_select_out_write_into_out(op):
     out = torch.empty(5, dtype=want.dtype, device="neuron")
     assert op(x.to("neuron"), out=out) is out
     torch.testing.assert_close(out.cpu(), want, atol=0, rtol=0)
+
+
+def test_masked_select_warns_when_it_resizes_a_non_empty_out_as_cuda():
+    # CUDA's masked_select(out=) writes through the structured index_out, whose resize_output warns;
+    # CUDA's nonzero(out=) resizes without a word (Nonzero.cu), as neuron's does.
+    x = torch.tensor([[0.0, 1.5], [2.0, 0.0]], device="neuron")
+    with pytest.warns(UserWarning, match=r"^An output with one or more elements was resized since it had shape \[5\]"):
+        torch.masked_select(x, x != 0, out=torch.empty(5, device="neuron"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.masked_select(x, x != 0, out=torch.empty(0, device="neuron"))
+        torch.nonzero(x, out=torch.empty(5, dtype=torch.long, device="neuron"))
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bfloat16])

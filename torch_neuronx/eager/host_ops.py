@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx.eager import rules, tracking
+from torch_neuronx.eager import rules, runners, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype, numpy_to_torch
 
@@ -59,15 +59,16 @@ def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _write_out(name: str, argument: str, out: torch.Tensor, other: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
-    """Resizes ``out`` to ``result``'s shape and copies it in; ``out`` must be on ``other``'s device
-    (the device-mismatch error CPU and CUDA raise)."""
+    """Resizes ``out`` to ``result``'s shape (with ATen's warning when a non-empty ``out`` changes
+    shape, as CUDA's structured ``index_out`` gives it) and copies it in; ``out`` must be on
+    ``other``'s device (the device-mismatch error CPU and CUDA raise)."""
     if out.device != other.device:
         raise RuntimeError(
             f"Expected all tensors to be on the same device, but got {argument} is on {out.device}, different "
             f"from other tensors on {other.device} (when checking argument {argument} in method {name}). Move it "
             f"first, e.g. {argument}.to('{other.device}')."
         )
-    out.resize_(result.shape)
+    runners.resize_output(out, result.shape)
     return out.copy_(result)
 
 
