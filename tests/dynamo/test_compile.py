@@ -205,6 +205,25 @@ def test_new_shape_of_a_graph_that_creates_device_tensors():
         torch.testing.assert_close(fn(x.to("neuron"), index.to("neuron")).cpu(), f(x, index))
 
 
+@pytest.mark.parametrize("inplace", [False, True], ids=["index_add", "index_add_"])
+def test_index_add_of_integers_with_a_float_alpha_compiles_as_eager_computes(inplace):
+    # CPU and CUDA convert alpha (2.5 adds twice); PyTorch's decomposition, which FakeTensorMode ran
+    # as the meta kernel, refused it ("alpha argument of type float cannot be safely cast").
+    def f(x, index, source):
+        return (x.index_add_ if inplace else x.index_add)(0, index, source, alpha=2.5) * 1
+
+    x, index, source = torch.zeros(4, dtype=torch.int32), torch.tensor([0, 2]), torch.tensor([3, 5], dtype=torch.int32)
+    compiled = torch.compile(f, backend="neuron")
+    torch.testing.assert_close(
+        compiled(x.to("neuron"), index.to("neuron"), source.to("neuron")).cpu(), f(x, index, source)
+    )
+    message = r"Number of indices \(3\) should be equal to source.size\(dim\): \(2\), for dim: 0"
+    with pytest.raises(RuntimeError, match=message):
+        f(x, torch.tensor([0, 2, 3]), source)
+    with pytest.raises(RuntimeError, match=message):
+        compiled(x.to("neuron"), torch.tensor([0, 2, 3], device="neuron"), source.to("neuron"))
+
+
 def test_as_strided_of_a_view_reads_the_storage_the_view_places():
     """Longformer's and LED's overlapping chunks: as_strided of a reshaped view of a transposed input
     (found by the model sweep: LED's compiled encoder was off by 4e-4, this by 5)."""

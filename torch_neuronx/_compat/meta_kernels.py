@@ -22,7 +22,7 @@ import torch
 from torch._meta_registrations import upsample_common_check
 from torch._prims_common import suggest_memory_format
 
-from torch_neuronx._compat.torch_internals import decomposition_table
+from torch_neuronx._compat.torch_internals import decomposition_table, register_fake_tensor_meta
 
 __all__ = ["GRU_WORKSPACE_MULTIPLIER", "register"]
 
@@ -381,6 +381,13 @@ _PYTHON_DISPATCHER_METAS = (
 )
 
 
+#: Ops whose PyTorch decomposition FakeTensorMode runs as their meta (it prefers torch._decomp's
+#: decompositions to the Meta kernel unless the op has an entry in ``meta_table``, then runs the
+#: Python dispatcher's Meta kernel): Dynamo traced ``index_add`` of an integer tensor with a float
+#: alpha into the decomposition's refusal.
+_FAKE_TENSOR_METAS = (aten.index_add.default, aten.index_add_.default)
+
+
 def register() -> None:
     """Registers the kernels above for the Meta key (once), replacing PyTorch's LSTM cell kernel
     and, for the Python dispatcher too, its ``torch.normal`` kernels."""
@@ -389,7 +396,9 @@ def register() -> None:
     library = torch.library.Library("aten", "IMPL", "Meta")
     for op, kernel in _KERNELS.items():
         library.impl(op, kernel)
-    for op in _PYTHON_DISPATCHER_METAS:
+    for op in _PYTHON_DISPATCHER_METAS + _FAKE_TENSOR_METAS:
         op.py_kernels[torch._C.DispatchKey.Meta] = _KERNELS[op]
         op._dispatch_cache.clear()
+    for op in _FAKE_TENSOR_METAS:
+        register_fake_tensor_meta(op, _KERNELS[op])
     _libraries.append(library)

@@ -59,6 +59,7 @@ __all__ = [
     "schema_of",
     "storage_identity",
     "decomposition_table",
+    "register_fake_tensor_meta",
     "dynamo_disabled",
     "without_aot_first_call_analysis",
     "elementwise_dtypes",
@@ -251,6 +252,15 @@ def decomposition_table() -> dict[OpOverload, Callable[..., Any]]:
     from torch._decomp import decomposition_table as table
 
     return dict(table)
+
+
+def register_fake_tensor_meta(op: OpOverload, kernel: Callable[..., Any]) -> None:
+    """Makes FakeTensorMode (Dynamo, AOTAutograd) compute ``op``'s result with ``kernel`` rather than
+    with PyTorch's decomposition of it: an entry in ``torch._decomp.meta_table`` is what
+    ``FakeTensorMode._dispatch_impl`` checks before it prefers a decomposition."""
+    from torch._decomp import meta_table
+
+    meta_table[op] = kernel
 
 
 def register_device_module(name: str, module: object) -> None:
