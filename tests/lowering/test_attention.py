@@ -293,17 +293,44 @@ def test_compiled_sdpa_refuses_heads_without_enable_gqa():
         compiled(query, key, key)
 
 
-def test_transformer_encoder_inference_with_a_padding_mask():
-    # nn.TransformerEncoder's eval fast path lists neuron among its devices and made a nested tensor
-    # from the padding mask, which neuron does not hold: every such call failed. Neuron declines the
-    # fast path; the standard path's values equal the CPU's at every position the mask keeps (the
-    # CPU's nested path writes zeros at the padded ones, its standard path does not).
+_LEFT_ALIGNED = [[False, False, False, False], [False, False, True, True], [False, True, True, True]]
+#: (padding mask, mask_check, final norm, eval without gradients): the CPU's encoder takes its nested
+#: path (zeros at padded positions, before the norm) in the first three, its standard path (computed
+#: values there) in the others; neuron must give the same either way (_compat/transformer_encoder.py).
+ENCODER_CASES = {
+    "nested path": (_LEFT_ALIGNED, True, False, True),
+    "nested path, final norm": (_LEFT_ALIGNED, True, True, True),
+    "nested path without mask_check": (_LEFT_ALIGNED, False, True, True),
+    "mask with a gap": ([[False, True, False, False], [False, False, True, True], [False] * 4], True, True, True),
+    "training": (_LEFT_ALIGNED, True, True, False),
+}
+
+
+@pytest.mark.parametrize("case", ENCODER_CASES)
+def test_transformer_encoder_with_a_padding_mask_matches_cpu_at_every_position(case):
+    # The eval fast path lists neuron among its devices and made a nested tensor from the padding
+    # mask, which neuron does not hold: every such call failed, then padded positions held computed
+    # values where the CPU's nested path writes zeros.
+    mask, mask_check, norm, inference = ENCODER_CASES[case]
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
-    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
-    x, padding = torch.randn(2, 3, 8), torch.tensor([[False, False, False], [False, True, True]])
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0)
+    encoder = torch.nn.TransformerEncoder(
+        layer, 2, norm=torch.nn.LayerNorm(8) if norm else None, enable_nested_tensor=True, mask_check=mask_check
+    ).train(not inference)
+    x, padding = torch.randn(3, 4, 8), torch.tensor(mask)
+    with torch.set_grad_enabled(not inference):
+        expected = encoder(x, src_key_padding_mask=padding)
+        actual = encoder.to("neuron")(x.to("neuron"), src_key_padding_mask=padding.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_compiled_transformer_encoder_with_a_padding_mask_matches_cpu():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0)
+    encoder = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(8)).eval()
+    x, padding = torch.randn(3, 4, 8), torch.tensor(_LEFT_ALIGNED)
     with torch.no_grad():
         expected = encoder(x, src_key_padding_mask=padding)
-        actual = encoder.to("neuron")(x.to("neuron"), src_key_padding_mask=padding.to("neuron")).cpu()
-    kept = ~padding
-    torch.testing.assert_close(actual[kept], expected[kept])
+        compiled = torch.compile(encoder.to("neuron"), backend="neuron")
+        actual = compiled(x.to("neuron"), src_key_padding_mask=padding.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected)

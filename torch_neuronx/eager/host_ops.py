@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from torch_neuronx._compat import transformer_encoder
 from torch_neuronx.eager import rules, runners, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype, numpy_to_torch
@@ -463,13 +464,24 @@ def index_put_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., t
 
 
 def _nested_tensor_from_mask_left_aligned(tensor: torch.Tensor, mask: torch.Tensor) -> bool:
-    """Always False on neuron, which holds no nested tensors (decision 8's layouts): it is what
-    ``nn.TransformerEncoder``'s inference fast path asks before turning its input into a nested
-    tensor by the padding mask, and the answer sends it down the standard path, whose values are the
-    same. The fast path listed neuron among its devices and failed ("nested tensors are not
-    supported on neuron") for every eval-mode call with a ``src_key_padding_mask``."""
+    """Whether every row of ``mask`` (batch, sequence; True = kept) keeps a prefix of its positions, as
+    ATen's kernel answers, while ``nn.TransformerEncoder``'s wrapper probes which path PyTorch takes
+    (_compat/transformer_encoder.py); False otherwise, which sends an unwrapped encoder (under
+    ``torch.compile``) down the standard path instead of a nested tensor neuron does not hold."""
     tracking.executed["aten::_nested_tensor_from_mask_left_aligned"] += 1
-    return False
+    if not transformer_encoder.probing():
+        return False
+    # ATen's checks (NestedTensorMath.cpp), in its words
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"Expected mask to be of ScalarType Bool, but got {aten_name(mask.dtype)} instead.")
+    if mask.dim() != 2:
+        raise RuntimeError("Padding mask should be 2D")
+    if tensor.dim() != 3:
+        raise RuntimeError("Input should be a 3D tensor, N * L * D")
+    if tuple(mask.shape) != tuple(tensor.shape[:2]):
+        raise RuntimeError("Mask size should match input size")
+    kept = mask.to(torch.int64)
+    return bool((kept.cumprod(1).sum(1) == kept.sum(1)).all().item())
 
 
 KERNELS = {
