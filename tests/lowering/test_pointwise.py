@@ -243,15 +243,22 @@ def test_number_operands_of_16_bit_ops_are_rounded_as_on_cpu(op, number, dtype):
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
 
 
-#: ATen's CPU kernels that round a product and a sum once: lerp's ``vec::fmadd`` and addcmul's
-#: ``self + value * t1 * t2``, which the compiler of the vectorized kernels contracts. The device's
-#: XLA has no FMA instructions (runtime/xla_flags.py); lowering/fused_multiply_add.py fuses them.
+#: ATen's CPU kernels that round a product and a sum once: lerp's and add's ``vec::fmadd`` and
+#: addcmul's ``self + value * t1 * t2``, which the compiler of the vectorized kernels contracts. The
+#: device's XLA has no FMA instructions (runtime/xla_flags.py); lowering/fused_multiply_add.py fuses.
 FUSED_MULTIPLY_ADDS = {
     "addcmul": lambda x, y, w: torch.addcmul(x, y, w, value=0.7),
     "addcmul value 1": lambda x, y, w: torch.addcmul(x, y, w),
     "lerp tensor weight": torch.lerp,
     "lerp small weight": lambda x, y, w: torch.lerp(x, y, 0.37),
     "lerp large weight": lambda x, y, w: torch.lerp(x, y, 0.77),
+    # vec::fmadd(other, alpha, self) in ATen's add (ufunc/add.h); sub adds -alpha
+    "add alpha": lambda x, y, w: torch.add(x, y, alpha=0.3),
+    "sub alpha": lambda x, y, w: torch.sub(x, y, alpha=0.3),
+    "add alpha, broadcast row": lambda x, y, w: torch.add(x.view(64, 64), y[:64], alpha=-1.7),
+    "add_ alpha": lambda x, y, w: x.clone().add_(y, alpha=0.9),
+    # not a fused multiply-add: (value * t1) / t2, then the sum, in this order
+    "addcdiv": lambda x, y, w: torch.addcdiv(x, y, w + 0.5, value=-0.37),
 }
 
 

@@ -339,10 +339,15 @@ def add(self, other, alpha=1):
 
 def _scaled_sum(self, other, alpha, sign=1):
     """``self + sign * alpha * other``; complex operands take the CPU's complex product with
-    ``sign * alpha`` (sub passes ATen's ``-alpha``), other dtypes the plain expression."""
+    ``sign * alpha`` (sub passes ATen's ``-alpha``). A real float sum with an alpha other than the
+    default is one fused multiply-add, ATen's vectorized ``vec::fmadd(other, alpha, self)``
+    (ufunc/add.h; SGD's momentum and weight updates); integers take the plain expression."""
     dtype = jnp.result_type(self, other)
     if jnp.issubdtype(dtype, jnp.complexfloating):
         return complex_math.add(jnp.asarray(self, dtype), jnp.asarray(other, dtype), alpha if sign == 1 else -alpha)
+    default_alpha = isinstance(alpha, (int, float)) and alpha == 1
+    if jnp.issubdtype(dtype, jnp.floating) and not default_alpha:
+        return fused_multiply_add(other, alpha if sign == 1 else -alpha, self)
     return self + alpha * other if sign == 1 else self - alpha * other
 
 
@@ -769,5 +774,6 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 
 @lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
 def addcdiv(self, tensor1, tensor2, *, value=1):
-    """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here)."""
-    return self + value * _true_divide(tensor1, tensor2)
+    """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here), in
+    the CPU kernel's order: ``(value * tensor1) / tensor2``, then the sum."""
+    return self + _true_divide(value * tensor1, tensor2)

@@ -52,6 +52,20 @@ _ORIGINAL_SCALAR_OPS = frozenset(
 #: Schema names of operands: a number there is a wrapped 0-dim tensor. Numbers in other positions
 #: (alpha, value, weight, negative_slope, beta ...) are kernel parameters, used at their value.
 _OPERAND_NAMES = frozenset({"self", "other", "exponent"})
+#: Kernel parameters a 16-bit computation sees rounded to the 16-bit dtype all the same: add's and
+#: sub's alpha, which ATen's vectorized kernel holds as a ``Vectorized<scalar_t>`` (ufunc/add.h;
+#: bfloat16 ``add(x, y, alpha=0.3)`` uses 0.30078125).
+_ROUNDED_PARAMETERS = dict.fromkeys(
+    (
+        torch.ops.aten.add.Tensor,
+        torch.ops.aten.add.Scalar,
+        torch.ops.aten.sub.Tensor,
+        torch.ops.aten.sub.Scalar,
+        torch.ops.aten.rsub.Tensor,
+        torch.ops.aten.rsub.Scalar,
+    ),
+    "alpha",
+)
 
 
 def is_number(value: object) -> bool:
@@ -110,6 +124,10 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
                 args[i] = convert(arg, scalar_dtype).astype(target)
             continue
         if rounded_operand and i in chosen:
+            args[i] = convert(arg, scalar_dtype).astype(target)
+        elif (
+            scalar_dtype is not None and names[i] == _ROUNDED_PARAMETERS.get(entry.op) and is_number(meta) and meta != 1
+        ):
             args[i] = convert(arg, scalar_dtype).astype(target)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             args[i] = jnp.asarray(arg).astype(target)
