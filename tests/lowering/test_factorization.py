@@ -307,6 +307,48 @@ def test_matrix_exp_of_16_bit_input_computes_in_float32(dtype):
     torch.testing.assert_close(torch.linalg.matrix_exp(a.to("neuron")).cpu(), expected)
 
 
+#: 1-norms inside each of ATen's Taylor-degree intervals for float32 (degrees 1, 2, 4, 8, 12) and
+#: beyond (degree 18 with 0 and 2 squarings), and the boundary where degree 12 gives way to 18.
+MATRIX_EXP_NORMS = (1e-8, 1e-4, 0.03, 0.4, 1.2, 1.461661507209034, 2.5, 10.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["single", "batch"])
+@pytest.mark.parametrize("norm", MATRIX_EXP_NORMS)
+def test_matrix_exp_takes_atens_taylor_degree_for_the_norm(norm, batch, dtype):
+    # JAX's Pade approximant differed from the CPU by 8 float32 ulps at norm ~30; ATen's optimized
+    # Taylor polynomials (Bader, Blanes, Casas 2019), chosen by the 1-norm, agree to about one.
+    a = torch.randn(*batch, 5, 5, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    a = a * (norm / torch.linalg.matrix_norm(a, ord=1)[..., None, None])
+    torch.testing.assert_close(torch.linalg.matrix_exp(a.to("neuron")).cpu(), torch.linalg.matrix_exp(a))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["single", "batch"])
+def test_matrix_exp_after_many_squarings_is_as_accurate_as_the_cpu(batch, dtype):
+    # Six squarings at norm 150 amplify float32 rounding to ~5e-6 of the largest element on either
+    # device, past assert_close's elementwise tolerance; measure both against float64 instead.
+    a = torch.randn(*batch, 5, 5, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    a = a * (150 / torch.linalg.matrix_norm(a, ord=1)[..., None, None])
+    exact = torch.linalg.matrix_exp(a.to(torch.complex128 if dtype.is_complex else torch.float64))
+
+    def error(result):
+        return ((result.to(exact.dtype) - exact).abs().amax() / exact.abs().amax()).item()
+
+    neuron, cpu = error(torch.linalg.matrix_exp(a.to("neuron")).cpu()), error(torch.linalg.matrix_exp(a))
+    assert neuron <= 2 * cpu + 1e-6, f"relative error {neuron:.2e} on neuron, {cpu:.2e} on the CPU"
+
+
+@pytest.mark.parametrize("batch", [(), (2,)], ids=["single", "batch"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_matrix_exp_of_a_non_finite_matrix_is_nan_as_on_the_cpu(value, batch):
+    a = torch.eye(3).expand(*batch, 3, 3).clone()
+    a[..., 0, 1] = value
+    torch.testing.assert_close(
+        torch.linalg.matrix_exp(a.to("neuron")).cpu(), torch.linalg.matrix_exp(a), equal_nan=True
+    )
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
 @pytest.mark.parametrize("shape", [(3, 2**16), (2**16, 3)], ids=["wide", "tall"])
 def test_singular_values_of_a_long_matrix_need_no_square_workspace(shape, dtype):

@@ -502,13 +502,187 @@ def linalg_eigvals(self):
 # ----------------------------------------------------------------------------- functions
 
 
+#: The largest 1-norm at which each Taylor degree (1, 2, 4, 8, 12, 18) meets the dtype's unit
+#: roundoff: ATen's ``mexp`` (Bader, Blanes, Casas, "Computing the Matrix Exponential with an
+#: Optimized Taylor Polynomial Approximation", Mathematics 7 (2019) 1174, table 1).
+_MATRIX_EXP_THETAS = {
+    jnp.dtype(jnp.float32): (
+        1.192092800768788e-07,
+        5.978858893805233e-04,
+        5.116619363445086e-02,
+        5.800524627688768e-01,
+        1.461661507209034e00,
+        3.010066362817634e00,
+    ),
+    jnp.dtype(jnp.float64): (
+        2.220446049250313e-16,
+        2.580956802971767e-08,
+        3.397168839976962e-04,
+        4.991228871115323e-02,
+        2.996158913811580e-01,
+        1.090863719290036e00,
+    ),
+}
+
+#: The coefficients of the degree-12 and degree-18 evaluations (Bader et al., section 3), each row
+#: a linear combination of {I, A, A^2, A^3} or {I, A, A^2, A^3, A^6}, as ATen's compute_T12/T18.
+_T12 = (
+    (9.0198e-16, 0.46932117595418237389, -0.20099424927047284052, -0.04623946134063071740),
+    (5.31597895759871264183, 1.19926790417132231573, 0.01179296240992997031, 0.01108844528519167989),
+    (0.18188869982170434744, 0.05502798439925399070, 0.09351590770535414968, 0.00610700528898058230),
+    (-2.0861320e-13, -0.13181061013830184015, -0.02027855540589259079, -0.00675951846863086359),
+)
+_T18 = (
+    (0.0, -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.0),
+    (
+        0.0,
+        3.97849749499645077844e-01,
+        1.36783778460411720168e00,
+        4.98289622525382669416e-01,
+        -6.37898194594723280150e-04,
+    ),
+    (
+        -1.09676396052962061844e01,
+        1.68015813878906206114e00,
+        5.71779846478865511061e-02,
+        -6.98210122488052056106e-03,
+        3.34975017086070470649e-05,
+    ),
+    (
+        -9.04316832390810593223e-02,
+        -6.76404519071381882256e-02,
+        6.75961301770459654925e-02,
+        2.95552570429315521194e-02,
+        -1.39180257516060693404e-05,
+    ),
+    (0.0, 0.0, -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05),
+)
+
+
+def _matmul(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+def _powers(a: jax.Array, count: int) -> list[jax.Array]:
+    """The first ``count`` of I, A, A^2, A^3, A^6, formed as ATen's ``_fill_matrix_powers``."""
+    powers = [_eye_like(a, a.shape[-1]), a]
+    if count > 2:
+        powers.append(_matmul(a, a))
+    if count > 3:
+        powers.append(_matmul(a, powers[2]))
+    if count > 4:
+        powers.append(_matmul(powers[3], powers[3]))
+    return powers[:count]
+
+
+def _combination(terms: list[jax.Array], coefficients) -> jax.Array:
+    """sum_j coefficients[j] * terms[j], the coefficients rounded to the terms' real dtype and
+    summed in order, as ATen's ``_compute_linear_combination``."""
+    real = jnp.real(terms[0]).dtype
+    total = jnp.zeros_like(terms[0])
+    for term, coefficient in zip(terms, coefficients, strict=True):
+        total = total + jnp.asarray(coefficient, real) * term
+    return total
+
+
+def _taylor_1(a):
+    return sum(_powers(a, 2))
+
+
+def _taylor_2(a):
+    identity, a, a2 = _powers(a, 3)
+    return identity + a + a2 / 2
+
+
+def _taylor_4(a):
+    powers = _powers(a, 3)
+    tail = _matmul(powers[2], _combination(powers, (1 / 2.0, 1 / 6.0, 1 / 24.0)))
+    return _combination([*powers, tail], (1.0, 1.0, 0.0, 1.0))
+
+
+def _taylor_8(a):
+    # ATen's constants are scalar_t, each rounded on its own before it enters the next.
+    real = jnp.real(a).dtype.type
+    sqrt_177 = float(real(0.1330413469565007072504e2))
+    x3 = float(real(2.0 / 3.0))
+    x1 = x3 * ((1.0 + sqrt_177) / 88.0)
+    x2 = x3 * ((1.0 + sqrt_177) / 352.0)
+    x4 = (-271.0 + 29.0 * sqrt_177) / (315.0 * x3)
+    x5 = (-11.0 + 11.0 * sqrt_177) / (1260.0 * x3)
+    x6 = (-99.0 + 11.0 * sqrt_177) / (5040.0 * x3)
+    x7 = (89.0 - sqrt_177) / (5040.0 * x3)
+    y2 = (857.0 - 58.0 * sqrt_177) / 630.0
+    powers = _powers(a, 3)
+    a4 = _matmul(powers[2], _combination(powers[1:], (x1, x2)))
+    a8 = _matmul(_combination([powers[2], a4], (x3, 1.0)), _combination([*powers, a4], (x4, x5, x6, x7)))
+    return _combination([*powers, a4, a8], (1.0, 1.0, y2, 0.0, 1.0))
+
+
+def _taylor_12(a):
+    powers = _powers(a, 4)
+    b = [_combination(powers, row) for row in _T12]
+    b2 = b[2] + _matmul(b[3], b[3])
+    return b[0] + _matmul(b[1] + b2, b2)
+
+
+def _taylor_18(a):
+    powers = _powers(a, 5)
+    b = [_combination(powers, row) for row in _T18]
+    a9 = b[3] + _matmul(b[0], b[4])
+    return b[1] + _matmul(b[2] + a9, a9)
+
+
+def _taylor_18_scaled_and_squared(a: jax.Array, norm: jax.Array, theta: float) -> jax.Array:
+    """exp(A) = T18(A / 2^s)^(2^s) with s = max(ceil(log2(norm / theta)), 0) per matrix."""
+    squarings = jnp.maximum(jnp.ceil(jnp.log2(norm / jnp.asarray(theta, norm.dtype))), 0)
+    scaled = a * jnp.exp2(-squarings)[..., None, None].astype(a.dtype)
+    # A non-finite norm leaves NaN in ``scaled``; no squaring changes that.
+    squarings = jnp.where(jnp.isfinite(squarings), squarings, 0).astype(jnp.int32)
+
+    def square(state):
+        step, power = state
+        return step + 1, jnp.where((step < squarings)[..., None, None], _matmul(power, power), power)
+
+    _, result = jax.lax.while_loop(lambda state: state[0] < jnp.max(squarings), square, (0, _taylor_18(scaled)))
+    return result
+
+
 @lowering(aten.linalg_matrix_exp.default, promotion=Promotion.DEFAULT)
 def linalg_matrix_exp(self):
-    """torch.linalg.matrix_exp: Pade approximation with scaling and squaring; 16-bit inputs compute
-    in float32 (the CPU's bfloat16/float16 kernel overflows to NaN for matrices of norm ~30)."""
+    """torch.linalg.matrix_exp as ATen computes it (Bader, Blanes and Casas's optimized Taylor
+    polynomials, see ``_MATRIX_EXP_THETAS``): a single matrix takes the lowest degree of 1, 2, 4, 8
+    or 12 whose bound its 1-norm meets, else degree 18 with scaling and squaring, which every matrix
+    of a batch takes; a NaN norm gives NaN. A 1 x 1 matrix is ``exp``. 16-bit inputs compute in
+    float32 (the CPU's bfloat16/float16 kernel overflows to NaN for matrices of norm ~30)."""
+    n = self.shape[-1]
     if self.size == 0:
         return self
-    return jax.scipy.linalg.expm(self)
+    if n == 1:
+        return jnp.exp(self)
+    compute = jnp.promote_types(self.dtype, jnp.float32)
+    a = self.astype(compute).reshape(-1, n, n)
+    thetas = _MATRIX_EXP_THETAS[jnp.dtype(jnp.real(a).dtype)]
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+    if a.shape[0] > 1:
+        result = _taylor_18_scaled_and_squared(a, norm, thetas[-1])
+    else:
+        # The degree whose interval (thetas[i - 1], thetas[i]] holds the norm; 5 from thetas[4] on.
+        degree = jnp.sum(norm[0] > jnp.asarray(thetas[:4], norm.dtype)) + (norm[0] >= thetas[4])
+        degree = jnp.where(jnp.isnan(norm[0]), 6, degree)
+        result = jax.lax.switch(
+            degree,
+            [
+                _taylor_1,
+                _taylor_2,
+                _taylor_4,
+                _taylor_8,
+                _taylor_12,
+                lambda a: _taylor_18_scaled_and_squared(a, norm, thetas[-1]),
+                lambda a: jnp.full_like(a, jnp.nan),
+            ],
+            a,
+        )
+    return result.reshape(self.shape).astype(self.dtype)
 
 
 # ------------------------------------------------------------------ pseudo-inverse

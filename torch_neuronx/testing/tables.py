@@ -92,13 +92,6 @@ TOLERANCES: dict[tuple, tuple[float, float, str]] = {
     ),
     ("grid_sampler_3d", torch.float32, "backward"): (1e-3, 1.3e-6, _GRID_GRADIENT),
     ("nn.functional.grid_sample", torch.float32, "backward"): (1e-3, 1.3e-6, _GRID_GRADIENT),
-    ("matrix_exp", torch.float32, "backward"): (
-        1e-5,
-        1e-4,
-        "scaling and squaring amplifies float32 rounding; JAX's Pade approximant and PyTorch's Taylor "
-        "polynomial differ by up to 5e-5 relative in the gradient (the exponential of a 2n x 2n block matrix "
-        "of norm ~30); PyTorch's own device-vs-CPU test (test_compare_cpu) allows 1e-3",
-    ),
 }
 
 #: Samples the default test run expects to fail, per (op, dtype, phase): a strict xfail, so a fix
