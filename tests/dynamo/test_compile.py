@@ -92,6 +92,28 @@ def test_whole_training_step_compiled_together_matches_cpu():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+@pytest.mark.parametrize("capturable", [False, True])
+def test_compiled_step_of_an_optimizer_with_state_updates_it_once(capturable):
+    # Dynamo holds the existing optimizer state as graph attributes (real tensors): the backend's
+    # fake run of the graph (dynamo/eager_refusals.py) wrote them, counting the first step twice.
+    cpu_model = _mlp()
+    neuron_model = copy.deepcopy(cpu_model).to("neuron")
+    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=1e-2, foreach=False)  # the CPU is not capturable
+    neuron_opt = torch.optim.Adam(neuron_model.parameters(), lr=1e-2, foreach=False, capturable=capturable)
+    x = torch.randn(16, 8)
+    for steps, (model, opt, x_on) in enumerate([(cpu_model, cpu_opt, x), (neuron_model, neuron_opt, x.to("neuron"))]):
+        compiled = torch.compile(opt.step, backend="neuron") if steps else opt.step
+        for call in (opt.step, compiled, compiled):
+            opt.zero_grad()
+            model(x_on).square().sum().backward()
+            call()
+    for cpu_param, neuron_param in zip(cpu_model.parameters(), neuron_model.parameters(), strict=True):
+        cpu_state, neuron_state = cpu_opt.state[cpu_param], neuron_opt.state[neuron_param]
+        assert neuron_state["step"].item() == cpu_state["step"].item() == 3
+        torch.testing.assert_close(neuron_state["exp_avg"].cpu(), cpu_state["exp_avg"], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(neuron_param.cpu(), cpu_param, atol=1e-5, rtol=1e-5)
+
+
 class _Head(torch.nn.Module):
     """A user-defined module: Dynamo compiles its forward (it skips torch.nn's own modules' code)."""
 

@@ -71,6 +71,7 @@ __all__ = [
     "linear_cross_entropy_accumulates_in_float32",
     "make_fx",
     "fake_like",
+    "fake_in_active_mode",
     "run_on_fakes",
     "register_device_module",
     "route_default_compiler",
@@ -104,6 +105,14 @@ def fake_like(values: list[Any]) -> list[Any]:
     return [
         mode.from_tensor(value, static_shapes=True) if isinstance(value, torch.Tensor) else value for value in values
     ]
+
+
+def fake_in_active_mode(value: torch.Tensor) -> torch.Tensor:
+    """``value`` as a fake tensor of the ``FakeTensorMode`` that is active (inside :func:`run_on_fakes`):
+    for real tensors a graph holds as attributes, which the mode would otherwise let in-place ops
+    write."""
+    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    return mode.from_tensor(value, static_shapes=True)
 
 
 def run_on_fakes(

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import OpOverload, pytree, run_on_fakes
+from torch_neuronx._compat.torch_internals import OpOverload, fake_in_active_mode, pytree, run_on_fakes
 from torch_neuronx.eager import dispatched_dtypes
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -86,6 +86,12 @@ def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tupl
         def run_node(self, node: torch.fx.Node) -> Any:
             running[:] = [node]
             return super().run_node(node)
+
+        def fetch_attr(self, target: str) -> Any:
+            # A graph attribute is the real tensor (an optimizer's state, a module's buffer): the fake
+            # mode would let an in-place op write it, so a compiled Adam's first step counted twice.
+            value = super().fetch_attr(target)
+            return fake_in_active_mode(value) if isinstance(value, torch.Tensor) else value
 
     def observe(op: OpOverload, args: tuple, kwargs: dict, result: Any) -> None:
         try:
