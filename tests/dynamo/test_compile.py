@@ -669,3 +669,29 @@ def test_float_expressions_keep_ieee_values(engine, case):
         with torch_neuronx.adaptive_eager():
             actual = fn(x.to("neuron"))
     torch.testing.assert_close(actual.cpu(), fn(x), rtol=0, atol=0, equal_nan=True)
+
+
+#: Dynamo traces these as mul/div then prims.fma (torch/_dynamo/variables/tensor.py), which rounds
+#: otherwise than ATen's kernels; the backend puts addcmul/addcdiv back (dynamo/fused_ops.py).
+DYNAMO_FMA_REWRITES = {
+    "addcmul_ value": (lambda a, b, c, s: a.clone().addcmul_(b, c, value=0.3), torch.float32),
+    "addcdiv_ value": (lambda a, b, c, s: a.clone().addcdiv_(b, c, value=-0.7), torch.float32),
+    "addcmul_ value bfloat16": (lambda a, b, c, s: a.clone().addcmul_(b, c, value=0.3), torch.bfloat16),
+    "addcdiv_ value float16": (lambda a, b, c, s: a.clone().addcdiv_(b, c, value=-0.7), torch.float16),
+    "add_ tensor alpha": (lambda a, b, c, s: a.clone().add_(b, alpha=s), torch.float32),
+    "add_ tensor alpha bfloat16": (lambda a, b, c, s: a.clone().add_(b, alpha=s), torch.bfloat16),
+    "addcmul_ tensor value": (lambda a, b, c, s: a.clone().addcmul_(b, c, value=s), torch.float32),
+    "addcdiv_ tensor value": (lambda a, b, c, s: a.clone().addcdiv_(b, c, value=-s), torch.float32),
+}
+
+
+@pytest.mark.parametrize("case", DYNAMO_FMA_REWRITES)
+def test_dynamo_rewrites_of_fused_ops_compute_as_eager(case):
+    fn, dtype = DYNAMO_FMA_REWRITES[case]
+    generator = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(1024, generator=generator).to(dtype) for _ in range(2))
+    c = (torch.rand(1024, generator=generator) + 0.5).to(dtype)
+    s = torch.tensor(0.37)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, backend="neuron")(*(t.to("neuron") for t in (a, b, c, s)))
+    torch.testing.assert_close(actual.cpu(), fn(a, b, c, s), rtol=0, atol=0)

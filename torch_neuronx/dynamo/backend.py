@@ -25,6 +25,7 @@ from torch_neuronx._compat.torch_internals import (
 )
 from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
 from torch_neuronx.dynamo.eager_refusals import RefusedCall, find_refusal
+from torch_neuronx.dynamo.fused_ops import restore_fused_ops
 from torch_neuronx.dynamo.graph import CompiledGraph, source_line
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
 
@@ -123,6 +124,7 @@ _DECOMPOSED_WHEN_LOWERED = frozenset(
 def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Any:
     """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
     that run eagerly (dynamo/partition.py)."""
+    restore_fused_ops(graph)
     constants = _lift_constants(graph)
     example_inputs = [*example_inputs, *constants]
     if any(runs_eagerly(node) for node in graph.graph.nodes):
@@ -148,7 +150,7 @@ def neuron_backend(
     """
     from torch_neuronx import runtime
     from torch_neuronx.eager import registration
-    from torch_neuronx.lowering import engine
+    from torch_neuronx.lowering import engine, pointwise
 
     if options:
         raise ValueError(f"torch.compile(backend='neuron') takes no options, got {options!r}")
@@ -169,6 +171,7 @@ def neuron_backend(
     # is partitioned (dynamo/partition.py).
     runtime.start()
     registration.register_kernels()
+    pointwise.register_prims_fma()
 
     def compiler(kind: str):
         return lambda gm, inputs: compile_graph(gm, list(inputs), kind)

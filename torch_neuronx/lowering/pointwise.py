@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import torch
 
-from torch_neuronx.lowering import complex_math
+from torch_neuronx.lowering import complex_math, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
@@ -777,3 +777,19 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here), in
     the CPU kernel's order: ``(value * tensor1) / tensor2``, then the sum."""
     return self + _true_divide(value * tensor1, tensor2)
+
+def register_prims_fma() -> None:
+    """Registers the lowering of ``prims.fma`` (torch/_inductor/inductor_prims.py) once the op
+    exists: Dynamo imports it when it traces, and puts it in graphs for ``Tensor.add_(other,
+    alpha=tensor)``. The neuron backend calls this before it compiles a graph."""
+    op = getattr(getattr(torch.ops.prims, "fma", None), "default", None)
+    if op is not None and op not in registry.LOWERINGS:
+        lowering(op, promotion=Promotion.DEFAULT, result_dtype=True)(prims_fma)
+
+
+def prims_fma(a, b, c, *, result_dtype):
+    """prims.fma: ``a * b + c`` rounded once, as ATen's ``add_`` with a tensor alpha computes it
+    (``vec::fmadd(other, alpha, self)``), which Dynamo rewrites into this op. The operands are held
+    in the result's dtype first, as that kernel holds the alpha it reads from a float32 tensor
+    (``Vectorized<BFloat16>``: 0.37 is 0.369140625)."""
+    return fused_multiply_add(*(jnp.asarray(x).astype(result_dtype) for x in (a, b, c)))
