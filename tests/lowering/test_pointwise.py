@@ -179,6 +179,47 @@ def test_full_with_a_value_the_dtype_cannot_hold_raises_as_cpu():
         torch.full((2,), 300, dtype=torch.int8, device="neuron").cpu()
 
 
+# c10's checked conversion of add's and sub's alpha and lerp's weight. An integer alpha converts to
+# the result's dtype on CPU and CUDA (sub converts -alpha); a 16-bit float's and complex32's convert
+# to their opmath type on CUDA (Scalar::to<opmath_t>), where the CPU converts to the 16-bit type.
+SCALAR_OVERFLOWS = {
+    "add int8": (lambda x: torch.add(x, x, alpha=300), torch.int8, "int8_t"),
+    "add_ int8": (lambda x: x.clone().add_(x, alpha=-129), torch.int8, "int8_t"),
+    "sub int16 -alpha": (lambda x: torch.sub(x, x, alpha=-32768), torch.int16, "int16_t"),
+    "rsub uint8": (lambda x: torch.rsub(x, x, alpha=-256), torch.uint8, "uint8_t"),
+    "add float16": (lambda x: torch.add(x, x, alpha=1e39), torch.float16, "float"),
+    "add complex64": (lambda x: torch.add(x, x, alpha=1e39j), torch.complex64, r"c10::complex<float>"),
+    "lerp bfloat16": (lambda x: torch.lerp(x, x, 1e39), torch.bfloat16, "float"),
+    "lerp complex64": (lambda x: torch.lerp(x, x, 1e39), torch.complex64, r"c10::complex<float>"),
+}
+
+
+@pytest.mark.parametrize("case", SCALAR_OVERFLOWS)
+def test_scalar_parameter_that_does_not_fit_raises_as_cuda(case):
+    fn, dtype, cpp_type = SCALAR_OVERFLOWS[case]
+    x = torch.ones(3, dtype=dtype, device="neuron")
+    message = f"value cannot be converted to type {cpp_type} without overflow"
+    with pytest.raises(RuntimeError, match=message):
+        fn(x).cpu()
+    with pytest.raises(RuntimeError, match=message):
+        torch.compile(fn, backend="neuron")(x).cpu()
+
+
+def test_scalar_parameters_at_the_limits_compute():
+    # In range for the conversion each kernel makes: alpha 32767 is -32767 for sub, uint8 takes
+    # integers down to -255, and float16 alpha 7e4 is a float on CUDA: 1 + 7e4 * -1 is -69999,
+    # rounded once to float16's -inf, never 1 - inf * 1.
+    ones = torch.ones(3, dtype=torch.int16)
+    assert_matches_cpu(lambda x: torch.sub(x, x, alpha=32767), ones, atol=0, rtol=0)
+    assert_matches_cpu(lambda x: torch.add(x, x, alpha=-255), ones.to(torch.uint8), atol=0, rtol=0)
+    x = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float16)
+    y = torch.tensor([-1.0, 1e-3, -1e-4], dtype=torch.float16)
+    expected = (x.float() + 7e4 * y.float()).half()
+    actual = torch.add(x.to("neuron"), y.to("neuron"), alpha=7e4).cpu()
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+    assert_matches_cpu(lambda a, b: torch.lerp(a, b, 7e4), x, y, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("fn", [torch.sgn, torch.sign, torch.floor], ids=["sgn", "sign", "floor"])
 def test_zero_gradients_stay_on_the_device(fn):
     # Their autograd formulas return at::_efficientzerotensor, which must be a neuron tensor.

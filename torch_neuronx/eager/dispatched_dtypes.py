@@ -330,11 +330,23 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         aten.clamp.Tensor,
-        Check(COMPLEX, "self", NotImplementedError, "clamp is not supported for complex types", "TensorCompare.cpp"),
+        Check(
+            COMPLEX | {torch.complex32},
+            "self",
+            NotImplementedError,
+            "clamp is not supported for complex types",
+            "TensorCompare.cpp",
+        ),
     ),
     (
         (aten.clamp.default, aten.hardtanh.default, aten.relu.default, aten.clamp_min.default),
-        Check(COMPLEX, "self", NotImplementedError, "clamp is not supported for complex types", "TensorCompare.cpp"),
+        Check(
+            COMPLEX | {torch.complex32},
+            "self",
+            NotImplementedError,
+            "clamp is not supported for complex types",
+            "TensorCompare.cpp",
+        ),
     ),
     (aten.relu.default, Check(BOOL, "self", RuntimeError, "Boolean inputs not supported for relu", "Activation.cpp")),
     (

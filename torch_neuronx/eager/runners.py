@@ -21,7 +21,6 @@ from torch_neuronx.eager import fallback, memory_formats
 from torch_neuronx.eager.plan import Plan, call, split
 from torch_neuronx.lowering import overflow, registry
 from torch_neuronx.runtime import arguments
-from torch_neuronx.runtime.dtypes import jax_dtype
 from torch_neuronx.runtime.executable import Runner
 
 #: In-place overloads whose CPU and CUDA kernels resize ``self`` to the result's shape (through
@@ -113,8 +112,8 @@ def fallback_runner(op: OpOverload) -> Runner:
     return run
 
 
-def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) -> list[tuple[int, Any]]:
-    """(position in the call, dtype) of each Python number the op's lowering lists as ``checked``:
+def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) -> list[tuple[int, Any, bool]]:
+    """(position in the call, dtype, whether negated) of each Python number the op's lowering lists as ``checked``:
     c10 converts it to the result's dtype, and an overflow raises at the call, as on the CPU, when
     the runner checks it on the host before each launch (a runtime scalar changes between calls)."""
     entry = registry.LOWERINGS.get(plan.functional)
@@ -125,13 +124,13 @@ def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) 
         return []
     names = [argument.name for argument in schema_of(plan.op).arguments]
     return [
-        (i, jax_dtype(first.dtype))
+        (i, overflow.checked_dtype(first.dtype, entry.checked_in_opmath), name in entry.negated_checked)
         for i, name in enumerate(names)
         if name in entry.checked and overflow.is_number(values[i])
     ]
 
 
-def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]], plan: Plan) -> Runner:
+def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any, bool]], plan: Plan) -> Runner:
     """``runner`` preceded by the lowering's dtype rule, which may refuse a runtime scalar's kind
     (index_fill: a complex value for a real tensor) and must come first, as in ATen, and by c10's
     overflow check of the runtime scalars ``host_checks`` names."""
@@ -141,8 +140,8 @@ def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any]], plan: P
     def run(inputs, device, slot_tensors, generator, values):
         if dtype_rule is not None:
             dtype_rule(dict(zip(names, plan.functional_args(values), strict=False)))
-        for position, dtype in host_checks:
-            overflow.raise_if_overflows(values[position], dtype)
+        for position, dtype, negated in host_checks:
+            overflow.raise_if_overflows(-values[position] if negated else values[position], dtype)
         return runner(inputs, device, slot_tensors, generator, values)
 
     return run

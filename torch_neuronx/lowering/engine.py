@@ -119,7 +119,10 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
     ):  # c10 converts to the result's dtype
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
-                overflow.check_fits(arg, jax_dtype(first.dtype))
+                overflow.check_fits(
+                    -arg if name in entry.negated_checked else arg,
+                    overflow.checked_dtype(first.dtype, entry.checked_in_opmath),
+                )
     floating = (
         torch.Tag.pointwise in op.tags
         and isinstance(first, torch.Tensor)

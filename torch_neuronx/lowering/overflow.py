@@ -13,8 +13,10 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+import torch
 
 from torch_neuronx.lowering.promotion import is_number
+from torch_neuronx.runtime.dtypes import COMPLEX32, view_dtype
 from torch_neuronx.runtime.tracing import device_check
 
 #: c10's names of the types in "value cannot be converted to type X without overflow".
@@ -30,9 +32,19 @@ _C10_NAMES = {
     np.dtype(jnp.float16): "c10::Half",
     np.dtype(jnp.bfloat16): "c10::BFloat16",
     np.dtype(jnp.float32): "float",
+    np.dtype(jnp.complex64): "c10::complex<float>",
+    COMPLEX32: "c10::complex<c10::Half>",
+}
+#: The type each part of a complex value is checked against (c10's ``overflows`` of a complex).
+_COMPLEX_PARTS = {np.dtype(jnp.complex64): np.dtype(jnp.float32), COMPLEX32: np.dtype(jnp.float16)}
+#: ``at::opmath_type``: the type CUDA's kernels convert a Scalar to where they compute in opmath.
+_OPMATH = {
+    np.dtype(jnp.float16): np.dtype(jnp.float32),
+    np.dtype(jnp.bfloat16): np.dtype(jnp.float32),
+    COMPLEX32: np.dtype(jnp.complex64),
 }
 
-__all__ = ["c10_type_name", "check_fits", "is_number", "raise_if_overflows"]
+__all__ = ["c10_type_name", "check_fits", "checked_dtype", "is_number", "raise_if_overflows"]
 
 
 def c10_type_name(dtype: Any) -> str | None:
@@ -40,11 +52,20 @@ def c10_type_name(dtype: Any) -> str | None:
     return _C10_NAMES.get(np.dtype(dtype))
 
 
+def checked_dtype(result: torch.dtype, in_opmath: bool = False) -> np.dtype:
+    """The dtype a kernel converts its Scalar parameters to: the result's (:data:`COMPLEX32` for
+    complex32), or with ``in_opmath`` its ``at::opmath_type`` (float for float16 and bfloat16,
+    ``c10::complex<float>`` for complex32), where CUDA's kernel calls ``Scalar::to<opmath_t>``."""
+    dtype = view_dtype(result)
+    return _OPMATH.get(dtype, dtype) if in_opmath else dtype
+
+
 def check_fits(value: Any, dtype: Any) -> None:
     """c10's overflow check of a Scalar converted to ``dtype``: integer targets reject NaN, infinities
     and values outside [lowest, max] (an integer may go down to -max for an unsigned type); floating
     targets reject finite values beyond their range; a complex value fits a real type only with a
-    zero imaginary part (its real part is checked).
+    zero imaginary part (its real part is checked); a complex target (complex64, :data:`COMPLEX32`)
+    checks each part against its parts' type.
 
     A concrete value (a Python number: a static argument, a graph constant) raises now, as on the CPU.
     A traced one (a runtime scalar of the executable) is checked inside it and raised at the next
@@ -61,6 +82,12 @@ def check_fits(value: Any, dtype: Any) -> None:
         return
     value = jnp.asarray(value)
     if name is None or value.dtype == jnp.bool_:
+        return
+    if dtype in _COMPLEX_PARTS:
+        limit = float(jnp.finfo(_COMPLEX_PARTS[dtype]).max)
+        parts = jnp.stack([jnp.real(value), jnp.imag(value)]).astype(jnp.float64)
+        failed = jnp.any(jnp.isfinite(parts) & (jnp.abs(parts) > limit))
+        device_check(failed, jnp.int64(0), _overflow_message(name), RuntimeError)
         return
     imaginary = jnp.zeros((), jnp.bool_)
     if jnp.issubdtype(value.dtype, jnp.complexfloating):  # fits only with a zero imaginary part
@@ -85,6 +112,12 @@ def raise_if_overflows(value: Any, dtype: Any) -> None:
     dtype = np.dtype(dtype)
     name = _C10_NAMES.get(dtype)
     if name is None or isinstance(value, (bool, np.bool_)):
+        return
+    if dtype in _COMPLEX_PARTS:
+        limit = float(jnp.finfo(_COMPLEX_PARTS[dtype]).max)
+        number = complex(value)
+        if any(math.isfinite(part) and abs(part) > limit for part in (number.real, number.imag)):
+            raise RuntimeError(_overflow_message(name))
         return
     if isinstance(value, (complex, np.complexfloating)):
         # c10's overflows(): a complex value fits a real type only with a zero imaginary part.

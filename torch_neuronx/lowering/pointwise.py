@@ -327,7 +327,13 @@ def _alpha_check(arguments: dict) -> None:
 
 
 @lowering(
-    aten.add.Tensor, aten.add.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_alpha_check
+    aten.add.Tensor,
+    aten.add.Scalar,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "other"),
+    checked=("alpha",),
+    checked_in_opmath=True,
+    dtype_rule=_alpha_check,
 )
 def add(self, other, alpha=1):
     """torch.add: self + alpha * other (bool: logical or; complex: as the CPU's vectorised kernel,
@@ -373,7 +379,13 @@ def _sub_check(arguments: dict) -> None:
 
 
 @lowering(
-    aten.sub.Tensor, aten.sub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
+    aten.sub.Tensor,
+    aten.sub.Scalar,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "other"),
+    negated_checked=("alpha",),
+    checked_in_opmath=True,
+    dtype_rule=_sub_check,
 )
 def sub(self, other, alpha=1):
     """torch.sub: self - alpha * other, which ATen computes as self + (-alpha) * other."""
@@ -381,7 +393,13 @@ def sub(self, other, alpha=1):
 
 
 @lowering(
-    aten.rsub.Tensor, aten.rsub.Scalar, promotion=Promotion.DEFAULT, promote=("self", "other"), dtype_rule=_sub_check
+    aten.rsub.Tensor,
+    aten.rsub.Scalar,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "other"),
+    negated_checked=("alpha",),
+    checked_in_opmath=True,
+    dtype_rule=_sub_check,
 )
 def rsub(self, other, alpha=1):
     """torch.rsub: other - alpha * self, which ATen computes as other + (-alpha) * self."""
@@ -751,7 +769,7 @@ def clamp_max(self, max):
     return jnp.minimum(self, max)
 
 
-@lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT, checked=("weight",))
+@lowering(aten.lerp.Scalar, aten.lerp.Tensor, promotion=Promotion.DEFAULT, checked=("weight",), checked_in_opmath=True)
 def lerp(self, end, weight):
     """torch.lerp: self + weight * (end - self), computed as ATen's kernels do for accuracy (from
     ``end`` when |weight| >= 0.5), one fused multiply-add each, as their ``vec::fmadd``."""
@@ -777,6 +795,7 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here), in
     the CPU kernel's order: ``(value * tensor1) / tensor2``, then the sum."""
     return self + _true_divide(value * tensor1, tensor2)
+
 
 def register_prims_fma() -> None:
     """Registers the lowering of ``prims.fma`` (torch/_inductor/inductor_prims.py) once the op

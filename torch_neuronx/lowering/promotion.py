@@ -16,11 +16,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from torch_neuronx._compat.torch_internals import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, schema_of
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
-from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
+from torch_neuronx.runtime.dtypes import COMPLEX32, convert, jax_dtype, view_dtype
 
 
 class Promotion(enum.Enum):
@@ -128,10 +129,27 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         elif (
             scalar_dtype is not None and names[i] == _ROUNDED_PARAMETERS.get(entry.op) and is_number(meta) and meta != 1
         ):
-            args[i] = convert(arg, scalar_dtype).astype(target)
+            args[i] = _rounded_where_it_fits(arg, scalar_dtype)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             args[i] = jnp.asarray(arg).astype(target)
     return args
+
+
+def _rounded_where_it_fits(value: Any, dtype: Any) -> jax.Array:
+    """A 16-bit computation's kernel parameter (add's alpha) in its opmath dtype (float32, complex64),
+    holding ``value`` rounded to ``dtype`` as ATen's vectorized CPU kernel holds it, or the value
+    itself where the rounding overflows: the CPU refuses such a value, and CUDA's kernel computes
+    with it unrounded (``Scalar::to<opmath_t>``), so float16 ``add(x, y, alpha=7e4)`` is
+    ``x + 70000 * y`` rounded once, never ``x + inf * y``."""
+    wide = jnp.asarray(value).astype(jnp.complex64 if np.dtype(dtype) == COMPLEX32 else jnp.float32)
+    rounded = convert(value, dtype).astype(wide.dtype)
+
+    def part(rounded_part, wide_part):
+        return jnp.where(jnp.isinf(rounded_part) & jnp.isfinite(wide_part), wide_part, rounded_part)
+
+    if jnp.issubdtype(wide.dtype, jnp.complexfloating):
+        return jax.lax.complex(part(jnp.real(rounded), jnp.real(wide)), part(jnp.imag(rounded), jnp.imag(wide)))
+    return part(rounded, wide)
 
 
 def opmath_dtype(dtype: Any) -> Any:

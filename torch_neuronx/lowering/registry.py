@@ -24,6 +24,11 @@ Shared semantics are declared here per op and applied once, by the engine when i
 - ``checked`` names Scalar arguments that PyTorch's kernels convert with c10's ``checked_convert``
   (fill values, clamp bounds): a number that does not fit the result's dtype raises c10's "value
   cannot be converted to type int8_t without overflow" (lowering/overflow.py), never wraps.
+  ``negated_checked`` names those that the kernel converts negated (sub's and rsub's alpha: ATen's
+  ``sub`` calls ``add`` with ``-alpha``, so int16 ``sub(x, y, alpha=-32768)`` overflows).
+  ``checked_in_opmath=True`` checks them against the result's opmath dtype (float for 16-bit
+  floats, ``c10::complex<float>`` for complex32), where CUDA's kernel converts them with
+  ``Scalar::to<opmath_t>`` (lerp's weight, add's alpha: float16 ``add(x, y, alpha=7e4)`` computes).
 - ``dtype_rule`` is a function of the arguments as PyTorch sees them (by name) that raises the ATen
   kernel's error for operand dtypes it refuses: checked when the call is traced, before any
   promotion. :func:`same_dtype` makes the common rule (no promotion at all). ``rule_first=True``
@@ -82,6 +87,8 @@ class Lowering:
     uncast: frozenset[str] = frozenset()
     metas: bool = False
     checked: frozenset[str] = frozenset()
+    negated_checked: frozenset[str] = frozenset()
+    checked_in_opmath: bool = False
     dtype_rule: Callable[[dict[str, Any]], None] | None = None
     returns_mutated: bool = False
     rule_first: bool = False
@@ -123,6 +130,8 @@ def lowering(
     uncast: Sequence[str] = (),
     metas: bool = False,
     checked: Sequence[str] = (),
+    negated_checked: Sequence[str] = (),
+    checked_in_opmath: bool = False,
     dtype_rule: Callable[[dict[str, Any]], None] | None = None,
     returns_mutated: bool = False,
     rule_first: bool = False,
@@ -149,7 +158,9 @@ def lowering(
                 result_dtype,
                 frozenset(uncast),
                 metas,
-                frozenset(checked),
+                frozenset(checked) | frozenset(negated_checked),
+                frozenset(negated_checked),
+                checked_in_opmath,
                 dtype_rule,
                 returns_mutated,
                 rule_first,
