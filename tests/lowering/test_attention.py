@@ -295,12 +295,25 @@ def test_compiled_sdpa_refuses_heads_without_enable_gqa():
 
 _LEFT_ALIGNED = [[False, False, False, False], [False, False, True, True], [False, True, True, True]]
 #: (padding mask, mask_check, final norm, eval without gradients): the CPU's encoder takes its nested
-#: path (zeros at padded positions, before the norm) in the first three, its standard path (computed
+#: path (zeros at padded positions, before the norm) in the first five, its standard path (computed
 #: values there) in the others; neuron must give the same either way (_compat/transformer_encoder.py).
 ENCODER_CASES = {
     "nested path": (_LEFT_ALIGNED, True, False, True),
     "nested path, final norm": (_LEFT_ALIGNED, True, True, True),
     "nested path without mask_check": (_LEFT_ALIGNED, False, True, True),
+    # unchecked, the nested path keeps the first k positions of a sequence whose mask keeps k
+    "mask with a gap without mask_check": (
+        [[False, True, False, False], [True, True, False, False], [False] * 4],
+        False,
+        True,
+        True,
+    ),
+    "additive mask with a gap without mask_check": (
+        [[0.0, -float("inf"), 0.0, 0.0], [0.0] * 4, [0.0] * 4],
+        False,
+        True,
+        True,
+    ),
     "mask with a gap": ([[False, True, False, False], [False, False, True, True], [False] * 4], True, True, True),
     "training": (_LEFT_ALIGNED, True, True, False),
 }

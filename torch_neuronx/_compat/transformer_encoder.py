@@ -61,12 +61,26 @@ def _padded_like_nested(
     from torch.nn.modules.transformer import _detect_is_causal_mask
 
     is_causal = _detect_is_causal_mask(mask, is_causal, src.size(1))
+    padded = _nested_reading(src_key_padding_mask)
+    if src_key_padding_mask.dtype != torch.bool:  # an additive mask: -inf where padded
+        padded_mask = torch.zeros_like(src_key_padding_mask).masked_fill(padded, float("-inf"))
+    else:
+        padded_mask = padded
     output = src
     for layer in encoder.layers:
-        output = layer(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
-    padded = src_key_padding_mask.logical_not().logical_not()  # the nested path's reading of the mask
+        output = layer(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=padded_mask)
     output = output.masked_fill(padded.unsqueeze(-1), 0.0)
     return encoder.norm(output) if encoder.norm is not None else output
+
+
+def _nested_reading(src_key_padding_mask: torch.Tensor) -> torch.Tensor:
+    """The positions the nested path pads: ``_nested_tensor_from_mask`` keeps, of each sequence, as
+    many leading positions as its mask keeps (``logical_not``: False or 0.0), and pads the rest. For
+    a left-aligned mask that is the mask itself; ``mask_check=False`` lets any other mask through, and
+    then the first positions are kept whatever the mask says, as on the CPU."""
+    kept = src_key_padding_mask.logical_not().sum(-1, keepdim=True)
+    positions = torch.arange(src_key_padding_mask.size(-1), device=src_key_padding_mask.device)
+    return positions >= kept
 
 
 def install() -> None:
