@@ -90,5 +90,6 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
         ensure_started()
         return op(*args, **kwargs)
     from torch_neuronx.eager import fallback
+    from torch_neuronx.runtime.cores import with_64_bit_types
 
-    return fallback.run_on_cpu(op, args, kwargs)
+    return with_64_bit_types(fallback.run_on_cpu)(op, args, kwargs)

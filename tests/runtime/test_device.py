@@ -71,6 +71,27 @@ def test_device_starts_after_other_code_created_jaxs_cpu_client():
     assert result.stdout.strip() == "ok"
 
 
+def test_int64_and_exact_fma_survive_other_code_turning_jax_x64_off():
+    # JAX's default is 32-bit types; the device turns 64-bit ones on at its start, and code sharing
+    # the process may turn them off again: then .to("neuron") narrowed 2**40 to 0 (int32).
+    import jax
+
+    big = torch.tensor([2**40, 3])
+    a, b = torch.randn(1000), torch.randn(1000)
+    big.to("neuron")  # the device has started
+    jax.config.update("jax_enable_x64", False)
+    try:
+        on_device = big.to("neuron")
+        torch.testing.assert_close(on_device.cpu(), big)
+        torch.testing.assert_close((on_device * 3 + 2**40).cpu(), big * 3 + 2**40)
+        compiled = torch.compile(lambda t: t * 5 - 1, backend="neuron")
+        torch.testing.assert_close(compiled(on_device).cpu(), big * 5 - 1)
+        lerp = torch.lerp(a.to("neuron"), b.to("neuron"), 0.3).cpu()
+        torch.testing.assert_close(lerp, torch.lerp(a, b, 0.3), rtol=0, atol=0)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
 #: (code before the device starts, XLA_FLAGS given, XLA_FLAGS expected before the start, whether the
 #: start warns that XLA contracts multiply-adds): runtime/xla_flags.py.
 XLA_FLAG_CASES = {

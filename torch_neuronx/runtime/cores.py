@@ -10,11 +10,31 @@ own instead (``_compat/jax_client.py``): whoever touched JAX first, the device s
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import jax
 
 from torch_neuronx import _C
 from torch_neuronx._compat import jax_client
 from torch_neuronx.runtime import xla_flags
+
+
+def with_64_bit_types(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, run with JAX's 64-bit types on in the calling thread (``jax.enable_x64``), whatever
+    the process's setting: :func:`configure` turns them on, but other code in the process may turn
+    them off again (JAX's default), and then ``torch.tensor([2**40]).to("neuron")`` held 0 (JAX
+    narrowed the int64 to int32) and traces failed on int64 constants. The entry points of device
+    work (eager kernels, the CPU fallback, compiled graphs) run through this."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return run
+
 
 #: The PJRT devices of the cores, index = core; set by :func:`configure`.
 _devices: tuple[jax.Device, ...] = ()
