@@ -240,6 +240,10 @@ def test_lstsq_matches_cpu(a_shape, b_shape, dtype, driver):
     a, b = _general(*a_shape, dtype=dtype), _general(*b_shape, dtype=dtype) + 1
     actual, expected = _run(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), a, b)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+    # The solution is LAPACK's column-major right-hand sides narrowed to n rows, as on the CPU.
+    on_device = torch.linalg.lstsq(a.to("neuron"), b.to("neuron"), driver=driver).solution
+    assert on_device.stride() == expected[0].stride()
+    assert on_device.untyped_storage().nbytes() == expected[0].untyped_storage().nbytes()
 
 
 @pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss"])

@@ -198,7 +198,21 @@ def linalg_lstsq(
         residuals = (a @ solution - rhs).abs().square().sum(-2)
         if n == 0 and driver == "gels":  # the CPU's gels leaves them zero when A has no columns
             residuals = torch.zeros_like(residuals)
-    return (solution.squeeze(-1) if vector else solution), residuals, rank, values
+    solution = _in_lapack_layout(solution, m, vector)
+    return solution, residuals, rank, values
+
+
+def _in_lapack_layout(solution: torch.Tensor, m: int, vector: bool) -> torch.Tensor:
+    """``solution`` (..., n, k) laid out as ATen's ``linalg_lstsq`` returns it on the CPU and CUDA:
+    the first n rows of a column-major (..., max(m, n), k) buffer, LAPACK's right-hand sides
+    overwritten by the solution (strides (1, 5) for a 5x3 system with two right-hand sides),
+    squeezed to (..., n) for a vector ``b``."""
+    *batch, n, k = solution.shape
+    rows = max(m, n)
+    buffer = torch.zeros((*batch, k, rows), dtype=solution.dtype, device=solution.device).mT
+    view = buffer.narrow(-2, 0, n)
+    view.copy_(solution)
+    return view.squeeze(-1) if vector else view
 
 
 def linalg_lstsq_out(
