@@ -13,6 +13,7 @@ import unittest
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from torch_neuronx import cli
 from torch_neuronx._compat import upstream_tests
@@ -255,3 +256,19 @@ def test_a_sampled_run_estimates_the_whole_collection_file_by_file():
     assert "| all | 1004 (4) | 4 | 1 | 1 | 0 | 2 | 0 | 0 | 50.0% | 50.0% |" in text
     estimate = "| all, estimated for the whole collection | 1004 | 1004 | 500 | 500 | 0 | 4 | 0 | 0 | 50.0% | 0.4% |"
     assert estimate in text
+
+
+def test_opinfos_claim_for_neuron_what_cuda_or_the_cpu_computes(monkeypatch):
+    # Neuron computes what CUDA's kernels or the CPU's do (eager/dispatched_dtypes.py): histc of int32
+    # (CUDA counts integers, the CPU refuses them) and of float16 (the CPU's kernel takes it).
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.opinfo.core import OpInfo
+
+    for name in ("supported_dtypes", "supported_backward_dtypes"):
+        monkeypatch.setattr(OpInfo, name, getattr(OpInfo, name))  # restored after the test
+    histc = next(op for op in op_db if op.name == "histc")
+    cpu_claims = histc.supported_dtypes("cpu")
+    upstream_tests.claim_cuda_dtypes()
+    assert {torch.int32, torch.float16} <= histc.supported_dtypes("privateuse1")
+    assert histc.supported_dtypes("neuron") == histc.supported_dtypes("cuda") | cpu_claims
+    assert histc.supported_dtypes("cpu") == cpu_claims

@@ -424,7 +424,9 @@ def summary(
         "",
         "PyTorch's device-generic test files, instantiated for the PrivateUse1 device (`neuron`) by PyTorch's "
         "own test base (`common_device_type`, `PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1`), each file under "
-        "pytest in processes of its own. Regenerate with:",
+        "pytest in processes of its own. OpInfos claim for neuron their CUDA dtypes joined with their CPU ones "
+        "(`upstream_tests.claim_cuda_dtypes`: neuron computes what either computes), where PyTorch hands a "
+        "PrivateUse1 device the CPU's. Regenerate with:",
         "",
         "```console",
         f"$ {command}",

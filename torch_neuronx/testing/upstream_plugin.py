@@ -75,8 +75,9 @@ _FP64_NAMES = {str(dtype) for dtype in upstream_tests.MISSING_DTYPES}
 
 def _only_fp64_claims(message: str) -> bool:
     """Whether a ``test_dtypes`` failure ("The supported dtypes for add on device type neuron are
-    incorrect!") is the FP64 policy alone: the OpInfo's dtypes for a PrivateUse1 device are the
-    CPU's, float64 and complex128 included, and only those did not work."""
+    incorrect!") is the FP64 policy alone: the OpInfo's dtypes for neuron are its CUDA and CPU
+    ones (``upstream_tests.claim_cuda_dtypes``), float64 and complex128 included, and only those
+    did not work."""
     if "The supported dtypes for" not in message:
         return False
     claims = _DTYPE_CLAIMS.findall(message)
@@ -99,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     upstream_tests.install_compat()
     upstream_tests.install_device_base()
     upstream_tests.install_accelerator_classes()
+    upstream_tests.claim_cuda_dtypes()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
