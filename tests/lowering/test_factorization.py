@@ -401,3 +401,44 @@ def test_a_resized_out_takes_the_kernels_layout(case, out_shape):
     assert [t.stride() for t in actual] == [t.stride() for t in expected]
     if case in ("inv", "solve", "cholesky", "torch.cholesky", "cholesky_inverse", "lu_factor"):
         torch.testing.assert_close([t.cpu() for t in actual], expected, atol=1e-4, rtol=1e-4)
+
+
+def _symmetric(n: int, dtype: torch.dtype, seed: int, hermitian: bool) -> torch.Tensor:
+    a = torch.randn(n, n, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+    a = a + (a.mH if hermitian else a.mT)
+    if seed % 3 == 0:
+        a[..., 0, 0] = 0  # no 1x1 pivot at the first column: interchanges and 2x2 blocks
+    return a
+
+
+@pytest.mark.parametrize(
+    ("dtype", "hermitian", "exact"),
+    [(torch.float32, False, True), (torch.complex64, True, True), (torch.complex64, False, False)],
+    ids=["float32", "complex64-hermitian", "complex64-symmetric"],
+)
+def test_ldl_factor_is_lapacks_bunch_kaufman(dtype, hermitian, exact):
+    # ?sytf2/?hetf2 step for step: the same pivots always, and for real and Hermitian matrices the
+    # same LD to the bit (the CPU's complex-symmetric products round a little otherwise).
+    for n, seed in [(2, 0), (6, 3), (6, 4), (33, 9)]:
+        a = _symmetric(n, dtype, seed, hermitian)
+        (ld, pivots, info), expected = _run(lambda t: tuple(torch.linalg.ldl_factor_ex(t, hermitian=hermitian)), a)
+        torch.testing.assert_close(pivots, expected[1], rtol=0, atol=0)
+        torch.testing.assert_close(info, expected[2], rtol=0, atol=0)
+        torch.testing.assert_close(
+            ld, expected[0], **({"rtol": 0, "atol": 0} if exact else {"rtol": 1e-5, "atol": 1e-4})
+        )
+        b = torch.randn(3, n, 2, dtype=dtype)  # a batch of right-hand sides beside one factorization
+        solved, reference = _run(lambda f, p, r: torch.linalg.ldl_solve(f, p, r, hermitian=hermitian), *expected[:2], b)
+        torch.testing.assert_close(solved, reference, rtol=1e-4, atol=1e-4)
+
+
+def test_singular_ldl_factor_raises_what_lapacks_info_means():
+    # PyTorch's own check fails an internal assertion here ("Unknown error code: 1"), CPU and CUDA.
+    singular = torch.stack([torch.eye(3), torch.zeros(3, 3)]).to("neuron")
+    message = r"torch.linalg.ldl_factor: \(Batch element 1\): .* D is exactly singular: its diagonal element 1"
+    with pytest.raises(torch.linalg.LinAlgError, match=message):
+        torch.linalg.ldl_factor(singular)
+    with pytest.raises(torch.linalg.LinAlgError, match="D is exactly singular"):
+        torch.linalg.ldl_factor_ex(singular[1], check_errors=True)
+    ld, pivots, info = torch.linalg.ldl_factor_ex(singular)
+    torch.testing.assert_close(info.cpu(), torch.tensor([0, 1], dtype=torch.int32))

@@ -299,7 +299,20 @@ def batch_norm(
     return aten._batch_norm_impl_index.default(*arguments)[0]
 
 
-BACKEND_KERNELS = {aten.linalg_lstsq.default: linalg_lstsq, aten.linalg_lstsq.out: linalg_lstsq_out}
+def linalg_ldl_factor(A: torch.Tensor, *, hermitian: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.ldl_factor``: ``ldl_factor_ex`` with its check. PyTorch's composite checks
+    ``info`` with ``_linalg_check_errors``, which has no message for LAPACK's ``?sytrf`` and fails
+    an internal assertion ("Unknown error code: 1", CPU and CUDA); the lowering's check says what
+    the info means (lowering/ldl.py)."""
+    ld, pivots, _ = aten.linalg_ldl_factor_ex.default(A, hermitian=hermitian, check_errors=True)
+    return ld, pivots
+
+
+BACKEND_KERNELS = {
+    aten.linalg_lstsq.default: linalg_lstsq,
+    aten.linalg_lstsq.out: linalg_lstsq_out,
+    aten.linalg_ldl_factor.default: linalg_ldl_factor,
+}
 
 KERNELS = {
     aten.linalg_pinv.atol_rtol_float: linalg_pinv_float,

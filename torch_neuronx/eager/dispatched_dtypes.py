@@ -807,6 +807,15 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         (aten.linalg_lu.default, aten.linalg_lu_factor_ex.default),
         Dispatch("lu_factor_cusolver", FLOATING | COMPLEX, "A", "BatchLinearAlgebraLib.cpp"),
     ),
+    (aten.linalg_ldl_factor_ex.default, _linalg_floating_check("torch.linalg.ldl_factor_ex", "self")),
+    (
+        aten.linalg_ldl_factor_ex.default,
+        Dispatch("ldl_factor_looped_cusolver", FLOATING | COMPLEX, "self", "BatchLinearAlgebraLib.cpp"),
+    ),
+    (
+        aten.linalg_ldl_solve.default,
+        Dispatch("ldl_solve_looped_cusolver", FLOATING | COMPLEX, "LD", "BatchLinearAlgebraLib.cpp"),
+    ),
     (aten._linalg_solve_ex.default, _linalg_floating_check("linalg.solve", "A")),
     (aten._linalg_det.default, _linalg_floating_check("linalg.det", "A")),
     (

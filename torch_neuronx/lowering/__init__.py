@@ -13,6 +13,7 @@ FAMILIES = (
     "reduction",
     "linalg",
     "factorization",
+    "ldl",
     "distance",
     "shape",
     "creation",

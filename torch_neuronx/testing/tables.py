@@ -106,10 +106,6 @@ KNOWN_FAILURES: dict[tuple[str, torch.dtype, str], str] = {
         )
         for dtype in dtypes
     },
-    **{
-        (name, torch.float32, "forward"): "falls back to the CPU: no lowering of LAPACK's Bunch-Kaufman LDL (sytrf)"
-        for name in ("linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve")
-    },
 }
 
 #: OpInfo error inputs (``op.error_inputs``) that neuron refuses in words other than the CPU's, per
