@@ -329,17 +329,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         Dispatch("xor_sum_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceSumProdKernel.cu"),
     ),
     (
-        aten.clamp.Tensor,
-        Check(
-            COMPLEX | {torch.complex32},
-            "self",
-            NotImplementedError,
-            "clamp is not supported for complex types",
-            "TensorCompare.cpp",
-        ),
-    ),
-    (
-        (aten.clamp.default, aten.hardtanh.default, aten.relu.default, aten.clamp_min.default),
+        (aten.clamp.Tensor, aten.clamp.default, aten.hardtanh.default, aten.relu.default, aten.clamp_min.default),
         Check(
             COMPLEX | {torch.complex32},
             "self",
