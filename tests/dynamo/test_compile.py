@@ -541,17 +541,16 @@ def test_ranges_with_tensor_bounds_compile(fn):
 
 
 def test_an_op_the_cpu_fallback_runs_compiles_around_it():
-    # linalg.ldl_factor has no lowering; eager runs it on the CPU fallback through its
-    # CompositeExplicitAutogradNonFunctional kernel, and now so does a compiled graph (it raised
+    # _upsample_lanczos2d_aa has no lowering; eager runs it on the CPU fallback through its
+    # CompositeExplicitAutogradNonFunctional kernel, and so does a compiled graph (it raised
     # CompileError: only CompositeExplicitAutograd kernels counted as runnable).
-    a = torch.randn(4, 4)
-    a = a @ a.T + torch.eye(4)
+    x = torch.randn(1, 2, 8, 8)
 
-    def factor_twice(a):
-        return torch.linalg.ldl_factor(a)[0] * 2
+    def resample_twice(x):
+        return torch.ops.aten._upsample_lanczos2d_aa(x * 3, [4, 4], False) * 2
 
-    actual = torch.compile(factor_twice, backend="neuron")(a.to("neuron"))
-    torch.testing.assert_close(actual.cpu(), factor_twice(a))
+    actual = torch.compile(resample_twice, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), resample_twice(x))
 
 
 def test_default_backend_compiles_neuron_graphs_with_neuron():
