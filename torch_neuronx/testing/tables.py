@@ -191,6 +191,23 @@ UPSTREAM_SKIPS: dict[str, str] = {
     + "torch 2.13's Python reference computes complex64 inputs and differentiates them on any device (the "
     "CPU's torch._refs.native_group_norm of complex64 works, backward too), where the v2.4.0 OpInfo lists "
     "floating dtypes and no backward dtypes for the reference",
+    **{
+        f"test_dtypes__refs_{name}": _CPU_TOO
+        + f"torch 2.13's Python reference computes {what} on any device (the CPU's too), which its OpInfo, "
+        "listing its torch op's dtypes and no backward dtypes for a reference, does not claim"
+        for name, what in (
+            ("sgn", "and differentiates float and complex inputs"),
+            ("conj_physical", "and differentiates float inputs"),
+            ("nn_functional_hardshrink", "integer and complex inputs, and differentiates float ones,"),
+            ("special_ndtri", "float16 and bfloat16 inputs"),
+        )
+    },
+    "test_reference_numerics_extremal_values__refs_heaviside_neuron_bfloat16*": _CPU_TOO
+    + "torch.heaviside of a NaN input is 0 (the CPU's kernel and torch._refs.heaviside alike), NumPy's "
+    "reference gives NaN; the bfloat16 variant is instantiated for neuron by CUDA's dtype list",
+    "test_scalar_support_sub_neuron_complex64*": _CPU_TOO
+    + "the test's NumPy reference of sub with a Python complex scalar computes in complex128 (NumPy 2's "
+    "promotion), and the test asserts the reference is complex64",
     "test_dtypes__refs_logaddexp2": _CPU_TOO
     + "the Python reference computes integer inputs on any device (torch._refs.logaddexp2 of int32 works on the "
     "CPU), where the OpInfo lists aten's floating dtypes, and it lists no backward dtypes for the reference",
