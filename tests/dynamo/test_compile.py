@@ -679,8 +679,9 @@ DYNAMO_FMA_REWRITES = {
     "addcdiv_ value float16": (lambda a, b, c, s: a.clone().addcdiv_(b, c, value=-0.7), torch.float16),
     "add_ tensor alpha": (lambda a, b, c, s: a.clone().add_(b, alpha=s), torch.float32),
     "add_ tensor alpha bfloat16": (lambda a, b, c, s: a.clone().add_(b, alpha=s), torch.bfloat16),
-    "addcmul_ tensor value": (lambda a, b, c, s: a.clone().addcmul_(b, c, value=s), torch.float32),
-    "addcdiv_ tensor value": (lambda a, b, c, s: a.clone().addcdiv_(b, c, value=-s), torch.float32),
+    # the same graph as addcmul_/addcdiv_ with a tensor value, which must keep add_'s rounding
+    "add_ of a product, tensor alpha": (lambda a, b, c, s: a.clone().add_(b * c, alpha=s), torch.float32),
+    "add_ of a quotient, tensor alpha": (lambda a, b, c, s: a.clone().add_(b / c, alpha=s), torch.float32),
 }
 
 

@@ -337,6 +337,18 @@ def test_transformer_encoder_with_a_padding_mask_matches_cpu_at_every_position(c
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+def test_transformer_encoder_with_every_position_padded_raises_as_cpu():
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0)
+    encoder = torch.nn.TransformerEncoder(layer, 2).eval()
+    x, padding = torch.randn(2, 4, 8), torch.ones(2, 4, dtype=torch.bool)
+    message = "to_padded_tensor: at least one constituent tensor should have non-zero numel"
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match=message):
+            encoder(x, src_key_padding_mask=padding)
+        with pytest.raises(RuntimeError, match=message):
+            encoder.to("neuron")(x.to("neuron"), src_key_padding_mask=padding.to("neuron"))
+
+
 def test_compiled_transformer_encoder_with_a_padding_mask_matches_cpu():
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0)

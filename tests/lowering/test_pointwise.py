@@ -212,6 +212,8 @@ def test_scalar_parameters_at_the_limits_compute():
     ones = torch.ones(3, dtype=torch.int16)
     assert_matches_cpu(lambda x: torch.sub(x, x, alpha=32767), ones, atol=0, rtol=0)
     assert_matches_cpu(lambda x: torch.add(x, x, alpha=-255), ones.to(torch.uint8), atol=0, rtol=0)
+    # c10 negates an integer Scalar as an int64, which wraps: -(-2**63) is -2**63 and fits
+    assert_matches_cpu(lambda x: torch.sub(x, x, alpha=-(2**63)), ones.to(torch.int64), atol=0, rtol=0)
     x = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float16)
     y = torch.tensor([-1.0, 1e-3, -1e-4], dtype=torch.float16)
     expected = (x.float() + 7e4 * y.float()).half()

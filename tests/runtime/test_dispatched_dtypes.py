@@ -340,6 +340,8 @@ ATEN_CHECKS = {
     "argmin-of-an-empty-complex64-along-1": lambda d: torch.empty(2, 0, dtype=torch.complex64, device=d).argmin(1),
     "clamp-of-complex32": lambda d: torch.ones(2, dtype=torch.complex32, device=d).clamp(max=1.0),
     "relu-of-complex32": lambda d: torch.ones(2, dtype=torch.complex32, device=d).relu(),
+    "clamp_max-of-complex64": lambda d: torch.ones(2, dtype=torch.complex64, device=d).clamp_max(1.0),
+    "maximum-of-complex32": lambda d: torch.maximum(*[torch.ones(2, dtype=torch.complex32, device=d)] * 2),
     "inv-of-int32": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.int32, device=d)),
     "inv-of-float16": lambda d: torch.linalg.inv(torch.eye(2, dtype=torch.float16, device=d)),
     "masked_fill-with-a-1-d-cpu-value": lambda d: torch.zeros(3, device=d).masked_fill(

@@ -62,6 +62,10 @@ def _padded_like_nested(
 
     is_causal = _detect_is_causal_mask(mask, is_causal, src.size(1))
     padded = _nested_reading(src_key_padding_mask)
+    # The nested path's to_padded_tensor refuses a batch with no kept position at all (CPU and
+    # CUDA); a compiled encoder does not read the mask back to check it.
+    if not torch.compiler.is_compiling() and bool(padded.all()):
+        raise RuntimeError("to_padded_tensor: at least one constituent tensor should have non-zero numel")
     if src_key_padding_mask.dtype != torch.bool:  # an additive mask: -inf where padded
         padded_mask = torch.zeros_like(src_key_padding_mask).masked_fill(padded, float("-inf"))
     else:

@@ -8,7 +8,8 @@ addcmul's is ``fma(v * t1, t2, self)`` and addcdiv's ``((v * t1) / t2) + self``,
 Adam or RMSprop step would drift from eager's in the last bit of most parameters. This pass finds
 the pattern in AOTAutograd's graph (``aten.mul.Tensor`` / ``aten.div.Tensor`` feeding only
 ``prims.fma`` with a Python number as its multiplier) and puts ``aten.addcmul`` / ``aten.addcdiv``
-back, whose lowerings compute as ATen's kernels do.
+back, whose lowerings compute as ATen's kernels do. A tensor ``value`` is left alone: Dynamo makes
+the same graph of ``x.add_(a * b, alpha=t)``, which eager rounds as ``fma(a * b, t, x)``.
 
 ``prims.fma`` exists only once ``torch._inductor.inductor_prims`` is imported, which Dynamo does
 before any backend runs. The ``prims.fma`` nodes left (``Tensor.add_(other, alpha=tensor)``) are
@@ -33,20 +34,13 @@ def _dtype(node: object) -> torch.dtype | None:
     return value.dtype if isinstance(value, torch.Tensor) else None
 
 
-def _is_scalar_tensor(value: object, dtype: torch.dtype) -> bool:
-    """A 0-dim tensor of ``dtype``: the value an optimizer passes as a tensor (Adam's step size
-    under torch.compile), which ATen reads as a Scalar."""
-    meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
-    return isinstance(meta, torch.Tensor) and meta.dim() == 0 and meta.dtype == dtype
-
-
 def restore_fused_ops(graph: torch.fx.GraphModule) -> int:
     """Replaces each ``prims.fma(mul_or_div(t1, t2), value, self)`` of AOTAutograd's ``graph`` by
-    what ATen's ``addcmul``/``addcdiv(self, t1, t2, value=value)`` computes, where that is the op
-    Dynamo rewrote: the product or quotient has no other user and the three tensors share one
-    floating dtype (a mixed-dtype call promotes otherwise). A Python number ``value`` gives the op
-    itself; a 0-dim float32 tensor (float32 operands only) gives its kernel's order in graph ops:
-    ``fma(value * t1, t2, self)`` and ``(value * t1) / t2 + self``. Returns how many it replaced."""
+    ``addcmul``/``addcdiv(self, t1, t2, value=value)`` where that is the op Dynamo rewrote: the
+    product or quotient has no other user, ``value`` is a Python number (Dynamo's ``add_`` rewrite,
+    ``prims.fma(other, alpha, self)``, makes the same pattern from ``x.add_(a * b, alpha=t)`` with
+    a tensor ``alpha``, which must keep its own rounding) and the three tensors share one floating
+    dtype (a mixed-dtype call promotes otherwise). Returns how many it replaced."""
     fma = getattr(getattr(torch.ops.prims, "fma", None), "default", None)
     if fma is None:
         return 0
@@ -57,18 +51,15 @@ def restore_fused_ops(graph: torch.fx.GraphModule) -> int:
         operand, value, addend = node.args
         if not isinstance(operand, torch.fx.Node) or operand.target not in _RESTORED or len(operand.users) != 1:
             continue
-        if operand.kwargs:
+        if operand.kwargs or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         t1, t2 = operand.args
         dtypes = {_dtype(t1), _dtype(t2), _dtype(addend), _dtype(node)}
         dtype = dtypes.pop()
         if dtypes or dtype is None or not dtype.is_floating_point:
             continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number and not (dtype == torch.float32 and _is_scalar_tensor(value, dtype)):
-            continue
         with graph.graph.inserting_before(node):
-            restored = _restore(graph.graph, operand.target, addend, t1, t2, value, fma, number)
+            restored = graph.graph.call_function(_RESTORED[operand.target], (addend, t1, t2), {"value": value})
         restored.meta = dict(node.meta)
         node.replace_all_uses_with(restored)
         graph.graph.erase_node(node)
@@ -77,15 +68,3 @@ def restore_fused_ops(graph: torch.fx.GraphModule) -> int:
     if replaced:
         graph.recompile()
     return replaced
-
-
-def _restore(graph, producer, addend, t1, t2, value, fma, number) -> torch.fx.Node:
-    if number:
-        return graph.call_function(_RESTORED[producer], (addend, t1, t2), {"value": value})
-    scaled = graph.call_function(aten.mul.Tensor, (value, t1))
-    scaled.meta["val"] = t1.meta["val"] * value.meta["val"]
-    if producer is aten.mul.Tensor:
-        return graph.call_function(fma, (scaled, t2, addend))
-    quotient = graph.call_function(aten.div.Tensor, (scaled, t2))
-    quotient.meta["val"] = scaled.meta["val"] / t2.meta["val"]
-    return graph.call_function(aten.add.Tensor, (addend, quotient))

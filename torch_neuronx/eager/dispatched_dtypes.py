@@ -44,6 +44,8 @@ _INTEGRAL = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 FLOATING = frozenset((_F, _D))
 INTEGRAL = frozenset(_INTEGRAL)
 COMPLEX = frozenset((_C64, _C128))
+#: Every complex dtype, complex32 included: what a ``TORCH_CHECK(!x.is_complex())`` refuses.
+ANY_COMPLEX = COMPLEX | {torch.complex32}
 BOOL = frozenset((torch.bool,))
 HALVES = frozenset((_H, _BF))
 
@@ -182,8 +184,14 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
             "logspace_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "RangeFactories.cu", checked=_RANGES
         ),
     ),
-    (aten.max.dim, Check(COMPLEX, "self", RuntimeError, "max(): does not support complex input", "TensorCompare.cpp")),
-    (aten.min.dim, Check(COMPLEX, "self", RuntimeError, "min(): does not support complex input", "TensorCompare.cpp")),
+    (
+        aten.max.dim,
+        Check(ANY_COMPLEX, "self", RuntimeError, "max(): does not support complex input", "TensorCompare.cpp"),
+    ),
+    (
+        aten.min.dim,
+        Check(ANY_COMPLEX, "self", RuntimeError, "min(): does not support complex input", "TensorCompare.cpp"),
+    ),
     (aten.silu.default, Dispatch("silu_cuda", FLOATING | COMPLEX | HALVES, "result", "ActivationSiluKernel.cu")),
     (
         aten._adaptive_avg_pool2d.default,
@@ -251,7 +259,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         (aten.median.default, aten.nanmedian.default),
-        Check(COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
+        Check(ANY_COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
     ),
     (
         aten.clamp_max.Tensor,
@@ -329,9 +337,16 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
         Dispatch("xor_sum_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "ReduceSumProdKernel.cu"),
     ),
     (
-        (aten.clamp.Tensor, aten.clamp.default, aten.hardtanh.default, aten.relu.default, aten.clamp_min.default),
+        (
+            aten.clamp.Tensor,
+            aten.clamp.default,
+            aten.hardtanh.default,
+            aten.relu.default,
+            aten.clamp_min.default,
+            aten.clamp_max.default,
+        ),
         Check(
-            COMPLEX | {torch.complex32},
+            ANY_COMPLEX,
             "self",
             NotImplementedError,
             "clamp is not supported for complex types",
@@ -341,11 +356,11 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.relu.default, Check(BOOL, "self", RuntimeError, "Boolean inputs not supported for relu", "Activation.cpp")),
     (
         aten.fmax.default,
-        Check(COMPLEX, "result", RuntimeError, "fmax not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(ANY_COMPLEX, "result", RuntimeError, "fmax not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (
         aten.maximum.default,
-        Check(COMPLEX, "result", RuntimeError, "maximum not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(ANY_COMPLEX, "result", RuntimeError, "maximum not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (
         aten.soft_margin_loss.default,
@@ -532,7 +547,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.special_zeta.default, Dispatch("zeta_cuda", FLOATING | INTEGRAL | BOOL, "result", "ZetaKernel.cu")),
     (
         (aten.sort.default, aten.sort.stable),
-        Check(COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
+        Check(ANY_COMPLEX, "self", RuntimeError, "Sort currently does not support complex dtypes on CUDA.", "Sort.cpp"),
     ),
     (  # refused only when both operands are integers (bool counts as one)
         aten.addcdiv.default,
@@ -540,11 +555,11 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         aten.fmin.default,
-        Check(COMPLEX, "result", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(ANY_COMPLEX, "result", RuntimeError, "fmin not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (
         aten.minimum.default,
-        Check(COMPLEX, "result", RuntimeError, "minimum not implemented for complex tensors.", "BinaryOps.cpp"),
+        Check(ANY_COMPLEX, "result", RuntimeError, "minimum not implemented for complex tensors.", "BinaryOps.cpp"),
     ),
     (aten.topk.default, Dispatch("topk_out_cuda", FLOATING | INTEGRAL | HALVES, "self", "TensorTopK.cu")),
     (aten.segment_reduce.default, Dispatch("segment_reduce_cuda", FLOATING | HALVES, "data", "SegmentReduce.cu")),
@@ -692,7 +707,9 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         aten.signbit.default,
-        Check(COMPLEX, "self", NotImplementedError, "signbit is not implemented for complex tensors.", "UnaryOps.cpp"),
+        Check(
+            ANY_COMPLEX, "self", NotImplementedError, "signbit is not implemented for complex tensors.", "UnaryOps.cpp"
+        ),
     ),
     (
         (aten.copysign.Tensor, aten.copysign.Scalar),
@@ -706,7 +723,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     # _safe_softmax (SoftMax.cpp, every device) then masks the rows where isneginf(self) holds.
     (
         aten._safe_softmax.default,
-        Check(COMPLEX, "self", RuntimeError, "isneginf does not support complex inputs.", "UnaryOps.cpp"),
+        Check(ANY_COMPLEX, "self", RuntimeError, "isneginf does not support complex inputs.", "UnaryOps.cpp"),
     ),
     (
         aten.native_layer_norm.default,

@@ -141,7 +141,7 @@ def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any, bool]], p
         if dtype_rule is not None:
             dtype_rule(dict(zip(names, plan.functional_args(values), strict=False)))
         for position, dtype, negated in host_checks:
-            overflow.raise_if_overflows(-values[position] if negated else values[position], dtype)
+            overflow.raise_if_overflows(overflow.negated(values[position]) if negated else values[position], dtype)
         return runner(inputs, device, slot_tensors, generator, values)
 
     return run

@@ -120,7 +120,7 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
         for arg, meta, name in zip(args, metas, names, strict=True):
             if name in entry.checked and promotion.is_number(meta):
                 overflow.check_fits(
-                    -arg if name in entry.negated_checked else arg,
+                    overflow.negated(arg) if name in entry.negated_checked else arg,
                     overflow.checked_dtype(first.dtype, entry.checked_in_opmath),
                 )
     floating = (

@@ -44,12 +44,20 @@ _OPMATH = {
     COMPLEX32: np.dtype(jnp.complex64),
 }
 
-__all__ = ["c10_type_name", "check_fits", "checked_dtype", "is_number", "raise_if_overflows"]
+__all__ = ["c10_type_name", "check_fits", "checked_dtype", "is_number", "negated", "raise_if_overflows"]
 
 
 def c10_type_name(dtype: Any) -> str | None:
     """c10's name of a dtype in conversion errors (``int8_t``, ``c10::Half``); None for the others."""
     return _C10_NAMES.get(np.dtype(dtype))
+
+
+def negated(value: Any) -> Any:
+    """``-value`` as c10's ``Scalar`` negates it: an integer Scalar is an int64, whose negation
+    wraps (``-(-2**63)`` is ``-2**63``), so int64 ``sub(x, y, alpha=-2**63)`` computes on the CPU."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (-value + 2**63) % 2**64 - 2**63
+    return -value
 
 
 def checked_dtype(result: torch.dtype, in_opmath: bool = False) -> np.dtype:
