@@ -233,10 +233,12 @@ def test_lu_without_pivoting_raises():
 @pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
-    ("a_shape", "b_shape"), [((2, 5, 3), (1, 5, 2)), ((3, 5), (3, 2)), ((5, 3), (5,)), ((3, 0), (3, 2))]
+    ("a_shape", "b_shape"),
+    [((2, 5, 3), (1, 5, 2)), ((1, 5, 3), (3, 5, 2)), ((3, 5), (3, 2)), ((5, 3), (5,)), ((3, 0), (3, 2))],
 )
 def test_lstsq_matches_cpu(a_shape, b_shape, dtype, driver):
-    """Every driver's set of results (rank, singular values, residuals), batch broadcasting, vectors."""
+    """Every driver's set of results (rank, singular values, residuals), batch broadcasting (the rank
+    and singular values keep the input's own batch shape), vectors."""
     a, b = _general(*a_shape, dtype=dtype), _general(*b_shape, dtype=dtype) + 1
     actual, expected = _run(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), a, b)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)

@@ -191,8 +191,12 @@ def linalg_lstsq(
     keep = s > threshold * s[..., :1] if s.shape[-1] else s > 0
     inverse = torch.where(keep, s.reciprocal(), torch.zeros((), dtype=real, device=a.device)).to(a.dtype)
     solution = vh.mH @ (inverse.unsqueeze(-1) * (u.mH @ rhs))
-    rank = keep.sum(-1) if driver != "gels" else torch.empty(0, dtype=torch.int64, device=a.device)
-    values = s if driver in ("gelsd", "gelss") else torch.empty(0, dtype=real, device=a.device)
+    # The rank and singular values have the input's own batch shape, as ATen's (its LAPACK call
+    # factors the unexpanded input): A (1, 5, 3) beside b (3, 5, 2) gives a rank of shape (1,).
+    own = s if input.shape[:-2] == a.shape[:-2] else torch.linalg.svdvals(input)
+    own_keep = own > threshold * own[..., :1] if own.shape[-1] else own > 0
+    rank = own_keep.sum(-1) if driver != "gels" else torch.empty(0, dtype=torch.int64, device=a.device)
+    values = own if driver in ("gelsd", "gelss") else torch.empty(0, dtype=real, device=a.device)
     residuals = torch.empty(0, dtype=real, device=a.device)
     if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
         residuals = (a @ solution - rhs).abs().square().sum(-2)
