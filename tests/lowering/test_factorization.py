@@ -248,6 +248,32 @@ def test_lstsq_matches_cpu(a_shape, b_shape, dtype, driver):
     assert on_device.untyped_storage().nbytes() == expected[0].untyped_storage().nbytes()
 
 
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((2, 5, 3), (5, 2)), ((1, 5, 3), (5, 2)), ((3, 5, 3), (5, 3))])
+def test_lstsq_matrix_b_beside_batched_input_broadcasts(a_shape, b_shape):
+    """b is a batch of vectors only with input.shape[:-1] (ATen's linalg_solve_is_vector_rhs); a
+    matrix b broadcasts over input's batch. The CPU broadcasts the wrong dimensions here (a
+    broadcasting error, or a (5, 3, 2) solution beside a (1, 5, 3) input), so each matrix is
+    compared with the CPU's unbatched solution."""
+    a, b = _general(*a_shape, dtype=torch.float32), _general(*b_shape, dtype=torch.float32) + 1
+    actual = torch.linalg.lstsq(a.to("neuron"), b.to("neuron"), driver="gelsd")
+    expected = [torch.linalg.lstsq(matrix, b, driver="gelsd") for matrix in a]
+    torch.testing.assert_close(actual.solution.cpu(), torch.stack([e.solution for e in expected]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(actual.rank.cpu(), torch.stack([e.rank for e in expected]))
+
+
+def test_lstsq_without_right_hand_sides_has_lapacks_rank():
+    """b with no columns: gelsy returns at once with rank 0 (LAPACK's ?gelsy, as the CPU); gelsd and
+    gelss still factor the input (the CPU's MKL fails an assertion or crashes there)."""
+    a, b = _general(2, 5, 3, dtype=torch.float32), torch.ones(2, 5, 0)
+    actual, expected = _run(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver="gelsy")), a, b)
+    torch.testing.assert_close(actual, expected)
+    for driver in ("gelsd", "gelss"):
+        result = torch.linalg.lstsq(a.to("neuron"), b.to("neuron"), driver=driver)
+        torch.testing.assert_close(result.rank.cpu(), torch.tensor([3, 3]))
+        torch.testing.assert_close(result.singular_values.cpu(), torch.linalg.svdvals(a), atol=1e-5, rtol=1e-5)
+        assert result.solution.shape == (2, 3, 0)
+
+
 @pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss"])
 def test_lstsq_rank_deficient_matches_cpu(driver):
     """The minimum-norm solution and the rank; gelsd/gelss then return no residuals."""
@@ -295,6 +321,8 @@ def test_lstsq_out_errors_are_atens():
     [
         ((3,), (3,), {}, "input must have at least 2 dimensions"),
         ((3, 3), (4, 3), {}, r"input.size\(-2\) should match other.size\(-2\)"),
+        ((2, 5, 3), (2, 4), {}, r"input.size\(-2\) should match other.size\(-2\)"),
+        ((5, 3), (4,), {}, r"input.size\(-2\) should match other.size\(-1\)"),
         ((3, 3), (3, 3), {"driver": "foo"}, "parameter `driver` should be one of"),
         ((1, 3, 3), (3,), {}, "input.dim\\(\\) must be greater or equal to other.dim\\(\\)"),
     ],

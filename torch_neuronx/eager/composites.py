@@ -156,7 +156,7 @@ def _check_lstsq(input: torch.Tensor, b: torch.Tensor, driver: str) -> None:
             "(input.dim() - other.dim()) <= 1"
         ),
     )
-    vector = b.dim() == input.dim() - 1
+    vector = _is_vector_rhs(input, b)
     torch._check(
         input.size(-2) == b.size(-1 if vector else -2),
         lambda: f"torch.linalg.lstsq: input.size(-2) should match other.size({-1 if vector else -2})",
@@ -167,6 +167,13 @@ def _check_lstsq(input: torch.Tensor, b: torch.Tensor, driver: str) -> None:
     )
 
 
+def _is_vector_rhs(input: torch.Tensor, b: torch.Tensor) -> bool:
+    """ATen's ``linalg_solve_is_vector_rhs``: ``b`` is a (batch of) vector(s) only when it is 1-D or
+    has exactly ``input.shape[:-1]``; any other ``b`` is a (batch of) matrices, so ``b`` (5, 2)
+    beside ``input`` (2, 5, 3) is one 5x2 right-hand side broadcast over the batch."""
+    return b.dim() == 1 or (b.dim() == input.dim() - 1 and b.shape == input.shape[:-1])
+
+
 def linalg_lstsq(
     input: torch.Tensor, b: torch.Tensor, rcond: float | None = None, *, driver: str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -175,10 +182,17 @@ def linalg_lstsq(
     means eps). The CPU's results for each driver: rank (all but ``gels``), singular values
     (``gelsd``, ``gelss``), and for m > n the squared residuals (not ``gelsy``; ``gelsd``/``gelss``
     only when every matrix has full rank). For a rank-deficient matrix ``gels`` (which assumes full
-    rank) returns LAPACK's arbitrary values on the CPU and the minimum-norm solution here."""
+    rank) returns LAPACK's arbitrary values on the CPU and the minimum-norm solution here. With no
+    right-hand sides (``b`` of k = 0 columns) ``gelsy``'s rank is 0 as LAPACK's; ``gelsd`` and
+    ``gelss`` return the rank and singular values of ``input``, where the CPU's MKL fails an
+    internal assertion (``gelsd``) or crashes the interpreter (``gelss``, torch 2.13).
+    A ``b`` of ``input.shape[:-1]`` is a batch of vectors, any other a batch of matrices:
+    ``b`` (5, 2) beside ``input`` (2, 5, 3) gives a (2, 3, 2) solution where the CPU's
+    ``linalg_lstsq`` broadcasts the wrong batch dimensions (a (5, 3, 2) solution beside a
+    (1, 5, 3) input, a broadcasting error beside (2, 5, 3))."""
     driver = "gelsy" if driver is None else driver
     _check_lstsq(input, b, driver)
-    vector = b.dim() == input.dim() - 1
+    vector = _is_vector_rhs(input, b)
     rhs = b.unsqueeze(-1) if vector else b
     batch = torch.broadcast_shapes(input.shape[:-2], rhs.shape[:-2])
     a = input.expand(*batch, *input.shape[-2:])
@@ -196,6 +210,8 @@ def linalg_lstsq(
     own = s if input.shape[:-2] == a.shape[:-2] else torch.linalg.svdvals(input)
     own_keep = own > threshold * own[..., :1] if own.shape[-1] else own > 0
     rank = own_keep.sum(-1) if driver != "gels" else torch.empty(0, dtype=torch.int64, device=a.device)
+    if driver == "gelsy" and rhs.shape[-1] == 0:  # LAPACK's ?gelsy returns at once with rank 0
+        rank = torch.zeros_like(rank)
     values = own if driver in ("gelsd", "gelss") else torch.empty(0, dtype=real, device=a.device)
     residuals = torch.empty(0, dtype=real, device=a.device)
     if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
