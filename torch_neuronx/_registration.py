@@ -23,7 +23,7 @@ def register() -> None:
     if _library:
         return
     from torch_neuronx import _C
-    from torch_neuronx._compat import accelerate_memory, transformer_encoder
+    from torch_neuronx._compat import accelerate_memory, compiled_optimizers, transformer_encoder
     from torch_neuronx._compat.torch_internals import (
         as_nested_tensor_cpu_kernel,
         format_values_on_host,
@@ -54,6 +54,7 @@ def register() -> None:
     linear_cross_entropy_accumulates_in_float32()
     accelerate_memory.install()
     transformer_encoder.install()
+    compiled_optimizers.install()
     route_default_compiler(_compile_default)
     # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
     torch.set_autocast_dtype("neuron", torch.bfloat16)

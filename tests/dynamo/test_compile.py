@@ -92,14 +92,17 @@ def test_whole_training_step_compiled_together_matches_cpu():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-@pytest.mark.parametrize("capturable", [False, True])
-def test_compiled_step_of_an_optimizer_with_state_updates_it_once(capturable):
+@pytest.mark.parametrize(("optimizer", "capturable"), [("Adam", False), ("Adam", True), ("NAdam", False)])
+def test_compiled_step_of_an_optimizer_with_state_updates_it_once(optimizer, capturable):
     # Dynamo holds the existing optimizer state as graph attributes (real tensors): the backend's
     # fake run of the graph (dynamo/eager_refusals.py) wrote them, counting the first step twice.
+    # NAdam's host mu_product moves to the device with step (_compat/compiled_optimizers.py): Dynamo
+    # moved step only, and the trace multiplied a host tensor by a device one.
     cpu_model = _mlp()
     neuron_model = copy.deepcopy(cpu_model).to("neuron")
-    cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=1e-2, foreach=False)  # the CPU is not capturable
-    neuron_opt = torch.optim.Adam(neuron_model.parameters(), lr=1e-2, foreach=False, capturable=capturable)
+    make = getattr(torch.optim, optimizer)
+    cpu_opt = make(cpu_model.parameters(), lr=1e-2, foreach=False)  # the CPU is not capturable
+    neuron_opt = make(neuron_model.parameters(), lr=1e-2, foreach=False, capturable=capturable)
     x = torch.randn(16, 8)
     for steps, (model, opt, x_on) in enumerate([(cpu_model, cpu_opt, x), (neuron_model, neuron_opt, x.to("neuron"))]):
         compiled = torch.compile(opt.step, backend="neuron") if steps else opt.step
