@@ -544,16 +544,16 @@ def test_ranges_with_tensor_bounds_compile(fn):
 
 
 def test_an_op_the_cpu_fallback_runs_compiles_around_it():
-    # _upsample_lanczos2d_aa has no lowering; eager runs it on the CPU fallback through its
+    # fractional_max_pool2d has no lowering; eager runs it on the CPU fallback through its
     # CompositeExplicitAutogradNonFunctional kernel, and so does a compiled graph (it raised
     # CompileError: only CompositeExplicitAutograd kernels counted as runnable).
-    x = torch.randn(1, 2, 8, 8)
+    x, samples = torch.randn(1, 2, 8, 8), torch.rand(1, 2, 2)
 
-    def resample_twice(x):
-        return torch.ops.aten._upsample_lanczos2d_aa(x * 3, [4, 4], False) * 2
+    def pool_between(x, samples):
+        return torch.ops.aten.fractional_max_pool2d(x * 3, [2, 2], [4, 4], samples)[0] * 2
 
-    actual = torch.compile(resample_twice, backend="neuron")(x.to("neuron"))
-    torch.testing.assert_close(actual.cpu(), resample_twice(x))
+    actual = torch.compile(pool_between, backend="neuron")(x.to("neuron"), samples.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), pool_between(x, samples))
 
 
 def test_default_backend_compiles_neuron_graphs_with_neuron():

@@ -54,16 +54,16 @@ def test_decomposition_is_traced_until_every_node_has_a_lowering():
     torch.testing.assert_close(result, torch.nn.functional.celu(x))
 
 
-#: An ATen op with no lowering (PyTorch 2.13's Lanczos resampling; it runs on the CPU fallback).
-_UNLOWERED = aten._upsample_lanczos2d_aa.default
+#: An ATen op with no lowering (it runs on the CPU fallback).
+_UNLOWERED = aten.fractional_max_pool2d.default
 
 
 def test_graph_with_an_unlowered_op_is_refused_naming_it():
-    def f(x):
-        return _UNLOWERED(x, [2, 2], False)
+    def f(x, samples):
+        return _UNLOWERED(x, [2, 2], [2, 2], samples)
 
-    graph = make_fx(f)(torch.ones(1, 1, 4, 4))
-    with pytest.raises(engine.Unsupported, match="no lowering for aten._upsample_lanczos2d_aa.default") as raised:
+    graph = make_fx(f)(torch.ones(1, 1, 4, 4), torch.full((1, 1, 2), 0.5))
+    with pytest.raises(engine.Unsupported, match="no lowering for aten.fractional_max_pool2d.default") as raised:
         engine.check_lowerable(graph)
     assert raised.value.op is _UNLOWERED
 

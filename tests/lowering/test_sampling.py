@@ -105,15 +105,44 @@ def test_interpolate_same_size_with_scale(mode):
 
 @pytest.mark.parametrize("size", [(3, 4), (9, 11)], ids=["down", "up"])
 @pytest.mark.parametrize("align_corners", [False, True])
-@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "lanczos"])
 def test_interpolate_antialias(mode, align_corners, size):
     x = torch.randn(2, 3, 7, 9)
+    if mode == "lanczos" and align_corners:  # F.interpolate refuses it; the ATen op computes it
+        _assert_matches(lambda t: torch.ops.aten._upsample_lanczos2d_aa(t, size, True), x)
+        return
     _assert_matches(lambda t: F.interpolate(t, size=size, mode=mode, align_corners=align_corners, antialias=True), x)
 
 
-def test_interpolate_antialias_bfloat16():
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "lanczos"])
+def test_interpolate_antialias_copies_a_dimension_of_unchanged_size(mode):
+    """The CPU's forward copies a dimension whose size does not change whatever the scale (1.2 of 4
+    rows is 4 rows); its backward interpolates it with 1 / 1.2. Neuron interpolated the forward too."""
+    x = torch.randn(1, 2, 4, 9)
+    _assert_matches(
+        lambda t: F.interpolate(t, scale_factor=(1.2, 0.5), mode=mode, antialias=True, recompute_scale_factor=False), x
+    )
+
+
+@pytest.mark.parametrize(("size", "scale"), [((3, 5), None), ((17, 29), None), ((8, 8), None), (None, 0.37)])
+def test_interpolate_lanczos_of_uint8_is_the_cpus_fixed_point(size, scale):
+    """uint8 resamples with Pillow's int16 weights and a saturating shift per dimension, to the bit."""
+    x = torch.randint(0, 256, (2, 3, 8, 13), dtype=torch.uint8)
+    options = {"size": size} if size else {"scale_factor": scale, "recompute_scale_factor": False}
+    _assert_matches(lambda t: F.interpolate(t, mode="lanczos", antialias=True, **options), x, grad=False)
+
+
+def test_interpolate_lanczos_refuses_other_integers_in_the_cpus_words():
+    x = torch.ones(1, 1, 6, 6, dtype=torch.int32)
+    for device in ("cpu", "neuron"):
+        with pytest.raises(NotImplementedError, match="\"compute_index_ranges_weights\" not implemented for 'Int'"):
+            F.interpolate(x.to(device), size=(3, 3), mode="lanczos", antialias=True)
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "lanczos"])
+def test_interpolate_antialias_bfloat16(mode):
     x = torch.randn(1, 2, 8, 6).to(torch.bfloat16)
-    _assert_matches(lambda t: F.interpolate(t, scale_factor=0.4, mode="bicubic", antialias=True), x)
+    _assert_matches(lambda t: F.interpolate(t, scale_factor=0.4, mode=mode, antialias=True), x)
 
 
 @pytest.mark.parametrize(

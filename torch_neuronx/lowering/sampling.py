@@ -1,6 +1,6 @@
 """Interpolation and sampling: upsample_nearest{1,2,3}d (and the ``_exact`` variants), upsample_linear1d,
-upsample_bilinear2d, upsample_trilinear3d, upsample_bicubic2d, the antialiased bilinear and bicubic
-resamplers, their backward ops, and grid_sampler_2d and grid_sampler_3d (with backward).
+upsample_bilinear2d, upsample_trilinear3d, upsample_bicubic2d, the antialiased bilinear, bicubic and
+Lanczos resamplers, their backward ops, and grid_sampler_2d and grid_sampler_3d (with backward).
 
 Every upsampling mode is separable: along each spatial dimension, output ``o`` is a weighted sum of a
 few input taps. The taps and weights depend only on the sizes and scales, so they are computed on the
@@ -19,7 +19,10 @@ host (numpy, in float32 like PyTorch's ``opmath_t``) with PyTorch's formulas fro
   CPU kernel does); cubic's forward does not (its backward copies when both sizes match).
 - cubic: Keys' cubic convolution with ``A = -0.75`` over taps ``i - 1 .. i + 2`` clamped to the
   border (``get_cubic_upsample_coefficients``).
-- antialias: the filters and windows of ``UpSampleKernel.cpp`` (``_compute_indices_min_size_weights_aa``).
+- antialias: the filters and windows of ``UpSampleKernel.cpp`` (``_compute_indices_min_size_weights_aa``);
+  the forward copies a dimension whose size does not change, whatever the scale, the backward does
+  not; uint8 (Lanczos only: CUDA's bilinear and bicubic kernels refuse it) in Pillow's int16 fixed
+  point.
 
 The dimensions are contracted last to first, as PyTorch's separable CPU kernel nests them; 16-bit
 inputs interpolate in float32 and round once. Backward ops are the transposes (``jax.vjp``) of the
@@ -53,18 +56,19 @@ _CUBIC_A = _F32(-0.75)
 Taps = tuple[np.ndarray, np.ndarray | None]
 
 
-def _scale_value(scale: float | None, size: int, out: int) -> np.float32:
+def _scale_value(scale: float | None, size: int, out: int, real: type = _F32) -> np.floating:
     """``compute_scales_value``: 1 / scale when a positive scale was given, else in / out."""
     if scale is not None and scale > 0:
-        return _F32(1.0 / scale)
-    return _F32(size) / _F32(out)
+        return real(1.0 / scale)
+    return real(size) / real(out)
 
 
-def _area_scale(size: int, out: int, align_corners: bool, scale: float | None) -> np.float32:
-    """``area_pixel_compute_scale``."""
+def _area_scale(size: int, out: int, align_corners: bool, scale: float | None, real: type = _F32) -> np.floating:
+    """``area_pixel_compute_scale``, in ``real`` (float32, the kernels' opmath; float64 for uint8's
+    antialiased weights)."""
     if align_corners:
-        return _F32(size - 1) / _F32(out - 1) if out > 1 else _F32(0)
-    return _scale_value(scale, size, out)
+        return real(size - 1) / real(out - 1) if out > 1 else real(0)
+    return _scale_value(scale, size, out, real)
 
 
 def _source_index(scale: np.float32, out: int, align_corners: bool, cubic: bool) -> np.ndarray:
@@ -127,42 +131,98 @@ def _cubic_taps(size: int, out: int, align_corners: bool, scale: float | None) -
     return taps, weights
 
 
-def _aa_filter(x: np.ndarray, cubic: bool) -> np.ndarray:
-    """The antialias filters of ``UpSampleKernel.cpp``: a triangle, or Keys' cubic with A = -0.5."""
+#: The antialias filters of ``UpSampleKernel.cpp`` and their half-widths (taps on each side at
+#: scale 1): a triangle, Keys' cubic with A = -0.5, and Lanczos-3 (Pillow's ``lanczos_filter``).
+_AA_SUPPORT = {"linear": 1, "cubic": 2, "lanczos": 3}
+
+
+def _sinc(x: np.ndarray) -> np.ndarray:
+    """sin(pi x) / (pi x) in x's dtype (1 at 0), the sine rounded from float64."""
+    real = x.dtype.type
+    t = np.where(x == 0, real(1), x * real(math.pi)).astype(x.dtype)
+    return np.where(x == 0, real(1), np.sin(t.astype(np.float64)).astype(x.dtype) / t).astype(x.dtype)
+
+
+def _aa_filter(x: np.ndarray, kind: str) -> np.ndarray:
+    """The antialias filter ``kind`` (a key of ``_AA_SUPPORT``) at ``x``, in x's dtype."""
+    real = x.dtype.type
     x = np.abs(x)
-    if not cubic:
-        return np.where(x < 1, _F32(1) - x, _F32(0)).astype(_F32)
-    a = _F32(-0.5)
-    near = ((a + _F32(2)) * x - (a + _F32(3))) * x * x + _F32(1)
-    far = (((x - _F32(5)) * x + _F32(8)) * x - _F32(4)) * a
-    return np.where(x < 1, near, np.where(x < 2, far, _F32(0))).astype(_F32)
+    if kind == "linear":
+        return np.where(x < 1, real(1) - x, real(0)).astype(x.dtype)
+    if kind == "lanczos":
+        return np.where(x < 3, _sinc(x) * _sinc(x / real(3)), real(0)).astype(x.dtype)
+    a = real(-0.5)
+    near = ((a + real(2)) * x - (a + real(3))) * x * x + real(1)
+    far = (((x - real(5)) * x + real(8)) * x - real(4)) * a
+    return np.where(x < 1, near, np.where(x < 2, far, real(0))).astype(x.dtype)
 
 
-def _aa_taps(size: int, out: int, align_corners: bool, scale: float | None, cubic: bool) -> Taps:
+def _aa_taps(
+    size: int, out: int, align_corners: bool, scale: float | None, kind: str, real: type = _F32
+) -> tuple[np.ndarray, np.ndarray]:
     """``_compute_indices_min_size_weights_aa``: output ``o`` averages the inputs within ``support``
     of its centre ``scale * (o + 0.5)`` with the filter stretched by the scale when downsampling
-    (``support = taps / 2 * scale``), weights normalised to sum 1."""
-    scale = _area_scale(size, out, align_corners, scale)
-    half = _F32(2 if cubic else 1)
+    (``support = half-width * scale``), weights normalised to sum 1, computed in ``real``."""
+    scale = _area_scale(size, out, align_corners, scale, real)
+    half = real(_AA_SUPPORT[kind])
     support = half * scale if scale >= 1 else half
-    inverse = _F32(1) / scale if scale >= 1 else _F32(1)
+    inverse = real(1) / scale if scale >= 1 else real(1)
     width = int(math.ceil(support)) * 2 + 1
     index = np.zeros((width, out), np.int64)
-    weights = np.zeros((width, out), _F32)
+    weights = np.zeros((width, out), real)
     for o in range(out):
-        center = scale * (_F32(o) + _F32(0.5))
-        start = max(int(center - support + _F32(0.5)), 0)
-        count = min(max(min(int(center + support + _F32(0.5)), size) - start, 0), width)
-        w = _aa_filter((np.arange(start, start + count, dtype=_F32) - center + _F32(0.5)) * inverse, cubic)
-        total = w.sum(dtype=_F32)
+        center = scale * (real(o) + real(0.5))
+        start = max(int(center - support + real(0.5)), 0)
+        count = min(max(min(int(center + support + real(0.5)), size) - start, 0), width)
+        w = _aa_filter((np.arange(start, start + count, dtype=real) - center + real(0.5)) * inverse, kind)
+        total = w.sum(dtype=real)
         weights[:count, o] = w / total if total != 0 else w
         index[:, o] = np.minimum(start + np.arange(width), size - 1)
     return index, weights
 
 
-def _aa(x_shape, output_size, align_corners, scales, cubic):
+def _aa(x_shape, output_size, align_corners, scales, kind, *, forward=True) -> list[Taps]:
+    """Each spatial dimension's antialiased taps. The forward kernel copies a dimension whose output
+    size equals its input size whatever the scale (``separable_upsample_generic_Nd_kernel_impl``);
+    the backward kernel interpolates it with the scale."""
     sizes = x_shape[-len(output_size) :]
-    return [_aa_taps(i, o, align_corners, s, cubic) for i, o, s in zip(sizes, output_size, scales, strict=True)]
+    return [
+        (np.arange(o)[None, :], None) if forward and i == o else _aa_taps(i, o, align_corners, s, kind)
+        for i, o, s in zip(sizes, output_size, scales, strict=True)
+    ]
+
+
+def _int16_weights(weights: np.ndarray) -> tuple[np.ndarray, int]:
+    """``_compute_indices_int16_weights_aa`` (Pillow's fixed point): float64 weights as int16 with the
+    most fraction bits (up to 22) that keep the largest weight under 2**15, rounded half away from 0."""
+    largest = weights.max()
+    bits = 0
+    while bits < 22 and int(0.5 + largest * (1 << (bits + 1))) < (1 << 15):
+        bits += 1
+    scaled = weights * (1 << bits)
+    return np.where(scaled < 0, np.trunc(scaled - 0.5), np.trunc(scaled + 0.5)).astype(np.int32), bits
+
+
+def _upsample_uint8_aa(x, output_size, align_corners, scales, kind):
+    """The CPU's uint8 antialiased resampling (Pillow's): each dimension whose size changes, last
+    first, sums int16 weights times the pixels in int32, adds half of the last fraction bit, shifts
+    and saturates to uint8 before the next dimension."""
+    nd = len(output_size)
+    for dim in reversed(range(nd)):
+        axis = x.ndim - nd + dim
+        size, out = x.shape[axis], output_size[dim]
+        if size == out:
+            continue
+        index, weights = _aa_taps(size, out, align_corners, scales[dim], kind, real=np.float64)
+        fixed, bits = _int16_weights(weights)
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        total = jnp.full((), 1 << (bits - 1), jnp.int32)
+        for tap, weight in zip(index, fixed, strict=True):
+            pixels = jnp.take(x, jnp.asarray(tap), axis=axis).astype(jnp.int32)
+            total = total + pixels * jnp.asarray(weight).reshape(shape)
+        x = jnp.clip(total >> bits, 0, 255).astype(jnp.uint8)
+    return x
 
 
 def _interpolate(x, taps: Sequence[Taps]):
@@ -184,7 +244,9 @@ def _interpolate(x, taps: Sequence[Taps]):
     return x
 
 
-def _interpolated_dtypes(kernel: str, *, uint8: bool = False) -> Callable[[dict[str, Any]], None]:
+def _interpolated_dtypes(
+    kernel: str, *, uint8: bool = False, like: str = "as CUDA does"
+) -> Callable[[dict[str, Any]], None]:
     """The dtype rule of an upsampling op: CUDA's kernels take floating-point inputs, and the nearest
     modes uint8 as well; another dtype raises CUDA's dispatch error (``NotImplementedError``, a
     RuntimeError) naming ``kernel``. (The CPU interpolates uint8 in every mode.)"""
@@ -196,7 +258,7 @@ def _interpolated_dtypes(kernel: str, *, uint8: bool = False) -> Callable[[dict[
         kinds = "floating-point and uint8" if uint8 else "floating-point"
         raise NotImplementedError(
             f"\"{kernel}\" not implemented for '{aten_name(dtype)}': neuron interpolates {kinds} tensors, "
-            "as CUDA does; convert the input with .float()"
+            f"{like}; convert the input with .float()"
         )
 
     return rule
@@ -635,7 +697,7 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
 def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bilinear", antialias=True): a triangle filter widened by the downsampling
     factor (Pillow's resampling, as PyTorch implements it)."""
-    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=False))
+    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], "linear"))
 
 
 @lowering(
@@ -646,18 +708,41 @@ def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, sca
 def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bicubic", antialias=True): Keys' cubic filter (A = -0.5) widened by the
     downsampling factor."""
-    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], cubic=True))
+    return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], "cubic"))
 
 
 @lowering(aten._upsample_bilinear2d_aa_backward.default, static=("scales_h", "scales_w"))
 def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of _upsample_bilinear2d_aa."""
-    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], cubic=False)
+    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "linear", forward=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
 @lowering(aten._upsample_bicubic2d_aa_backward.default, static=("scales_h", "scales_w"))
 def _upsample_bicubic2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of _upsample_bicubic2d_aa."""
-    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], cubic=True)
+    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "cubic", forward=False)
+    return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
+
+
+@lowering(
+    aten._upsample_lanczos2d_aa.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("compute_index_ranges_weights", uint8=True, like="as the CPU does"),
+)
+def _upsample_lanczos2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """F.interpolate(mode="lanczos", antialias=True): the Lanczos-3 windowed sinc widened by the
+    downsampling factor (PIL's ``Image.LANCZOS``). uint8 resamples in the CPU's fixed point, to the
+    bit; CUDA has no lanczos kernel, and neuron takes every floating dtype, 16-bit ones computed in
+    float32 (the CPU refuses float16 and bfloat16)."""
+    scales = [scales_h, scales_w]
+    if self.dtype == jnp.uint8:
+        return _upsample_uint8_aa(self, output_size, align_corners, scales, "lanczos")
+    return _upsample(self, _aa(self.shape, output_size, align_corners, scales, "lanczos"))
+
+
+@lowering(aten._upsample_lanczos2d_aa_backward.default, static=("scales_h", "scales_w"))
+def _upsample_lanczos2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    """Backward of _upsample_lanczos2d_aa."""
+    taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "lanczos", forward=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
