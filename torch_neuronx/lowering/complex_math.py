@@ -21,7 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
+from torch_neuronx.lowering.fused_multiply_add import float32_fma_in_float64, rounded_to_float32
 
 __all__ = [
     "absolute",
@@ -146,56 +146,41 @@ def add(self, other, alpha):
     return self + multiply(other, factor)
 
 
-def _fused(product, nonzero, addend):
-    """``product + addend`` with the sign a fused multiply-add gives a product that underflows to
-    zero beside a zero addend (the CPU's kernels are compiled with FMA contraction): ``1e-30 * -1e-30
-    + 0`` is ``-0``, where the rounded product and sum give ``+0``. ``nonzero`` says where neither
-    factor of the product was zero."""
-    return jnp.where((addend == 0) & (product == 0) & nonzero, product, product + addend)
-
-
-#: The scale of a subnormal ratio in :func:`divide` (a power of two, so scaling back is exact).
-_RATIO_SCALE = 2.0**64
-
-
 def divide(dividend, divisor):
     """``dividend / divisor`` as c10::complex divides (the CPU's scalar and vectorised kernels alike):
     Smith's scaled formula, dividing by the larger part of the divisor first, and a zero divisor
     dividing each part by zero. So ``1 / (inf + inf j)`` is NaN + NaN j, as on the CPU, where XLA's
     division gives 0. Each ``x * ratio + y`` is one fused multiply-add, as the compiler of the CPU's
-    c10 code contracts them (:func:`fused_multiply_add`; 1,546 of 4,096 random quotients differed in
-    the last bit with two roundings). Both arguments are complex and broadcast together.
+    c10 code contracts them (1,546 of 4,096 random quotients differed in the last bit with two
+    roundings). Both arguments are complex and broadcast together.
 
-    Two of c10's intermediates can be subnormal, which XLA flushes to zero: the ratio of the
-    divisor's parts (parts 2 ** 126 apart: ``(inf + 1j) / (1e38 + 1j)`` came out NaN for the CPU's
-    ``inf - inf j``), kept scaled by 2 ** 64 in its products, and ``1 / denominator`` past 2 ** 126
-    (``(1 + 1e38j) / (1e38 + 1e38j)`` came out 0), for which the parts divide instead."""
+    complex64 computes in float64, each step rounded to float32 with gradual underflow
+    (:func:`rounded_to_float32`): c10's intermediates (the ratio of the divisor's parts, ``1 /
+    denominator``, ``x * ratio + y``) can be subnormal where the quotient is not, and the device's
+    float32 arithmetic flushes them (``-1e-30j / (1e-20 - 1e-30j)`` lost its real part 1e-20,
+    ``(inf + 1j) / (1e38 + 1j)`` came out NaN). Only a subnormal quotient part is flushed, as every
+    result of the device is."""
     dividend, divisor = jnp.broadcast_arrays(dividend, divisor)
     a, b, c, d = dividend.real, dividend.imag, divisor.real, divisor.imag
-    abs_c, abs_d = jnp.abs(c), jnp.abs(d)
-    by_real = abs_c >= abs_d
-    zero = (abs_c == 0) & (abs_d == 0)
+    zero = (c == 0) & (d == 0)
+    if a.dtype == jnp.float32:
+        wide = [part.astype(jnp.float64) for part in (a, b, c, d)]
+        real, imag = _smith_quotient(*wide, float32_fma_in_float64, rounded_to_float32)
+        real, imag = real.astype(a.dtype), imag.astype(a.dtype)
+    else:
+        real, imag = _smith_quotient(a, b, c, d, lambda x, y, z: x * y + z, lambda x: x)
+    return jax.lax.complex(jnp.where(zero, a / jnp.abs(c), real), jnp.where(zero, b / jnp.abs(d), imag))
+
+
+def _smith_quotient(a, b, c, d, fma, rounded):
+    """c10::complex's ``operator/=`` of nonzero divisors, each operation rounded by ``rounded``."""
+    by_real = jnp.abs(c) >= jnp.abs(d)
     top, bottom = jnp.where(by_real, d, c), jnp.where(by_real, c, d)
-    ratio = top / bottom
-    scaled = (top * _RATIO_SCALE) / bottom
-    dtype = a.dtype
-    subnormal = (ratio == 0) & (jnp.abs(scaled) >= jnp.finfo(dtype).smallest_subnormal * _RATIO_SCALE)
-    subnormal &= jnp.isfinite(bottom)
-
-    def times_ratio_plus(x, addend):  # x * ratio + addend, one rounding as the CPU's compiled c10 code
-        exact = jax.lax.optimization_barrier(x * scaled) * jnp.asarray(1 / _RATIO_SCALE, dtype)
-        return jnp.where(
-            subnormal, _fused(exact, x != 0, addend), fused_multiply_add(x, jnp.where(subnormal, 0, ratio), addend)
-        )
-
-    denominator = jnp.where(by_real, times_ratio_plus(d, c), times_ratio_plus(c, d))
-    real = jnp.where(by_real, times_ratio_plus(b, a), times_ratio_plus(a, b))
-    imag = jnp.where(by_real, times_ratio_plus(-a, b), times_ratio_plus(b, -a))
-    huge = jnp.isfinite(denominator) & (jnp.abs(denominator) > 1 / jnp.finfo(dtype).tiny)
-    scale = 1 / denominator
-    real = jnp.where(huge, real / denominator, real * scale)
-    imag = jnp.where(huge, imag / denominator, imag * scale)
-    return jax.lax.complex(jnp.where(zero, a / abs_c, real), jnp.where(zero, b / abs_d, imag))
+    ratio = rounded(top / bottom)
+    scale = rounded(1 / fma(top, ratio, bottom))
+    real = jnp.where(by_real, fma(b, ratio, a), fma(a, ratio, b))
+    imag = jnp.where(by_real, fma(-a, ratio, b), fma(b, ratio, -a))
+    return rounded(real * scale), rounded(imag * scale)
 
 
 def reciprocal(z):

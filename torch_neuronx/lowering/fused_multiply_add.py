@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["fused_multiply_add"]
+__all__ = ["fused_multiply_add", "float32_fma_in_float64", "rounded_to_float32"]
 
 
 def fused_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
@@ -37,9 +37,34 @@ def fused_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
     if not jnp.issubdtype(result_dtype, jnp.floating) or result_dtype == jnp.float64:
         return a * b + c
     narrow = jnp.float32
+    return (
+        _sum_rounded_to_odd(jnp.asarray(a, narrow), jnp.asarray(b, narrow), jnp.asarray(c, narrow))
+        .astype(narrow)
+        .astype(result_dtype)
+    )
+
+
+def float32_fma_in_float64(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """``fma(a, b, c)`` of float32 values held in float64 arrays, rounded as the CPU's float32 FMA
+    rounds it, subnormal results included (which the device's float32 arithmetic flushes to zero),
+    and returned in float64."""
+    return rounded_to_float32(_sum_rounded_to_odd(a, b, c))
+
+
+def rounded_to_float32(x: jax.Array) -> jax.Array:
+    """A float64 array rounded to nearest (ties to even) float32 values with gradual underflow, held
+    in float64: below 2 ** -126 to a multiple of 2 ** -149, where the device's float32 conversion
+    flushes to zero; above float32's range to infinity. One correct rounding of each float64 result
+    of +, -, *, / or sqrt of float32 values is that operation's float32 result (53 >= 2 * 24 + 2)."""
+    subnormal = jnp.abs(x) < 2.0**-126
+    return jnp.where(subnormal, jnp.round(x * 2.0**149) * 2.0**-149, x.astype(jnp.float32).astype(jnp.float64))
+
+
+def _sum_rounded_to_odd(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """``a * b + c`` of float32 values (in float32 or float64 arrays) in float64, rounded to odd."""
     wide = jnp.float64
-    product = jnp.asarray(a, narrow).astype(wide) * jnp.asarray(b, narrow).astype(wide)  # exact
-    addend = jnp.asarray(c, narrow).astype(wide)
+    product = jnp.asarray(a).astype(wide) * jnp.asarray(b).astype(wide)  # exact
+    addend = jnp.asarray(c).astype(wide)
     # The barrier keeps XLA's algebraic simplifier from folding (product + addend) - product.
     total = jax.lax.optimization_barrier(product + addend)
     back = total - product
@@ -47,5 +72,4 @@ def fused_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
     bits = jax.lax.bitcast_convert_type(total, jnp.int64)
     inexact_even = (error != 0) & ((bits & 1) == 0) & jnp.isfinite(total)
     step = jnp.where((error > 0) == (total > 0), 1, -1).astype(jnp.int64)  # +1 ulp = away from 0
-    odd = jax.lax.bitcast_convert_type(jnp.where(inexact_even, bits + step, bits), wide)
-    return odd.astype(narrow).astype(result_dtype)
+    return jax.lax.bitcast_convert_type(jnp.where(inexact_even, bits + step, bits), wide)
