@@ -543,17 +543,22 @@ def test_ranges_with_tensor_bounds_compile(fn):
     torch.testing.assert_close(actual.cpu(), fn(start, end))
 
 
+# An op with no lowering whose kernel is CompositeExplicitAutogradNonFunctional, as ATen's
+# structured kernels' functional forms are (the last unlowered ATen ones were lowered since).
+_library.define("non_functional_composite(Tensor x) -> Tensor")
+_library.impl("non_functional_composite", lambda x: x.exp() * 10, "CompositeExplicitAutogradNonFunctional")
+
+
 def test_an_op_the_cpu_fallback_runs_compiles_around_it():
-    # fractional_max_pool2d has no lowering; eager runs it on the CPU fallback through its
-    # CompositeExplicitAutogradNonFunctional kernel, and so does a compiled graph (it raised
+    # Eager runs such an op through its composite kernel, and so does a compiled graph (it raised
     # CompileError: only CompositeExplicitAutograd kernels counted as runnable).
-    x, samples = torch.randn(1, 2, 8, 8), torch.rand(1, 2, 2)
+    x = torch.randn(1, 2, 8, 8)
 
-    def pool_between(x, samples):
-        return torch.ops.aten.fractional_max_pool2d(x * 3, [2, 2], [4, 4], samples)[0] * 2
+    def around(x):
+        return torch.ops.neuron_compile_test.non_functional_composite(x * 3) * 2
 
-    actual = torch.compile(pool_between, backend="neuron")(x.to("neuron"), samples.to("neuron"))
-    torch.testing.assert_close(actual.cpu(), pool_between(x, samples))
+    actual = torch.compile(around, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), around(x))
 
 
 def test_default_backend_compiles_neuron_graphs_with_neuron():

@@ -54,16 +54,16 @@ def test_decomposition_is_traced_until_every_node_has_a_lowering():
     torch.testing.assert_close(result, torch.nn.functional.celu(x))
 
 
-#: An ATen op with no lowering (it runs on the CPU fallback).
-_UNLOWERED = aten.fractional_max_pool2d.default
+#: An ATen op with no lowering (the CPU's int8 weight-only matmul; it runs on the CPU fallback).
+_UNLOWERED = aten._weight_int8pack_mm.default
 
 
 def test_graph_with_an_unlowered_op_is_refused_naming_it():
-    def f(x, samples):
-        return _UNLOWERED(x, [2, 2], [2, 2], samples)
+    def f(x, weight, scales):
+        return _UNLOWERED(x, weight, scales)
 
-    graph = make_fx(f)(torch.ones(1, 1, 4, 4), torch.full((1, 1, 2), 0.5))
-    with pytest.raises(engine.Unsupported, match="no lowering for aten.fractional_max_pool2d.default") as raised:
+    graph = make_fx(f)(torch.ones(3, 8), torch.ones(4, 8, dtype=torch.int8), torch.ones(4))
+    with pytest.raises(engine.Unsupported, match="no lowering for aten._weight_int8pack_mm.default") as raised:
         engine.check_lowerable(graph)
     assert raised.value.op is _UNLOWERED
 

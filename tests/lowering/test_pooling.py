@@ -194,3 +194,42 @@ def test_avg_pool_divides_by_any_nonzero_divisor_override_as_on_cpu(pool, diviso
         return y, torch.autograd.grad(y.sum(), x)
 
     assert_matches_cpu(run, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    ("shape", "kernel", "out"),
+    [
+        ((2, 3, 11, 13), [2, 3], [5, 6]),
+        ((3, 9, 9), [3, 3], [3, 4]),
+        ((2, 2, 7, 8, 9), [2, 2, 3], [3, 5, 4]),
+        ((2, 7, 8, 9), [2, 2, 2], [1, 6, 4]),
+    ],
+)
+def test_fractional_max_pool_places_windows_as_the_cpu(shape, kernel, out, dtype):
+    """The windows' starts come from each plane's random samples, computed in the input dtype as the
+    CPU's generate_intervals does (16-bit floats round each step); values and indices to the bit, with
+    ties (first maximum) and gradients. It ran on the CPU fallback."""
+    nd = len(kernel)
+    x = torch.randn(shape).to(dtype)
+    x.view(-1)[::7] = x.view(-1)[3]
+    planes = shape[-nd - 1]
+    samples = torch.rand(shape[0] + 1 if len(shape) == nd + 2 else 1, planes, nd).to(dtype)
+    op = torch.ops.aten.fractional_max_pool2d if nd == 2 else torch.ops.aten.fractional_max_pool3d
+    expected = op(x, kernel, out, samples)
+    torch_neuronx.clear_op_tracking()
+    actual = op(x.to("neuron"), kernel, out, samples.to("neuron"))
+    torch.testing.assert_close(actual[0].cpu(), expected[0], rtol=0, atol=0)
+    assert torch.equal(actual[1].cpu(), expected[1])
+    _assert_matches(lambda t: op(t, kernel, out, samples.float().to(t.device)), x.float())
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_fractional_max_pool_takes_the_last_nan():
+    x = torch.randn(1, 1, 6, 6)
+    x[0, 0, 1, 1] = x[0, 0, 2, 2] = float("nan")
+    samples = torch.rand(1, 1, 2)
+    expected = torch.ops.aten.fractional_max_pool2d(x, [3, 3], [2, 2], samples)
+    actual = torch.ops.aten.fractional_max_pool2d(x.to("neuron"), [3, 3], [2, 2], samples.to("neuron"))
+    torch.testing.assert_close(actual[0].cpu(), expected[0], equal_nan=True)
+    assert torch.equal(actual[1].cpu(), expected[1])

@@ -57,6 +57,12 @@ DRAWS = {
     "cauchy_": lambda d, g: torch.empty(64, device=d).cauchy_(generator=g),
     "multinomial": lambda d, g: torch.multinomial(torch.ones(4, 16, device=d), 8, generator=g),
     "multinomial_replacement": lambda d, g: torch.multinomial(torch.ones(16, device=d), 32, True, generator=g),
+    "poisson": lambda d, g: torch.poisson(torch.full((64,), 3.0, device=d), generator=g),
+    "standard_gamma": lambda d, g: torch._standard_gamma(torch.full((64,), 0.5, device=d), generator=g),
+    "binomial": lambda d, g: torch.binomial(
+        torch.full((64,), 10.0, device=d), torch.full((64,), 0.3, device=d), generator=g
+    ),
+    "sample_dirichlet": lambda d, g: torch._sample_dirichlet(torch.ones(16, 4, device=d), generator=g),
 }
 
 
@@ -224,6 +230,64 @@ def test_exponential_geometric_log_normal_cauchy_distributions():
     cauchy = torch.empty(N, device="neuron").cauchy_(1.0, 2.0).cpu()
     quartiles = cauchy.quantile(torch.tensor([0.25, 0.5, 0.75]))
     torch.testing.assert_close(quartiles, torch.tensor([-1.0, 1.0, 3.0]), atol=0.15, rtol=0)
+
+
+def test_poisson_gamma_binomial_dirichlet_distributions():
+    """torch.poisson and the samplers under torch.distributions (Gamma, Beta, Dirichlet, Binomial)
+    ran on the CPU fallback, and failed to compile."""
+    counts = torch.poisson(torch.full((N,), 4.0, device="neuron")).cpu()
+    assert torch.equal(counts, counts.round()) and _moments(counts) == pytest.approx((4.0, 4.0), rel=0.05)
+    gamma = torch._standard_gamma(torch.full((N,), 0.5, device="neuron")).cpu()
+    assert gamma.min() > 0 and _moments(gamma) == pytest.approx((0.5, 0.5), rel=0.08)
+    successes = torch.binomial(torch.full((N,), 10.0, device="neuron"), torch.full((N,), 0.3, device="neuron")).cpu()
+    assert torch.equal(successes, successes.round()) and _moments(successes) == pytest.approx((3.0, 2.1), rel=0.05)
+    shares = torch.distributions.Dirichlet(torch.tensor([1.0, 2.0, 3.0], device="neuron")).sample((N,)).cpu()
+    torch.testing.assert_close(shares.sum(-1), torch.ones(N))
+    torch.testing.assert_close(shares.mean(0), torch.tensor([1 / 6, 2 / 6, 3 / 6]), atol=0.01, rtol=0)
+    compiled = torch.compile(lambda rate: torch.poisson(rate) + rate, backend="neuron")
+    assert compiled(torch.full((64,), 2.0, device="neuron")).cpu().min() >= 2
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_sampler_edges_are_the_cpus():
+    """The CPU's edges: binomial gives 0 for a count or probability <= 0 and the count for
+    probability >= 1; gamma at least the smallest normal number; poisson refuses a negative rate.
+    A NaN count gives NaN, where the CPU's loop never ends."""
+    count = torch.tensor([5.0, 5.0, 0.0, -2.0, 3.0, 5.0])
+    prob = torch.tensor([-0.5, 0.5, 0.5, 0.5, 1.0, float("nan")])
+    expected = torch.binomial(count, prob)
+    torch.testing.assert_close(
+        torch.binomial(count.to("neuron"), prob.to("neuron")).cpu()[[0, 2, 3, 4, 5]],
+        expected[[0, 2, 3, 4, 5]],
+        equal_nan=True,
+    )
+    assert (
+        torch.binomial(torch.tensor([float("nan")], device="neuron"), torch.tensor([0.5], device="neuron"))
+        .isnan()
+        .all()
+    )
+    alpha = torch.tensor([-1.0, 0.0, float("nan"), 1e-30])
+    torch.testing.assert_close(torch._standard_gamma(alpha.to("neuron")).cpu(), torch._standard_gamma(alpha))
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.poisson(torch.tensor([-1.0], device="neuron")).cpu()
+    with pytest.raises(NotImplementedError, match="\"poisson_cuda\" not implemented for 'Int'"):
+        torch.poisson(torch.ones(2, dtype=torch.int32, device="neuron"))
+    with pytest.raises(RuntimeError, match="Found dtype Half but expected Float"):
+        torch.binomial(torch.ones(2, device="neuron"), torch.ones(2, dtype=torch.float16, device="neuron"))
+
+
+def test_standard_gamma_grad_is_close_to_the_cpus():
+    """Reparameterised gamma gradients: JAX's implicit derivative, within 0.1% of the CPU's
+    approximations (median 2e-5)."""
+    generator = torch.Generator().manual_seed(0)
+    alpha = torch.rand(2000, generator=generator) * 20 + 0.001
+    sample = torch._standard_gamma(alpha, generator=generator)
+    expected = torch._standard_gamma_grad(alpha, sample)
+    actual = torch._standard_gamma_grad(alpha.to("neuron"), sample.to("neuron")).cpu()
+    torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-6)
+    concentration = torch.tensor([2.0, 3.0], device="neuron", requires_grad=True)
+    torch.distributions.Gamma(concentration, 1.0).rsample((8,)).sum().backward()
+    assert concentration.grad.isfinite().all() and torch_neuronx.get_fallback_ops() == {}
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
-the fused SGD steps, the tensor-lr fused Adam(W) steps, the result dtype of ``torch.normal`` with
+the fused SGD steps, the tensor-lr fused Adam(W) steps, the binomial, Dirichlet and gamma-gradient
+samplers, fractional_max_pool3d_backward, the result dtype of ``torch.normal`` with
 tensor arguments and of huber_loss and soft_margin_loss with a target of another dtype, nearest
 upsampling of an empty batch and index_add of an integer tensor with a float ``alpha``.
 
@@ -325,7 +326,52 @@ def _index_add_(
     return self
 
 
+def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The result of a sampler's TensorIterator over two inputs that have no meta kernel
+    (``torch.binomial``, ``_standard_gamma_grad``): its same-dtype check, then the broadcast shape
+    in the first's dtype (the CPU resizes its first-shaped result to it)."""
+
+    def scalar_type(dtype: torch.dtype) -> str:  # "Float" from "torch.FloatTensor"
+        return torch.empty(0, dtype=dtype).type()[len("torch.") : -len("Tensor")]
+
+    torch._check(
+        second.dtype == first.dtype,
+        lambda: f"Found dtype {scalar_type(second.dtype)} but expected {scalar_type(first.dtype)}",
+    )
+    return first.new_empty(torch.broadcast_shapes(first.shape, second.shape))
+
+
+def _binomial(count: torch.Tensor, prob: torch.Tensor, generator: object = None) -> torch.Tensor:
+    return _same_dtype_pair(count, prob)
+
+
+def _sample_dirichlet(alpha: torch.Tensor, generator: object = None) -> torch.Tensor:
+    return torch.empty_like(alpha)
+
+
+def _fractional_max_pool3d_backward(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    kernel_size: list[int],
+    output_size: list[int],
+    indices: torch.Tensor,
+) -> torch.Tensor:
+    """``fractional_max_pool3d_backward``, which has no meta kernel: the CPU's size checks of the
+    gradient (FractionalMaxPool3d.cpp), then a gradient of the input's shape."""
+    for offset, (name, size) in enumerate(zip(("time", "height", "width"), output_size, strict=True)):
+        dim = input.dim() - 3 + offset
+        torch._check(
+            grad_output.size(dim) == size,
+            lambda name=name: f"fractional_max_pool3d_backward_out(): gradOutput {name} unexpected",
+        )
+    return torch.empty_like(input)
+
+
 _KERNELS = {
+    aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
+    aten.binomial.default: _binomial,
+    aten._standard_gamma_grad.default: _same_dtype_pair,
+    aten._sample_dirichlet.default: _sample_dirichlet,
     aten.index_add.default: _index_add,
     aten.index_add_.default: _index_add_,
     aten.normal.Tensor_float: _normal_tensor_float,

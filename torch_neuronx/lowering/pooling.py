@@ -1,5 +1,5 @@
-"""Pooling: max pooling with indices, average pooling, adaptive average and max pooling (2d and 3d),
-and their backward ops.
+"""Pooling: max pooling with indices, average pooling, adaptive average and max pooling, fractional
+max pooling (2d and 3d), and their backward ops.
 
 The 1d forms (``F.max_pool1d``, ``avg_pool1d``, ``adaptive_*_pool1d``) are CompositeImplicitAutograd
 in PyTorch and reach these lowerings as their 2d counterparts.
@@ -357,3 +357,70 @@ def adaptive_max_pool2d(self, output_size):
 def adaptive_max_pool3d(self, output_size):
     """torch.nn.functional.adaptive_max_pool3d(return_indices=True)."""
     return _adaptive_max_pool(self, tuple(output_size))
+
+
+# --- fractional max pooling ------------------------------------------------------------------------
+
+
+def _fractional_starts(samples, size: int, out: int, pool: int):
+    """``generate_intervals`` (FractionalMaxPooling.h) for each plane's sample (shape ``(*lead,)``):
+    window ``i < out - 1`` starts at ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (size -
+    pool) / (out - 1)``, the last at ``size - pool``; computed in the samples' dtype, each operation
+    rounded to it as the CPU's ``scalar_t`` arithmetic is (c10's 16-bit floats round every result)."""
+    dtype = samples.dtype
+    last = jnp.full((*samples.shape, 1), size - pool, jnp.int32)
+    if out == 1:
+        return last
+    alpha = jnp.asarray(size - pool, dtype) / jnp.asarray(out - 1, dtype)
+    steps = jnp.arange(out - 1).astype(dtype)
+    u = samples[..., None]
+    starts = ((steps + u) * alpha).astype(jnp.int32) - (u * alpha).astype(jnp.int32)
+    return jnp.concatenate([starts, last], axis=-1)
+
+
+def _fractional_max_pool(self, kernel_size, output_size, random_samples, nd):
+    """Max pooling over windows of ``kernel_size`` whose starts each plane's random samples pick
+    (``random_samples`` (N, C, nd), the input's dtype; for 2d, sample 0 is the width's and 1 the
+    height's, for 3d they are in (T, H, W) order, as the CPU kernels read them)."""
+    lead = self.ndim - nd
+    sizes = self.shape[lead:]
+    batched = lead == 2
+    samples = random_samples[: self.shape[0]] if batched else random_samples[0]
+    order = (1, 0) if nd == 2 else (0, 1, 2)  # the sample that each spatial dimension reads
+    index = jnp.zeros((), jnp.int32)
+    for dim in range(nd):
+        starts = _fractional_starts(samples[..., order[dim]], sizes[dim], output_size[dim], kernel_size[dim])
+        positions = starts[..., None, :] + jnp.arange(kernel_size[dim], dtype=jnp.int32)[:, None]
+        shape = list(samples.shape[:-1]) + [1] * (2 * nd)
+        shape[lead + dim], shape[lead + nd + dim] = kernel_size[dim], output_size[dim]
+        index = index * sizes[dim] + positions.reshape(shape)
+    index = index.reshape(*self.shape[:lead], math.prod(kernel_size), *output_size)
+    flat = self.reshape(*self.shape[:lead], -1)
+    values = jnp.take_along_axis(flat, index.reshape(*self.shape[:lead], -1), axis=lead).reshape(index.shape)
+    maximum, chosen = _select_max(values, jnp.ones((), bool), index, axis=lead)
+    return maximum, chosen.astype(jnp.int64)
+
+
+@lowering(aten.fractional_max_pool2d.default)
+def fractional_max_pool2d(self, kernel_size, output_size, random_samples):
+    """torch.nn.functional.fractional_max_pool2d(return_indices=True): (values, flat indices
+    ``h * W + w``), windows placed by ``random_samples`` as the CPU kernel places them."""
+    return _fractional_max_pool(self, tuple(kernel_size), tuple(output_size), random_samples, 2)
+
+
+@lowering(aten.fractional_max_pool3d.default)
+def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
+    """torch.nn.functional.fractional_max_pool3d(return_indices=True): indices ``(t * H + h) * W + w``."""
+    return _fractional_max_pool(self, tuple(kernel_size), tuple(output_size), random_samples, 3)
+
+
+@lowering(aten.fractional_max_pool2d_backward.default)
+def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
+    """Backward of fractional_max_pool2d: gradients scattered to the indexed input elements."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 2)
+
+
+@lowering(aten.fractional_max_pool3d_backward.default)
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    """Backward of fractional_max_pool3d."""
+    return _scatter_to_planes(grad_output, indices, self.shape, 3)

@@ -517,3 +517,73 @@ def multinomial(self, num_samples, replacement=False, *, generator=None, rng_key
     if math.prod(self.shape) == 0:
         return jnp.zeros((*self.shape[:-1], num_samples), jnp.int64)
     return jax.lax.top_k(perturbed, num_samples)[1]
+
+
+# --- Poisson, gamma and binomial samplers (torch.poisson, torch.distributions) -------------------
+
+
+@lowering(aten.poisson.default, random=True, dtype_rule=_dispatched("poisson_cuda", _FLOATING))
+def poisson(self, generator=None, *, rng_key):
+    """torch.poisson: one Poisson(rate) count per element of ``self``, in its floating dtype (JAX's
+    samplers: Knuth's for small rates, transformed rejection for large ones, as the CPU's). A
+    negative or NaN rate raises the CPU's error at the next synchronisation; an infinite rate
+    gives inf (the CPU returns -2**63 there)."""
+    rate = self.astype(jnp.float32)
+    device_check(jnp.any(~(rate >= 0)), 0, "invalid Poisson rate, expected rate to be non-negative")
+    counts = jax.random.poisson(rng_key, jnp.where(jnp.isfinite(rate) & (rate >= 0), rate, 0), self.shape)
+    return jnp.where(jnp.isinf(rate), jnp.inf, counts.astype(jnp.float32)).astype(self.dtype)
+
+
+@lowering(aten._standard_gamma.default, random=True, dtype_rule=_dispatched("gamma_cuda", _FLOATING))
+def _standard_gamma(self, generator=None, *, rng_key):
+    """torch._standard_gamma (Gamma(concentration, 1), under torch.distributions' Gamma, Beta,
+    Dirichlet, Chi2, StudentT): drawn in float32 and, as the CPU's ``_s_gamma_cpu``, at least the
+    dtype's smallest normal number (also for a concentration that is not positive, or NaN)."""
+    alpha = self.astype(jnp.float32)
+    sample = jax.random.gamma(rng_key, jnp.where(alpha > 0, alpha, 1), self.shape, jnp.float32).astype(self.dtype)
+    tiny = jnp.asarray(jnp.finfo(self.dtype).tiny, self.dtype)
+    return jnp.where(alpha > 0, jnp.maximum(sample, tiny), tiny)
+
+
+@lowering(
+    aten.binomial.default,
+    random=True,
+    dtype_rule=lambda arguments: _check_dispatched("binomial_cuda", arguments["count"].dtype, _FLOATING),
+)
+def binomial(count, prob, generator=None, *, rng_key):
+    """torch.binomial (torch.distributions.Binomial.sample): successes of ``count`` trials each
+    succeeding with ``prob``, in their floating dtype, with the CPU's ``sample_binomial`` edges: 0
+    for ``count <= 0`` or ``prob <= 0``, ``count`` for ``prob >= 1``, NaN for a NaN count or
+    probability (where the CPU's loop never ends for a NaN count)."""
+    n, p = jnp.broadcast_arrays(count.astype(jnp.float32), prob.astype(jnp.float32))
+    ordinary = (n > 0) & (p > 0) & (p < 1) & jnp.isfinite(n)
+    draws = jax.random.binomial(rng_key, jnp.where(ordinary, n, 1), jnp.where(ordinary, p, 0.5), n.shape)
+    result = jnp.where((n <= 0) | (p <= 0), 0, jnp.where(p >= 1, n, draws))
+    return jnp.where(jnp.isnan(n) | jnp.isnan(p), jnp.nan, jnp.where(jnp.isinf(n) & (p > 0), n, result)).astype(
+        count.dtype
+    )
+
+
+@lowering(aten._sample_dirichlet.default, random=True, dtype_rule=_dispatched("dirichlet_cuda", _FLOATING))
+def _sample_dirichlet(self, generator=None, *, rng_key):
+    """torch._sample_dirichlet (torch.distributions.Dirichlet.sample): Gamma(alpha) draws along the
+    last dimension, normalised, as the CPU's ``_s_dirichlet_cpu``: the gammas drawn in float64 and at
+    least its smallest normal number, each share clamped to [smallest normal, largest below 1] of
+    the dtype (16-bit dtypes too, as CUDA's kernel takes them)."""
+    alpha = self.astype(jnp.float64)
+    gamma = jax.random.gamma(rng_key, jnp.where(alpha > 0, alpha, 1), self.shape, jnp.float64)
+    gamma = jnp.where(alpha > 0, jnp.maximum(gamma, jnp.finfo(jnp.float64).tiny), jnp.finfo(jnp.float64).tiny)
+    share = (gamma / jnp.sum(gamma, axis=-1, keepdims=True)).astype(self.dtype)
+    largest = jnp.nextafter(jnp.asarray(1, self.dtype), jnp.asarray(0, self.dtype))
+    return jnp.clip(share, jnp.asarray(jnp.finfo(self.dtype).tiny, self.dtype), largest)
+
+
+@lowering(aten._standard_gamma_grad.default, dtype_rule=_dispatched("_standard_gamma_grad_cuda", _FLOATING))
+def _standard_gamma_grad(self, output):
+    """d sample / d concentration of Gamma(concentration, 1) samples (reparameterised gradients of
+    torch.distributions' Gamma, Beta, Dirichlet): JAX's implicit derivative of the gamma CDF
+    (``random_gamma_grad``) in float32, where the CPU's ``standard_gamma_grad_one`` uses series and
+    asymptotic approximations: within 0.1% of each other (median 2e-5) over concentrations in
+    (0, 20]."""
+    alpha, sample = (value.astype(jnp.float32) for value in jnp.broadcast_arrays(self, output))
+    return jax.lax.random_gamma_grad(alpha, sample).astype(self.dtype)
