@@ -233,3 +233,24 @@ def test_fractional_max_pool_takes_the_last_nan():
     actual = torch.ops.aten.fractional_max_pool2d(x.to("neuron"), [3, 3], [2, 2], samples.to("neuron"))
     torch.testing.assert_close(actual[0].cpu(), expected[0], equal_nan=True)
     assert torch.equal(actual[1].cpu(), expected[1])
+
+
+@pytest.mark.parametrize(
+    ("nd", "shape", "kernel", "out", "samples"),
+    [
+        (2, (1, 1, 4, 10), [2, 8], [2, 4], (1, 1, 2)),  # the meta kernel's own words, reworded
+        (2, (1, 0, 4, 4), [2, 2], [2, 2], (1, 0, 2)),
+        (2, (1, 1, 4, 4), [2, 2], [2, 2], (1, 1, 3)),
+        (3, (1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2], (1, 1)),  # checked by the CPU kernel only
+        (3, (1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2], (1, 1, 2)),  # read past the samples: was clamped
+        (3, (2, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2], (1, 1, 3)),
+        (3, (1, 2, 4, 4, 4), [2, 2, 2], [2, 2, 2], (1, 1, 3)),
+    ],
+)
+def test_fractional_max_pool_argument_errors_are_the_cpus(nd, shape, kernel, out, samples):
+    op = torch.ops.aten.fractional_max_pool2d if nd == 2 else torch.ops.aten.fractional_max_pool3d
+    with pytest.raises(RuntimeError) as cpu_error:
+        op(torch.ones(shape), kernel, out, torch.rand(samples))
+    with pytest.raises(RuntimeError) as neuron_error:
+        op(torch.ones(shape, device="neuron"), kernel, out, torch.rand(samples, device="neuron"))
+    assert str(neuron_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]

@@ -378,10 +378,27 @@ def _fractional_starts(samples, size: int, out: int, pool: int):
     return jnp.concatenate([starts, last], axis=-1)
 
 
+def _check_fractional_samples(self, samples, nd: int) -> None:
+    """``fractional_max_pool_check_shape`` (FractionalMaxPooling.h), with its messages: the 3d meta
+    kernel leaves it to the CPU kernel, and a sample read past its last dimension was clamped."""
+    if samples.dtype != self.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.ndim != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {samples.ndim}")
+    batch = self.shape[0] if self.ndim == nd + 2 else 1
+    if samples.shape[0] < batch:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != self.shape[-nd - 1]:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if samples.shape[2] != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {samples.shape[2]}.")
+
+
 def _fractional_max_pool(self, kernel_size, output_size, random_samples, nd):
     """Max pooling over windows of ``kernel_size`` whose starts each plane's random samples pick
     (``random_samples`` (N, C, nd), the input's dtype; for 2d, sample 0 is the width's and 1 the
     height's, for 3d they are in (T, H, W) order, as the CPU kernels read them)."""
+    _check_fractional_samples(self, random_samples, nd)
     lead = self.ndim - nd
     sizes = self.shape[lead:]
     batched = lead == 2
