@@ -254,3 +254,24 @@ def test_fractional_max_pool_argument_errors_are_the_cpus(nd, shape, kernel, out
     with pytest.raises(RuntimeError) as neuron_error:
         op(torch.ones(shape, device="neuron"), kernel, out, torch.rand(samples, device="neuron"))
     assert str(neuron_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("pool", "shape"),
+    [
+        (lambda x: F.adaptive_avg_pool2d(x, (3, 3)), (1, 1, 0, 8)),
+        (lambda x: F.adaptive_avg_pool3d(x, (3, 3, 3)), (1, 1, 4, 0, 8)),
+        (lambda x: F.adaptive_avg_pool1d(x, 3), (1, 1, 0)),
+    ],
+)
+def test_adaptive_avg_pool_of_an_empty_window_raises_as_the_cpu(pool, shape):
+    """An empty spatial dimension averaged empty windows to NaN; ATen refuses it."""
+    with pytest.raises(RuntimeError) as cpu_error:
+        pool(torch.randn(shape))
+    with pytest.raises(RuntimeError) as neuron_error:
+        pool(torch.randn(shape, device="neuron"))
+    assert str(neuron_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
+def test_adaptive_avg_pool_of_no_channels_is_empty_as_the_cpu():
+    assert F.adaptive_avg_pool2d(torch.randn(1, 0, 4, 8, device="neuron"), (3, 3)).shape == (1, 0, 3, 3)

@@ -379,6 +379,18 @@ def test_gradients_match_cpu(name):
     torch.testing.assert_close(y.grad.cpu(), x.grad)
 
 
+def test_complex_logcumsumexp_starts_from_minus_infinity_as_the_cpu():
+    """The CPU combines the first element with -inf + 0j too; neuron copied it (and crashed on an
+    empty dimension)."""
+    inf, nan = float("inf"), float("nan")
+    for values in ([complex(-inf, 1.0)], [complex(1.0, nan)], [complex(2.0, 1.0), complex(-inf, 3.0)]):
+        z = torch.tensor(values)
+        expected, actual = torch.logcumsumexp(z, 0), torch.logcumsumexp(z.to("neuron"), 0).cpu()
+        torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(expected), equal_nan=True)
+    empty = torch.zeros(0, 5, dtype=torch.complex64, device="neuron")
+    assert torch.logcumsumexp(empty, 0).shape == (0, 5)
+
+
 @pytest.mark.parametrize("dim", [0, 1])
 def test_complex_logcumsumexp_keeps_the_cpus_imaginary_branch(dim):
     # log(exp(z)) is z only up to 2*pi*i; the CPU accumulates log1p(exp(min - max)) + max in order.

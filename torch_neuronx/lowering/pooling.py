@@ -285,6 +285,12 @@ def _adaptive_avg_pool(self, output_size):
     """Adaptive average over the trailing ``len(output_size)`` dimensions: per dimension, a 0/1 window
     matrix sums each window; the sums are divided by the window volumes."""
     nd = len(output_size)
+    for dim in range(self.ndim - nd, self.ndim):
+        if self.shape[dim] == 0:  # an empty window would average to NaN; ATen refuses it
+            raise RuntimeError(
+                f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for non-batch dimensions, "
+                f"but input has sizes {list(self.shape)} with dimension {dim} being empty"
+            )
     x = self.astype(opmath_dtype(self.dtype))
     lead = x.ndim - nd
     letters = "abcdefghij"[: x.ndim]

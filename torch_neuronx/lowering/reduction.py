@@ -450,15 +450,17 @@ def _complex_log_add_exp(x, y):
 
 
 def _complex_logcumsumexp(values, axis):
-    """Complex logcumsumexp, accumulated in order along ``axis`` as on CPU."""
+    """Complex logcumsumexp, accumulated in order along ``axis`` as on CPU: from ``-inf + 0j``, which
+    the first element is combined with too (``[-inf + 1j]`` gives ``-inf + 0j``, ``[1 + nan j]`` NaN)."""
     moved = jnp.moveaxis(values, axis, 0)
 
     def step(total, value):
         total = _complex_log_add_exp(total, value)
         return total, total
 
-    _, rest = jax.lax.scan(step, moved[0], moved[1:])
-    return jnp.moveaxis(jnp.concatenate([moved[:1], rest]), 0, axis)
+    start = jnp.full(moved.shape[1:], complex(-jnp.inf, 0), moved.dtype)
+    _, totals = jax.lax.scan(step, start, moved)
+    return jnp.moveaxis(totals, 0, axis)
 
 
 # --- histograms ----------------------------------------------------------------------------------
