@@ -326,7 +326,7 @@ def _index_add_(
     return self
 
 
-def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor, generator: object = None) -> torch.Tensor:
     """The result of a sampler's TensorIterator over two inputs that have no meta kernel
     (``torch.binomial``, ``_standard_gamma_grad``): its same-dtype check, then the broadcast shape
     in the first's dtype (the CPU resizes its first-shaped result to it)."""
@@ -339,10 +339,6 @@ def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         lambda: f"Found dtype {scalar_type(second.dtype)} but expected {scalar_type(first.dtype)}",
     )
     return first.new_empty(torch.broadcast_shapes(first.shape, second.shape))
-
-
-def _binomial(count: torch.Tensor, prob: torch.Tensor, generator: object = None) -> torch.Tensor:
-    return _same_dtype_pair(count, prob)
 
 
 def _sample_dirichlet(alpha: torch.Tensor, generator: object = None) -> torch.Tensor:
@@ -369,7 +365,7 @@ def _fractional_max_pool3d_backward(
 
 _KERNELS = {
     aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
-    aten.binomial.default: _binomial,
+    aten.binomial.default: _same_dtype_pair,
     aten._standard_gamma_grad.default: _same_dtype_pair,
     aten._sample_dirichlet.default: _sample_dirichlet,
     aten.index_add.default: _index_add,
