@@ -583,7 +583,7 @@ def _standard_gamma_grad(self, output):
     """d sample / d concentration of Gamma(concentration, 1) samples (reparameterised gradients of
     torch.distributions' Gamma, Beta, Dirichlet): JAX's implicit derivative of the gamma CDF
     (``random_gamma_grad``) in float32, where the CPU's ``standard_gamma_grad_one`` uses series and
-    asymptotic approximations: within 0.1% of each other (median 2e-5) over concentrations in
-    (0, 20]."""
+    asymptotic approximations: within 0.1% of each other (median 2e-5) for concentrations from 0.01
+    to 20; below, the CPU's approximation drifts (0.9% at 0.001, where JAX's matches mpmath)."""
     alpha, sample = (value.astype(jnp.float32) for value in jnp.broadcast_arrays(self, output))
     return jax.lax.random_gamma_grad(alpha, sample).astype(self.dtype)
