@@ -189,25 +189,108 @@ def test_interpolation_dtypes_cuda_refuses_raise_its_dispatch_error(mode, dtype,
         F.interpolate(x, size=shape[2:] if antialias else (4,) * (len(shape) - 2), mode=mode, antialias=antialias)
 
 
-@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
-@pytest.mark.parametrize("shape", [(0, 2, 3), (0, 2, 3, 4), (0, 2, 3, 4, 5)])
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_nearest_of_an_empty_batch_as_cpu(mode, shape, compiled):
-    # PyTorch's meta kernel passed torch._check an int for an empty batch: "TypeError: cond must be a
-    # bool" where the CPU returns an empty result.
-    def upsample(x):
-        return F.interpolate(x, scale_factor=2, mode=mode)
+#: (mode, antialias, spatial dimensions): every forward upsampling op.
+EVERY_UPSAMPLING = [
+    ("nearest", False, 1),
+    ("nearest-exact", False, 2),
+    ("nearest", False, 3),
+    ("linear", False, 1),
+    ("bilinear", False, 2),
+    ("bicubic", False, 2),
+    ("trilinear", False, 3),
+    ("bilinear", True, 2),
+    ("bicubic", True, 2),
+]
 
+
+@pytest.mark.parametrize(("mode", "antialias", "dims"), EVERY_UPSAMPLING, ids=str)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_upsampling_of_an_empty_batch_as_cpu(mode, antialias, dims, compiled):
+    # PyTorch's meta kernel of the nearest modes passed torch._check an int for an empty batch:
+    # "TypeError: cond must be a bool" where the CPU returns an empty result.
+    def upsample(x):
+        return F.interpolate(x, scale_factor=2, mode=mode, antialias=antialias)
+
+    shape = (0, 2, *range(3, 3 + dims))
     run = torch.compile(upsample, backend="neuron") if compiled else upsample
     actual = run(torch.empty(shape, device="neuron"))
     assert actual.device.type == "neuron" and actual.shape == upsample(torch.empty(shape)).shape
 
 
-def test_nearest_of_empty_channels_raises_atens_error():
-    with pytest.raises(
-        RuntimeError, match=re.escape("Non-empty 3D data tensor expected but got a tensor with sizes [1, 0, 3]")
-    ):
-        F.interpolate(torch.empty(1, 0, 3, device="neuron"), scale_factor=2, mode="nearest")
+#: Sizes ATen's upsample_{1,2,3}d_common_check refuses, and an empty channel dimension.
+EMPTY_SIZES = {
+    "zero-output": lambda dims: ((1, 2, *(4,) * dims), {"size": (3,) * (dims - 1) + (0,)}),
+    "empty-spatial-input": lambda dims: ((1, 2, 0, *(4,) * (dims - 1)), {"size": (3,) * dims}),
+    "empty-input-with-scale": lambda dims: ((1, 2, 0, *(4,) * (dims - 1)), {"scale_factor": 2}),
+    "empty-channels": lambda dims: ((1, 0, *(4,) * dims), {"size": (3,) * dims}),
+}
+
+
+@pytest.mark.parametrize("sizes", list(EMPTY_SIZES))
+@pytest.mark.parametrize(("mode", "antialias", "dims"), EVERY_UPSAMPLING, ids=str)
+def test_upsampling_of_empty_sizes_raises_atens_error(mode, antialias, dims, sizes):
+    # PyTorch's decompositions of the linear and cubic modes divided by a zero output size
+    # (ZeroDivisionError), indexed an empty input (IndexError) or returned an empty result.
+    shape, options = EMPTY_SIZES[sizes](dims)
+    with pytest.raises(RuntimeError) as expected:
+        F.interpolate(torch.rand(shape), mode=mode, antialias=antialias, **options)
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
+        F.interpolate(torch.rand(shape, device="neuron"), mode=mode, antialias=antialias, **options)
+
+
+@pytest.mark.parametrize("sizes", ["empty-spatial-input", "empty-channels"])
+def test_compiled_upsampling_of_empty_sizes_raises_atens_error(sizes):
+    # AOTAutograd decomposes upsampling while it traces, past the meta kernel's checks: the compiled
+    # graph returned an empty tensor or raised IndexError.
+    shape, options = EMPTY_SIZES[sizes](2)
+    with pytest.raises(RuntimeError) as expected:
+        F.interpolate(torch.rand(shape), mode="bicubic", **options)
+    compiled = torch.compile(lambda x: F.interpolate(x, mode="bicubic", **options), backend="neuron")
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}"):
+        compiled(torch.rand(shape, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    ("op", "extra"),
+    [
+        (torch.ops.aten.upsample_bilinear2d_backward, (False,)),
+        (torch.ops.aten.upsample_bicubic2d_backward, (False,)),
+        (torch.ops.aten._upsample_bilinear2d_aa_backward, (False,)),
+        (torch.ops.aten._upsample_nearest_exact2d_backward, ()),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_upsampling_backward_checks_grad_output_against_the_output(op, extra):
+    grad_output = torch.rand(1, 2, 4, 3)
+    with pytest.raises(RuntimeError) as expected:
+        op(grad_output, [4, 4], [1, 2, 2, 2], *extra)
+    assert "grad_output.size(3) = 3" in str(expected.value)
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
+        op(grad_output.to("neuron"), [4, 4], [1, 2, 2, 2], *extra)
+
+
+def test_nearest_backward_of_uint8_wraps_as_cudas_int64_accumulator():
+    # CUDA differentiates uint8 in the nearest modes (the CPU refuses); jax.vjp of an integer input
+    # gave zeros.
+    grad_output = torch.randint(0, 256, (1, 2, 8, 6), dtype=torch.uint8)
+    actual = torch.ops.aten.upsample_nearest2d_backward(grad_output.to("neuron"), [8, 6], [1, 2, 2, 3])
+    summed = torch.ops.aten.upsample_nearest2d_backward(grad_output.float(), [8, 6], [1, 2, 2, 3])
+    torch.testing.assert_close(actual.cpu(), summed.long().remainder(256).to(torch.uint8))
+
+
+@pytest.mark.parametrize(
+    ("op", "extra", "kernel"),
+    [
+        (torch.ops.aten.upsample_bilinear2d_backward, (False,), "upsample_bilinear2d_backward_out_frame"),
+        (torch.ops.aten._upsample_bicubic2d_aa_backward, (False,), "upsample_gen2d_backward_out_frame"),
+        (torch.ops.aten.upsample_nearest2d_backward, (), "upsample_nearest2d_backward_out_frame"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_upsampling_backward_of_integers_raises_cudas_dispatch_error(op, extra, kernel):
+    grad_output = torch.ones(1, 2, 4, 4, dtype=torch.int64, device="neuron")
+    with pytest.raises(NotImplementedError, match=f"^\"{kernel}\" not implemented for 'Long'"):
+        op(grad_output, [4, 4], [1, 2, 2, 2], *extra)
 
 
 def test_upsample_ops_reach_their_lowerings():

@@ -20,7 +20,6 @@ when the target has no batch dimension); the kernels here give ().
 from __future__ import annotations
 
 import torch
-from torch._meta_registrations import upsample_common_check
 from torch._prims_common import suggest_memory_format
 
 from torch_neuronx._compat.torch_internals import decomposition_table, register_fake_tensor_meta
@@ -289,23 +288,125 @@ def _normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: o
     return torch.empty(shape, dtype=mean.dtype, device=mean.device)
 
 
-def _upsample_nearest(spatial_dims: int):
-    """The meta kernel of ``upsample_nearest{1,2,3}d`` and their ``_exact`` forms: PyTorch's, whose
-    emptiness check passes ``torch._check`` an int and raised ``TypeError: cond must be a bool`` for
-    every empty batch (CPU and CUDA return an empty result). ATen's check: an empty input is allowed
-    when only its batch is empty (UpSample.h, ``upsample_{1,2,3}d_common_check``)."""
+#: The names ATen's messages give the spatial sizes of 1-, 2- and 3-d upsampling (UpSample.h).
+_SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
-    def kernel(input: torch.Tensor, output_size: list[int], *scales: object) -> torch.Tensor:
+
+def _upsample_common_check(input_size: list[int], output_size: list[int], spatial_dims: int) -> list[int]:
+    """ATen's ``upsample_{1,2,3}d_common_check`` (UpSample.h, shared by the CPU and CUDA): the
+    argument lengths, then every input and output spatial size positive; returns the output's
+    full size (N, C, *output_size). PyTorch's Python checks word the error differently, and its
+    decompositions of the linear and cubic modes divide by a zero output size
+    (``ZeroDivisionError``) or compute from an empty input instead of raising."""
+    torch._check(
+        len(output_size) == spatial_dims,
+        lambda: f"It is expected output_size equals to {spatial_dims}, but got size {len(output_size)}",
+    )
+    torch._check(
+        len(input_size) == spatial_dims + 2,
+        lambda: f"It is expected input_size equals to {spatial_dims + 2}, but got size {len(input_size)}",
+    )
+    names = _SPATIAL_NAMES[spatial_dims]
+
+    def sizes(values: list[int]) -> str:
+        return ", ".join(f"{name}: {value}" for name, value in zip(names, values, strict=True))
+
+    between = ") and output (" if spatial_dims == 1 else ") output ("
+    torch._check(
+        all(size > 0 for size in (*input_size[2:], *output_size)),
+        lambda: (
+            "Input and output sizes should be greater than 0, but got input "
+            f"({sizes(list(input_size[2:]))}{between}{sizes(list(output_size))})"
+        ),
+    )
+    return [input_size[0], input_size[1], *output_size]
+
+
+def _upsample(spatial_dims: int):
+    """The meta kernel of a forward upsampling op (nearest, nearest-exact, linear, bilinear,
+    bicubic, trilinear, antialiased): ATen's ``TORCH_META_FUNC`` checks in ATen's order, the common
+    check then an empty input allowed only when its batch alone is empty, and a result in the
+    input's suggested memory format. (PyTorch's Python meta kernel of the nearest modes also passed
+    ``torch._check`` an int, raising ``TypeError: cond must be a bool`` for every empty batch.)"""
+
+    def kernel(input: torch.Tensor, output_size: list[int], *arguments: object) -> torch.Tensor:
+        shape = _upsample_common_check(list(input.shape), list(output_size), spatial_dims)
         torch._check(
             input.numel() != 0 or all(size != 0 for size in input.shape[1:]),
             lambda: (
                 f"Non-empty {spatial_dims + 2}D data tensor expected but got a tensor with sizes {list(input.shape)}"
             ),
         )
-        shape = upsample_common_check(input.shape, output_size, num_spatial_dims=spatial_dims)
         return input.new_empty(shape).to(memory_format=suggest_memory_format(input))
 
     return kernel
+
+
+def _upsample_backward(spatial_dims: int, *, contiguous: bool):
+    """The meta kernel of an upsampling op's backward: ATen's checks of ``input_size`` against
+    ``output_size`` and of ``grad_output`` against the output's full size (1-d ops word the latter
+    as ``check_dim_size``), then the input gradient, contiguous or in ``grad_output``'s suggested
+    memory format as the op's ``TORCH_META_FUNC`` sets it."""
+
+    def kernel(
+        grad_output: torch.Tensor, output_size: list[int], input_size: list[int], *arguments: object
+    ) -> torch.Tensor:
+        full_output_size = _upsample_common_check(list(input_size), list(output_size), spatial_dims)
+        rank = spatial_dims + 2
+        if spatial_dims == 1:
+            for dim, size in enumerate(full_output_size):
+                torch._check(
+                    grad_output.dim() == rank and grad_output.size(dim) == size,
+                    lambda dim=dim, size=size: (
+                        f"Expected a tensor of dimension {rank} and tensor.size[{dim}] == {size} but got: "
+                        f"dimension {grad_output.dim()} and tensor.size[{dim}] = {grad_output.size(dim)}"
+                    ),
+                )
+        else:
+            torch._check(
+                grad_output.dim() == rank,
+                lambda: (
+                    f"Expected grad_output to be a tensor of dimension {rank} but got: dimension {grad_output.dim()}"
+                ),
+            )
+            for dim, size in enumerate(full_output_size):
+                torch._check(
+                    grad_output.size(dim) == size,
+                    lambda dim=dim, size=size: (
+                        f"Expected grad_output to have the same shape as output; output.size({dim}) = {size} "
+                        f"but got grad_output.size({dim}) = {grad_output.size(dim)}"
+                    ),
+                )
+        result = grad_output.new_empty(list(input_size))
+        return result if contiguous else result.to(memory_format=suggest_memory_format(grad_output))
+
+    return kernel
+
+
+#: Every upsampling op: (name, spatial dimensions, whether its backward's result is contiguous
+#: rather than in grad_output's memory format: ATen's TORCH_META_FUNCs).
+_UPSAMPLING = (
+    ("upsample_nearest1d", 1, True),
+    ("_upsample_nearest_exact1d", 1, True),
+    ("upsample_linear1d", 1, True),
+    ("upsample_nearest2d", 2, False),
+    ("_upsample_nearest_exact2d", 2, False),
+    ("upsample_bilinear2d", 2, False),
+    ("_upsample_bilinear2d_aa", 2, False),
+    ("upsample_bicubic2d", 2, True),
+    ("_upsample_bicubic2d_aa", 2, True),
+    ("_upsample_lanczos2d_aa", 2, True),
+    ("upsample_nearest3d", 3, True),
+    ("_upsample_nearest_exact3d", 3, True),
+    ("upsample_trilinear3d", 3, False),
+)
+_UPSAMPLING_KERNELS = {
+    **{getattr(aten, name).default: _upsample(dims) for name, dims, _ in _UPSAMPLING},
+    **{
+        getattr(aten, f"{name}_backward").default: _upsample_backward(dims, contiguous=contiguous)
+        for name, dims, contiguous in _UPSAMPLING
+    },
+}
 
 
 def _index_add(
@@ -399,11 +500,7 @@ _KERNELS = {
     aten._histogramdd_from_bin_tensors.default: _histogramdd_from_bin_tensors,
     aten._ctc_loss_backward.default: _ctc_loss_backward,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
-    **{
-        getattr(aten, f"{prefix}{dims}d").default: _upsample_nearest(dims)
-        for prefix in ("upsample_nearest", "_upsample_nearest_exact")
-        for dims in (1, 2, 3)
-    },
+    **_UPSAMPLING_KERNELS,
 }
 
 
@@ -415,11 +512,7 @@ _PYTHON_DISPATCHER_METAS = (
     aten.normal.Tensor_float,
     aten.normal.float_Tensor,
     aten.normal.Tensor_Tensor,
-    *(
-        getattr(aten, f"{prefix}{dims}d").default
-        for prefix in ("upsample_nearest", "_upsample_nearest_exact")
-        for dims in (1, 2, 3)
-    ),
+    *_UPSAMPLING_KERNELS,
 )
 
 
@@ -427,7 +520,7 @@ _PYTHON_DISPATCHER_METAS = (
 #: decompositions to the Meta kernel unless the op has an entry in ``meta_table``, then runs the
 #: Python dispatcher's Meta kernel): Dynamo traced ``index_add`` of an integer tensor with a float
 #: alpha into the decomposition's refusal.
-_FAKE_TENSOR_METAS = (aten.index_add.default, aten.index_add_.default)
+_FAKE_TENSOR_METAS = (aten.index_add.default, aten.index_add_.default, *_UPSAMPLING_KERNELS)
 
 
 def register() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -115,21 +116,52 @@ def fake_in_active_mode(value: torch.Tensor) -> torch.Tensor:
     return mode.from_tensor(value, static_shapes=True)
 
 
+def _fake_limits() -> tuple[type[Exception], ...]:
+    """What a fake run raises where it cannot know the eager result (data-dependent output values
+    and shapes, ops it cannot run on fakes), as opposed to an op's argument errors."""
+    from torch._subclasses import fake_tensor
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (
+        NotImplementedError,  # no meta kernel: eager falls back to the CPU
+        fake_tensor.DataDependentOutputException,
+        fake_tensor.DynamicOutputShapeException,
+        fake_tensor.UnsupportedOperatorException,
+        fake_tensor.UnsupportedFakeTensorException,
+        fake_tensor.MetadataMismatchError,
+        GuardOnDataDependentSymNode,
+    )
+
+
 def run_on_fakes(
-    fn: Callable[..., Any], inputs: list[Any], observe: Callable[[OpOverload, tuple, dict, Any], None]
+    fn: Callable[..., Any],
+    inputs: list[Any],
+    observe: Callable[[OpOverload, tuple, dict, Any], None],
+    refused: Callable[[OpOverload, Exception], None] = lambda op, error: None,
 ) -> None:
     """Runs ``fn`` on fresh fake tensors shaped as ``inputs`` (real or fake tensors; other values as
     they are) and calls ``observe(op, args, kwargs, result)`` for each ATen op that reaches the
     Python dispatch key, as a device's kernels would receive it: no Python dispatcher, so ops that
-    PyTorch decomposes only for tracing (``py_impl(DispatchKey.Autograd)``) arrive whole.
-    Exceptions of ``fn`` and ``observe`` propagate."""
+    PyTorch decomposes only for tracing (``py_impl(DispatchKey.Autograd)``) arrive whole. An op
+    whose meta kernel raises an argument error (RuntimeError, TypeError, ValueError or IndexError,
+    not a fake run's own limit such as a data-dependent shape) calls ``refused(op, error)`` first.
+    Exceptions of ``fn``, ``observe`` and ``refused`` propagate."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    limits = _fake_limits()
 
     class Observer(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
             kwargs = kwargs or {}
-            result = func(*args, **kwargs)
+            try:
+                result = func(*args, **kwargs)
+            except limits:
+                raise
+            except (RuntimeError, TypeError, ValueError, IndexError) as error:
+                if isinstance(func, OpOverload):
+                    refused(func, error)
+                raise
             if isinstance(func, OpOverload):
                 observe(func, args, kwargs, result)
             return result
@@ -144,8 +176,16 @@ def run_on_fakes(
             else value
             for value in inputs
         ]
-    with mode, Observer():
-        fn(*fakes)
+    # FakeTensorMode logs each meta kernel's exception at error level before raising it: the caller
+    # reports the refusal itself.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
+    try:
+        with mode, Observer():
+            fn(*fakes)
+    finally:
+        fake_log.setLevel(level)
 
 
 def schema_of(op: OpOverload) -> torch._C.FunctionSchema:

@@ -102,8 +102,11 @@ def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tupl
             found.append((error, running[0]))
             raise _Stop from None
 
+    def refused(op: OpOverload, error: Exception) -> None:
+        found.append((error, running[0]))
+
     try:
-        run_on_fakes(Tracking(graph).run, example_inputs, observe)
+        run_on_fakes(Tracking(graph).run, example_inputs, observe, refused)
     except Exception:  # noqa: BLE001, S110 - _Stop, or what the fake run cannot do: AOTAutograd's to report
         pass
     return found[0] if found else None

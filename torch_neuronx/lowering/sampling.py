@@ -245,14 +245,15 @@ def _interpolate(x, taps: Sequence[Taps]):
 
 
 def _interpolated_dtypes(
-    kernel: str, *, uint8: bool = False, like: str = "as CUDA does"
+    kernel: str, *, uint8: bool = False, like: str = "as CUDA does", argument: str = "self"
 ) -> Callable[[dict[str, Any]], None]:
-    """The dtype rule of an upsampling op: CUDA's kernels take floating-point inputs, and the nearest
-    modes uint8 as well; another dtype raises CUDA's dispatch error (``NotImplementedError``, a
-    RuntimeError) naming ``kernel``. (The CPU interpolates uint8 in every mode.)"""
+    """The dtype rule of an upsampling op or its backward (``argument="grad_output"``): CUDA's
+    kernels take floating-point tensors, and the nearest modes uint8 as well; another dtype raises
+    CUDA's dispatch error (``NotImplementedError``, a RuntimeError) naming ``kernel``. (The CPU
+    interpolates uint8 in every mode, and differentiates floating-point gradients only.)"""
 
     def rule(arguments: dict[str, Any]) -> None:
-        dtype = arguments["self"].dtype
+        dtype = arguments[argument].dtype
         if dtype.is_floating_point or (uint8 and dtype == torch.uint8):
             return
         kinds = "floating-point and uint8" if uint8 else "floating-point"
@@ -271,7 +272,13 @@ def _upsample(x, taps: Sequence[Taps]):
 
 
 def _backward(forward: Callable, grad_output, input_size: Sequence[int]):
-    """The transpose of the linear ``forward`` applied to grad_output, in the opmath type."""
+    """The transpose of the linear ``forward`` applied to grad_output, in the opmath type. An
+    integer (uint8) gradient of the nearest modes sums in float64, exact for any sum below 2**53,
+    and wraps to its dtype as CUDA's int64 accumulator does (``jax.vjp`` of an integer input gives
+    no gradient at all: it returned zeros)."""
+    if jnp.issubdtype(grad_output.dtype, jnp.integer):
+        grad = _backward(forward, grad_output.astype(jnp.float64), input_size)
+        return grad.astype(jnp.int64).astype(grad_output.dtype)
     dtype = opmath_dtype(grad_output.dtype)
     _, pullback = jax.vjp(forward, jnp.zeros(tuple(input_size), dtype))
     (grad,) = pullback(grad_output.astype(dtype))
@@ -357,42 +364,66 @@ def _upsample_nearest_exact3d(self, output_size, scales_d=None, scales_h=None, s
     return _upsample(self, _nearest(self.shape, output_size, [scales_d, scales_h, scales_w], exact=True))
 
 
-@lowering(aten.upsample_nearest1d_backward.default, static=("scales",))
+@lowering(
+    aten.upsample_nearest1d_backward.default,
+    static=("scales",),
+    dtype_rule=_interpolated_dtypes("upsample_nearest1d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
     """Backward of upsample_nearest1d: each input gathers the gradients of the outputs copied from it."""
     taps = _nearest(input_size, output_size, [scales], exact=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten.upsample_nearest2d_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_nearest2d_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest2d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
     """Backward of upsample_nearest2d."""
     taps = _nearest(input_size, output_size, [scales_h, scales_w], exact=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten.upsample_nearest3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten.upsample_nearest3d_backward.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest3d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None):
     """Backward of upsample_nearest3d."""
     taps = _nearest(input_size, output_size, [scales_d, scales_h, scales_w], exact=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten._upsample_nearest_exact1d_backward.default, static=("scales",))
+@lowering(
+    aten._upsample_nearest_exact1d_backward.default,
+    static=("scales",),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact1d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def _upsample_nearest_exact1d_backward(grad_output, output_size, input_size, scales=None):
     """Backward of _upsample_nearest_exact1d."""
     taps = _nearest(input_size, output_size, [scales], exact=True)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten._upsample_nearest_exact2d_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_nearest_exact2d_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact2d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def _upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
     """Backward of _upsample_nearest_exact2d."""
     taps = _nearest(input_size, output_size, [scales_h, scales_w], exact=True)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten._upsample_nearest_exact3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten._upsample_nearest_exact3d_backward.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_nearest_exact3d_backward_out_frame", uint8=True, argument="grad_output"),
+)
 def _upsample_nearest_exact3d_backward(
     grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None
 ):
@@ -444,21 +475,33 @@ def upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w
     return _upsample(self, _cubic(self.shape, output_size, align_corners, [scales_h, scales_w]))
 
 
-@lowering(aten.upsample_linear1d_backward.default, static=("scales",))
+@lowering(
+    aten.upsample_linear1d_backward.default,
+    static=("scales",),
+    dtype_rule=_interpolated_dtypes("upsample_linear1d_out_frame_backward", argument="grad_output"),
+)
 def upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales=None):
     """Backward of upsample_linear1d."""
     taps = _linear(input_size, output_size, align_corners, [scales])
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten.upsample_bilinear2d_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_bilinear2d_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_backward_out_frame", argument="grad_output"),
+)
 def upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of upsample_bilinear2d."""
     taps = _linear(input_size, output_size, align_corners, [scales_h, scales_w])
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten.upsample_trilinear3d_backward.default, static=("scales_d", "scales_h", "scales_w"))
+@lowering(
+    aten.upsample_trilinear3d_backward.default,
+    static=("scales_d", "scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_trilinear3d_backward_out_frame", argument="grad_output"),
+)
 def upsample_trilinear3d_backward(
     grad_output, output_size, input_size, align_corners, scales_d=None, scales_h=None, scales_w=None
 ):
@@ -467,7 +510,11 @@ def upsample_trilinear3d_backward(
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten.upsample_bicubic2d_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten.upsample_bicubic2d_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_backward_out_frame", argument="grad_output"),
+)
 def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of upsample_bicubic2d (border taps accumulate into the edge inputs). When the output
     has the input's size, PyTorch's backward kernel copies the gradient, although its forward kernel
@@ -711,14 +758,22 @@ def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scal
     return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], "cubic"))
 
 
-@lowering(aten._upsample_bilinear2d_aa_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_bilinear2d_aa_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_gen2d_backward_out_frame", argument="grad_output"),
+)
 def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of _upsample_bilinear2d_aa."""
     taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "linear", forward=False)
     return _backward(lambda x: _interpolate(x, taps), grad_output, input_size)
 
 
-@lowering(aten._upsample_bicubic2d_aa_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_bicubic2d_aa_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes("upsample_gen2d_backward_out_frame", argument="grad_output"),
+)
 def _upsample_bicubic2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of _upsample_bicubic2d_aa."""
     taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "cubic", forward=False)
@@ -741,7 +796,13 @@ def _upsample_lanczos2d_aa(self, output_size, align_corners, scales_h=None, scal
     return _upsample(self, _aa(self.shape, output_size, align_corners, scales, "lanczos"))
 
 
-@lowering(aten._upsample_lanczos2d_aa_backward.default, static=("scales_h", "scales_w"))
+@lowering(
+    aten._upsample_lanczos2d_aa_backward.default,
+    static=("scales_h", "scales_w"),
+    dtype_rule=_interpolated_dtypes(
+        "upsample_lanczos2d_aa_backward_cpu", like="as the CPU does", argument="grad_output"
+    ),
+)
 def _upsample_lanczos2d_aa_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
     """Backward of _upsample_lanczos2d_aa."""
     taps = _aa(input_size, output_size, align_corners, [scales_h, scales_w], "lanczos", forward=False)
