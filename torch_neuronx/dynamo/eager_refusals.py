@@ -1,4 +1,4 @@
-"""The eager kernels' dtype refusals, kept by compiled graphs.
+"""The eager kernels' dtype and argument refusals, kept by compiled graphs.
 
 A compiled graph must refuse what the same ops refuse eagerly (CUDA's kernels: eager/dispatched_dtypes.py,
 and the lowerings' dtype rules), or it computes values of no defined meaning. Two checks keep them:
@@ -12,8 +12,9 @@ and the lowerings' dtype rules), or it computes values of no defined meaning. Tw
   ``"elu_cuda" not implemented for 'Long'``. The Dynamo graph is run once on fake tensors, each ATen
   op checked as the device's eager kernel receives it; the compiled function of a graph with a
   refusal raises it at every call (:class:`RefusedCall`), as the eager op would, with a note naming
-  the node and its source line. The dtype policy's TypeError for a float64 or complex128 result
-  (decision 8) is raised the same way, as eager raises it.
+  the node and its source line. A meta kernel's argument error in that run is a refusal too
+  (upsampling's size checks, which the decomposition skips). The dtype policy's TypeError for a
+  float64 or complex128 result (decision 8) is raised the same way, as eager raises it.
 """
 
 from __future__ import annotations
