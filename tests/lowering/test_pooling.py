@@ -238,7 +238,9 @@ def test_fractional_max_pool_takes_the_last_nan():
 @pytest.mark.parametrize(
     ("nd", "shape", "kernel", "out", "samples"),
     [
-        (2, (1, 1, 4, 10), [2, 8], [2, 4], (1, 1, 2)),  # the meta kernel's own words, reworded
+        (2, (1, 1, 4, 10), [2, 8], [2, 4], (1, 1, 2)),  # PyTorch's meta kernel words it otherwise
+        (2, (1, 1, 4, 10), [4, 2], [2, 4], (1, 1, 3)),  # the pool size first, then the samples
+        (2, (1, 1, 2, 4, 4), [2, 2], [2, 2], (1, 1, 2)),
         (2, (1, 0, 4, 4), [2, 2], [2, 2], (1, 0, 2)),
         (2, (1, 1, 4, 4), [2, 2], [2, 2], (1, 1, 3)),
         (3, (1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2], (1, 1)),  # checked by the CPU kernel only
@@ -254,6 +256,25 @@ def test_fractional_max_pool_argument_errors_are_the_cpus(nd, shape, kernel, out
     with pytest.raises(RuntimeError) as neuron_error:
         op(torch.ones(shape, device="neuron"), kernel, out, torch.rand(samples, device="neuron"))
     assert str(neuron_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("nd", "shape"),
+    [(2, (0, 2, 5, 5)), (3, (0, 2, 5, 5, 5)), (2, (0, 5, 5)), (3, (0, 5, 5, 5))],
+    ids=str,
+)
+def test_fractional_max_pool_of_an_empty_batch_or_unbatched_planes_as_the_cpu(nd, shape):
+    # reshape(..., -1) of the empty batch divided by zero (ZeroDivisionError); PyTorch's meta kernel
+    # refused an unbatched input without planes, which ATen does not check.
+    pool = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
+    results = []
+    for device in ("cpu", "neuron"):
+        x = torch.rand(shape, device=device, requires_grad=True)
+        values, indices = pool(x, 2, output_size=3, return_indices=True)
+        values.sum().backward()
+        results.append((values, indices, x.grad))
+    for actual, expected in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(actual.cpu(), expected)
 
 
 @pytest.mark.parametrize(

@@ -337,3 +337,34 @@ def test_grid_sample_bfloat16_and_input_only_grad():
     grid = torch.rand(1, 3, 3, 2) * 2 - 1
     _assert_matches(lambda t: F.grid_sample(t, grid.to(t.device), align_corners=True), x)
     assert torch_neuronx.get_executed_ops().get("aten::grid_sampler_2d_backward.default") == 1
+
+
+@pytest.mark.parametrize(("input_shape", "grid_shape"), [((0, 2, 4, 4), (0, 3, 3, 2)), ((1, 0, 4, 4), (1, 3, 3, 2))])
+def test_grid_sample_of_an_empty_batch_or_channels_as_the_cpu(input_shape, grid_shape):
+    # reshape(n, c, -1) divided by n * c = 0 (ZeroDivisionError).
+    _assert_matches(
+        lambda t, g: F.grid_sample(t, g, align_corners=False), torch.rand(input_shape), torch.rand(grid_shape)
+    )
+
+
+@pytest.mark.parametrize(
+    ("input_shape", "grid_shape"),
+    [
+        ((1, 2, 0, 4), (1, 3, 3, 2)),  # sampled nothing: zeros
+        ((2, 2, 4, 4), (1, 3, 3, 2)),  # a reshape error
+        ((1, 2, 4, 4), (1, 3, 3, 3)),
+        ((1, 2, 4, 4), (1, 3, 3, 2, 2)),
+    ],
+)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_grid_sample_argument_errors_are_atens(input_shape, grid_shape, compiled):
+    # PyTorch's meta kernel of grid_sampler_2d is its decomposition, which checks none of these.
+    def sample(x, grid):
+        return torch.grid_sampler_2d(x, grid, 0, 0, False)
+
+    with pytest.raises(RuntimeError) as expected:
+        sample(torch.rand(input_shape), torch.rand(grid_shape))
+    # Dynamo's fake run meets the error first and wraps it (TorchRuntimeError), as on the CPU.
+    run = torch.compile(sample, backend="neuron", dynamic=False) if compiled else sample
+    with pytest.raises(RuntimeError, match=re.escape(str(expected.value))):
+        run(torch.rand(input_shape, device="neuron"), torch.rand(grid_shape, device="neuron"))

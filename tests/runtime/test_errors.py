@@ -1425,3 +1425,13 @@ def test_embedding_bag_indices_of_another_dtype_raise_cudas_check(dtype):
     )
     with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
         torch.nn.functional.embedding_bag(indices, weight, torch.tensor([0], device="neuron"))
+
+
+def test_a_lowerings_argument_error_carries_no_jax_note():
+    # JAX notes "For simplicity, JAX has removed its internal frames ..." on errors raised while it
+    # traces; the error is the op's.
+    log_probs = torch.rand(0, 2, 4, device="neuron")
+    targets = torch.zeros(2, 3, dtype=torch.long, device="neuron")
+    with pytest.raises(RuntimeError, match="^log_probs tensor must not be empty$") as error:
+        torch.nn.functional.ctc_loss(log_probs, targets, torch.tensor([0, 0]), torch.tensor([0, 0]))
+    assert not any("JAX" in note for note in getattr(error.value, "__notes__", []))

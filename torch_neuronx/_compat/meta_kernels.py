@@ -1,8 +1,11 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
 the fused SGD steps, the tensor-lr fused Adam(W) steps, the binomial, Dirichlet and gamma-gradient
-samplers, fractional_max_pool3d_backward, the result dtype of ``torch.normal`` with
-tensor arguments and of huber_loss and soft_margin_loss with a target of another dtype, nearest
-upsampling of an empty batch and index_add of an integer tensor with a float ``alpha``.
+samplers and the Dirichlet gradient, fractional_max_pool3d_backward, the result dtype of
+``torch.normal`` with tensor arguments and of huber_loss and soft_margin_loss with a target of
+another dtype, index_add of an integer tensor with a float ``alpha``, and the argument checks of
+every upsampling op and its backward, of grid_sampler_2d and of fractional_max_pool2d (ATen's
+structured meta functions, which PyTorch's Python kernels replace with decompositions that check
+less or word it otherwise).
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
@@ -409,6 +412,91 @@ _UPSAMPLING_KERNELS = {
 }
 
 
+def _fractional_max_pool2d(
+    input: torch.Tensor, kernel_size: list[int], output_size: list[int], random_samples: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fractional_max_pool2d``'s (values, int64 indices) after ATen's structured meta checks
+    (FractionalMaxPool2d.cpp), in its words and order; the random samples are checked by the
+    lowering, as by the CPU kernel, after these. PyTorch's meta kernel words each check otherwise,
+    checks the samples first, and refused an unbatched input with no channels (its first
+    dimension), which ATen leaves unchecked (the CPU returns an empty result)."""
+    torch._check(
+        len(kernel_size) == 2,
+        lambda: "fractional_max_pool2d: kernel_size must either be a single Int or tuple of Ints",
+    )
+    torch._check(
+        len(output_size) == 2,
+        lambda: "fractional_max_pool2d: output_size must either be a single Int or tuple of Ints",
+    )
+    torch._check(
+        input.dim() in (3, 4),
+        lambda: f"fractional_max_pool2d(): Expected 3D or 4D tensor, but got: {list(input.shape)}",
+    )
+    for dim in range(1, input.dim()):
+        torch._check(
+            input.shape[dim] > 0,
+            lambda dim=dim: (
+                "fractional_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, but "
+                f"got{list(input.shape)} with dimension {dim} being empty."
+            ),
+        )
+    for name, pool, out, size in zip(("height", "width"), kernel_size, output_size, input.shape[-2:], strict=True):
+        torch._check(
+            out + pool - 1 <= size,
+            lambda name=name, pool=pool, size=size: (
+                f"fractional_max_pool2d(): pool {name} {pool} too large relative to input {name} {size}"
+            ),
+        )
+    shape = (*input.shape[:-2], *output_size)
+    return input.new_empty(shape), input.new_empty(shape, dtype=torch.int64)
+
+
+def _grid_sampler_2d(
+    input: torch.Tensor, grid: torch.Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool
+) -> torch.Tensor:
+    """``grid_sampler_2d``'s result (N, C, H_out, W_out) after ATen's ``check_grid_sampler_common``
+    and ``check_grid_sampler_2d`` (GridSamplerUtils.h, the CPU's and CUDA's), in their words.
+    PyTorch's meta kernel is its decomposition, which checks neither: an empty spatial input was
+    sampled (every tap outside it, zeros) and a batch mismatch raised a reshape error."""
+    torch._check(
+        input.device == grid.device,
+        lambda: (
+            "grid_sampler(): expected input and grid to be on same device, but input is on "
+            f"{input.device} and grid is on {grid.device}"
+        ),
+    )
+    torch._check(
+        input.shape[0] == grid.shape[0],
+        lambda: (
+            "grid_sampler(): expected grid and input to have same batch size, but got input with sizes "
+            f"{list(input.shape)} and grid with sizes {list(grid.shape)}"
+        ),
+    )
+    torch._check(
+        grid.shape[-1] == input.dim() - 2,
+        lambda: (
+            f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got grid "
+            f"with sizes {list(grid.shape)}"
+        ),
+    )
+    for dim in range(2, input.dim()):
+        torch._check(
+            input.shape[dim] > 0,
+            lambda dim=dim: (
+                "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
+                f"{list(input.shape)} with dimension {dim} being empty"
+            ),
+        )
+    torch._check(
+        input.dim() == 4 and input.dim() == grid.dim(),
+        lambda: (
+            "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with "
+            f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+        ),
+    )
+    return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
+
+
 def _index_add(
     self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: object = 1
 ) -> torch.Tensor:
@@ -500,6 +588,8 @@ _KERNELS = {
     aten._histogramdd_from_bin_tensors.default: _histogramdd_from_bin_tensors,
     aten._ctc_loss_backward.default: _ctc_loss_backward,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
+    aten.grid_sampler_2d.default: _grid_sampler_2d,
+    aten.fractional_max_pool2d.default: _fractional_max_pool2d,
     **_UPSAMPLING_KERNELS,
 }
 
@@ -512,6 +602,8 @@ _PYTHON_DISPATCHER_METAS = (
     aten.normal.Tensor_float,
     aten.normal.float_Tensor,
     aten.normal.Tensor_Tensor,
+    aten.grid_sampler_2d.default,
+    aten.fractional_max_pool2d.default,
     *_UPSAMPLING_KERNELS,
 )
 
@@ -520,7 +612,12 @@ _PYTHON_DISPATCHER_METAS = (
 #: decompositions to the Meta kernel unless the op has an entry in ``meta_table``, then runs the
 #: Python dispatcher's Meta kernel): Dynamo traced ``index_add`` of an integer tensor with a float
 #: alpha into the decomposition's refusal.
-_FAKE_TENSOR_METAS = (aten.index_add.default, aten.index_add_.default, *_UPSAMPLING_KERNELS)
+_FAKE_TENSOR_METAS = (
+    aten.index_add.default,
+    aten.index_add_.default,
+    aten.grid_sampler_2d.default,
+    *_UPSAMPLING_KERNELS,
+)
 
 
 def register() -> None:

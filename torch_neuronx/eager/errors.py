@@ -90,28 +90,6 @@ _REWORDED = (
         re.compile(r"^linalg\.inv_ex: (Low precision dtypes not supported|Expected a floating point or complex)"),
         r"linalg.inv: \1",
     ),
-    (  # fractional_max_pool2d's structured meta in ATen's FractionalMaxPool2d.cpp
-        re.compile(r"^fractional_max_pool2d: kernel (height|width) (\d+) is too large relative to input \1 (\d+)$"),
-        lambda match: "fractional_max_pool2d(): pool {0} {1} too large relative to input {0} {2}".format(
-            *match.groups()
-        ),
-    ),
-    (
-        re.compile(
-            r"^fractional_max_pool2d: Expected input to have non-zero  size for non-batch dimensions, but got "
-            r"(\[[^\]]*\]) with dimension (\d+) empty$"
-        ),
-        r"fractional_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, but got\1 with "
-        r"dimension \2 being empty.",
-    ),
-    (  # fractional_max_pool_check_shape in ATen's FractionalMaxPooling.h
-        re.compile(r"^Expect _random samples to have 3 dimensions got, (\d+)$"),
-        r"Expect _random_samples to have 3 dimensions, got \1",
-    ),
-    (
-        re.compile(r"^Expect _random_samples\.size\(2\) equals to (\d+) got (\d+)\.$"),
-        r"Expect _random_samples.size(2) equals to \1; got \2.",
-    ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
         lambda match: "Input dtypes must be the same, got: input {}, batch1: {}, batch2: {}".format(

@@ -675,7 +675,7 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     """The gradient of F.embedding's weight: each row sums the gradients of its lookups (16-bit floats
     accumulate in float32); the padding_idx row gets none; ``scale_grad_by_freq`` divides each
     lookup's gradient by how often its index occurs."""
-    grad = grad_output.reshape(-1, grad_output.shape[-1])
+    grad = grad_output.reshape(indices.size, grad_output.shape[-1])  # not -1: the dimension may be 0
     idx = _checked(indices.reshape(-1), num_weights, _OUT_OF_RANGE, IndexError, negative=False)
     if scale_grad_by_freq:
         counts = jnp.zeros(num_weights, grad.dtype).at[idx].add(jnp.ones((), grad.dtype), mode="promise_in_bounds")

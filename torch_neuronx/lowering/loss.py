@@ -365,7 +365,10 @@ def _shift_labels(labels, by: int):
 
 
 def _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank):
-    """(labels (B, S), each label's log-probability (T, B, S), input and target lengths (B,), s (S,))."""
+    """(labels (B, S), each label's log-probability (T, B, S), input and target lengths (B,), s (S,)).
+    Empty ``log_probs`` raise the CPU kernel's error (the recursion has no first time step)."""
+    if log_probs.size == 0:
+        raise RuntimeError("log_probs tensor must not be empty")
     labels = _ctc_labels(targets, target_lengths, blank, log_probs.shape[2])
     emit = jnp.take_along_axis(log_probs, labels[None], axis=2)
     lengths_in = np.asarray(input_lengths, np.int64)

@@ -153,8 +153,10 @@ def _scatter_to_planes(grad_output, indices, input_shape, nd):
     float32 for 16-bit gradients."""
     plane = math.prod(input_shape[-nd:])
     lead = math.prod(input_shape[:-nd])
-    grad = grad_output.astype(opmath_dtype(grad_output.dtype)).reshape(lead, -1)
-    flat = indices.reshape(lead, -1)
+    # Explicit sizes: reshape's -1 divides by the other sizes' product, zero for an empty batch.
+    windows = math.prod(grad_output.shape[-nd:])
+    grad = grad_output.astype(opmath_dtype(grad_output.dtype)).reshape(lead, windows)
+    flat = indices.reshape(lead, windows)
     rows = jnp.arange(lead)[:, None]
     result = jnp.zeros((lead, plane), grad.dtype).at[rows, flat].add(grad, mode="drop")
     return result.reshape(input_shape)
@@ -348,7 +350,7 @@ def _adaptive_max_pool(self, output_size):
         positions.append(np.minimum(start[None, :] + np.arange(longest)[:, None], end[None, :] - 1))
     valid, index = _position_tables(positions, sizes)
     lead = self.ndim - nd
-    flat = self.reshape(*self.shape[:lead], -1)
+    flat = self.reshape(*self.shape[:lead], math.prod(sizes))
     values = jnp.take(flat, jnp.asarray(index.reshape(-1)), axis=lead).reshape(*self.shape[:lead], *index.shape)
     return _select_max(values, valid, index, axis=lead)
 
@@ -418,8 +420,9 @@ def _fractional_max_pool(self, kernel_size, output_size, random_samples, nd):
         shape[lead + dim], shape[lead + nd + dim] = kernel_size[dim], output_size[dim]
         index = index * sizes[dim] + positions.reshape(shape)
     index = index.reshape(*self.shape[:lead], math.prod(kernel_size), *output_size)
-    flat = self.reshape(*self.shape[:lead], -1)
-    values = jnp.take_along_axis(flat, index.reshape(*self.shape[:lead], -1), axis=lead).reshape(index.shape)
+    flat = self.reshape(*self.shape[:lead], math.prod(sizes))
+    windows = index.reshape(*self.shape[:lead], math.prod(index.shape[lead:]))
+    values = jnp.take_along_axis(flat, windows, axis=lead).reshape(index.shape)
     maximum, chosen = _select_max(values, jnp.ones((), bool), index, axis=lead)
     return maximum, chosen.astype(jnp.int64)
 

@@ -587,11 +587,17 @@ def _segments(data, lengths, offsets, unsafe=True):
     bounds = lengths if lengths is not None else offsets
     axis = bounds.ndim - 1
     outer = math.prod(data.shape[:axis])
-    values = data.reshape(outer, data.shape[axis], -1)
-    bounds = bounds.reshape(outer, -1).astype(jnp.int64)
+    # Explicit sizes: reshape's -1 divides by the other sizes' product, zero for empty data.
+    values = data.reshape(outer, data.shape[axis], math.prod(data.shape[axis + 1 :]))
+    bounds = bounds.reshape(outer, bounds.shape[-1]).astype(jnp.int64)
     if lengths is not None:
         ends = jnp.cumsum(bounds, axis=-1)
         starts = ends - bounds
+        if not unsafe and bounds.size == 0:  # ATen takes lengths.min() for its check
+            raise RuntimeError(
+                "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
+                "dim with the 'dim' argument."
+            )
         if not unsafe:
             device_check(jnp.any(bounds < 0), jnp.zeros((), jnp.int64), "lengths contains negative value!")
             device_check(
@@ -661,6 +667,8 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
     grad * output / element, or grad times the product of the other elements (and ``initial``)
     for a zero or NaN element."""
     values, starts, ends, axis = _segments(data, lengths, offsets)
+    if starts.shape[-1] == 0:  # no segments: no element reaches the output (argmax needs one)
+        return jnp.zeros(data.shape, data.dtype)
     shape = (values.shape[0], starts.shape[-1], values.shape[-1])
     grad, output = grad.reshape(shape), output.reshape(shape)
     positions = jnp.arange(values.shape[1])
@@ -740,7 +748,8 @@ def _histogramdd(values, edges, weight, density, linear):
     array per dimension), as PyTorch's CPU kernel selects bins: linear interpolation corrected by
     the neighbouring edges (``linear``, for linspace edges) or a binary search; elements outside
     the edges (or NaN) are skipped and the last bin includes its right edge."""
-    inside = jnp.ones(values.shape[0], jnp.bool_)
+    # Points without coordinates (N = 0) fill nothing: the CPU kernel counts elements, not points.
+    inside = jnp.full(values.shape[0], values.size > 0)
     flat = jnp.zeros(values.shape[0], jnp.int64)
     for dim, edge in enumerate(edges):
         count = edge.shape[0]
@@ -801,6 +810,12 @@ def _histogramdd_rule(arguments: dict) -> None:
         )
 
 
+def _points(self):
+    """histogramdd's input as (points, coordinates): its last dimension holds each point's
+    coordinates (explicit sizes: reshape's -1 divides by a zero coordinate count)."""
+    return self.reshape(math.prod(self.shape[:-1]), self.shape[-1])
+
+
 def _bin_ct_edges(values, bins, range):
     left, right = _outer_edges(values, range)
     return [_linspace_edges(left[dim], right[dim], count, jnp.float32) for dim, count in enumerate(bins)]
@@ -827,7 +842,7 @@ def histogram_bins_tensor(self, bins, *, weight=None, density=False):
 def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
     """The bin edges of torch.histogramdd with bin counts: linspace over each dimension's range."""
     _require_float32(self, "torch.histogramdd")
-    return _bin_ct_edges(self.reshape(-1, self.shape[-1]), bins, range)
+    return _bin_ct_edges(_points(self), bins, range)
 
 
 @lowering(aten._histogramdd_from_bin_cts.default, static=("bins", "range", "density"), dtype_rule=_histogramdd_rule)
@@ -835,7 +850,7 @@ def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=Fal
     """The histogram of torch.histogramdd with bin counts (the last dimension of ``self`` holds the
     coordinates)."""
     _require_float32(self, "torch.histogramdd")
-    values = self.reshape(-1, self.shape[-1])
+    values = _points(self)
     return _histogramdd(values, _bin_ct_edges(values, bins, range), weight, density, linear=True)
 
 
@@ -843,4 +858,4 @@ def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=Fal
 def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
     """The histogram of torch.histogramdd with the bin edges of each dimension given."""
     _require_float32(self, "torch.histogramdd")
-    return _histogramdd(self.reshape(-1, self.shape[-1]), list(bins), weight, density, linear=False)
+    return _histogramdd(_points(self), list(bins), weight, density, linear=False)

@@ -601,7 +601,7 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
     n, c, *sizes = input.shape
     out = grid.shape[1:-1]
     extents = sizes[::-1]  # the size each grid coordinate (x, y, z) indexes
-    flat = input.reshape(n, c, -1)
+    flat = input.reshape(n, c, math.prod(sizes))  # reshape's -1 divides by n * c, zero for empty batches
 
     def tap(coordinates, weight=None):
         """Input values at integer ``coordinates`` (x, y[, z], each (N, *out)) times ``weight``; 0
@@ -613,7 +613,7 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
         for coordinate, size in zip(reversed(coordinates), sizes, strict=True):
             index = index * size + coordinate.astype(jnp.int64)
         index = jnp.where(inside, index, 0)
-        values = jnp.take_along_axis(flat, index.reshape(n, 1, -1), axis=2).reshape(n, c, *out)
+        values = jnp.take_along_axis(flat, index.reshape(n, 1, math.prod(out)), axis=2).reshape(n, c, *out)
         if weight is not None:
             values = step(values * weight[:, None])
         return jnp.where(inside[:, None], values, jnp.zeros((), values.dtype))

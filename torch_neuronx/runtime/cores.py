@@ -26,14 +26,26 @@ def with_64_bit_types(fn: Callable[..., Any]) -> Callable[..., Any]:
     the process's setting: :func:`configure` turns them on, but other code in the process may turn
     them off again (JAX's default), and then ``torch.tensor([2**40]).to("neuron")`` held 0 (JAX
     narrowed the int64 to int32) and traces failed on int64 constants. The entry points of device
-    work (eager kernels, the CPU fallback, compiled graphs) run through this."""
+    work (eager kernels, the CPU fallback, compiled graphs) run through this. An exception leaves
+    without the note JAX adds to errors raised under a trace ("For simplicity, JAX has removed its
+    internal frames ..."): a lowering's argument error is the op's, not JAX's."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        with jax.enable_x64(True):
-            return fn(*args, **kwargs)
+        try:
+            with jax.enable_x64(True):
+                return fn(*args, **kwargs)
+        except Exception as error:
+            notes = getattr(error, "__notes__", None)
+            if notes:
+                notes[:] = [note for note in notes if _JAX_FILTERING_NOTE not in note]
+            raise
 
     return run
+
+
+#: What JAX's traceback filtering adds to an exception raised under jax.jit (Python 3.11+ notes).
+_JAX_FILTERING_NOTE = "JAX has removed its internal frames"
 
 
 #: The PJRT devices of the cores, index = core; set by :func:`configure`.
