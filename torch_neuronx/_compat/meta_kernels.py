@@ -515,19 +515,25 @@ def _index_add_(
     return self
 
 
-def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor, generator: object = None) -> torch.Tensor:
-    """The result of a sampler's TensorIterator over two inputs that have no meta kernel
-    (``torch.binomial``, ``_standard_gamma_grad``): its same-dtype check, then the broadcast shape
-    in the first's dtype (the CPU resizes its first-shaped result to it)."""
+def _same_dtype_operands(first: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
+    """The result of a TensorIterator over inputs of one dtype with no meta kernel (``torch.binomial``,
+    ``_standard_gamma_grad``, ``_dirichlet_grad``): its same-dtype check, then the broadcast shape in
+    the first's dtype (the CPU resizes its first-shaped result to it)."""
 
     def scalar_type(dtype: torch.dtype) -> str:  # "Float" from "torch.FloatTensor"
         return torch.empty(0, dtype=dtype).type()[len("torch.") : -len("Tensor")]
 
-    torch._check(
-        second.dtype == first.dtype,
-        lambda: f"Found dtype {scalar_type(second.dtype)} but expected {scalar_type(first.dtype)}",
-    )
-    return first.new_empty(torch.broadcast_shapes(first.shape, second.shape))
+    for other in others:
+        torch._check(
+            other.dtype == first.dtype,
+            lambda other=other: f"Found dtype {scalar_type(other.dtype)} but expected {scalar_type(first.dtype)}",
+        )
+    return first.new_empty(torch.broadcast_shapes(first.shape, *(other.shape for other in others)))
+
+
+def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor, generator: object = None) -> torch.Tensor:
+    """:func:`_same_dtype_operands` of a sampler's two inputs (its generator is no operand)."""
+    return _same_dtype_operands(first, second)
 
 
 def _sample_dirichlet(alpha: torch.Tensor, generator: object = None) -> torch.Tensor:
@@ -556,6 +562,7 @@ _KERNELS = {
     aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
     aten.binomial.default: _same_dtype_pair,
     aten._standard_gamma_grad.default: _same_dtype_pair,
+    aten._dirichlet_grad.default: _same_dtype_operands,
     aten._sample_dirichlet.default: _sample_dirichlet,
     aten.index_add.default: _index_add,
     aten.index_add_.default: _index_add_,
