@@ -325,12 +325,41 @@ def test_lstsq_out_errors_are_atens():
         ((5, 3), (4,), {}, r"input.size\(-2\) should match other.size\(-1\)"),
         ((3, 3), (3, 3), {"driver": "foo"}, "parameter `driver` should be one of"),
         ((1, 3, 3), (3,), {}, "input.dim\\(\\) must be greater or equal to other.dim\\(\\)"),
+        ((2, 5, 3), (3, 5, 2), {}, "^The size of tensor a \\(2\\) must match the size of tensor b \\(3\\) at "),
     ],
 )
 def test_lstsq_argument_errors_are_pytorchs(a_shape, b_shape, kwargs, match):
     for device in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match=match):
             torch.linalg.lstsq(torch.ones(a_shape, device=device), torch.ones(b_shape, device=device), **kwargs)
+
+
+def test_lstsq_dtype_mismatch_names_atens_scalar_types():
+    message = "^torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype Float and "
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=message + "other's dtype Half$"):
+            torch.linalg.lstsq(torch.ones(3, 2, device=device), torch.ones(3, 1, dtype=torch.half, device=device))
+
+
+def test_lstsq_gels_ignores_rcond_as_lapack():
+    """LAPACK's ?gels takes no rcond; neuron truncated the singular values below it."""
+    u, _ = torch.linalg.qr(_general(6, 3, dtype=torch.float32))
+    v, _ = torch.linalg.qr(_general(3, 3, dtype=torch.float32))
+    a = u @ torch.diag(torch.tensor([1.0, 0.5, 0.005])) @ v.T
+    b = _general(6, 2, dtype=torch.float32)
+    actual, expected = _run(lambda x, y: torch.linalg.lstsq(x, y, rcond=1e-2, driver="gels").solution, a, b)
+    torch.testing.assert_close(actual, expected, atol=1e-3, rtol=1e-4)
+
+
+def test_lstsq_into_an_empty_solution_out_gives_lapacks_layout():
+    a, b = _general(5, 3, dtype=torch.float32), _general(5, 2, dtype=torch.float32)
+    layouts = []
+    for device in ("cpu", "neuron"):
+        outs = [torch.empty(0, device=device) for _ in range(4)]
+        outs[2] = torch.empty(0, dtype=torch.int64, device=device)
+        torch.linalg.lstsq(a.to(device), b.to(device), out=outs)
+        layouts.append(outs[0].stride())
+    assert layouts[1] == layouts[0] == (1, 5)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from torch_neuronx._compat.torch_internals import infer_size
 from torch_neuronx.eager.runners import resize_output
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -142,7 +143,7 @@ def _check_lstsq(input: torch.Tensor, b: torch.Tensor, driver: str) -> None:
         input.dtype == b.dtype,
         lambda: (
             "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype "
-            f"{input.dtype} and other's dtype {b.dtype}"
+            f"{aten_name(input.dtype)} and other's dtype {aten_name(b.dtype)}"
         ),
     )
     torch._check(
@@ -179,7 +180,8 @@ def linalg_lstsq(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``torch.linalg.lstsq``: the minimum-norm least-squares solution through the SVD, keeping the
     singular values above ``rcond`` times the largest (default eps * max(m, n); a negative rcond
-    means eps). The CPU's results for each driver: rank (all but ``gels``), singular values
+    means eps; ``gels`` ignores rcond, as LAPACK's, and keeps every nonzero singular value). The
+    CPU's results for each driver: rank (all but ``gels``), singular values
     (``gelsd``, ``gelss``), and for m > n the squared residuals (not ``gelsy``; ``gelsd``/``gelss``
     only when every matrix has full rank). For a rank-deficient matrix ``gels`` (which assumes full
     rank) returns LAPACK's arbitrary values on the CPU and the minimum-norm solution here. With no
@@ -194,13 +196,15 @@ def linalg_lstsq(
     _check_lstsq(input, b, driver)
     vector = _is_vector_rhs(input, b)
     rhs = b.unsqueeze(-1) if vector else b
-    batch = torch.broadcast_shapes(input.shape[:-2], rhs.shape[:-2])
+    batch = infer_size(input.shape[:-2], rhs.shape[:-2])  # ATen's words for batches that do not broadcast
     a = input.expand(*batch, *input.shape[-2:])
     rhs = rhs.expand(*batch, *rhs.shape[-2:])
     m, n = a.shape[-2:]
     real = a.real.dtype if a.is_complex() else a.dtype
     eps = torch.finfo(real).eps
     threshold = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    if driver == "gels":  # LAPACK's ?gels takes no rcond: a full-rank A's exact solution
+        threshold = 0.0
     u, s, vh = torch.linalg.svd(a, full_matrices=False)
     keep = s > threshold * s[..., :1] if s.shape[-1] else s > 0
     inverse = torch.where(keep, s.reciprocal(), torch.zeros((), dtype=real, device=a.device)).to(a.dtype)
@@ -275,6 +279,11 @@ def linalg_lstsq_out(
     results = linalg_lstsq(input, b, rcond, driver=driver)
     outs = (solution, residuals, rank, singular_values)
     for out, result in zip(outs, results, strict=True):
+        if out is solution and out.numel() == 0 and out.dtype == result.dtype:
+            # ATen hands an empty solution out LAPACK's column-major buffer (strides (1, 5) for a
+            # 5x3 system with two right-hand sides); an out with elements is resized or kept.
+            out.set_(result.untyped_storage(), result.storage_offset(), result.shape, result.stride())
+            continue
         resize_output(out, result.shape)
         out.copy_(result)
     return outs
