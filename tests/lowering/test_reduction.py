@@ -281,11 +281,15 @@ def test_empty_reductions_without_identity_raise(fn):
         fn(torch.empty(0, 3, device="neuron")).cpu()
 
 
-def test_logcumsumexp_of_integers_raises_as_on_cpu():
+@pytest.mark.parametrize(("dtype", "name"), [(torch.int64, "Long"), (torch.bool, "Bool"), (torch.uint16, "UInt16")])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_logcumsumexp_of_integers_raises_cudas_dispatch_error(dtype, name, compiled):
+    # The CPU words it "logcumsumexp_out_cpu"; neuron named neither kernel.
     with pytest.raises(NotImplementedError):
-        torch.ones(3, dtype=torch.int64).logcumsumexp(0)
-    with pytest.raises(NotImplementedError):
-        torch.ones(3, dtype=torch.int64, device="neuron").logcumsumexp(0).cpu()
+        torch.ones(3, dtype=dtype).logcumsumexp(0)
+    logcumsumexp = torch.compile(torch.logcumsumexp, backend="neuron") if compiled else torch.logcumsumexp
+    with pytest.raises(NotImplementedError, match=f"^\"logcumsumexp_cuda\" not implemented for '{name}'"):
+        logcumsumexp(torch.ones(3, dtype=dtype, device="neuron"), 0).cpu()
 
 
 def _out_forms(x):

@@ -222,6 +222,10 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.cummax.default, Dispatch("cummax_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "CumminmaxKernel.cu")),
     (aten.cumsum.default, Dispatch("cumsum_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "result", "CumsumKernel.cu")),
     (
+        aten.logcumsumexp.default,
+        Dispatch("logcumsumexp_cuda", FLOATING | COMPLEX | HALVES, "self", "LogcumsumexpKernel.cu"),
+    ),
+    (
         (aten.elu.default, aten.celu.default),
         Dispatch("elu_cuda", FLOATING | HALVES, "result", "ActivationEluKernel.cu"),
     ),

@@ -19,7 +19,7 @@ import torch
 
 from torch_neuronx.lowering.pointwise import floating_result
 from torch_neuronx.lowering.registry import Promotion, lowering
-from torch_neuronx.runtime.dtypes import cpp_name, jax_dtype
+from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -417,10 +417,12 @@ def cumprod(self, dim, *, dtype=None, result_dtype):
 
 @lowering(aten.logcumsumexp.default)
 def logcumsumexp(self, dim):
-    """torch.logcumsumexp (floating point only, as on CPU), accumulated as :func:`cumsum` is (float32
-    in float64: 1,847 of 4,096 float32 results were a bit off the CPU's in float32)."""
+    """torch.logcumsumexp (floating point and complex only, as CUDA's kernel, which
+    eager/dispatched_dtypes.py checks; the dtypes it does not verify are refused here in its words),
+    accumulated as :func:`cumsum` is (float32 in float64: 1,847 of 4,096 float32 results were a
+    bit off the CPU's in float32)."""
     if not jnp.issubdtype(self.dtype, jnp.inexact):
-        raise NotImplementedError(f"logcumsumexp on neuron is not implemented for {self.dtype}, as on CPU")
+        raise NotImplementedError(f"\"logcumsumexp_cuda\" not implemented for '{aten_name(self.dtype)}'")
     accumulator = _cumulative_accumulator(self.dtype)
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return _scan(self, dim, _complex_logcumsumexp, accumulator)
