@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -160,3 +161,51 @@ def test_convolution_keeps_the_channels_last_format_as_cpu(input_channels_last, 
     for actual, wanted in zip(neuron_operands, cpu_operands, strict=True):
         torch.testing.assert_close(actual.grad.cpu(), wanted.grad)
         assert actual.grad.stride() == wanted.grad.stride()
+
+
+def _aten_convolution(stride=(1,), padding=(0,), dilation=(1,), transposed=False, output_padding=(0,), groups=1):
+    def run(x, weight, bias=None):
+        return torch.ops.aten.convolution(
+            x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+        )
+
+    return run
+
+
+#: (call, input shape, weight shape, bias shape): convolutions ATen refuses in Convolution.cpp
+#: (check_shape_forward, _convolution, expand_param_if_needed). PyTorch's meta kernel said "Invalid
+#: channel dimensions" for the channel and group checks and let the rest through to JAX (a negative
+#: padding computed, a zero stride divided by zero, a bias of the wrong size failed in a broadcast).
+CONVOLUTION_ERRORS = {
+    "input-channels": (_aten_convolution(), (1, 2, 5, 5), (4, 3, 3, 3), None),
+    "grouped-input-channels": (_aten_convolution(groups=2), (1, 4, 5, 5), (4, 3, 3, 3), None),
+    "weight-not-divisible-by-groups": (_aten_convolution(groups=2), (1, 2, 5, 5), (3, 1, 3, 3), None),
+    "no-output-channels": (_aten_convolution(), (1, 3, 5, 5), (0, 3, 3, 3), None),
+    "bias-size": (_aten_convolution(), (1, 3, 5, 5), (4, 3, 3, 3), (3,)),
+    "negative-padding": (_aten_convolution(padding=(-1, 0)), (1, 3, 5, 5), (4, 3, 3, 3), None),
+    "negative-output-padding": (
+        _aten_convolution(stride=(2,), transposed=True, output_padding=(-1, 0)),
+        (1, 3, 5, 5),
+        (3, 4, 3, 3),
+        None,
+    ),
+    "zero-stride": (_aten_convolution(stride=(0,)), (1, 3, 5, 5), (4, 3, 3, 3), None),
+    "stride-length": (_aten_convolution(stride=(1, 1, 1)), (1, 3, 5, 5), (4, 3, 3, 3), None),
+    "input-rank": (_aten_convolution(), (1, 3, 5, 5, 5), (4, 3, 3, 3), None),
+    "weight-rank": (_aten_convolution(), (1, 3, 5, 5), (4, 3), None),
+    "kernel-larger-than-input": (_aten_convolution(), (1, 3, 2, 5), (4, 3, 3, 3), None),
+    "empty-spatial-input": (_aten_convolution(padding=(1,)), (1, 3, 0, 5), (4, 3, 1, 1), None),
+    "transposed-input-channels": (_aten_convolution(transposed=True), (1, 2, 5, 5), (3, 4, 3, 3), None),
+    "transposed-bias-size": (_aten_convolution(transposed=True), (1, 3, 5, 5), (3, 4, 3, 3), (3,)),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVOLUTION_ERRORS))
+def test_convolution_argument_errors_are_atens(case):
+    run, input_shape, weight_shape, bias_shape = CONVOLUTION_ERRORS[case]
+    tensors = [torch.rand(shape) if shape is not None else None for shape in (input_shape, weight_shape, bias_shape)]
+    with pytest.raises(RuntimeError) as expected:
+        run(*tensors)
+    neuron = [t.to("neuron") if t is not None else None for t in tensors]
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
+        run(*neuron)

@@ -87,3 +87,41 @@ def test_segment_reduce_backward_without_segments_is_zero(reduce):
         torch.segment_reduce(data, reduce, lengths=_long().to(device), unsafe=True).sum().backward()
         gradients.append(data.grad.cpu())
     torch.testing.assert_close(gradients[1], gradients[0])
+
+
+EMPTY_AXIS_TAKES = {
+    "index_select": (lambda table, index: torch.index_select(table, 1, index), IndexError),
+    "embedding": (lambda table, index: F.embedding(index, table.mT), IndexError),
+    "embedding_bag": (lambda table, index: F.embedding_bag(index, table.mT, torch.zeros_like(index[:1])), RuntimeError),
+}
+
+
+@pytest.mark.parametrize("op", list(EMPTY_AXIS_TAKES))
+def test_a_take_from_an_empty_axis_faults_as_an_index_out_of_range(op):
+    # JAX refuses any take from an empty axis ("Cannot do a non-empty jnp.take() from an empty
+    # axis"); every index is out of range there, a device fault as for any other.
+    take, error = EMPTY_AXIS_TAKES[op]
+    with pytest.raises(error, match=r"out of bounds for dimension \d with size 0|Expected idx >= 0"):
+        take(torch.rand(5, 0, device="neuron"), torch.tensor([0, 1], device="neuron")).cpu()
+
+
+def test_safe_softmax_of_an_empty_axis_as_the_cpu():
+    # jnp.max of an empty axis raised ValueError.
+    scores = torch.rand(2, 0, 4)
+    torch.testing.assert_close(
+        torch.ops.aten._safe_softmax(scores.to("neuron"), 1).cpu(), torch.ops.aten._safe_softmax(scores, 1)
+    )
+
+
+def test_convolution_without_input_channels_is_atens_empty_result():
+    # ATen's "Empty" backend returns no output channels (bias or not); the lowering returned 4.
+    results = []
+    for device in ("cpu", "neuron"):
+        x = torch.rand(1, 0, 5, 5, device=device, requires_grad=True)
+        weight = torch.rand(4, 0, 3, 3, device=device, requires_grad=True)
+        bias = torch.rand(4, device=device, requires_grad=True)
+        out = F.conv2d(x, weight, bias)
+        out.sum().backward()
+        results.append([t.cpu() for t in (out, x.grad, weight.grad, bias.grad)])
+    for actual, expected in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(actual, expected)

@@ -23,6 +23,7 @@ when the target has no batch dimension); the kernels here give ().
 from __future__ import annotations
 
 import torch
+from torch._meta_registrations import meta_conv
 from torch._prims_common import suggest_memory_format
 
 from torch_neuronx._compat.torch_internals import decomposition_table, register_fake_tensor_meta
@@ -451,6 +452,123 @@ def _fractional_max_pool2d(
     return input.new_empty(shape), input.new_empty(shape, dtype=torch.int64)
 
 
+def _expand_convolution_argument(values: list[int], name: str, dims: int) -> list[int]:
+    """ATen's ``expand_param_if_needed`` (ParamUtils.h): one value for every spatial dimension."""
+    values = list(values)
+    if len(values) == 1:
+        return values * dims
+    torch._check(
+        len(values) == dims,
+        lambda: (
+            f"expected {name} to be a single integer value or a list of {dims} values to match the convolution "
+            f"dimensions, but got {name}={values}"
+        ),
+    )
+    return values
+
+
+def _convolution(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    *flags: bool,
+) -> torch.Tensor:
+    """``convolution`` and ``_convolution``: ATen's argument checks (Convolution.cpp ``_convolution``,
+    ``check_shape_forward`` and ``_select_conv_backend``'s empty-input rule, shared by the CPU and
+    CUDA), in their words and order, then PyTorch's meta kernel for the result. PyTorch's meta checks
+    only the channels ("Invalid channel dimensions"): a negative padding or output_padding computed,
+    a zero stride divided by zero, a bias of the wrong size or input of the wrong rank reached the
+    lowering and failed in JAX's words."""
+    sizes = list(weight.shape)
+    dims = weight.dim() - 2
+    torch._check(dims > 0, lambda: "weight should have at least three dimensions")
+    torch._check(groups > 0, lambda: "non-positive groups is not supported")
+    stride, padding, dilation, output_padding = (
+        _expand_convolution_argument(values, name, dims)
+        for values, name in (
+            (stride, "stride"),
+            (padding, "padding"),
+            (dilation, "dilation"),
+            (output_padding, "output_padding"),
+        )
+    )
+    torch._check(all(p >= 0 for p in padding), lambda: "negative padding is not supported")
+    torch._check(all(p >= 0 for p in output_padding), lambda: "negative output_padding is not supported")
+    torch._check(all(s > 0 for s in stride), lambda: "non-positive stride is not supported")
+    torch._check(all(d >= 0 for d in dilation), lambda: "dilation should be greater than zero")
+    torch._check(
+        weight.dim() == input.dim(),
+        lambda: (
+            f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight {sizes}, but got "
+            f"{input.dim()}-dimensional input of size {list(input.shape)} instead"
+        ),
+    )
+    torch._check(
+        sizes[0] >= groups,
+        lambda: (
+            f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but got weight of "
+            f"size {sizes} instead"
+        ),
+    )
+    torch._check(
+        sizes[0] % groups == 0,
+        lambda: (
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got weight "
+            f"of size [{sizes}] instead"
+        ),
+    )
+    if transposed:
+        torch._check(
+            input.shape[1] == sizes[0],
+            lambda: (
+                f"Given transposed=1, weight of size {sizes}, expected input{list(input.shape)} to have "
+                f"{sizes[0]} channels, but got {input.shape[1]} channels instead"
+            ),
+        )
+        torch._check(
+            bias is None or (bias.dim() == 1 and bias.shape[0] == sizes[1] * groups),
+            lambda: (
+                f"Given transposed=1, weight of size {sizes}, expected bias to be 1-dimensional with "
+                f"{sizes[1] * groups} elements, but got bias of size {list(bias.shape)} instead"
+            ),
+        )
+    else:
+        torch._check(
+            input.shape[1] == sizes[1] * groups,
+            lambda: (
+                f"Given groups={groups}, weight of size {sizes}, expected input{list(input.shape)} to have "
+                f"{sizes[1] * groups} channels, but got {input.shape[1]} channels instead"
+            ),
+        )
+        torch._check(
+            bias is None or (bias.dim() == 1 and bias.shape[0] == sizes[0]),
+            lambda: (
+                f"Given weight of size {sizes}, expected bias to be 1-dimensional with {sizes[0]} elements, but "
+                f"got bias of size {list(bias.shape)} instead"
+            ),
+        )
+        padded = [size + 2 * pad for size, pad in zip(input.shape[2:], padding, strict=True)]
+        kernel = [d * (k - 1) + 1 for d, k in zip(dilation, sizes[2:], strict=True)]
+        torch._check(
+            all(p >= k for p, k in zip(padded, kernel, strict=True)),
+            lambda: (
+                f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+                f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size"
+            ),
+        )
+    torch._check(
+        input.shape[0] == 0 or input.shape[1] == 0 or input.numel() != 0,
+        lambda: f"Only zero batch or zero channel inputs are supported, but got input shape: {list(input.shape)}",
+    )
+    return meta_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
 def _grid_sampler_2d(
     input: torch.Tensor, grid: torch.Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool
 ) -> torch.Tensor:
@@ -596,6 +714,8 @@ _KERNELS = {
     aten._ctc_loss_backward.default: _ctc_loss_backward,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
     aten.grid_sampler_2d.default: _grid_sampler_2d,
+    aten.convolution.default: _convolution,
+    aten._convolution.default: _convolution,
     aten.fractional_max_pool2d.default: _fractional_max_pool2d,
     **_UPSAMPLING_KERNELS,
 }
@@ -611,6 +731,8 @@ _PYTHON_DISPATCHER_METAS = (
     aten.normal.Tensor_Tensor,
     aten.grid_sampler_2d.default,
     aten.fractional_max_pool2d.default,
+    aten.convolution.default,
+    aten._convolution.default,
     *_UPSAMPLING_KERNELS,
 )
 

@@ -25,7 +25,8 @@ aten = torch.ops.aten
 def _softmax_rows(scores, axis: int):
     """Softmax along ``axis`` with rows that are entirely -inf giving 0; also returns the rows'
     logsumexp (-inf for such rows)."""
-    row_max = jnp.max(scores, axis=axis, keepdims=True)
+    # initial: an empty row (a zero-size softmax axis) has no maximum; it counts as masked.
+    row_max = jnp.max(scores, axis=axis, keepdims=True, initial=-jnp.inf)
     masked = jnp.isneginf(row_max)
     shift = jnp.where(masked, jnp.zeros_like(row_max), row_max)
     exp = jnp.exp(scores - shift)

@@ -123,6 +123,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * (out.ndim - 2))
+    if input.shape[1] == 0:  # ATen's "Empty" backend: no channels in, none out (bias or not)
+        return out[:, :0]
     return out
 
 
@@ -169,6 +171,10 @@ def convolution_backward(
 
     want_input, want_weight, want_bias = output_mask
     grad_input = grad_weight = grad_bias = None
+    if input.shape[1] == 0:  # the forward's "Empty" result (no channels) passes no gradient back
+        grad_input, grad_weight = jnp.zeros(input.shape, input.dtype), jnp.zeros(weight.shape, weight.dtype)
+        grad_bias = jnp.zeros(tuple(bias_sizes), _sum_dtype(grad_output.dtype)) if want_bias else None
+        return (grad_input if want_input else None, grad_weight if want_weight else None, grad_bias)
     if want_input or want_weight:
         out, pullback = jax.vjp(forward, input, weight)
         grad_input, grad_weight = pullback(grad_output.astype(out.dtype))

@@ -31,6 +31,15 @@ _OUT_OF_BOUNDS = "index {{detail}} is out of bounds for dimension {dim} with siz
 _OUT_OF_RANGE = "index out of range in self: index {{detail}} is out of bounds for dimension {dim} with size {size}"
 
 
+def _take(table: jax.Array, index: jax.Array, axis: int, **options: Any) -> jax.Array:
+    """``jnp.take`` along ``axis``, which JAX refuses from an empty axis ("Cannot do a non-empty
+    jnp.take() from an empty axis"): there every index is out of range, which the caller's
+    :func:`_checked` reports as a device fault, and the values taken are zeros."""
+    if table.shape[axis] == 0 and index.size:
+        return jnp.zeros(table.shape[:axis] + index.shape + table.shape[axis + 1 :], table.dtype)
+    return jnp.take(table, index, axis=axis, **options)
+
+
 def _checked(
     index: jax.Array,
     size: int,
@@ -109,7 +118,7 @@ def index_select(self, dim, index):
     x = _at_least_1d(self)
     dim = dim % x.ndim
     index = _checked(index.reshape(-1), x.shape[dim], _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
-    result = jnp.take(x, index, axis=dim, mode="clip")
+    result = _take(x, index, dim, mode="clip")
     return result.reshape(()) if self.ndim == 0 else result
 
 
@@ -667,7 +676,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     """F.embedding forward: rows of ``weight`` at ``indices`` (shape indices.shape + (dim,)); indices
     must lie in [0, num_embeddings) (IndexError otherwise, as on CPU)."""
     idx = _checked(indices, weight.shape[0], _OUT_OF_RANGE, IndexError, negative=False)
-    return jnp.take(weight, idx, axis=0, mode="clip")
+    return _take(weight, idx, 0, mode="clip")
 
 
 @lowering(aten.embedding_dense_backward.default, promotion=Promotion.DEFAULT, promote=("grad_output",))
@@ -834,7 +843,7 @@ def _embedding_bag(
     index = _checked(indices.astype(jnp.int64), weight.shape[0], _BAG_INDEX, RuntimeError, negative=False)
     kept = (indices != padding_idx) & (bag >= 0)
     bag_size = jax.ops.segment_sum(kept.astype(jnp.int64), bag, offsets.shape[0])
-    rows = jnp.take(weight, index, axis=0)
+    rows = _take(weight, index, 0)
     if mode == _BAG_MAX:
         output, max_indices = _bag_max(rows, index, kept, bag, bags)
         return output, bag, bag_size, max_indices
@@ -955,7 +964,7 @@ def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, o
     bag = _bag_of_each_index(indices, offsets, offset2bag)
     bags = grad.shape[0]
     index = _checked(indices.astype(jnp.int64), weight.shape[0], _BAG_INDEX, RuntimeError, negative=False)
-    rows = jnp.take(weight, index, axis=0).astype(accumulate)
+    rows = _take(weight, index, 0).astype(accumulate)
     grads = jnp.take(grad, jnp.clip(bag, 0, max(bags - 1, 0)), axis=0).astype(accumulate)
     kept = (bag >= 0) & (bag < bags) & (indices != padding_idx)
     return jnp.where(kept, jnp.sum(rows * grads, axis=1), 0) if bags else jnp.zeros(index.shape, accumulate)
