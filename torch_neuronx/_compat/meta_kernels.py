@@ -22,6 +22,8 @@ when the target has no batch dimension); the kernels here give ().
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch._meta_registrations import meta_conv
 from torch._prims_common import suggest_memory_format
@@ -413,6 +415,13 @@ _UPSAMPLING_KERNELS = {
 }
 
 
+def _check_not_empty(input: torch.Tensor, dims: range, message: Callable[[int], str]) -> None:
+    """ATen's loop of ``TORCH_CHECK(input.size(i) > 0, ...)`` over ``dims``: the first empty one
+    raises RuntimeError with ``message(dim)``."""
+    for dim in dims:
+        torch._check(input.shape[dim] > 0, lambda dim=dim: message(dim))
+
+
 def _fractional_max_pool2d(
     input: torch.Tensor, kernel_size: list[int], output_size: list[int], random_samples: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -433,14 +442,14 @@ def _fractional_max_pool2d(
         input.dim() in (3, 4),
         lambda: f"fractional_max_pool2d(): Expected 3D or 4D tensor, but got: {list(input.shape)}",
     )
-    for dim in range(1, input.dim()):
-        torch._check(
-            input.shape[dim] > 0,
-            lambda dim=dim: (
-                "fractional_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, but "
-                f"got{list(input.shape)} with dimension {dim} being empty."
-            ),
-        )
+    _check_not_empty(
+        input,
+        range(1, input.dim()),
+        lambda dim: (
+            "fractional_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, but "
+            f"got{list(input.shape)} with dimension {dim} being empty."
+        ),
+    )
     for name, pool, out, size in zip(("height", "width"), kernel_size, output_size, input.shape[-2:], strict=True):
         torch._check(
             out + pool - 1 <= size,
@@ -597,14 +606,14 @@ def _grid_sampler_2d(
             f"with sizes {list(grid.shape)}"
         ),
     )
-    for dim in range(2, input.dim()):
-        torch._check(
-            input.shape[dim] > 0,
-            lambda dim=dim: (
-                "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
-                f"{list(input.shape)} with dimension {dim} being empty"
-            ),
-        )
+    _check_not_empty(
+        input,
+        range(2, input.dim()),
+        lambda dim: (
+            "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
+            f"{list(input.shape)} with dimension {dim} being empty"
+        ),
+    )
     torch._check(
         input.dim() == 4 and input.dim() == grid.dim(),
         lambda: (
