@@ -55,6 +55,27 @@ CASES = {
         lambda points: torch.histogramdd(points, bins=[], density=True).hist,
         (torch.rand(5, 0),),
     ),
+    "vector_norm-inf-negative-dim": (  # PyTorch's reference took dim -1 for an empty dimension
+        lambda x: torch.linalg.vector_norm(x, float("inf"), -1),
+        (torch.rand(0, 5),),
+    ),
+    "vector_norm-inf-empty-dim": (  # ATen's words: "-2because"
+        lambda x: torch.linalg.vector_norm(x, float("inf"), -2),
+        (torch.rand(0, 5),),
+    ),
+    "vector_norm-negative-order": (lambda x: torch.linalg.vector_norm(x, -1.0), (torch.rand(0, 5),)),
+    "gather-empty-uint8-index": (  # ATen checks the index dtype of a non-empty index only
+        lambda x, index: torch.gather(x, 0, index),
+        (torch.rand(3), torch.zeros(0, dtype=torch.uint8)),
+    ),
+    "histogramdd-weight-shape": (  # failed in a JAX broadcast
+        lambda points, weight: torch.histogramdd(points, bins=[2, 2], weight=weight).hist,
+        (torch.rand(4, 2), torch.rand(3)),
+    ),
+    "histogram-weight-shape": (
+        lambda values, weight: torch.histogram(values, 3, weight=weight).hist,
+        (torch.rand(2, 3), torch.rand(5)),
+    ),
     "ctc_loss-empty-batch": (
         _ctc_loss,
         (torch.rand(5, 0, 4).log_softmax(2), torch.zeros(0, 3, dtype=torch.long), _long(), _long()),
@@ -125,3 +146,9 @@ def test_convolution_without_input_channels_is_atens_empty_result():
         results.append([t.cpu() for t in (out, x.grad, weight.grad, bias.grad)])
     for actual, expected in zip(results[1], results[0], strict=True):
         torch.testing.assert_close(actual, expected)
+
+
+def test_multinomial_without_categories_faults_as_a_zero_sum():
+    # jax.random.categorical over no categories raised ValueError (argmax of an empty sequence).
+    with pytest.raises(RuntimeError, match=re.escape("invalid multinomial distribution (sum of probabilities <= 0)")):
+        torch.multinomial(torch.rand(3, 0, device="neuron"), 1, replacement=True).cpu()

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 from torch._meta_registrations import meta_conv
-from torch._prims_common import suggest_memory_format
+from torch._prims_common import canonicalize_dims, suggest_memory_format
 
 from torch_neuronx._compat.torch_internals import decomposition_table, register_fake_tensor_meta
 
@@ -624,6 +624,44 @@ def _grid_sampler_2d(
     return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
 
 
+def _linalg_vector_norm(
+    x: torch.Tensor,
+    ord: float = 2,
+    dim: list[int] | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``linalg_vector_norm``: ATen's check that an inf or negative norm of an empty tensor reduces no
+    empty dimension (LinearAlgebra.cpp, CPU and CUDA: its words, "-1" for the order, no space
+    before "because"), then PyTorch's reference (its meta kernel) given ``dim`` wrapped as ATen
+    wraps it. The reference's own check took a negative dim for an empty one, so
+    ``vector_norm(torch.empty(0, 5), inf, dim=-1)`` refused where the CPU returns an empty result.
+
+    Raises:
+        IndexError: a dimension out of range, in ATen's words.
+        RuntimeError: ATen's refusal of an empty reduction without an identity.
+    """
+    wrapped = None if dim is None else list(canonicalize_dims(x.dim(), dim))
+    if x.numel() == 0 and (ord < 0 or ord == float("inf")):
+        torch._check(
+            bool(dim),
+            lambda: (
+                f"linalg.vector_norm cannot compute the {ord:g} norm on an empty tensor because the operation "
+                "does not have an identity"
+            ),
+        )
+        for given, dim_wrapped in zip(dim, wrapped, strict=True):
+            torch._check(
+                x.shape[dim_wrapped] != 0,
+                lambda given=given: (
+                    f"linalg.vector_norm cannot compute the {ord:g} norm on the dimension {given}because this "
+                    "dimension is empty and the operation does not have an identity"
+                ),
+            )
+    return torch._refs.linalg.vector_norm(x, ord, wrapped, keepdim, dtype=dtype)
+
+
 def _index_add(
     self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: object = 1
 ) -> torch.Tensor:
@@ -691,6 +729,7 @@ _KERNELS = {
     aten._standard_gamma_grad.default: _same_dtype_pair,
     aten._dirichlet_grad.default: _same_dtype_operands,
     aten._sample_dirichlet.default: _sample_dirichlet,
+    aten.linalg_vector_norm.default: _linalg_vector_norm,
     aten.index_add.default: _index_add,
     aten.index_add_.default: _index_add_,
     aten.normal.Tensor_float: _normal_tensor_float,
@@ -733,6 +772,7 @@ _KERNELS = {
 #: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
 _PYTHON_DISPATCHER_METAS = (
+    aten.linalg_vector_norm.default,
     aten.huber_loss.default,
     aten.soft_margin_loss.default,
     aten.normal.Tensor_float,
@@ -751,6 +791,7 @@ _PYTHON_DISPATCHER_METAS = (
 #: Python dispatcher's Meta kernel): Dynamo traced ``index_add`` of an integer tensor with a float
 #: alpha into the decomposition's refusal.
 _FAKE_TENSOR_METAS = (
+    aten.linalg_vector_norm.default,
     aten.index_add.default,
     aten.index_add_.default,
     aten.grid_sampler_2d.default,

@@ -226,6 +226,11 @@ for _index_put in ("index_put", "_index_put_impl"):  # each of its index tensors
     )
 
 
+#: Ops whose ATen meta function checks the index dtype only for a non-empty index (gather's
+#: ``TORCH_META_FUNC``: ``if (!is_index_empty)``): an empty uint8 index gathers nothing on the CPU.
+_EMPTY_INDEX_UNCHECKED = frozenset({"gather"})
+
+
 def check_argument_dtypes(name: str, plan: Plan, metas: list[Any]) -> None:
     """ATen's dtype checks of index and mask arguments (``_ARGUMENT_DTYPES``), which come before its
     other checks; ``metas`` are the call's arguments in ``plan.op``'s schema order.
@@ -234,14 +239,17 @@ def check_argument_dtypes(name: str, plan: Plan, metas: list[Any]) -> None:
         RuntimeError, IndexError: ATen's exception and words, e.g. "index_select(): Expected dtype
             int32 or int64 for index".
     """
-    rule = _ARGUMENT_DTYPES.get(name.removeprefix("aten::").split(".")[0].removesuffix("_"))
+    op = name.removeprefix("aten::").split(".")[0].removesuffix("_")
+    rule = _ARGUMENT_DTYPES.get(op)
     if rule is None:
         return
     argument, allowed, exception, message = rule
     for schema_argument, value in zip(schema_of(plan.op).arguments, metas, strict=False):
         if schema_argument.name == argument:
             for tensor in arguments.flat_tensors(value):
-                if isinstance(tensor, torch.Tensor) and tensor.dtype not in allowed:
+                if not isinstance(tensor, torch.Tensor) or (op in _EMPTY_INDEX_UNCHECKED and tensor.numel() == 0):
+                    continue
+                if tensor.dtype not in allowed:
                     dtype = tensor.dtype
                     raise exception(
                         message.format(name=aten_name(dtype), legacy=_legacy_type(dtype), cpp=TYPE_META_NAMES[dtype])

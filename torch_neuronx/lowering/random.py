@@ -511,6 +511,8 @@ def multinomial(self, num_samples, replacement=False, *, generator=None, rng_key
         "invalid multinomial distribution (sum of probabilities <= 0)",
     )
     logits = jnp.log(weights)
+    if self.shape[-1] == 0:  # no categories: every row sums to 0, which the check above reports
+        return jnp.zeros((*self.shape[:-1], num_samples), jnp.int64)
     if replacement:
         shape = (*self.shape[:-1], num_samples)
         draws = jax.random.categorical(rng_key, logits[..., None, :], axis=-1, shape=shape)

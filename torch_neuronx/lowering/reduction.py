@@ -788,7 +788,8 @@ def _require_float32(self, name: str) -> None:
 
 def _histogramdd_rule(arguments: dict) -> None:
     """``histogramdd_check_inputs``'s dtype checks (Histogram.cpp, the CPU's: CUDA has no histogram):
-    bin edges and weights of the input's dtype. Without them mixed dtypes were computed.
+    bin edges and weights of the input's dtype (without them mixed dtypes were computed), and the
+    weight's shape (a mismatch failed in a JAX broadcast).
 
     Raises:
         RuntimeError: "torch.histogramdd: input tensor and bins tensors should have the same dtype,
@@ -810,6 +811,17 @@ def _histogramdd_rule(arguments: dict) -> None:
             "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the same "
             f"dtype, but got input({name}), and weight({cpp_name(jax_dtype(weight.dtype))})"
         )
+    if isinstance(weight, torch.Tensor):
+        # torch.histogram checks its input and weight flattened, as (numel, 1) points and numel weights.
+        flat = not isinstance(bins, (list, tuple))
+        shape = [data.numel(), 1] if flat else list(data.shape)
+        weight_shape = [weight.numel()] if flat else list(weight.shape)
+        if shape[:-1] != (weight_shape or [1]):
+            raise RuntimeError(
+                "torch.histogramdd: if weight tensor is provided it should have the same shape as the input tensor "
+                f"excluding its innermost dimension, but got input with shape {shape} and weight with shape "
+                f"{weight_shape}"
+            )
 
 
 def _points(self):
