@@ -29,6 +29,17 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths):
     return F.ctc_loss(log_probs, targets, input_lengths, target_lengths)
 
 
+def _input_gradient(fn):
+    """``fn(x, *rest)``'s gradient in ``x`` (of its sum)."""
+
+    def gradient(x, *rest):
+        x = x.detach().requires_grad_()
+        fn(x, *rest).sum().backward()
+        return x.grad
+
+    return gradient
+
+
 CASES = {
     "embedding_dense_backward-zero-width": (
         lambda grad, indices: torch.ops.aten.embedding_dense_backward(grad, indices, 4, -1, False),
@@ -76,6 +87,29 @@ CASES = {
         lambda values, weight: torch.histogram(values, 3, weight=weight).hist,
         (torch.rand(2, 3), torch.rand(5)),
     ),
+    "ctc_loss-empty-targets": (  # a single state: the alpha recursion's shifts outgrew it
+        lambda log_probs, targets: F.ctc_loss(log_probs, targets, torch.tensor([5, 3]), torch.tensor([0, 0])),
+        (torch.randn(5, 2, 4).log_softmax(2), torch.zeros(2, 0, dtype=torch.long)),
+    ),
+    **{  # PyTorch's decompositions (the meta kernels) divided by the element count: ZeroDivisionError
+        f"{loss.__name__}-backward": (_input_gradient(loss), (torch.rand(0), torch.rand(0)))
+        for loss in (F.mse_loss, F.smooth_l1_loss, F.huber_loss, F.soft_margin_loss, F.binary_cross_entropy)
+    },
+    "group_norm-backward-no-spatial-elements": (_input_gradient(lambda x: F.group_norm(x, 2)), (torch.randn(2, 4, 0),)),
+    "sdpa-no-head-dimension": (  # the default scale 1 / sqrt(0)
+        F.scaled_dot_product_attention,
+        (torch.randn(2, 2, 3, 0), torch.randn(2, 2, 3, 0), torch.randn(2, 2, 3, 4)),
+    ),
+    "adaptive_max_pool2d-no-output": (lambda x: F.adaptive_max_pool2d(x, 0), (torch.randn(2, 3, 8, 8),)),
+    "fractional_max_pool2d-no-output": (
+        lambda x: F.fractional_max_pool2d(x, 2, output_size=(0, 0)),
+        (torch.randn(2, 3, 8, 8),),
+    ),
+    "adaptive_avg_pool3d-no-channels": (lambda x: F.adaptive_avg_pool3d(x, 3), (torch.randn(2, 0, 4, 4, 4),)),
+    "median-empty-dim": (lambda x: torch.median(x, -2).values, (torch.rand(0, 3),)),  # gave NaN
+    "nanmedian-empty-dim": (lambda x: torch.nanmedian(x, 1).values, (torch.rand(3, 0),)),
+    "kthvalue-empty-dim": (lambda x: torch.kthvalue(x, 1).values, (torch.rand(0),)),
+    "max_pool2d-empty-channels": (lambda x: F.max_pool2d(x, 2), (torch.rand(2, 0, 8, 8),)),
     "ctc_loss-empty-batch": (
         _ctc_loss,
         (torch.rand(5, 0, 4).log_softmax(2), torch.zeros(0, 3, dtype=torch.long), _long(), _long()),
@@ -92,8 +126,8 @@ def test_empty_tensor_result_or_error_is_the_cpus(case):
     fn, args = CASES[case]
     try:
         expected = fn(*args)
-    except RuntimeError as error:
-        with pytest.raises(RuntimeError, match=f"^{re.escape(str(error))}$"):
+    except (RuntimeError, IndexError, ValueError) as error:
+        with pytest.raises(type(error), match=f"^{re.escape(str(error))}$"):
             fn(*to_neuron(args))
         return
     torch.testing.assert_close(fn(*to_neuron(args)).cpu(), expected, equal_nan=True)

@@ -320,6 +320,32 @@ def test_dirichlet_grad_is_the_exact_gradient_and_close_to_the_cpus():
         assert actual[i].item() == pytest.approx(exact, rel=1e-5)
 
 
+def test_dirichlet_grad_edges_are_the_cpus():
+    # The CPU's series near 0 and 1 return 0 where the gradient is undefined, its other branches
+    # NaN. A NaN total once set every element's fraction length (0.2 came out 0.09).
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([0.0, 1.0, 0.5, 0.5, 0.3, 0.3])
+    alpha = torch.tensor([1.0, 1.0, nan, 1.0, 2.0, 2.0])
+    total = torch.tensor([2.0, 2.0, 2.0, nan, 5.0, inf])
+    expected = torch._dirichlet_grad(x, alpha, total)
+    actual = torch._dirichlet_grad(*to_neuron((x, alpha, total))).cpu()
+    torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("count", "prob", "error", "message"),
+    [
+        ([10, 10], [0.5, 0.5], ValueError, "binomial only supports floating-point dtypes for count, got: Long"),
+        ([10.0], [1], ValueError, "binomial only supports floating-point dtypes for prob, got: Long"),
+        ([1.0, 1.0, 1.0], [0.5] * 4, RuntimeError, "The size of tensor a (3) must match the size of tensor b (4)"),
+    ],
+)
+def test_binomial_argument_errors_are_atens(count, prob, error, message):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(error, match=re.escape(message)):
+            torch.binomial(torch.tensor(count, device=device), torch.tensor(prob, device=device))
+
+
 def test_beta_rsample_gradients_compiled_match_eager_without_fallback():
     def loss(a, b):
         torch.manual_seed(1)

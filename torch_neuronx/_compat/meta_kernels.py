@@ -28,7 +28,12 @@ import torch
 from torch._meta_registrations import meta_conv
 from torch._prims_common import canonicalize_dims, suggest_memory_format
 
-from torch_neuronx._compat.torch_internals import decomposition_table, register_fake_tensor_meta
+from torch_neuronx._compat.torch_internals import (
+    OpOverload,
+    decomposition_table,
+    infer_size,
+    register_fake_tensor_meta,
+)
 
 __all__ = ["GRU_WORKSPACE_MULTIPLIER", "register"]
 
@@ -662,6 +667,45 @@ def _linalg_vector_norm(
     return torch._refs.linalg.vector_norm(x, ord, wrapped, keepdim, dtype=dtype)
 
 
+def _loss_backward_of_empty_input(op: OpOverload):
+    """The meta kernel of a loss's backward (mse, smooth_l1, huber, binary_cross_entropy,
+    soft_margin): PyTorch's decomposition, which divides by the input's element count for a mean
+    reduction, so an empty input raised ZeroDivisionError; its gradient is an empty tensor like it."""
+    decomposition = decomposition_table()[op]
+
+    def kernel(grad_output: torch.Tensor, input: torch.Tensor, *arguments: object, **options: object) -> torch.Tensor:
+        if input.numel() == 0:
+            return torch.empty_like(input, memory_format=torch.contiguous_format)
+        return decomposition(grad_output, input, *arguments, **options)
+
+    return kernel
+
+
+def _native_group_norm_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    N: int,
+    C: int,
+    HxW: int,
+    group: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, ...]:
+    """``native_group_norm_backward``: PyTorch's decomposition, which divides by the group's element
+    count (ZeroDivisionError for an input without channels or spatial elements), except for an
+    empty input: its gradients are empty, and the affine parameters' (C,) zeros' shapes."""
+    if input.numel() != 0:
+        return decomposition_table()[aten.native_group_norm_backward.default](
+            grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask
+        )
+    grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if output_mask[0] else None
+    grad_weight = input.new_empty((C,)) if output_mask[1] else None
+    grad_bias = input.new_empty((C,)) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
 def _index_add(
     self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: object = 1
 ) -> torch.Tensor:
@@ -693,7 +737,10 @@ def _same_dtype_operands(first: torch.Tensor, *others: torch.Tensor) -> torch.Te
             other.dtype == first.dtype,
             lambda other=other: f"Found dtype {scalar_type(other.dtype)} but expected {scalar_type(first.dtype)}",
         )
-    return first.new_empty(torch.broadcast_shapes(first.shape, *(other.shape for other in others)))
+    shape = first.shape
+    for other in others:  # TensorIterator's broadcast, with ATen's error
+        shape = infer_size(shape, other.shape)
+    return first.new_empty(shape)
 
 
 def _same_dtype_pair(first: torch.Tensor, second: torch.Tensor, generator: object = None) -> torch.Tensor:
@@ -723,6 +770,15 @@ def _fractional_max_pool3d_backward(
     return torch.empty_like(input)
 
 
+#: Backward ops whose PyTorch decomposition divides by an empty input's element count.
+_EMPTY_INPUT_BACKWARDS = (
+    aten.native_group_norm_backward.default,
+    *(
+        getattr(aten, f"{loss}_backward").default
+        for loss in ("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "soft_margin_loss")
+    ),
+)
+
 _KERNELS = {
     aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
     aten.binomial.default: _same_dtype_pair,
@@ -730,6 +786,8 @@ _KERNELS = {
     aten._dirichlet_grad.default: _same_dtype_operands,
     aten._sample_dirichlet.default: _sample_dirichlet,
     aten.linalg_vector_norm.default: _linalg_vector_norm,
+    **{op: _loss_backward_of_empty_input(op) for op in _EMPTY_INPUT_BACKWARDS[1:]},
+    aten.native_group_norm_backward.default: _native_group_norm_backward,
     aten.index_add.default: _index_add,
     aten.index_add_.default: _index_add_,
     aten.normal.Tensor_float: _normal_tensor_float,
@@ -773,6 +831,7 @@ _KERNELS = {
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
 _PYTHON_DISPATCHER_METAS = (
     aten.linalg_vector_norm.default,
+    *_EMPTY_INPUT_BACKWARDS,
     aten.huber_loss.default,
     aten.soft_margin_loss.default,
     aten.normal.Tensor_float,
@@ -792,6 +851,7 @@ _PYTHON_DISPATCHER_METAS = (
 #: alpha into the decomposition's refusal.
 _FAKE_TENSOR_METAS = (
     aten.linalg_vector_norm.default,
+    *_EMPTY_INPUT_BACKWARDS,
     aten.index_add.default,
     aten.index_add_.default,
     aten.grid_sampler_2d.default,

@@ -63,6 +63,12 @@ _REWORDED = (
         re.compile(r"^only supports a 0-dimensional value tensor, but got tensor with (\d+) dimension$"),
         r"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
     ),
+    (  # pool2d_shape_check in ATen's Pool.h (CPU and CUDA) prints the sizes without a space
+        re.compile(
+            r"^(Expected 3D or 4D \(batch mode\) tensor with optional 0 dim batch size for input, but got:) (\[)"
+        ),
+        r"\1\2",
+    ),
     (  # index_fill_'s check in ATen's TensorAdvancedIndexing.cpp
         re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
         r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
@@ -87,7 +93,10 @@ _REWORDED = (
         "selected index k out of range",
     ),
     (  # linalg_inv_ex's meta in ATen's BatchLinearAlgebra.cpp checks its input as "linalg.inv"
-        re.compile(r"^linalg\.inv_ex: (Low precision dtypes not supported|Expected a floating point or complex)"),
+        re.compile(
+            r"^linalg\.inv_ex: (Low precision dtypes not supported|Expected a floating point or complex|A must be "
+            r"batches of square matrices)"
+        ),
         r"linalg.inv: \1",
     ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon

@@ -22,6 +22,12 @@ from torch_neuronx.runtime.dtypes import jax_dtype
 aten = torch.ops.aten
 
 
+def _default_scale(head_dim: int) -> float:
+    """SDPA's default scale, 1 / sqrt(E); without a head dimension (E = 0) the scores are empty sums,
+    0 whatever the scale, so every key weighs the same, as on the CPU (1 / sqrt(0) divided by zero)."""
+    return 1.0 / math.sqrt(head_dim) if head_dim else 1.0
+
+
 def _softmax_rows(scores, axis: int):
     """Softmax along ``axis`` with rows that are entirely -inf giving 0; also returns the rows'
     logsumexp (-inf for such rows)."""
@@ -101,7 +107,7 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
     k, v, _ = _repeat_heads(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q.shape[-1]) if scale is None else scale
     probabilities, logsumexp = _softmax_rows(_scores(q, k, attn_bias, is_causal, scale), -1)
     if dropout_p > 0:
         keep = _dropout_keep(rng, dropout_p, probabilities.shape)
@@ -185,7 +191,7 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
     k, v, groups = _repeat_heads(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q.shape[-1]) if scale is None else scale
     d_out = grad_out.astype(dtype)
     scores = _scores(q, k, attn_bias, is_causal, scale)
     row_logsumexp = logsumexp.astype(dtype)[..., None]

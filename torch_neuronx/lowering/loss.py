@@ -42,7 +42,7 @@ def _reduce(loss, reduction: int):
 
 def _norm(reduction: int, count: int) -> float:
     """The factor a mean reduction puts on each element's gradient."""
-    return 1 / count if reduction == _MEAN else 1.0
+    return 1 / max(count, 1) if reduction == _MEAN else 1.0  # an empty input has no gradient to scale
 
 
 # --- negative log likelihood --------------------------------------------------------------------
@@ -349,19 +349,22 @@ def _log_add3(a, b, c):
 
 
 def _shift(x, by: int):
-    """``x[..., s - by]`` for by > 0 and ``x[..., s + |by|]`` for by < 0, -inf where out of range."""
-    pad = jnp.full((*x.shape[:-1], abs(by)), -jnp.inf, x.dtype)
+    """``x[..., s - by]`` for by > 0 and ``x[..., s + |by|]`` for by < 0, -inf where out of range
+    (everywhere when |by| exceeds the length: a single state, every target empty)."""
+    count = min(abs(by), x.shape[-1])
+    pad = jnp.full((*x.shape[:-1], count), -jnp.inf, x.dtype)
     if by > 0:
-        return jnp.concatenate([pad, x[..., :-by]], axis=-1)
-    return jnp.concatenate([x[..., -by:], pad], axis=-1)
+        return jnp.concatenate([pad, x[..., : x.shape[-1] - count]], axis=-1)
+    return jnp.concatenate([x[..., count:], pad], axis=-1)
 
 
 def _shift_labels(labels, by: int):
     """``labels[:, s - by]`` (-1 where out of range), as :func:`_shift`."""
-    pad = jnp.full((labels.shape[0], abs(by)), -1, labels.dtype)
+    count = min(abs(by), labels.shape[1])
+    pad = jnp.full((labels.shape[0], count), -1, labels.dtype)
     if by > 0:
-        return jnp.concatenate([pad, labels[:, :-by]], axis=1)
-    return jnp.concatenate([labels[:, -by:], pad], axis=1)
+        return jnp.concatenate([pad, labels[:, : labels.shape[1] - count]], axis=1)
+    return jnp.concatenate([labels[:, count:], pad], axis=1)
 
 
 def _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank):

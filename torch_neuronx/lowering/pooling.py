@@ -287,8 +287,9 @@ def _adaptive_avg_pool(self, output_size):
     """Adaptive average over the trailing ``len(output_size)`` dimensions: per dimension, a 0/1 window
     matrix sums each window; the sums are divided by the window volumes."""
     nd = len(output_size)
-    for dim in range(self.ndim - nd, self.ndim):
-        if self.shape[dim] == 0:  # an empty window would average to NaN; ATen refuses it
+    # An empty window would average to NaN; ATen refuses it, and in 3-D every non-batch dimension.
+    for dim in range(1 if nd == 3 else self.ndim - nd, self.ndim):
+        if self.shape[dim] == 0:
             raise RuntimeError(
                 f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for non-batch dimensions, "
                 f"but input has sizes {list(self.shape)} with dimension {dim} being empty"
@@ -343,6 +344,9 @@ def _adaptive_max_pool(self, output_size):
     (which changes neither the maximum nor the first index reaching it)."""
     nd = len(output_size)
     sizes = self.shape[-nd:]
+    if 0 in output_size:  # no windows (the longest of none has no length): an empty result
+        shape = (*self.shape[:-nd], *output_size)
+        return jnp.zeros(shape, self.dtype), jnp.zeros(shape, jnp.int64)
     positions = []
     for size, out in zip(sizes, output_size, strict=True):
         start, end = _adaptive_bounds(size, out)
@@ -408,6 +412,9 @@ def _fractional_max_pool(self, kernel_size, output_size, random_samples, nd):
     height's, for 3d they are in (T, H, W) order, as the CPU kernels read them)."""
     _check_fractional_samples(self, random_samples, nd)
     lead = self.ndim - nd
+    if 0 in output_size:  # no windows: an empty result, as the CPU's
+        shape = (*self.shape[:lead], *output_size)
+        return jnp.zeros(shape, self.dtype), jnp.zeros(shape, jnp.int64)
     sizes = self.shape[lead:]
     batched = lead == 2
     samples = random_samples[: self.shape[0]] if batched else random_samples[0]

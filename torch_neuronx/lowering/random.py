@@ -549,11 +549,17 @@ def _standard_gamma(self, generator=None, *, rng_key):
     return jnp.where(alpha > 0, jnp.maximum(sample, tiny), tiny)
 
 
-@lowering(
-    aten.binomial.default,
-    random=True,
-    dtype_rule=lambda arguments: _check_dispatched("binomial_cuda", arguments["count"].dtype, _FLOATING),
-)
+def _binomial_dtypes(arguments: dict[str, Any]) -> None:
+    """``_s_binomial_cuda``'s checks (as the CPU's, before the operands' same-dtype check): count and
+    prob of floating dtypes, a ValueError naming the other; then CUDA's dispatch of the count."""
+    for name in ("count", "prob"):
+        dtype = arguments[name].dtype
+        if not dtype.is_floating_point:
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {aten_name(dtype)}")
+    _check_dispatched("binomial_cuda", arguments["count"].dtype, _FLOATING)
+
+
+@lowering(aten.binomial.default, random=True, dtype_rule=_binomial_dtypes, rule_first=True)
 def binomial(count, prob, generator=None, *, rng_key):
     """torch.binomial (torch.distributions.Binomial.sample): successes of ``count`` trials each
     succeeding with ``prob``, in their floating dtype, with the edges in the order of the CPU's
@@ -641,8 +647,10 @@ def _dirichlet_grad(x, alpha, total):
     """
     x, alpha, total = (value.astype(jnp.float64) for value in jnp.broadcast_arrays(x, alpha, total))
     beta = total - alpha
-    # The fraction needs O(sqrt(a + b)) terms; 20 + 8 sqrt(max(a + b)) gives float64 accuracy.
-    terms = (20 + 8 * jnp.sqrt(jnp.max(total, initial=0.0))).astype(jnp.int32)
+    # The fraction needs O(sqrt(a + b)) terms; 20 + 8 sqrt(max(a + b)) gives float64 accuracy, up to
+    # 10,000 terms (totals to 1.5e6). Non-finite totals are left out: one NaN set every element's count.
+    largest = jnp.max(jnp.where(jnp.isfinite(total), total, 0.0), initial=0.0)
+    terms = jnp.minimum(20 + 8 * jnp.sqrt(largest), 10_000).astype(jnp.int32)
     tangent = jnp.ones_like(alpha)
     fraction, d_fraction = jax.jvp(lambda a: _beta_continued_fraction(a, beta, x, terms), (alpha,), (tangent,))
     mirrored, d_mirrored = jax.jvp(lambda a: _beta_continued_fraction(beta, a, 1 - x, terms), (alpha,), (tangent,))
@@ -650,4 +658,9 @@ def _dirichlet_grad(x, alpha, total):
     d_log_prefactor = jnp.log(x) - jax.scipy.special.digamma(alpha) + jax.scipy.special.digamma(total)
     direct = -((d_log_prefactor - 1 / alpha) * fraction + d_fraction) * x / alpha
     mirror = (d_log_prefactor * mirrored + d_mirrored) * x / beta  # I_x(a, b) = 1 - I_{1-x}(b, a)
-    return jnp.where(x < (alpha + 1) / (total + 2), direct, mirror)
+    gradient = jnp.where(x < (alpha + 1) / (total + 2), direct, mirror)
+    # Where it is undefined (x at 0 or 1, a NaN alpha) the CPU's series near 0 and 1 return 0; its
+    # other branches keep NaN (a NaN or infinite total).
+    boundary = total * x * (1 - x)
+    series = ((x <= 0.5) & (boundary < 2.5)) | ((x >= 0.5) & (boundary < 0.75))
+    return jnp.where(jnp.isnan(gradient) & series, jnp.zeros((), gradient.dtype), gradient)

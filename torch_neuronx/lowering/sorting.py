@@ -86,7 +86,20 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
     return jax.lax.slice_in_dim(values, 0, k, axis=dim), jax.lax.slice_in_dim(indices, 0, k, axis=dim)
 
 
-@lowering(aten.kthvalue.default)
+def _nonempty_reduction_dim(name: str):
+    """A rule (made before PyTorch's meta kernel, which checks k first or not at all): ATen's
+    ``zero_numel_check_dims`` of ``median(dim)``, ``nanmedian(dim)`` and ``kthvalue``, an IndexError
+    for an empty reduced dimension (the lowering returned NaN for median)."""
+
+    def rule(arguments: dict) -> None:
+        tensor, dim = arguments["self"], arguments.get("dim", -1)
+        if tensor.dim() > 0 and tensor.shape[dim] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {dim % tensor.dim()} to have non-zero size.")
+
+    return rule
+
+
+@lowering(aten.kthvalue.default, dtype_rule=_nonempty_reduction_dim("kthvalue"), rule_first=True)
 def kthvalue(self, k, dim=-1, keepdim=False):
     """torch.kthvalue: the k-th smallest element (1-based) along ``dim`` and its index; NaN is the
     largest."""
@@ -328,7 +341,7 @@ def nanmedian(self):
     return _lower_median(*_sort_last(self.reshape(-1), descending=False), ignore_nan=True)[0]
 
 
-@lowering(aten.median.dim)
+@lowering(aten.median.dim, dtype_rule=_nonempty_reduction_dim("median"), rule_first=True)
 def median_dim(self, dim, keepdim=False):
     """torch.median(input, dim): (lower median, its index) along ``dim``; a slice holding NaN gives
     NaN and the index of its first NaN; which of several equal elements' index is returned is
@@ -336,7 +349,7 @@ def median_dim(self, dim, keepdim=False):
     return _median_dim(self, dim, keepdim, ignore_nan=False)
 
 
-@lowering(aten.nanmedian.dim)
+@lowering(aten.nanmedian.dim, dtype_rule=_nonempty_reduction_dim("median"), rule_first=True)
 def nanmedian_dim(self, dim, keepdim=False):
     """torch.nanmedian(input, dim): torch.median along ``dim`` ignoring NaN; an all-NaN slice gives
     NaN and the index of its first NaN."""
