@@ -110,6 +110,12 @@ CASES = {
     "nanmedian-empty-dim": (lambda x: torch.nanmedian(x, 1).values, (torch.rand(3, 0),)),
     "kthvalue-empty-dim": (lambda x: torch.kthvalue(x, 1).values, (torch.rand(0),)),
     "max_pool2d-empty-channels": (lambda x: F.max_pool2d(x, 2), (torch.rand(2, 0, 8, 8),)),
+    "adaptive_avg_pool2d_backward-empty-channels": (  # PyTorch's meta kernel garbles the message
+        torch.ops.aten._adaptive_avg_pool2d_backward,
+        (torch.rand(2, 0, 3, 3), torch.rand(2, 0, 4, 4)),
+    ),
+    "unfold-empty-channels": (lambda x: F.unfold(x, 2), (torch.rand(2, 0, 4, 4),)),
+    "fold-empty-channels": (lambda x: F.fold(x, (4, 4), 2), (torch.rand(2, 0, 9),)),
     "ctc_loss-empty-batch": (
         _ctc_loss,
         (torch.rand(5, 0, 4).log_softmax(2), torch.zeros(0, 3, dtype=torch.long), _long(), _long()),
@@ -186,3 +192,16 @@ def test_multinomial_without_categories_faults_as_a_zero_sum():
     # jax.random.categorical over no categories raised ValueError (argmax of an empty sequence).
     with pytest.raises(RuntimeError, match=re.escape("invalid multinomial distribution (sum of probabilities <= 0)")):
         torch.multinomial(torch.rand(3, 0, device="neuron"), 1, replacement=True).cpu()
+
+
+@pytest.mark.parametrize(
+    ("call", "kernel"),
+    [
+        (lambda x: F.max_pool3d(x, 2), "max_pool3d_with_indices_out_cuda_template"),
+        (lambda x: F.max_unpool3d(x, torch.zeros_like(x, dtype=torch.long), 2), "max_unpooling3d_forward_out_cuda"),
+    ],
+)
+def test_pooling_shape_checks_name_cudas_kernel(call, kernel):
+    # The CPU names its own kernel ("..._cpu_template()"); PyTorch's meta kernel named neither.
+    with pytest.raises(RuntimeError, match=f"^{kernel}\\(\\): Expected input"):
+        call(torch.rand(2, 0, 4, 4, 4, device="neuron"))

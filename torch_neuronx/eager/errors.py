@@ -69,6 +69,35 @@ _REWORDED = (
         ),
         r"\1\2",
     ),
+    (  # adaptive_avg_pool2d_backward's check in ATen's AdaptiveAveragePooling.cpp (PyTorch's meta
+        # kernel's line continuation spreads spaces and drops "but grad_output has sizes")
+        re.compile(
+            r"^(adaptive_avg_pool2d_backward\(\): Expected grad_output to have non-zero) +size for non-batch "
+            r"dimensions, (\[[^\]]*\]) with dimension (\d+) being empty$"
+        ),
+        r"\1 size for non-batch dimensions, but grad_output has sizes \2 with dimension \3 being empty",
+    ),
+    (  # im2col's and col2im's shape checks in ATen's im2col_shape_check.h (F.unfold, F.fold)
+        re.compile(
+            r"^Expected (3D or 4D|2D or 3D) \(batch mode\) tensor for input with possible 0 batch size and non-zero "
+            r"dimensions, but got: \(([\d, ]*)\)$"
+        ),
+        lambda match: (
+            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
+            f"input, but got: [{match.group(2)}]"
+            if match.group(1) == "3D or 4D"
+            else "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+            f"dimensions for input, but got: [{match.group(2)}]"
+        ),
+    ),
+    (  # CUDA's kernels name themselves in these shape checks (DilatedMaxPool3d.cu, MaxUnpooling.cu)
+        re.compile(r"^(max_pool3d_with_indices|max_unpooling2d|max_unpooling3d)\(\): "),
+        lambda match: {
+            "max_pool3d_with_indices": "max_pool3d_with_indices_out_cuda_template(): ",
+            "max_unpooling2d": "max_unpooling2d_forward_out_cuda(): ",
+            "max_unpooling3d": "max_unpooling3d_forward_out_cuda(): ",
+        }[match.group(1)],
+    ),
     (  # index_fill_'s check in ATen's TensorAdvancedIndexing.cpp
         re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
         r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
