@@ -205,3 +205,19 @@ def test_pooling_shape_checks_name_cudas_kernel(call, kernel):
     # The CPU names its own kernel ("..._cpu_template()"); PyTorch's meta kernel named neither.
     with pytest.raises(RuntimeError, match=f"^{kernel}\\(\\): Expected input"):
         call(torch.rand(2, 0, 4, 4, 4, device="neuron"))
+
+
+def test_group_norm_of_empty_groups_keeps_the_cpus_statistics_and_gradients():
+    # The CPU's RowwiseMoments gives an empty group mean 0 and rstd NaN, so the weight's gradient
+    # (its (ds - db * mean) * rstd) is NaN; neuron gave mean NaN and a weight gradient of 0.
+    results = []
+    for device in ("cpu", "neuron"):
+        x = torch.randn(2, 4, 0, device=device)
+        weight, bias = torch.ones(4, device=device), torch.zeros(4, device=device)
+        out, mean, rstd = torch.ops.aten.native_group_norm(x, weight, bias, 2, 4, 0, 2, 1e-5)
+        grads = torch.ops.aten.native_group_norm_backward(
+            torch.randn(2, 4, 0, device=device), x, mean, rstd, weight, 2, 4, 0, 2, [True, True, True]
+        )
+        results.append([t.cpu() for t in (out, mean, rstd, *grads)])
+    for actual, expected in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(actual, expected, equal_nan=True)

@@ -285,7 +285,8 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     channels and spatial positions (biased variance), then the per-channel affine; also returns the
     (N, group) mean and rstd. An empty batch gives empty results."""
     x = input.reshape(N, group, (C // group) * HxW)
-    mean = jnp.mean(x, axis=-1)
+    # An empty group's mean is the CPU's RowwiseMoments' 0 (its rstd stays NaN, as here).
+    mean = jnp.mean(x, axis=-1) if x.shape[-1] else jnp.zeros(x.shape[:-1], x.dtype)
     centered = x - mean[..., None]
     rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=-1) + eps)
     out = (centered * rstd[..., None]).reshape(input.shape)
@@ -321,7 +322,10 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
         )
         grad_input = grad_input.reshape(input.shape)
     if output_mask[1]:
-        grad_weight = jnp.sum(dy * x_hat, axis=(0, 3)).reshape(C)
+        # The CPU kernel's form, sum_n (ds - db * mean) * rstd: an empty group's NaN rstd gives NaN.
+        ds = jnp.sum(dy * x, axis=3, keepdims=True)
+        db = jnp.sum(dy, axis=3, keepdims=True)
+        grad_weight = jnp.sum((ds - db * mean) * rstd, axis=(0, 3)).reshape(C)
     if output_mask[2]:
         grad_bias = jnp.sum(dy, axis=(0, 3)).reshape(C)
     return grad_input, grad_weight, grad_bias
