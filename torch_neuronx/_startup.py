@@ -90,6 +90,6 @@ def boxed_fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
         ensure_started()
         return op(*args, **kwargs)
     from torch_neuronx.eager import fallback
-    from torch_neuronx.runtime.cores import with_64_bit_types
+    from torch_neuronx.runtime.cores import device_entry_point
 
-    return with_64_bit_types(fallback.run_on_cpu)(op, args, kwargs)
+    return device_entry_point(fallback.run_on_cpu)(op, args, kwargs)

@@ -30,7 +30,7 @@ import jax
 
 from torch_neuronx import _C, _config
 from torch_neuronx.runtime import executable, faults, launch_records, queue, recording
-from torch_neuronx.runtime.cores import with_64_bit_types
+from torch_neuronx.runtime.cores import device_entry_point
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 from torch_neuronx.runtime.recording import PendingBuffer
@@ -197,7 +197,7 @@ def _run_now(
     return exe.run(inputs, device, slot_tensors, generator, values)
 
 
-@with_64_bit_types  # a synchronisation outside the eager kernels (an event, .synchronize()) runs it too
+@device_entry_point  # a synchronisation outside the eager kernels (an event, .synchronize()) runs it too
 def flush(device: int | None, reason: str) -> None:
     """Runs the recorded trace of ``device`` (None: of every core)."""
     with _lock:

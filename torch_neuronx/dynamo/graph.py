@@ -35,7 +35,7 @@ from torch_neuronx.dynamo import eager_refusals
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
-from torch_neuronx.runtime.cores import with_64_bit_types
+from torch_neuronx.runtime.cores import device_entry_point
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 
@@ -156,7 +156,7 @@ class CompiledGraph:
                     raise
                 self.eager = True
 
-    @with_64_bit_types
+    @device_entry_point
     def __call__(self, *args: Any) -> list[Any]:
         if len(args) == 1 and type(args[0]) is list:
             boxed = args[0]

@@ -38,7 +38,7 @@ from torch_neuronx.eager import (
 from torch_neuronx.eager.kernel import EagerKernel
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
-from torch_neuronx.runtime.cores import with_64_bit_types
+from torch_neuronx.runtime.cores import device_entry_point
 
 aten = torch.ops.aten
 
@@ -220,12 +220,12 @@ def _register_kernels() -> None:
         **metadata.KERNELS,
     }
     for op, kernel in custom.items():
-        library.impl(op, with_64_bit_types(kernel))
+        library.impl(op, device_entry_point(kernel))
     autograd = torch.library.Library("aten", "IMPL", "AutogradPrivateUse1")
     # On both keys: autograd differentiates the ops they call.
     for op, kernel in {**composites.KERNELS, **half_fft.KERNELS, **complex32_conv.KERNELS}.items():
-        library.impl(op, with_64_bit_types(kernel))
-        autograd.impl(op, with_64_bit_types(kernel))
+        library.impl(op, device_entry_point(kernel))
+        autograd.impl(op, device_entry_point(kernel))
     for plan in plans():
         if plan.op in custom or has_kernel(plan.op, "PrivateUse1"):
             continue
@@ -250,7 +250,7 @@ def _register_kernels() -> None:
             kernel = determinism.alerting(plan.op, kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
-        library.impl(plan.op, with_64_bit_types(kernel))
+        library.impl(plan.op, device_entry_point(kernel))
     _registered.extend([library, autograd])
 
 

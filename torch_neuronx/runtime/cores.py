@@ -21,12 +21,13 @@ from torch_neuronx._compat import jax_client
 from torch_neuronx.runtime import xla_flags
 
 
-def with_64_bit_types(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn``, run with JAX's 64-bit types on in the calling thread (``jax.enable_x64``), whatever
+def device_entry_point(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as an entry point of device work (eager kernels, the CPU fallback, compiled graphs).
+
+    It runs with JAX's 64-bit types on in the calling thread (``jax.enable_x64``), whatever
     the process's setting: :func:`configure` turns them on, but other code in the process may turn
     them off again (JAX's default), and then ``torch.tensor([2**40]).to("neuron")`` held 0 (JAX
-    narrowed the int64 to int32) and traces failed on int64 constants. The entry points of device
-    work (eager kernels, the CPU fallback, compiled graphs) run through this. An exception leaves
+    narrowed the int64 to int32) and traces failed on int64 constants. An exception leaves
     without the note JAX adds to errors raised under a trace ("For simplicity, JAX has removed its
     internal frames ..."): a lowering's argument error is the op's, not JAX's."""
 
