@@ -2,10 +2,11 @@
 the fused SGD steps, the tensor-lr fused Adam(W) steps, the binomial, Dirichlet and gamma-gradient
 samplers and the Dirichlet gradient, fractional_max_pool3d_backward, the result dtype of
 ``torch.normal`` with tensor arguments and of huber_loss and soft_margin_loss with a target of
-another dtype, index_add of an integer tensor with a float ``alpha``, and the argument checks of
-every upsampling op and its backward, of grid_sampler_2d and of fractional_max_pool2d (ATen's
-structured meta functions, which PyTorch's Python kernels replace with decompositions that check
-less or word it otherwise).
+another dtype, index_add of an integer tensor with a float ``alpha``, the argument checks of
+every upsampling op and its backward, of grid_sampler_2d, fractional_max_pool2d, convolution and
+linalg_vector_norm (ATen's structured meta functions, which PyTorch's Python kernels replace with
+decompositions that check less or word it otherwise), and the backward of losses and group_norm on
+empty inputs (their decompositions divide by the element count).
 
 The eager layer describes every call with PyTorch's meta kernel first (shapes, dtypes, argument
 errors); an op without one falls back to the CPU. nn.LSTM, nn.GRU and their cells call the fused
