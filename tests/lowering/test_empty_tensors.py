@@ -116,6 +116,15 @@ CASES = {
     ),
     "unfold-empty-channels": (lambda x: F.unfold(x, 2), (torch.rand(2, 0, 4, 4),)),
     "fold-empty-channels": (lambda x: F.fold(x, (4, 4), 2), (torch.rand(2, 0, 9),)),
+    "roll-shifts-and-dims-misaligned": (  # PyTorch's reference returned an empty tensor unchecked
+        lambda x: torch.roll(x, (1, 2), (0,)),
+        (torch.randn(0, 3),),
+    ),
+    "roll-two-shifts-no-dims": (lambda x: torch.roll(x, (1, 2)), (torch.randn(0, 3),)),
+    "argmax-bool-empty-dim": (  # the bool refusal comes before the empty-dimension check
+        lambda x: torch.argmax(x, 1),
+        (torch.zeros(3, 0, dtype=torch.bool),),
+    ),
     "ctc_loss-empty-batch": (
         _ctc_loss,
         (torch.rand(5, 0, 4).log_softmax(2), torch.zeros(0, 3, dtype=torch.long), _long(), _long()),

@@ -75,11 +75,6 @@ def _require_nonempty_dim(self, dim: int, name: str) -> None:
         raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
 
 
-def _require_not_bool(self, name: str) -> None:
-    if self.dtype == jnp.bool_:
-        raise RuntimeError(f"{name}(): does not support bool input")
-
-
 def _require_floating(self, name: str) -> None:
     """std/var's dtype check: integer and bool inputs have no variance dtype."""
     if not jnp.issubdtype(self.dtype, jnp.inexact):
@@ -204,30 +199,31 @@ def min_dim(self, dim, keepdim=False):
     return jnp.min(self, axis=axis, keepdims=keepdim), jnp.argmin(self, axis=axis, keepdims=keepdim)
 
 
-def _no_complex(name: str):
-    """ATen's complex check of argmax/argmin (ReduceOps.cpp), which comes before the meta kernel's
-    empty-input checks: an empty complex input raises it, not an IndexError."""
+def _no_complex_or_bool(name: str):
+    """ATen's dtype checks of argmax/argmin (ReduceOps.cpp), which come before the meta kernel's
+    empty-input checks: an empty complex or bool input raises them, not an IndexError."""
 
     def rule(arguments: dict) -> None:
-        if arguments["self"].is_complex():
+        dtype = arguments["self"].dtype
+        if dtype.is_complex:
             raise RuntimeError(f"{name}(): does not support complex input")
+        if dtype == torch.bool:
+            raise RuntimeError(f"{name}(): does not support bool input")
 
     return rule
 
 
-@lowering(aten.argmax.default, dtype_rule=_no_complex("argmax"), rule_first=True)
+@lowering(aten.argmax.default, dtype_rule=_no_complex_or_bool("argmax"), rule_first=True)
 def argmax(self, dim=None, keepdim=False):
     """torch.argmax: index of the first maximum (of the flattened input when ``dim`` is None); a NaN
     counts as the maximum. Bool inputs raise, as on CPU."""
-    _require_not_bool(self, "argmax")
     axes = _axes(self, dim)
     return jnp.argmax(self, axis=None if axes is None else axes[0], keepdims=keepdim)
 
 
-@lowering(aten.argmin.default, dtype_rule=_no_complex("argmin"), rule_first=True)
+@lowering(aten.argmin.default, dtype_rule=_no_complex_or_bool("argmin"), rule_first=True)
 def argmin(self, dim=None, keepdim=False):
     """torch.argmin: index of the first minimum; a NaN counts as the minimum. Bool inputs raise."""
-    _require_not_bool(self, "argmin")
     axes = _axes(self, dim)
     return jnp.argmin(self, axis=None if axes is None else axes[0], keepdims=keepdim)
 

@@ -264,7 +264,17 @@ def flip(self, dims):
     return jnp.flip(self, tuple(_dim(d, self.ndim) for d in dims)) if self.ndim else self
 
 
-@lowering(aten.roll.default)
+def _roll_arguments(arguments: dict) -> None:
+    """ATen's checks of ``roll`` (TensorTransformations.cpp, CPU and CUDA), in its words, made
+    before PyTorch's reference: it returns an empty tensor unchecked and words them otherwise."""
+    shifts, dims = list(arguments["shifts"]), list(arguments.get("dims", ()))
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not (not dims and len(shifts) == 1) and len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+
+
+@lowering(aten.roll.default, dtype_rule=_roll_arguments, rule_first=True)
 def roll(self, shifts, dims=()):
     if not dims:
         return jnp.roll(self.reshape(-1), shifts[0]).reshape(self.shape)
