@@ -125,6 +125,7 @@ CASES = {
         lambda x: torch.argmax(x, 1),
         (torch.zeros(3, 0, dtype=torch.bool),),
     ),
+    "foreach_norm-inf-empty": (lambda x: torch._foreach_norm([x], float("inf"))[0], (torch.rand(0),)),
     "ctc_loss-empty-batch": (
         _ctc_loss,
         (torch.rand(5, 0, 4).log_softmax(2), torch.zeros(0, 3, dtype=torch.long), _long(), _long()),

@@ -98,6 +98,11 @@ _REWORDED = (
             "max_unpooling3d": "max_unpooling3d_forward_out_cuda(): ",
         }[match.group(1)],
     ),
+    (  # _foreach_norm's check in ATen (torch 2.13's words; PyTorch's meta kernel shortens them)
+        re.compile(r"^_foreach_norm cannot compute infinity norm on empty tensor$"),
+        "_foreach_norm cannot compute the infinity norm on an empty tensor because the operation does not "
+        "have an identity",
+    ),
     (  # index_fill_'s check in ATen's TensorAdvancedIndexing.cpp
         re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
         r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
