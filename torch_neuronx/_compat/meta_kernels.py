@@ -682,6 +682,9 @@ def _loss_backward_of_empty_input(op: OpOverload):
     return kernel
 
 
+_GROUP_NORM_BACKWARD_DECOMPOSITION = decomposition_table()[aten.native_group_norm_backward.default]
+
+
 def _native_group_norm_backward(
     grad_out: torch.Tensor,
     input: torch.Tensor,
@@ -698,9 +701,7 @@ def _native_group_norm_backward(
     count (ZeroDivisionError for an input without channels or spatial elements), except for an
     empty input: its gradients are empty, and the affine parameters' (C,) zeros' shapes."""
     if input.numel() != 0:
-        return decomposition_table()[aten.native_group_norm_backward.default](
-            grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask
-        )
+        return _GROUP_NORM_BACKWARD_DECOMPOSITION(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)
     grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if output_mask[0] else None
     grad_weight = input.new_empty((C,)) if output_mask[1] else None
     grad_bias = input.new_empty((C,)) if output_mask[2] else None
@@ -771,14 +772,13 @@ def _fractional_max_pool3d_backward(
     return torch.empty_like(input)
 
 
-#: Backward ops whose PyTorch decomposition divides by an empty input's element count.
-_EMPTY_INPUT_BACKWARDS = (
-    aten.native_group_norm_backward.default,
-    *(
-        getattr(aten, f"{loss}_backward").default
-        for loss in ("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "soft_margin_loss")
-    ),
+#: Loss backwards whose PyTorch decomposition divides by an empty input's element count.
+_EMPTY_INPUT_LOSS_BACKWARDS = tuple(
+    getattr(aten, f"{loss}_backward").default
+    for loss in ("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "soft_margin_loss")
 )
+#: ... and every backward that does, group norm's included.
+_EMPTY_INPUT_BACKWARDS = (aten.native_group_norm_backward.default, *_EMPTY_INPUT_LOSS_BACKWARDS)
 
 _KERNELS = {
     aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
@@ -787,7 +787,7 @@ _KERNELS = {
     aten._dirichlet_grad.default: _same_dtype_operands,
     aten._sample_dirichlet.default: _sample_dirichlet,
     aten.linalg_vector_norm.default: _linalg_vector_norm,
-    **{op: _loss_backward_of_empty_input(op) for op in _EMPTY_INPUT_BACKWARDS[1:]},
+    **{op: _loss_backward_of_empty_input(op) for op in _EMPTY_INPUT_LOSS_BACKWARDS},
     aten.native_group_norm_backward.default: _native_group_norm_backward,
     aten.index_add.default: _index_add,
     aten.index_add_.default: _index_add_,
