@@ -651,14 +651,23 @@ def _dirichlet_grad(x, alpha, total):
     # 10,000 terms (totals to 1.5e6). Non-finite totals are left out: one NaN set every element's count.
     largest = jnp.max(jnp.where(jnp.isfinite(total), total, 0.0), initial=0.0)
     terms = jnp.minimum(20 + 8 * jnp.sqrt(largest), 10_000).astype(jnp.int32)
-    tangent = jnp.ones_like(alpha)
-    fraction, d_fraction = jax.jvp(lambda a: _beta_continued_fraction(a, beta, x, terms), (alpha,), (tangent,))
-    mirrored, d_mirrored = jax.jvp(lambda a: _beta_continued_fraction(beta, a, 1 - x, terms), (alpha,), (tangent,))
+    # Each element's fraction converges fast in one form: I_x(alpha, beta) directly, or mirrored as
+    # I_x(a, b) = 1 - I_{1-x}(b, a).
+    direct = x < (alpha + 1) / (total + 2)
+
+    def fraction_in(a):
+        return _beta_continued_fraction(
+            jnp.where(direct, a, beta), jnp.where(direct, beta, a), jnp.where(direct, x, 1 - x), terms
+        )
+
+    fraction, d_fraction = jax.jvp(fraction_in, (alpha,), (jnp.ones_like(alpha),))
     # d/d alpha of the log prefactor, without the 1/alpha of the direct form's.
     d_log_prefactor = jnp.log(x) - jax.scipy.special.digamma(alpha) + jax.scipy.special.digamma(total)
-    direct = -((d_log_prefactor - 1 / alpha) * fraction + d_fraction) * x / alpha
-    mirror = (d_log_prefactor * mirrored + d_mirrored) * x / beta  # I_x(a, b) = 1 - I_{1-x}(b, a)
-    gradient = jnp.where(x < (alpha + 1) / (total + 2), direct, mirror)
+    gradient = jnp.where(
+        direct,
+        -((d_log_prefactor - 1 / alpha) * fraction + d_fraction) * x / alpha,
+        (d_log_prefactor * fraction + d_fraction) * x / beta,
+    )
     # Where it is undefined (x at 0 or 1, a NaN alpha) the CPU's series near 0 and 1 return 0; its
     # other branches keep NaN (a NaN or infinite total).
     boundary = total * x * (1 - x)
