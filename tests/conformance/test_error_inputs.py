@@ -1,10 +1,11 @@
 """PyTorch's OpInfo error inputs on neuron: every call the CPU refuses is refused on neuron too, with
 the exception type and message PyTorch's own test (test_ops.py ``test_errors``) expects.
 
-An error input whose expectation the CPU does not meet (it is written for another device) is not
-checked; neither is one whose point is aliasing or devices (out= overlapping an input, tensors on two
-devices), which the CPU copy of the call loses. Known wording differences come from
-``torch_neuronx.testing.tables.KNOWN_ERROR_WORDING``.
+The message must be the CPU's word for word, except where CUDA words it otherwise
+(``tables.CUDA_WORDED_ERRORS``, as neuron does). An error input whose expectation the CPU does not
+meet (it is written for another device) is not checked; neither is one whose point is aliasing or
+devices (out= overlapping an input, tensors on two devices), which the CPU copy of the call loses.
+Known wording differences come from ``torch_neuronx.testing.tables.KNOWN_ERROR_WORDING``.
 """
 
 from __future__ import annotations
@@ -80,12 +81,17 @@ def _ops() -> list[Any]:
     ]
 
 
+def _worded(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error)[:300]}"
+
+
 @pytest.mark.parametrize("op", _ops())
 def test_error_inputs_raise_as_on_cpu(op):
     name = full_name(op)
     problems = []
     for index, neuron_input in enumerate(op.error_inputs("neuron:0")):
-        if not _meets(_raised(op, _on_cpu(neuron_input.sample_input), synchronize=False), neuron_input):
+        on_cpu = _raised(op, _on_cpu(neuron_input.sample_input), synchronize=False)
+        if not _meets(on_cpu, neuron_input):
             continue  # the CPU does not raise it either: the expectation is another device's
         raised = _raised(op, neuron_input.sample_input, synchronize=True)
         if (name, index) in tables.KNOWN_ERROR_WORDING:
@@ -93,6 +99,10 @@ def test_error_inputs_raise_as_on_cpu(op):
                 problems.append(f"#{index}: {'accepted' if raised is None else 'fixed'}; update KNOWN_ERROR_WORDING")
         elif not _meets(raised, neuron_input):
             expected = f"{neuron_input.error_type.__name__} matching {neuron_input.error_regex!r}"
-            got = "no error" if raised is None else f"{type(raised).__name__}: {str(raised)[:300]}"
+            got = "no error" if raised is None else _worded(raised)
             problems.append(f"#{index}: expected {expected}, got {got}")
+        elif (name, index) not in tables.CUDA_WORDED_ERRORS and "device" not in str(on_cpu):
+            # The exact words too (the CPU copy of a call that mixes devices names other devices).
+            if _worded(raised) != _worded(on_cpu):
+                problems.append(f"#{index}: the CPU raises {_worded(on_cpu)!r}, neuron {_worded(raised)!r}")
     assert not problems, f"{name}:\n" + "\n".join(problems)

@@ -29,6 +29,7 @@ import torch
 from torch._meta_registrations import meta_conv
 from torch._prims_common import canonicalize_dims, suggest_memory_format
 
+from torch_neuronx._compat import aten_checks
 from torch_neuronx._compat.torch_internals import (
     OpOverload,
     decomposition_table,
@@ -828,6 +829,27 @@ _KERNELS = {
 }
 
 
+def _checked(meta: Callable[..., object], check: Callable[..., None]) -> Callable[..., object]:
+    """The meta kernel ``meta`` after ATen's argument checks ``check``
+    (:mod:`~torch_neuronx._compat.aten_checks`)."""
+
+    def kernel(*args: object, **kwargs: object) -> object:
+        check(*args, **kwargs)
+        return meta(*args, **kwargs)
+
+    return kernel
+
+
+#: Ops whose meta kernel (one above, else PyTorch's Python one, captured before :func:`register`
+#: replaces it) checks less than ATen or words it otherwise: every overload with such a kernel.
+_ATEN_CHECKED = {
+    op: _checked(_KERNELS.get(op) or op.py_kernels[torch._C.DispatchKey.Meta], check)
+    for op, check in aten_checks.CHECKS.items()
+    if op in _KERNELS or torch._C.DispatchKey.Meta in op.py_kernels
+}
+_KERNELS.update(_ATEN_CHECKED)
+
+
 #: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
 _PYTHON_DISPATCHER_METAS = (
@@ -843,6 +865,7 @@ _PYTHON_DISPATCHER_METAS = (
     aten.convolution.default,
     aten._convolution.default,
     *_UPSAMPLING_KERNELS,
+    *_ATEN_CHECKED,
 )
 
 
@@ -857,6 +880,7 @@ _FAKE_TENSOR_METAS = (
     aten.index_add_.default,
     aten.grid_sampler_2d.default,
     *_UPSAMPLING_KERNELS,
+    *_ATEN_CHECKED,
 )
 
 

@@ -55,9 +55,24 @@ _REWORDED = (
             *(_type_meta(name) for name in match.groups())
         ),
     ),
-    (  # normal_'s check in ATen's DistributionTemplates.h prints the double as C++ streams do (-1)
-        re.compile(r"normal expects std >= 0\.0, but found std (-?[0-9.e+-]+)$"),
-        lambda match: f"normal expects std >= 0.0, but found std {float(match.group(1)):g}",
+    (  # the samplers' checks in ATen's DistributionTemplates.h print the double as C++ streams do (-1)
+        re.compile(
+            r"^(normal expects std >= 0\.0, but found std |cauchy_ expects sigma > 0\.0, but found sigma="
+            r"|exponential_ expects lambda > 0\.0, but found lambda=|geometric_ expects p to be in \(0, 1\), but got p="
+            r"|log_normal_ expects std > 0\.0, but found std=)(-?[0-9.e+-]+|nan|inf)$"
+        ),
+        lambda match: f"{match.group(1)}{float(match.group(2)):g}",
+    ),
+    (  # softshrink's structured meta in ATen's Activation.cpp (the dtype's bound as a C++ stream prints it)
+        re.compile(r"^lambda must be in range \[0, (\S+)\] for input dtype (\w+), but found (\S+)$"),
+        lambda match: (
+            f"lambda must be in range [0, {float(match.group(1)):g}] for input dtype {match.group(2)}, "
+            f"but found {float(match.group(3)):g}"
+        ),
+    ),
+    (  # embedding's check in ATen's Embedding.cpp
+        re.compile(r"^'weight' must be 2-D, got \d+-D$"),
+        "'weight' must be 2-D",
     ),
     (  # masked_fill__cpu/_cuda (TensorAdvancedIndexing.cpp, Indexing.cu); torch/_refs drops the op name
         re.compile(r"^only supports a 0-dimensional value tensor, but got tensor with (\d+) dimension$"),
@@ -76,19 +91,6 @@ _REWORDED = (
             r"dimensions, (\[[^\]]*\]) with dimension (\d+) being empty$"
         ),
         r"\1 size for non-batch dimensions, but grad_output has sizes \2 with dimension \3 being empty",
-    ),
-    (  # im2col's and col2im's shape checks in ATen's im2col_shape_check.h (F.unfold, F.fold)
-        re.compile(
-            r"^Expected (3D or 4D|2D or 3D) \(batch mode\) tensor for input with possible 0 batch size and non-zero "
-            r"dimensions, but got: \(([\d, ]*)\)$"
-        ),
-        lambda match: (
-            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
-            f"input, but got: [{match.group(2)}]"
-            if match.group(1) == "3D or 4D"
-            else "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
-            f"dimensions for input, but got: [{match.group(2)}]"
-        ),
     ),
     (  # CUDA's kernels name themselves in these shape checks (DilatedMaxPool3d.cu, MaxUnpooling.cu)
         re.compile(r"^(max_pool3d_with_indices|max_unpooling2d|max_unpooling3d)\(\): "),
@@ -126,12 +128,24 @@ _REWORDED = (
         re.compile(r"^k not in range for dimension$"),
         "selected index k out of range",
     ),
+    (  # checkIsMatrix in ATen's LinearAlgebraUtils.h (squareCheckInputs' first check)
+        re.compile(r"^(.+): The input tensor must have at least 2 dimensions, got \d+$"),
+        r"\1: The input tensor A must have at least 2 dimensions.",
+    ),
     (  # linalg_inv_ex's meta in ATen's BatchLinearAlgebra.cpp checks its input as "linalg.inv"
         re.compile(
             r"^linalg\.inv_ex: (Low precision dtypes not supported|Expected a floating point or complex|A must be "
-            r"batches of square matrices)"
+            r"batches of square matrices|The input tensor A must)"
         ),
         r"linalg.inv: \1",
+    ),
+    (  # check_args of tril_indices/triu_indices in ATen's TensorFactories.h (no space before the value)
+        re.compile(r"^(row|col) must be non-negative, got (-?\d+)$"),
+        r"\1 must be non-negative, got\2",
+    ),
+    (  # trace_cuda in ATen's cuda/TriangularOps.cu (the CPU's trace_cpu adds "trace: " and the rank)
+        re.compile(r"^expected a matrix, but got tensor with dim \d+$"),
+        "expected a matrix",
     ),
     (  # baddbmm's dtype check in ATen's LinearAlgebra.cpp prints the input's C++ type, without a colon
         re.compile(r"Input dtypes must be the same, got: input: (\w+), batch1: (\w+), batch2: (\w+)"),
@@ -242,6 +256,8 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
     if isinstance(error, (RuntimeError, IndexError)):
         _raise_empty_reduction_error_as_cpu(name, plan, metas, error)
         _raise_repeated_dim_error_as_cpu(plan, metas, error)
+    if isinstance(error, RuntimeError):
+        _raise_solver_operand_error_as_cpu(plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
     _raise_argument_error_as_cpu(plan, metas)
     if isinstance(error, RuntimeError):  # after ATen's checks above, which come before its dispatch
@@ -388,7 +404,7 @@ def _raise_repeated_dim_error_as_cpu(plan: Plan, metas: list[Any], error: Except
     by_name = dict(
         zip((a.name for a in schema_of(plan.functional).arguments), plan.functional_args(metas), strict=False)
     )
-    self, dims = by_name.get("self"), by_name.get("dim")
+    self, dims = by_name.get("self"), by_name.get("dim", by_name.get("dims"))  # flip's are "dims"
     if not isinstance(self, torch.Tensor) or not isinstance(dims, (list, tuple)):
         return
     seen: set[int] = set()
@@ -397,6 +413,19 @@ def _raise_repeated_dim_error_as_cpu(plan: Plan, metas: list[Any], error: Except
         if wrapped in seen:
             raise RuntimeError(f"dim {wrapped} appears multiple times in the list of dims")
         seen.add(wrapped)
+
+
+_SOLVER_OPERAND = re.compile(r"^(.+): The input tensor A must have at least 2 dimensions\.$")
+
+
+def _raise_solver_operand_error_as_cpu(plan: Plan, metas: list[Any], error: RuntimeError) -> None:
+    """Raises ATen's ``checkInputsSolver`` error for a right-hand side B of fewer than 2 dimensions
+    (``checkIsMatrix(B, f_name, "B")``, LinearAlgebraUtils.h), which PyTorch's meta kernel names A
+    (linalg.solve_triangular, linalg.lu_solve). Returns when A is the one at fault or for other errors."""
+    match = _SOLVER_OPERAND.fullmatch(str(error))
+    tensors = [value for value in plan.functional_args(metas) if isinstance(value, torch.Tensor)]
+    if match is not None and tensors and tensors[0].dim() >= 2:
+        raise RuntimeError(f"{match.group(1)}: The input tensor B must have at least 2 dimensions.")
 
 
 def _raise_empty_reduction_error_as_cpu(name: str, plan: Plan, metas: list[Any], error: Exception) -> None:
@@ -493,6 +522,11 @@ def _raise_conversion_error_as_cpu(metas: list[Any], error: Exception) -> None:
         raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
 
 
+#: Ops whose CPU and CUDA kernels expand ``self`` to the result's shape (``expand_size(self, {m, n},
+#: "addmm")`` in ATen's Blas.cpp), raising expand's error where PyTorch's meta raises its broadcast's.
+_EXPANDED_SELF = (torch.ops.aten.addmm.default, torch.ops.aten.addmm.dtype)
+
+
 def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[Any], error: RuntimeError) -> None:
     """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
     (torch._refs) rejected it in its own words. Returns when that is not the reason."""
@@ -501,6 +535,10 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
         return
     if op_name(plan.op).startswith("aten::_foreach_"):
         _raise_foreach_broadcast_error_as_cpu(plan, metas)
+        return
+    if plan.functional in _EXPANDED_SELF:
+        self, mat1, mat2 = plan.functional_args(metas)[:3]
+        self.expand(mat1.shape[0], mat2.shape[1])  # ATen's expand error
         return
     if torch.Tag.pointwise not in plan.functional.tags:
         return

@@ -55,7 +55,7 @@ def _masked_select(tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if mask.dtype != torch.bool:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     tracking.executed["aten::masked_select"] += 1
-    tensor, mask = torch.broadcast_tensors(tensor, mask)
+    mask, tensor = torch.broadcast_tensors(mask, tensor)  # ATen's expand_outplace(mask, self): its error
     return tensor.reshape(-1)[_nonzero(mask.reshape(-1)).reshape(-1)]
 
 
@@ -261,7 +261,8 @@ def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minleng
     does not have (an error); an empty input gives int64 zeros."""
     tracking.executed["aten::bincount"] += 1
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
-        raise NotImplementedError(f'"bincount" not implemented for {tensor.dtype} inputs; bincount counts integers')
+        # _bincount_cuda's AT_DISPATCH_INTEGRAL_TYPES (cuda/SummaryOps.cu)
+        raise NotImplementedError(f"\"bincount_cuda\" not implemented for '{aten_name(tensor.dtype)}'")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     if tensor.dim() == 1 and tensor.numel() == 0:

@@ -379,7 +379,15 @@ def _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank):
     return labels, emit, lengths_in, lengths_target, np.arange(labels.shape[1])
 
 
-@lowering(aten._ctc_loss.default)
+def _log_probs_not_empty(arguments: dict) -> None:
+    """The first check of ``ctc_loss_gpu_template`` (LossCTC.cu; the CPU kernel's too), made before
+    PyTorch's C++ meta kernel, which checks the blank against the classes first ("blank must be in
+    label range" for log_probs without classes)."""
+    if arguments["log_probs"].numel() == 0:
+        raise RuntimeError("log_probs tensor must not be empty")
+
+
+@lowering(aten._ctc_loss.default, dtype_rule=_log_probs_not_empty, rule_first=True)
 def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
     """The CTC loss of each batch element, -log p(target | log_probs), by the log-space alpha
     recursion of Graves et al. (2006) as PyTorch's CPU kernel (``LossCTC.cpp``) computes it, one

@@ -1,0 +1,175 @@
+"""Argument errors of ops whose PyTorch meta kernel checks less than ATen or words it otherwise:
+neuron raises ATen's exception and message (CPU and CUDA share these checks), in eager and in
+compiled graphs (torch_neuronx/_compat/aten_checks.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torch_neuronx._compat.aten_checks import CHECKS
+
+
+def _ones(*shape, device, dtype=torch.float32):
+    return torch.ones(*shape, device=device, dtype=dtype)
+
+
+def _labels(*shape, device):
+    return torch.zeros(*shape, device=device, dtype=torch.long)
+
+
+def _mask(*shape, device):
+    return torch.ones(*shape, device=device, dtype=torch.bool)
+
+
+#: Each call raises on the CPU; neuron raised another message, another exception type, or nothing.
+ATEN_CHECKED = {
+    "mm_of_3d_self": lambda d: torch.mm(_ones(2, 3, 4, device=d), _ones(4, 5, device=d)),
+    "mm_of_3d_mat2": lambda d: torch.mm(_ones(2, 3, device=d), _ones(3, 4, 5, device=d)),
+    "addmm_of_1d_mat1": lambda d: torch.addmm(_ones(3, device=d), _ones(3, device=d), _ones(3, 4, device=d)),
+    "addmm_self_not_expandable": lambda d: torch.addmm(
+        _ones(3, 7, device=d), _ones(2, 3, device=d), _ones(3, 4, device=d)
+    ),
+    "mv_of_3d": lambda d: torch.mv(_ones(2, 3, 4, device=d), _ones(4, device=d)),
+    "addmv_self_size": lambda d: torch.addmv(_ones(5, device=d), _ones(2, 3, device=d), _ones(3, device=d)),
+    "flip_repeated_dim": lambda d: torch.flip(_ones(2, 3, device=d), (0, 0)),
+    "flip_repeated_wrapped_dim": lambda d: torch.flip(_ones(2, 3, device=d), (1, -1)),
+    "masked_fill_broadcast": lambda d: _ones(2, 3, device=d).masked_fill(_mask(4, 3, device=d), 1.0),
+    "masked_select_broadcast": lambda d: torch.masked_select(_ones(2, 3, device=d), _mask(4, 3, device=d)),
+    "masked_scatter_broadcast": lambda d: _ones(2, 3, device=d).masked_scatter(
+        _mask(4, 3, device=d), _ones(12, device=d)
+    ),
+    "pixel_shuffle_channels": lambda d: F.pixel_shuffle(_ones(1, 3, 4, 4, device=d), 2),
+    "pixel_shuffle_2d": lambda d: F.pixel_shuffle(_ones(4, 4, device=d), 2),
+    "pixel_shuffle_factor_0": lambda d: F.pixel_shuffle(_ones(1, 4, 4, 4, device=d), 0),
+    "pixel_unshuffle_height": lambda d: F.pixel_unshuffle(_ones(1, 1, 3, 4, device=d), 2),
+    "pixel_unshuffle_width": lambda d: F.pixel_unshuffle(_ones(1, 1, 4, 3, device=d), 2),
+    "pixel_unshuffle_2d": lambda d: F.pixel_unshuffle(_ones(4, 4, device=d), 2),
+    "pixel_unshuffle_factor_0": lambda d: F.pixel_unshuffle(_ones(1, 1, 4, 4, device=d), 0),
+    "layer_norm_shape": lambda d: F.layer_norm(_ones(2, 3, device=d), (4,)),
+    "layer_norm_two_dims": lambda d: F.layer_norm(_ones(2, 3, 4, device=d), (3, 5)),
+    "layer_norm_more_dims_than_input": lambda d: F.layer_norm(_ones(3, device=d), (2, 3)),
+    "layer_norm_weight": lambda d: F.layer_norm(_ones(2, 3, device=d), (3,), weight=_ones(4, device=d)),
+    "nll_loss_2d_target": lambda d: F.nll_loss(_ones(2, 3, device=d), _labels(2, 2, device=d)),
+    "cross_entropy_2d_target": lambda d: F.cross_entropy(_ones(2, 3, device=d), _labels(2, 2, device=d)),
+    "nll_loss_3d_input": lambda d: torch.ops.aten.nll_loss_forward(
+        _ones(2, 3, 4, device=d), _labels(2, device=d), None, 1, -100
+    ),
+    "nll_loss2d_sizes": lambda d: F.nll_loss(_ones(2, 3, 4, 4, device=d), _labels(2, 4, 5, device=d)),
+    "tril_indices_negative_row": lambda d: torch.tril_indices(-1, 3, device=d),
+    "triu_indices_negative_col": lambda d: torch.triu_indices(3, -2, device=d),
+    "renorm_negative_p": lambda d: torch.renorm(_ones(2, 3, device=d), -1, 0, 1.0),
+    "renorm_negative_maxnorm": lambda d: torch.renorm(_ones(2, 3, device=d), 2, 0, -1.0),
+    "renorm_1d": lambda d: torch.renorm(_ones(3, device=d), 2, 0, 1.0),
+    "unfold_no_blocks": lambda d: F.unfold(_ones(1, 1, 2, 2, device=d), 3),
+    "unfold_no_rows": lambda d: F.unfold(_ones(1, 1, 2, 5, device=d), 3),
+    "unfold_kernel_0": lambda d: F.unfold(_ones(1, 1, 4, 4, device=d), 0),
+    "unfold_stride_0": lambda d: F.unfold(_ones(1, 1, 4, 4, device=d), 2, stride=0),
+    "unfold_negative_padding": lambda d: F.unfold(_ones(1, 1, 4, 4, device=d), 2, padding=-1),
+    "unfold_dilation_0": lambda d: F.unfold(_ones(1, 1, 4, 4, device=d), 2, dilation=0),
+    "unfold_2d": lambda d: F.unfold(_ones(2, 2, device=d), 1),
+    "unfold_1d": lambda d: F.unfold(_ones(4, device=d), 2),
+    "fold_blocks": lambda d: F.fold(_ones(1, 4, 5, device=d), (3, 3), 2),
+    "fold_kernel_0": lambda d: F.fold(_ones(1, 4, 4, device=d), (3, 3), 0),
+    "fold_channels": lambda d: F.fold(_ones(1, 5, 4, device=d), (3, 3), 2),
+    "fold_no_blocks": lambda d: F.fold(_ones(1, 4, 1, device=d), (1, 1), 2),
+    "fold_empty_output": lambda d: F.fold(_ones(1, 4, 0, device=d), (0, 0), 1),
+    "ctc_loss_without_classes": lambda d: F.ctc_loss(
+        _ones(5, 1, 0, device=d), torch.ones(1, 2, dtype=torch.long, device=d), [5], [2]
+    ),
+    "stack_sizes": lambda d: torch.stack([_ones(2, device=d), _ones(3, device=d)]),
+    "stack_sizes_third": lambda d: torch.stack([_ones(2, device=d), _ones(2, device=d), _ones(3, 1, device=d)]),
+    "soft_margin_loss_target_not_broadcastable": lambda d: F.soft_margin_loss(
+        _ones(5, 4, device=d), _ones(5, device=d)
+    ),
+    "soft_margin_loss_target_larger": lambda d: F.soft_margin_loss(_ones(4, device=d), _ones(5, 4, device=d)),
+    "multi_margin_loss_empty": lambda d: F.multi_margin_loss(_ones(0, device=d), _labels(1, device=d)),
+    "multi_margin_loss_2d_target": lambda d: F.multi_margin_loss(_ones(5, 4, device=d), _labels(5, 4, device=d)),
+    "multi_margin_loss_weight": lambda d: F.multi_margin_loss(
+        _ones(5, 4, device=d), _labels(5, device=d), weight=_ones(3, device=d)
+    ),
+    "hstack_ranks": lambda d: torch.hstack([_ones(3, device=d), _ones(1, 2, 3, 4, device=d)]),
+    "cat_ranks_against_the_first": lambda d: torch.cat(
+        [_ones(3, 4, device=d), _ones(3, device=d), _ones(2, 3, 4, device=d)]
+    ),
+    "cat_sizes_position_counts_empty": lambda d: torch.cat(
+        [_ones(0, device=d), _ones(3, 4, device=d), _ones(2, 5, device=d)]
+    ),
+    "cauchy_sigma_0": lambda d: _ones(3, device=d).cauchy_(0, 0),
+    "exponential_lambda_0": lambda d: _ones(3, device=d).exponential_(0),
+    "geometric_p_negative": lambda d: _ones(3, device=d).geometric_(-1),
+    "log_normal_std_0": lambda d: _ones(3, device=d).log_normal_(0, 0),
+    "softshrink_negative_lambda": lambda d: F.softshrink(_ones(3, device=d), -0.5),
+    "embedding_of_0d_weight": lambda d: F.embedding(_labels(2, device=d), _ones(device=d)),
+    "det_of_1d": lambda d: torch.linalg.det(_ones(3, device=d)),
+    "inv_of_1d": lambda d: torch.linalg.inv(_ones(3, device=d)),
+    "cholesky_inverse_of_1d": lambda d: torch.cholesky_inverse(_ones(3, device=d)),
+    "solve_triangular_1d_b": lambda d: torch.linalg.solve_triangular(
+        _ones(3, 3, device=d), _ones(3, device=d), upper=True
+    ),
+}
+
+
+def _error(make, device):
+    with pytest.raises(Exception) as raised:  # noqa: PT011 (the type is what is compared)
+        make(device)
+        if device == "neuron":
+            torch.neuron.synchronize()
+    return type(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize("case", ATEN_CHECKED)
+def test_argument_errors_are_atens(case):
+    assert _error(ATEN_CHECKED[case], "neuron") == _error(ATEN_CHECKED[case], "cpu")
+
+
+#: Where CUDA's kernel words an error otherwise than the CPU's, neuron raises CUDA's.
+CUDA_WORDED = {
+    # trace_cuda (cuda/TriangularOps.cu); trace_cpu says "trace: expected a matrix, but got tensor with dim 3"
+    "trace_of_3d": (lambda: torch.trace(_ones(2, 3, 4, device="neuron")), RuntimeError, "expected a matrix"),
+    # _bincount_cuda's AT_DISPATCH_INTEGRAL_TYPES (cuda/SummaryOps.cu)
+    "bincount_of_float": (
+        lambda: torch.bincount(_ones(3, device="neuron")),
+        NotImplementedError,
+        "\"bincount_cuda\" not implemented for 'Float'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CUDA_WORDED)
+def test_argument_errors_cuda_words_otherwise_are_cudas(case):
+    make, error_type, message = CUDA_WORDED[case]
+    with pytest.raises(error_type) as raised:
+        make()
+    assert str(raised.value) == message
+
+
+def test_negative_unfold_padding_raises_in_a_compiled_graph():
+    compiled = torch.compile(lambda x: F.unfold(x, 2, padding=-1), backend="neuron")
+    with pytest.raises(Exception, match="padding should be non-negative, but got pad_height: -1 pad_width: -1"):
+        compiled(_ones(1, 1, 4, 4, device="neuron"))
+
+
+def test_checked_ops_compute_as_on_cpu_in_a_compiled_graph():
+    def f(x, w):
+        blocks = F.unfold(x, 2, padding=1)
+        folded = F.fold(blocks, (4, 4), 2, padding=1)
+        shuffled = F.pixel_unshuffle(F.pixel_shuffle(folded.repeat(1, 4, 1, 1), 2), 2)
+        normed = F.layer_norm(shuffled, (4,), weight=w)
+        return torch.stack([normed.sum((2, 3)), torch.mm(normed[0, 0], normed[0, 1]).sum(0, keepdim=True)])
+
+    x, w = torch.randn(1, 1, 4, 4), torch.randn(4)
+    compiled = torch.compile(f, backend="neuron")
+    torch.testing.assert_close(compiled(x.to("neuron"), w.to("neuron")).cpu(), f(x, w))
+
+
+def test_each_check_takes_its_ops_arguments_as_the_dispatcher_passes_them():
+    """Every overload's positional arguments bind positionally, and its keyword-only ones by name."""
+    for op, check in CHECKS.items():
+        arguments = op._schema.arguments
+        positional = [None] * sum(not argument.kwarg_only for argument in arguments)
+        keywords = {argument.name: None for argument in arguments if argument.kwarg_only}
+        inspect.signature(check).bind(*positional, **keywords)

@@ -1,0 +1,474 @@
+"""ATen's argument checks of ops whose PyTorch meta kernel (a decomposition or Python reference in
+``torch/_decomp``, ``torch/_refs`` or ``torch/_meta_registrations.py``) checks less or words them
+otherwise, in ATen's words and order. CPU and CUDA share these checks (structured meta functions,
+``im2col_shape_check.h``, ``PixelShuffle.h``, ``layer_norm.h``, ``LossNLL.cpp``, ``Blas.cpp``,
+``TensorShape.cpp``, ``Normalization.cpp``), so a user sees the same error on neuron as on either.
+
+What PyTorch's meta kernels did instead: ``F.unfold`` with a negative padding computed (ATen
+refuses it); ``pixel_shuffle``/``pixel_unshuffle`` with a factor of 0 raised ZeroDivisionError, an
+unshuffle of a height or width the factor does not divide raised a reshape error, and a 2-D input's
+error printed a method's repr; ``torch.stack`` dropped the second shape from its message;
+``mm``/``addmm`` of a 3-D tensor said "a must be 2D"; ``masked_fill``/``masked_scatter``
+broadcast the operands in the other order; and the words of fold/unfold, layer_norm and nll_loss
+differed.
+
+Each check takes the op's arguments as its meta kernel does and returns None; ``meta_kernels``
+runs it before PyTorch's meta kernel (:data:`CHECKS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torch_neuronx._compat.torch_internals import OpOverload, infer_size
+
+__all__ = ["CHECKS"]
+
+aten = torch.ops.aten
+
+
+def _pair(name: str, values: list[int]) -> None:
+    torch._check(len(values) == 2, lambda: f"It is expected {name} equals to 2, but got size {len(values)}")
+
+
+def _window_checks(
+    kernel: list[int], dilation: list[int], padding: list[int], stride: list[int], *, fold: bool
+) -> None:
+    """The kernel, stride, dilation and padding checks of ``im2col_shape_check`` and
+    ``col2im_shape_check`` (im2col_shape_check.h), which order them differently."""
+
+    def kernel_check() -> None:
+        torch._check(
+            kernel[1] > 0 and kernel[0] > 0,
+            lambda: (
+                f"kernel size should be greater than zero, but got kernel_height: {kernel[0]} kernel_width: {kernel[1]}"
+            ),
+        )
+
+    def stride_check() -> None:
+        torch._check(
+            stride[1] > 0 and stride[0] > 0,
+            lambda: f"stride should be greater than zero, but got stride_height: {stride[0]} stride_width: {stride[1]}",
+        )
+
+    def dilation_check() -> None:
+        torch._check(
+            dilation[1] > 0 and dilation[0] > 0,
+            lambda: (
+                f"dilation should be greater than zero, but got dilation_height: {dilation[0]} "
+                f"dilation_width: {dilation[1]}"
+            ),
+        )
+
+    def padding_check() -> None:
+        torch._check(
+            padding[1] >= 0 and padding[0] >= 0,
+            lambda: f"padding should be non-negative, but got pad_height: {padding[0]} pad_width: {padding[1]}",
+        )
+
+    order = (kernel_check, stride_check, dilation_check, padding_check)
+    if not fold:
+        order = (kernel_check, dilation_check, padding_check, stride_check)
+    for check in order:
+        check()
+
+
+def _im2col(
+    self: torch.Tensor, kernel_size: list[int], dilation: list[int], padding: list[int], stride: list[int], **_: Any
+) -> None:
+    """``F.unfold``: im2col_out_cpu_template's lengths, then ``im2col_shape_check``. A 1-D or 2-D
+    input raises IndexError from ``input.size(2)``, as in ATen."""
+    input = self
+    lengths = (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding), ("stride", stride))
+    for name, values in lengths:
+        _pair(name, values)
+    _window_checks(kernel_size, dilation, padding, stride, fold=False)
+    ndim = input.dim()
+    valid_dims = input.size(1) != 0 and input.size(2) != 0
+    torch._check(
+        (ndim == 3 and input.size(0) != 0 and valid_dims) or (ndim == 4 and valid_dims and input.size(3) != 0),
+        lambda: (
+            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
+            f"input, but got: {list(input.shape)}"
+        ),
+    )
+    height, width = input.shape[-2:]
+    blocks = [
+        (size + 2 * pad - (dil * (k - 1) + 1)) // step + 1
+        for size, k, dil, pad, step in zip((height, width), kernel_size, dilation, padding, stride, strict=True)
+    ]
+    torch._check(
+        blocks[0] >= 1 and blocks[1] >= 1,
+        lambda: (
+            f"Given input with spatial size ({height}, {width}), kernel_size=({kernel_size[0]}, {kernel_size[1]}), "
+            f"dilation=({dilation[0]}, {dilation[1]}), padding=({padding[0]}, {padding[1]}), calculated shape of "
+            f"the array of sliding blocks as ({blocks[0]}, {blocks[1]}), but its components must be at least one."
+        ),
+    )
+
+
+def _col2im(
+    self: torch.Tensor,
+    output_size: list[int],
+    kernel_size: list[int],
+    dilation: list[int],
+    padding: list[int],
+    stride: list[int],
+    **_: Any,
+) -> None:
+    """``F.fold``: col2im_out_cpu_template's lengths, then ``col2im_shape_check``."""
+    input = self
+    lengths = (("output_size", output_size), ("kernel_size", kernel_size), ("dilation", dilation))
+    for name, values in (*lengths, ("padding", padding), ("stride", stride)):
+        _pair(name, values)
+    _window_checks(kernel_size, dilation, padding, stride, fold=True)
+    ndim = input.dim()
+    torch._check(
+        (ndim == 2 and input.size(0) != 0 and input.size(1) != 0)
+        or (ndim == 3 and input.size(1) != 0 and input.size(2) != 0),
+        lambda: (
+            "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
+            f"for input, but got: {list(input.shape)}"
+        ),
+    )
+    planes, length = input.shape[-2:]
+    kernel_h, kernel_w = kernel_size
+    torch._check(
+        planes % (kernel_w * kernel_h) == 0,
+        lambda: (
+            "Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got "
+            f"input.size(1)={planes} and kernel_size=({kernel_h}, {kernel_w})."
+        ),
+    )
+    blocks_h, blocks_w = (
+        (size + 2 * pad - dil * (k - 1) - 1) // step + 1
+        for size, k, dil, pad, step in zip(output_size, kernel_size, dilation, padding, stride, strict=True)
+    )
+    arguments = (
+        f"Given output_size=({output_size[0]}, {output_size[1]}), kernel_size=({kernel_h}, {kernel_w}), "
+        f"dilation=({dilation[0]}, {dilation[1]}), padding=({padding[0]}, {padding[1]}), "
+        f"stride=({stride[0]}, {stride[1]}), "
+    )
+    torch._check(
+        length == blocks_h * blocks_w,
+        lambda: (
+            f"{arguments}expected size of input's dimension 2 to match the calculated number of sliding blocks "
+            f"{blocks_h} * {blocks_w} = {blocks_h * blocks_w}, but got input.size(2)={length}."
+        ),
+    )
+    torch._check(
+        blocks_h >= 1 and blocks_w >= 1,
+        lambda: (
+            f"{arguments}calculated shape of the array of sliding blocks as ({blocks_h}, {blocks_w}), which is too "
+            "small (non-positive)"
+        ),
+    )
+    torch._check(
+        output_size[1] >= 1 and output_size[0] >= 1,
+        lambda: (
+            f"Expected output spatial size to be positive, but got: output_size=({output_size[0]}, {output_size[1]})."
+        ),
+    )
+
+
+def _pixel_shuffle(self: torch.Tensor, upscale_factor: int, **_: Any) -> None:
+    """``check_pixel_shuffle_shapes`` (PixelShuffle.h)."""
+    torch._check(
+        self.dim() >= 3,
+        lambda: (
+            f"pixel_shuffle expects input to have at least 3 dimensions, but got input with {self.dim()} dimension(s)"
+        ),
+    )
+    torch._check(
+        upscale_factor > 0, lambda: f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}"
+    )
+    channels, square = self.size(-3), upscale_factor * upscale_factor
+    torch._check(
+        channels % square == 0,
+        lambda: (
+            "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of upscale_factor, "
+            f"but input.size(-3)={channels} is not divisible by {square}"
+        ),
+    )
+
+
+def _pixel_unshuffle(self: torch.Tensor, downscale_factor: int, **_: Any) -> None:
+    """``check_pixel_unshuffle_shapes`` (PixelShuffle.h)."""
+    torch._check(
+        self.dim() >= 3,
+        lambda: (
+            f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with {self.dim()} dimension(s)"
+        ),
+    )
+    torch._check(
+        downscale_factor > 0,
+        lambda: f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}",
+    )
+    for dim, name in ((-2, "height"), (-1, "width")):
+        size = self.size(dim)
+        torch._check(
+            size % downscale_factor == 0,
+            lambda size=size, dim=dim, name=name: (
+                f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but input.size({dim})={size} "
+                f"is not divisible by {downscale_factor}"
+            ),
+        )
+
+
+def _native_layer_norm(
+    input: torch.Tensor,
+    normalized_shape: list[int],
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    **_: Any,
+) -> None:
+    """``_check_layer_norm_inputs`` (layer_norm.h)."""
+    shape = list(normalized_shape)
+    torch._check(
+        len(shape) >= 1,
+        lambda: (
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but "
+            f"got normalized_shape = {shape}"
+        ),
+    )
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        torch._check(
+            parameter is None or list(parameter.shape) == shape,
+            lambda name=name, parameter=parameter: (
+                f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                f"{list(parameter.shape)} and normalized_shape = {shape}"
+            ),
+        )
+    sizes = list(input.shape)
+    torch._check(
+        len(sizes) >= len(shape) and sizes[len(sizes) - len(shape) :] == shape,
+        lambda: (
+            f"Given normalized_shape={shape}, expected input with shape [*{''.join(f', {s}' for s in shape)}], "
+            f"but got input of size{sizes}"
+        ),
+    )
+
+
+def _nll_loss_forward(
+    self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, *_: Any, **__: Any
+) -> None:
+    """``TORCH_META_FUNC(nll_loss_forward)`` (LossNLL.cpp)."""
+    torch._check(0 < self.dim() <= 2, lambda: "input tensor should be 1D or 2D")
+    torch._check(target.dim() <= 1, lambda: "0D or 1D target tensor expected, multi-target not supported")
+    no_batch_dim = self.dim() == 1 and target.dim() == 0
+    torch._check(
+        no_batch_dim or self.size(0) == target.size(0),
+        lambda: f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})",
+    )
+    classes = self.size(-1)
+    torch._check(
+        weight is None or (weight.dim() == 1 and weight.numel() == classes),
+        lambda: (
+            f"weight tensor should be defined either for all {classes} classes or no classes but got weight tensor "
+            f"of shape: {list(weight.shape)}"
+        ),
+    )
+
+
+def _nll_loss2d_forward(
+    self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, *_: Any, **__: Any
+) -> None:
+    """``check_inputs_nll_loss2d`` (LossNLL2d.cpp; CUDA's NLLLoss2d.cu words it alike)."""
+    torch._check(
+        target.dim() == 3,
+        lambda: f"only batches of spatial targets supported (3D tensors) but got targets of dimension: {target.dim()}",
+    )
+    torch._check(
+        self.dim() == 4,
+        lambda: f"only batches of spatial inputs supported (4D tensors), but got input of dimension: {self.dim()}",
+    )
+    torch._check(
+        weight is None or weight.numel() == self.size(1),
+        lambda: "weight tensor should be defined either for all or no classes",
+    )
+    torch._check(
+        self.size(0) == target.size(0) and self.size(2) == target.size(1) and self.size(3) == target.size(2),
+        lambda: f"size mismatch (got input: {list(self.shape)} , target: {list(target.shape)}",
+    )
+
+
+def _matrix(name: str, tensor: torch.Tensor, *, rank: bool) -> None:
+    """``TORCH_CHECK(t.dim() == 2, ...)`` of mm's (``rank=False``) and addmm's meta (Blas.cpp)."""
+    torch._check(
+        tensor.dim() == 2,
+        lambda: f"{name} must be a matrix, got {tensor.dim()}-D tensor" if rank else f"{name} must be a matrix",
+    )
+
+
+def _mm(self: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
+    _matrix("self", self, rank=False)
+    _matrix("mat2", mat2, rank=False)
+
+
+def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
+    _matrix("mat1", mat1, rank=True)
+    _matrix("mat2", mat2, rank=True)
+
+
+def _addmv_shapes(self_dim: int, self_numel: int, self_size: int, mat: torch.Tensor, vec: torch.Tensor) -> None:
+    torch._check(
+        mat.dim() == 2 and vec.dim() == 1 and self_dim <= 1,
+        lambda: f"vector + matrix @ vector expected, got {self_dim}, {mat.dim()}, {vec.dim()}",
+    )
+    torch._check(
+        mat.size(1) == vec.size(0) and (mat.size(0) == self_numel or self_numel == 1),
+        lambda: f"size mismatch, got input ({self_size}), mat ({mat.size(0)}x{mat.size(1)}), vec ({vec.size(0)})",
+    )
+
+
+def _addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *_: Any, **__: Any) -> None:
+    """``TORCH_META_FUNC(addmv)`` (Blas.cpp)."""
+    _addmv_shapes(self.dim(), self.numel(), self.size(0) if self.dim() else 1, mat, vec)
+
+
+def _mv(self: torch.Tensor, vec: torch.Tensor, **_: Any) -> None:
+    """``mv`` (Blas.cpp): addmv into a result of ``self.size(0)`` elements."""
+    rows = self.size(0)
+    _addmv_shapes(1, rows, rows, self, vec)
+
+
+def _stack(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
+    """``check_stack_inputs`` (TensorShape.cpp)."""
+    first = list(tensors[0].shape) if tensors else []
+    for position, tensor in enumerate(tensors[1:], start=1):
+        torch._check(
+            list(tensor.shape) == first,
+            lambda tensor=tensor, position=position: (
+                f"stack expects each tensor to be equal size, but got {first} at entry 0 and {list(tensor.shape)} "
+                f"at entry {position}"
+            ),
+        )
+
+
+def _renorm(self: torch.Tensor, p: complex, dim: int, maxnorm: complex, **_: Any) -> None:
+    """``TORCH_META_FUNC(renorm)`` (Normalization.cpp); a C++ stream prints the doubles (``-1``)."""
+    torch._check(not isinstance(p, complex), lambda: "renorm: p must be real-valued")
+    torch._check(p > 0, lambda: "renorm: non-positive-norm not supported")
+    torch._check(not isinstance(maxnorm, complex), lambda: "renorm: maxnorm must be real-valued")
+    torch._check(maxnorm >= 0, lambda: f"renorm: expected maxnorm to be >= 0 but got {float(maxnorm):g}")
+    torch._check(self.dim() > 1, lambda: f"renorm: input needs at least 2 dimensions, got {self.dim()} dimensions")
+
+
+def _mask_broadcast(self: torch.Tensor, mask: torch.Tensor, *_: Any, **__: Any) -> None:
+    """``expand_outplace(mask, self)`` of masked_fill and masked_scatter (TensorAdvancedIndexing.cpp):
+    the mask is tensor a of ATen's broadcast error. Symbolic sizes (a dynamic-shape trace) are left to
+    PyTorch's meta kernel, which guards on them."""
+    if _static(mask, self):
+        infer_size(mask.shape, self.shape)
+
+
+def _static(*tensors: torch.Tensor) -> bool:
+    """Whether every size is an int: symbolic sizes (a dynamic-shape trace) are left to PyTorch's meta
+    kernel, which guards on them."""
+    return all(isinstance(size, int) for tensor in tensors for size in tensor.shape)
+
+
+def _soft_margin_loss(self: torch.Tensor, target: torch.Tensor, *_: Any, **__: Any) -> None:
+    """``soft_margin_loss_out`` (Loss.cpp) computes ``neg_out(output, input).mul_(target)``: the
+    in-place multiply's broadcast error, or its refusal to grow ``output`` past the input's shape
+    (PyTorch's decomposition broadcast the loss to the target's shape instead)."""
+    if not _static(self, target):
+        return
+    shape = list(infer_size(self.shape, target.shape))
+    torch._check(
+        shape == list(self.shape),
+        lambda: f"output with shape {list(self.shape)} doesn't match the broadcast shape {shape}",
+    )
+
+
+def _multi_margin_loss(
+    self: torch.Tensor,
+    target: torch.Tensor,
+    p: float = 1,
+    margin: float = 1,
+    weight: torch.Tensor | None = None,
+    *_: Any,
+    **__: Any,
+) -> None:
+    """``multi_margin_loss_shape_check`` (LossMulti.h, CPU and CUDA) in torch 2.13's words."""
+    dims = self.dim()
+    torch._check(
+        (dims == 2 and self.size(1) != 0) or (dims == 1 and self.size(0) != 0) or dims == 0,
+        lambda: f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: {list(self.shape)}",
+    )
+    frames = self.size(0) if dims == 2 else 1
+    classes = self.size(-1) if dims else 1
+    torch._check(
+        target.dim() <= 1 and target.numel() == frames,
+        lambda: (
+            "multi_margin_loss: target tensor should be 1-D with size equal to the number of input samples (batch "
+            f"size). Expected target size [{frames}], but got {list(target.shape)}. Input has shape "
+            f"{list(self.shape)}."
+        ),
+    )
+    torch._check(
+        weight is None or (weight.dim() <= 1 and weight.numel() == classes),
+        lambda: f"inconsistent weight size, expected {classes} but got {list(weight.shape)}",
+    )
+
+
+def _cat(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
+    """``cat``'s structured meta (TensorShape.cpp): ``dim`` wrapped by the first tensor that is not a
+    1-D empty one (``legacy_cat_wrap_dim``), then ``check_cat_shape_except_dim`` of each such tensor
+    against that first one. PyTorch's meta compared with another tensor, so its message named the
+    sizes in another order or another tensor's position."""
+    kept = [(position, t) for position, t in enumerate(tensors) if not (t.dim() == 1 and t.shape[0] == 0)]
+    if not kept or any(t.dim() == 0 for t in tensors) or not _static(*tensors):
+        return  # no tensor to check, or check_cat_no_zero_dim's error (eager/rules.py) comes first
+    first = kept[0][1]
+    dim = dim + first.dim() if dim < 0 else dim
+    first.size(dim)  # legacy_cat_wrap_dim's IndexError
+    for position, tensor in kept:
+        torch._check(
+            tensor.dim() == first.dim(),
+            lambda tensor=tensor: f"Tensors must have same number of dimensions: got {first.dim()} and {tensor.dim()}",
+        )
+        for axis in range(first.dim()):
+            torch._check(
+                axis == dim or tensor.shape[axis] == first.shape[axis],
+                lambda tensor=tensor, position=position, axis=axis: (
+                    f"Sizes of tensors must match except in dimension {dim}. Expected size {first.shape[axis]} but "
+                    f"got size {tensor.shape[axis]} for tensor number {position} in the list."
+                ),
+            )
+
+
+def _overloads(*packets: torch._ops.OpOverloadPacket) -> list[OpOverload]:
+    return [getattr(packet, name) for packet in packets for name in packet.overloads()]
+
+
+_BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
+    aten.im2col: _im2col,
+    aten.col2im: _col2im,
+    aten.pixel_shuffle: _pixel_shuffle,
+    aten.pixel_unshuffle: _pixel_unshuffle,
+    aten.native_layer_norm: _native_layer_norm,
+    aten.nll_loss_forward: _nll_loss_forward,
+    aten.nll_loss2d_forward: _nll_loss2d_forward,
+    aten.mm: _mm,
+    aten.addmm: _addmm,
+    aten.addmv: _addmv,
+    aten.mv: _mv,
+    aten.stack: _stack,
+    aten.cat: _cat,
+    aten.soft_margin_loss: _soft_margin_loss,
+    aten.multi_margin_loss: _multi_margin_loss,
+    aten.renorm: _renorm,
+    aten.renorm_: _renorm,
+    aten.masked_fill: _mask_broadcast,
+    aten.masked_scatter: _mask_broadcast,
+}
+
+#: Each overload (functional, out=, in-place where the packet has it) and ATen's checks of it.
+CHECKS: dict[OpOverload, Callable[..., None]] = {
+    op: check for packet, check in _BY_PACKET.items() for op in _overloads(packet)
+}
