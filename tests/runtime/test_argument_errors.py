@@ -104,6 +104,58 @@ ATEN_CHECKED = {
     "log_normal_std_0": lambda d: _ones(3, device=d).log_normal_(0, 0),
     "softshrink_negative_lambda": lambda d: F.softshrink(_ones(3, device=d), -0.5),
     "embedding_of_0d_weight": lambda d: F.embedding(_labels(2, device=d), _ones(device=d)),
+    "slice_scatter_src_shape": lambda d: torch.slice_scatter(_ones(4, 4, device=d), _ones(2, 5, device=d), 0, 0, 2),
+    "slice_scatter_src_broadcast": lambda d: torch.slice_scatter(_ones(4, 4, device=d), _ones(1, 4, device=d), 0, 0, 2),
+    "slice_scatter_step_0": lambda d: torch.slice_scatter(_ones(4, 4, device=d), _ones(2, 4, device=d), 0, 0, 4, 0),
+    "select_scatter_index": lambda d: torch.select_scatter(_ones(4, 4, device=d), _ones(4, device=d), 0, 9),
+    "select_scatter_src_broadcast": lambda d: torch.select_scatter(_ones(4, 4, device=d), _ones(1, device=d), 0, 1),
+    "diagonal_scatter_src_shape": lambda d: torch.diagonal_scatter(_ones(3, 3, device=d), _ones(4, device=d)),
+    "diagonal_scatter_src_broadcast": lambda d: torch.diagonal_scatter(_ones(3, 3, device=d), _ones(1, device=d)),
+    "diagonal_scatter_same_dims": lambda d: torch.diagonal_scatter(_ones(3, 3, device=d), _ones(3, device=d), 0, 0, 0),
+    "softmax_backward_shapes": lambda d: torch.ops.aten._softmax_backward_data(
+        _ones(5, device=d), _ones(1, 5, device=d), 0, torch.float32
+    ),
+    "native_group_norm_groups_0": lambda d: torch.ops.aten.native_group_norm(
+        _ones(1, 6, 3, device=d), None, None, 1, 6, 3, 0, 1e-5
+    ),
+    "native_group_norm_bias": lambda d: torch.ops.aten.native_group_norm(
+        _ones(1, 6, 3, device=d), _ones(6, device=d), _ones(1, 6, device=d), 1, 6, 3, 2, 1e-5
+    ),
+    "native_group_norm_count": lambda d: torch.ops.aten.native_group_norm(
+        _ones(1, 6, 3, device=d), None, None, 2, 6, 3, 2, 1e-5
+    ),
+    "native_group_norm_negative_batch": lambda d: torch.ops.aten.native_group_norm(
+        _ones(1, 6, 3, device=d), None, None, -1, 6, 3, 2, 1e-5
+    ),
+    "cross_entropy_1d_input": lambda d: F.cross_entropy(_ones(3, device=d), _labels(2, device=d)),
+    "nll_loss_int32_target": lambda d: F.nll_loss(_ones(2, 3, device=d), _labels(2, device=d).int()),
+    "scatter_index_larger_than_src": lambda d: _ones(10, 5, device=d).scatter(
+        0, _labels(5, 6, device=d), _ones(5, 5, device=d)
+    ),
+    "scatter_add_index_larger_than_src": lambda d: _ones(10, 5, device=d).scatter_add(
+        1, _labels(5, 6, device=d), _ones(5, 5, device=d)
+    ),
+    "scatter_value_index_larger": lambda d: _ones(10, 5, device=d).scatter(0, _labels(5, 6, device=d), 1.0),
+    "scatter_src_rank": lambda d: _ones(10, 5, device=d).scatter(0, _labels(5, 5, device=d), _ones(1, 5, 5, device=d)),
+    "scatter_index_rank": lambda d: _ones(10, 5, device=d).scatter(0, _labels(5, device=d), 1.0),
+    "scatter_reduce_index_larger": lambda d: _ones(10, 5, device=d).scatter_reduce(
+        1, _labels(5, 6, device=d), _ones(5, 5, device=d), "sum"
+    ),
+    "cross_batch_broadcast": lambda d: torch.cross(_ones(5, 3, 5, device=d), _ones(5, 3, 6, device=d), dim=1),
+    "cross_ranks": lambda d: torch.linalg.cross(_ones(3, device=d), _ones(2, 3, device=d)),
+    "cross_length": lambda d: torch.linalg.cross(_ones(4, device=d), _ones(4, device=d)),
+    "put_element_counts": lambda d: _ones(5, device=d).put(_labels(4, device=d), _ones(3, device=d)),
+    "put_into_empty": lambda d: _ones(0, device=d).put_(_labels(1, device=d), _ones(1, device=d)),
+    "index_select_of_a_scalar": lambda d: torch.index_select(torch.ones((), device=d), 0, _labels(2, device=d)),
+    "nonzero_static_negative_size": lambda d: torch.nonzero_static(_ones(3, device=d), size=-1),
+    "histogramdd_empty_edges": lambda d: torch.histogramdd(_ones(5, 2, device=d), bins=[0, -1]),
+    "histogramdd_negative_steps": lambda d: torch.histogramdd(_ones(5, 2, device=d), bins=[-2, 1]),
+    "histogramdd_zero_bins": lambda d: torch.histogramdd(_ones(5, 2, device=d), bins=[0, 2]),
+    "histogram_2d_edges": lambda d: torch.histogram(_ones(5, device=d), bins=_ones(2, 2, device=d)),
+    "avg_pool2d_negative_stride": lambda d: F.avg_pool2d(_ones(1, 1, 4, 4, device=d), 2, stride=-1),
+    "avg_pool3d_negative_stride": lambda d: F.avg_pool3d(_ones(1, 1, 4, 4, 4, device=d), 2, stride=-1),
+    "max_pool2d_dilation_0": lambda d: F.max_pool2d(_ones(1, 1, 4, 4, device=d), 2, dilation=0),
+    "adaptive_avg_pool2d_5d": lambda d: F.adaptive_avg_pool2d(_ones(1, 1, 8, 8, 8, device=d), 2),
     "det_of_1d": lambda d: torch.linalg.det(_ones(3, device=d)),
     "inv_of_1d": lambda d: torch.linalg.inv(_ones(3, device=d)),
     "cholesky_inverse_of_1d": lambda d: torch.cholesky_inverse(_ones(3, device=d)),
@@ -130,6 +182,16 @@ def test_argument_errors_are_atens(case):
 CUDA_WORDED = {
     # trace_cuda (cuda/TriangularOps.cu); trace_cpu says "trace: expected a matrix, but got tensor with dim 3"
     "trace_of_3d": (lambda: torch.trace(_ones(2, 3, 4, device="neuron")), RuntimeError, "expected a matrix"),
+    # ATen's expand error prints the tensor's TensorImpl type: the CPU's "torch.FloatTensor", neuron's
+    # "neuronFloatType" (PyTorch's name for a PrivateUse1 tensor); addmm computed, broadcasting self.
+    "addmm_of_3d_self": (
+        lambda: torch.addmm(
+            _ones(1, 2, 3, device="neuron"), _ones(2, 4, device="neuron"), _ones(4, 3, device="neuron")
+        ),
+        RuntimeError,
+        "expand(neuronFloatType{[1, 2, 3]}, size=[2, 3]): the number of sizes provided (2) must be greater or equal "
+        "to the number of dimensions in the tensor (3)",
+    ),
     # _bincount_cuda's AT_DISPATCH_INTEGRAL_TYPES (cuda/SummaryOps.cu)
     "bincount_of_float": (
         lambda: torch.bincount(_ones(3, device="neuron")),

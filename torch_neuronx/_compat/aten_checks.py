@@ -25,9 +25,14 @@ import torch
 
 from torch_neuronx._compat.torch_internals import OpOverload, infer_size
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "scalar_type_name"]
 
 aten = torch.ops.aten
+
+
+def scalar_type_name(dtype: torch.dtype) -> str:
+    """ATen's ScalarType name of ``dtype`` as its messages print it: "Float" from "torch.FloatTensor"."""
+    return torch.empty(0, dtype=dtype).type()[len("torch.") : -len("Tensor")]
 
 
 def _pair(name: str, values: list[int]) -> None:
@@ -256,12 +261,21 @@ def _native_layer_norm(
 def _nll_loss_forward(
     self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, *_: Any, **__: Any
 ) -> None:
-    """``TORCH_META_FUNC(nll_loss_forward)`` (LossNLL.cpp)."""
+    """``TORCH_META_FUNC(nll_loss_forward)`` (LossNLL.cpp, torch 2.13: the target's dtype, and a 1-D
+    target of a 1-D input, are checked there; CPU and CUDA share it)."""
     torch._check(0 < self.dim() <= 2, lambda: "input tensor should be 1D or 2D")
     torch._check(target.dim() <= 1, lambda: "0D or 1D target tensor expected, multi-target not supported")
-    no_batch_dim = self.dim() == 1 and target.dim() == 0
     torch._check(
-        no_batch_dim or self.size(0) == target.size(0),
+        target.dtype in (torch.int64, torch.uint8),
+        lambda: f"expected target dtype to be Long or Byte, but got {scalar_type_name(target.dtype)}",
+    )
+    if self.dim() == 1 and target.dim() == 1:
+        torch._check_value(
+            target.size(0) == 1,
+            lambda: f"For 1D input, 1D target must have size 1, but got target size: {target.size(0)}",
+        )
+    torch._check(
+        self.dim() == 1 or self.size(0) == target.size(0),  # a 0-dim target raises size()'s IndexError
         lambda: f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})",
     )
     classes = self.size(-1)
@@ -310,8 +324,20 @@ def _mm(self: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
 
 
 def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
+    """ADDMM_META's ranks and shapes (Blas.cpp), then ``expand_size(self, {m, n}, "addmm")`` of the
+    CPU's and CUDA's kernels: a ``self`` of more dimensions than the result was broadcast (and
+    computed) by PyTorch's decomposition. Its dtype checks are the meta kernel's (eager/errors.py)."""
     _matrix("mat1", mat1, rank=True)
     _matrix("mat2", mat2, rank=True)
+    torch._check(
+        mat1.shape[1] == mat2.shape[0],
+        lambda: (
+            f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+            f"{mat2.shape[0]}x{mat2.shape[1]})"
+        ),
+    )
+    if mat1.dtype == mat2.dtype == self.dtype and _static(self, mat1, mat2):
+        self.expand(mat1.shape[0], mat2.shape[1])  # ATen's expand error
 
 
 def _addmv_shapes(self_dim: int, self_numel: int, self_size: int, mat: torch.Tensor, vec: torch.Tensor) -> None:
@@ -356,6 +382,144 @@ def _renorm(self: torch.Tensor, p: complex, dim: int, maxnorm: complex, **_: Any
     torch._check(not isinstance(maxnorm, complex), lambda: "renorm: maxnorm must be real-valued")
     torch._check(maxnorm >= 0, lambda: f"renorm: expected maxnorm to be >= 0 but got {float(maxnorm):g}")
     torch._check(self.dim() > 1, lambda: f"renorm: input needs at least 2 dimensions, got {self.dim()} dimensions")
+
+
+def _scattered_into(src: torch.Tensor, view: torch.Tensor) -> None:
+    """The check of slice_scatter, select_scatter and diagonal_scatter (TensorShape.cpp, CPU and
+    CUDA): ``src`` has the shape of the view of ``self`` it is written into. PyTorch's decompositions
+    broadcast a smaller ``src`` (and computed) or failed in JAX."""
+    torch._check(
+        list(view.shape) == list(src.shape),
+        lambda: (
+            f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, slice size = "
+            f"{list(view.shape)}"
+        ),
+    )
+
+
+def _slice_scatter(
+    self: torch.Tensor,
+    src: torch.Tensor,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
+    **_: Any,
+) -> None:
+    _scattered_into(src, aten.slice.Tensor(self, dim, start, end, step))  # slice's own errors first
+
+
+def _select_scatter(self: torch.Tensor, src: torch.Tensor, dim: int, index: int, **_: Any) -> None:
+    _scattered_into(src, aten.select.int(self, dim, index))
+
+
+def _diagonal_scatter(
+    self: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1, **_: Any
+) -> None:
+    _scattered_into(src, aten.diagonal.default(self, offset, dim1, dim2))
+
+
+def _softmax_backward_data(
+    grad_output: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype, **_: Any
+) -> None:
+    """``TORCH_META_FUNC(_softmax_backward_data)``'s ``checkSameSize`` (SoftMax.cpp): PyTorch's
+    decomposition broadcast a gradient of another shape."""
+    torch._check(
+        list(grad_output.shape) == list(output.shape),
+        lambda: (
+            f"Expected tensor for argument #1 'grad' to have same size as tensor for argument #2 'output'; but "
+            f"{list(grad_output.shape)} does not equal {list(output.shape)} (while checking arguments for "
+            "softmax_backward)"
+        ),
+    )
+
+
+def _native_group_norm(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    N: int,
+    C: int,
+    HxW: int,
+    group: int,
+    eps: float,
+    **_: Any,
+) -> None:
+    """``native_group_norm`` (group_norm.cpp): ``check_group_norm_inputs`` (whose bias message prints
+    the weight's shape), the statistics' ``empty({N, group})``, then the kernels' element count."""
+    torch._check(group > 0, lambda: f"Expected num groups to be greater than 0, got {group}")
+    torch._check(
+        C % group == 0,
+        lambda: (
+            "Expected number of channels in input to be divisible by num_groups, but got input of shape "
+            f"{list(input.shape)} and num_groups={group}"
+        ),
+    )
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        printed = weight if weight is not None else parameter
+        torch._check(
+            parameter is None or (parameter.dim() == 1 and parameter.numel() == C),
+            lambda name=name, printed=printed: (
+                f"Expected {name} to be a vector of size equal to the number of channels in input, but got {name} "
+                f"of shape {list(printed.shape)} and input of shape {list(input.shape)}"
+            ),
+        )
+    input.new_empty((N, group))  # ATen's error for a negative size
+    torch._check(
+        input.numel() == N * C * HxW,
+        lambda: (
+            "Expected X.numel() == N * C * HxW to be true, but got false.  (Could this error message be improved?  "
+            "If so, please report an enhancement request to PyTorch.)"
+        ),
+    )
+
+
+def _scatter(self: torch.Tensor, dim: int, index: torch.Tensor, src: object = None, *_: Any, **__: Any) -> None:
+    """``scatter_shape_check`` of scatter, scatter_add and scatter_reduce (ScatterGatherChecks.h, CPU
+    and CUDA): the index no larger than ``self`` apart from ``dim``, and than ``src`` (a tensor, not
+    scatter's value) everywhere; a 0-dim tensor counts as one element of one dimension."""
+    if index.numel() == 0:
+        return
+    dims = max(self.dim(), 1)
+    torch._check(
+        dims == max(index.dim(), 1), lambda: "Index tensor must have the same number of dimensions as self tensor"
+    )
+    source = src if isinstance(src, torch.Tensor) else None
+    torch._check(
+        source is None or max(source.dim(), 1) == max(index.dim(), 1),
+        lambda: "Index tensor must have the same number of dimensions as src tensor",
+    )
+    torch._check_index(
+        -dims <= dim < dims,
+        lambda: f"Dimension out of range (expected to be in range of [{-dims}, {dims - 1}], but got {dim})",
+    )
+    dim %= dims
+
+    def size(tensor: torch.Tensor, d: int) -> int:
+        return tensor.shape[d] if tensor.dim() else 1
+
+    wrong = any(d != dim and size(index, d) > size(self, d) for d in range(dims)) or (
+        source is not None and any(size(index, d) > size(source, d) for d in range(dims))
+    )
+    torch._check(
+        not wrong,
+        lambda: (
+            f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} apart from dimension "
+            f"{dim}" + (f" and to be no larger size than src {list(source.shape)}" if source is not None else "")
+        ),
+    )
+
+
+def _linalg_cross(self: torch.Tensor, other: torch.Tensor, *_: Any, dim: int = -1, **__: Any) -> None:
+    """``TORCH_META_FUNC(linalg_cross)`` (Cross.cpp): ranks, the length 3 along ``dim``, then the
+    batch dimensions' broadcast with ATen's error."""
+    torch._check(self.dim() == other.dim(), lambda: "linalg.cross: inputs must have the same number of dimensions.")
+    torch._check(
+        self.size(dim) == 3 and other.size(dim) == 3,
+        lambda: f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.size(dim)} and {other.size(dim)}",
+    )
+    if _static(self, other):
+        infer_size(self.shape, other.shape)
 
 
 def _mask_broadcast(self: torch.Tensor, mask: torch.Tensor, *_: Any, **__: Any) -> None:
@@ -462,6 +626,18 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.cat: _cat,
     aten.soft_margin_loss: _soft_margin_loss,
     aten.multi_margin_loss: _multi_margin_loss,
+    aten.slice_scatter: _slice_scatter,
+    aten.select_scatter: _select_scatter,
+    aten.diagonal_scatter: _diagonal_scatter,
+    aten._softmax_backward_data: _softmax_backward_data,
+    aten.native_group_norm: _native_group_norm,
+    aten.scatter: _scatter,
+    aten.scatter_: _scatter,
+    aten.scatter_add: _scatter,
+    aten.scatter_add_: _scatter,
+    aten.scatter_reduce: _scatter,
+    aten.scatter_reduce_: _scatter,
+    aten.linalg_cross: _linalg_cross,
     aten.renorm: _renorm,
     aten.renorm_: _renorm,
     aten.masked_fill: _mask_broadcast,

@@ -199,6 +199,24 @@ def _geqrf_out(self: torch.Tensor, *, a: torch.Tensor, tau: torch.Tensor) -> tup
     return a.resize_(reflectors.shape), tau.resize_(factors.shape)
 
 
+def _check_bin_edges(edges: torch.Tensor, dim: int) -> None:
+    """``histogramdd_check_inputs``' checks of one dimension's bin edges (HistogramKernel.cpp)."""
+    torch._check(
+        edges.dim() == 1,
+        lambda: (
+            f"torch.histogramdd: bins tensor should have one dimension, but got {edges.dim()} dimensions in the "
+            f"bins tensor for dimension {dim}"
+        ),
+    )
+    torch._check(
+        edges.numel() > 0,
+        lambda: (
+            f"torch.histogramdd: bins tensor should have at least 1 element, but got {edges.numel()} elements in "
+            f"the bins tensor for dimension {dim}"
+        ),
+    )
+
+
 def _histogram_bin_ct(
     self: torch.Tensor, bins: int = 100, *, range: object = None, weight: object = None, density: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,9 +229,7 @@ def _histogram_bins_tensor(
     self: torch.Tensor, bins: torch.Tensor, *, weight: object = None, density: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """aten::histogram.bins_tensor: hist [len(bins) - 1] and a copy of the bin edges."""
-    torch._check(
-        bins.dim() == 1 and bins.numel() > 0, lambda: "torch.histogramdd: bins tensor should be 1-d and non-empty"
-    )
+    _check_bin_edges(bins, 0)
     return self.new_empty((bins.numel() - 1,)), bins.new_empty(bins.shape)
 
 
@@ -224,8 +240,16 @@ def _histogramdd_bin_edges(self: torch.Tensor, bins: list[int], **kwargs: object
         len(bins) == self.size(-1),
         lambda: "histogramdd: The size of bins must be equal to the innermost dimension of the input.",
     )
-    torch._check(all(b > 0 for b in bins), lambda: f"torch.histogram(): bins must be > 0, but got {list(bins)}")
-    return [self.new_empty((b + 1,)) for b in bins]
+    # ATen makes each dimension's edges (linspace of bins + 1 steps), checks them, then the counts.
+    torch._check(all(b + 1 >= 0 for b in bins), lambda: "number of steps must be non-negative")
+    edges = [self.new_empty((b + 1,)) for b in bins]
+    for dim, edge in enumerate(edges):
+        _check_bin_edges(edge, dim)
+    for dim, b in enumerate(bins):
+        torch._check(
+            b > 0, lambda b=b, dim=dim: f"torch.histogram(): bins must be > 0, but got {b} for dimension {dim}"
+        )
+    return edges
 
 
 def _histogramdd_from_bin_cts(self: torch.Tensor, bins: list[int], **kwargs: object) -> torch.Tensor:
@@ -732,13 +756,13 @@ def _same_dtype_operands(first: torch.Tensor, *others: torch.Tensor) -> torch.Te
     ``_standard_gamma_grad``, ``_dirichlet_grad``): its same-dtype check, then the broadcast shape in
     the first's dtype (the CPU resizes its first-shaped result to it)."""
 
-    def scalar_type(dtype: torch.dtype) -> str:  # "Float" from "torch.FloatTensor"
-        return torch.empty(0, dtype=dtype).type()[len("torch.") : -len("Tensor")]
-
     for other in others:
         torch._check(
             other.dtype == first.dtype,
-            lambda other=other: f"Found dtype {scalar_type(other.dtype)} but expected {scalar_type(first.dtype)}",
+            lambda other=other: (
+                f"Found dtype {aten_checks.scalar_type_name(other.dtype)} but expected "
+                f"{aten_checks.scalar_type_name(first.dtype)}"
+            ),
         )
     shape = first.shape
     for other in others:  # TensorIterator's broadcast, with ATen's error

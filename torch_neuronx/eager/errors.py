@@ -27,6 +27,7 @@ from torch_neuronx.runtime.dtypes import CPP_TYPE_NAMES, TYPE_META_NAMES, aten_n
 _SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _DTYPE = re.compile(r"\btorch\.(\w+)\b")
 _CPP_TYPE = {aten_name(dtype): cpp for dtype, cpp in CPP_TYPE_NAMES.items()}  # Int -> int, Long -> long int
+_SIZE_PAIR_COMMA = re.compile(r"(-?[0-9]+), (?=[A-Za-z]+: )")  # "dH: 1, dW: 2" -> "dH: 1 dW: 2"
 #: Python meta kernels' wordings of ATen errors, and ATen's: (pattern, replacement).
 _REWORDED = (
     (  # addmm/mm's shape check in ATen's Blas.cpp
@@ -69,6 +70,18 @@ _REWORDED = (
             f"lambda must be in range [0, {float(match.group(1)):g}] for input dtype {match.group(2)}, "
             f"but found {float(match.group(3)):g}"
         ),
+    ),
+    (  # a meta tensor's TensorImpl::toString in ATen's expand error: the device tensor's is neuron's
+        re.compile(r"\bMeta(\w+)Type\{"),
+        r"neuron\1Type{",
+    ),
+    (  # pool2d_shape_check/pool3d_shape_check in ATen's Pool.h separate the sizes with spaces only
+        re.compile(r"^((?:kernel size|stride|dilation) should be greater than zero, but got) (.*)$"),
+        lambda match: match.group(1) + " " + _SIZE_PAIR_COMMA.sub(r"\1 ", match.group(2)),
+    ),
+    (  # adaptive_avg_pool2d's rank check in ATen's AdaptiveAveragePooling.cpp/.cu (PyTorch's meta drops the name)
+        re.compile(r"^Expected 3D or 4D tensor, but got (\[[^\]]*\])$"),
+        r"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got \1",
     ),
     (  # embedding's check in ATen's Embedding.cpp
         re.compile(r"^'weight' must be 2-D, got \d+-D$"),
@@ -522,11 +535,6 @@ def _raise_conversion_error_as_cpu(metas: list[Any], error: Exception) -> None:
         raise RuntimeError(f"value cannot be converted to type {type_name} without overflow") from None
 
 
-#: Ops whose CPU and CUDA kernels expand ``self`` to the result's shape (``expand_size(self, {m, n},
-#: "addmm")`` in ATen's Blas.cpp), raising expand's error where PyTorch's meta raises its broadcast's.
-_EXPANDED_SELF = (torch.ops.aten.addmm.default, torch.ops.aten.addmm.dtype)
-
-
 def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[Any], error: RuntimeError) -> None:
     """Raises TensorIterator's broadcasting error for an elementwise call whose Python meta kernel
     (torch._refs) rejected it in its own words. Returns when that is not the reason."""
@@ -535,10 +543,6 @@ def _raise_broadcast_error_as_cpu(plan: Plan, metas: list[Any], described: list[
         return
     if op_name(plan.op).startswith("aten::_foreach_"):
         _raise_foreach_broadcast_error_as_cpu(plan, metas)
-        return
-    if plan.functional in _EXPANDED_SELF:
-        self, mat1, mat2 = plan.functional_args(metas)[:3]
-        self.expand(mat1.shape[0], mat2.shape[1])  # ATen's expand error
         return
     if torch.Tag.pointwise not in plan.functional.tags:
         return

@@ -101,14 +101,19 @@ def _set_last(target: jax.Array, key: tuple, updates: jax.Array, may_repeat: boo
 
 
 def _vector_index(arguments: dict[str, Any]) -> None:
-    """index_select's own check (TensorAdvancedIndexing.cpp, Indexing.cu): an index of at most one
-    dimension; PyTorch's meta kernel flattens a 2-d index and computed.
+    """index_select's own checks (TensorAdvancedIndexing.cpp, Indexing.cu): an index of at most one
+    dimension (PyTorch's meta kernel flattens a 2-d index and computed), of one element for a 0-dim
+    ``self``.
 
     Raises:
         IndexError: "index_select(): Index is supposed to be a vector".
+        RuntimeError: "index_select(): Index to scalar can have only 1 value, got 2 value(s)".
     """
-    if arguments["index"].ndim > 1:
+    index = arguments["index"]
+    if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if arguments["self"].ndim == 0 and index.numel() != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s)")
 
 
 @lowering(aten.index_select.default, dtype_rule=_vector_index, rule_first=True)
@@ -704,13 +709,33 @@ def take(self, index):
     return jnp.take(self.reshape(-1), idx, mode="clip")
 
 
-@lowering(
-    aten.put.default,
-    dtype_rule=same_dtype(
-        ("self", "source"),
-        "put_(): self and source expected to have the same dtype, but got self.dtype = {0} and source.dtype = {1}",
-    ),
+_put_dtypes = same_dtype(
+    ("self", "source"),
+    "put_(): self and source expected to have the same dtype, but got self.dtype = {0} and source.dtype = {1}",
 )
+
+
+def _put_arguments(arguments: dict[str, Any]) -> None:
+    """put_'s checks (TensorAdvancedIndexing.cpp, CPU and CUDA), made before PyTorch's meta kernel,
+    which broadcast a ``source`` of another element count into JAX's error.
+
+    Raises:
+        RuntimeError: ``self`` and ``source`` of two dtypes.
+        IndexError: "put_(): Expected source and index to have the same number of elements, but got
+            source.numel() = 3, index.numel() = 4"; "put_(): Tried to put elements into an empty tensor".
+    """
+    _put_dtypes(arguments)
+    self, index, source = arguments["self"], arguments["index"], arguments["source"]
+    if source.numel() != index.numel():
+        raise IndexError(
+            "put_(): Expected source and index to have the same number of elements, but got source.numel() = "
+            f"{source.numel()}, index.numel() = {index.numel()}"
+        )
+    if self.numel() == 0 and index.numel() != 0:
+        raise IndexError("put_(): Tried to put elements into an empty tensor")
+
+
+@lowering(aten.put.default, dtype_rule=_put_arguments, rule_first=True)
 def put(self, index, source, accumulate=False):
     """torch.put: ``self.flatten()[index] = source`` (added when ``accumulate``); negative indices
     wrap; an index out of range raises IndexError; the last of duplicate indices wins."""
@@ -722,7 +747,14 @@ def put(self, index, source, accumulate=False):
     return _set_last(flat, (idx,), updates, may_repeat=idx.size > 1).reshape(self.shape)
 
 
-@lowering(aten.nonzero_static.default, static=("size", "fill_value"))
+def _nonnegative_size(arguments: dict[str, Any]) -> None:
+    """nonzero_static's check of ``size`` (Nonzero.cu, TensorAdvancedIndexing.cpp), before PyTorch's
+    meta kernel, which fails making a tensor of negative size."""
+    if arguments["size"] < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+
+
+@lowering(aten.nonzero_static.default, static=("size", "fill_value"), dtype_rule=_nonnegative_size, rule_first=True)
 def nonzero_static(self, *, size, fill_value=-1):
     """torch.nonzero_static: the first ``size`` indices of nonzero elements in row-major order,
     shape (size, self.dim()), padded with ``fill_value``: a static shape, so no synchronisation."""
