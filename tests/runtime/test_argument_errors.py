@@ -58,7 +58,6 @@ ATEN_CHECKED = {
     "nll_loss_3d_input": lambda d: torch.ops.aten.nll_loss_forward(
         _ones(2, 3, 4, device=d), _labels(2, device=d), None, 1, -100
     ),
-    "nll_loss2d_sizes": lambda d: F.nll_loss(_ones(2, 3, 4, 4, device=d), _labels(2, 4, 5, device=d)),
     "tril_indices_negative_row": lambda d: torch.tril_indices(-1, 3, device=d),
     "triu_indices_negative_col": lambda d: torch.triu_indices(3, -2, device=d),
     "renorm_negative_p": lambda d: torch.renorm(_ones(2, 3, device=d), -1, 0, 1.0),
@@ -155,6 +154,15 @@ ATEN_CHECKED = {
     "avg_pool2d_negative_stride": lambda d: F.avg_pool2d(_ones(1, 1, 4, 4, device=d), 2, stride=-1),
     "avg_pool3d_negative_stride": lambda d: F.avg_pool3d(_ones(1, 1, 4, 4, 4, device=d), 2, stride=-1),
     "max_pool2d_dilation_0": lambda d: F.max_pool2d(_ones(1, 1, 4, 4, device=d), 2, dilation=0),
+    "max_pool1d_negative_kernel": lambda d: F.max_pool1d(_ones(1, 1, 8, device=d), -1),
+    "max_pool2d_negative_kernel": lambda d: F.max_pool2d(_ones(1, 1, 8, 8, device=d), -1),
+    "max_pool2d_negative_dilation": lambda d: F.max_pool2d(_ones(1, 1, 8, 8, device=d), 3, dilation=-1),
+    "max_pool3d_negative_kernel": lambda d: F.max_pool3d(_ones(1, 1, 8, 8, 8, device=d), -1),
+    "max_pool3d_negative_dilation": lambda d: F.max_pool3d(_ones(1, 1, 8, 8, 8, device=d), 3, dilation=-1),
+    "avg_pool1d_negative_kernel": lambda d: F.avg_pool1d(_ones(1, 1, 8, device=d), -1),
+    "avg_pool3d_negative_kernel": lambda d: F.avg_pool3d(_ones(1, 1, 8, 8, 8, device=d), (-1, 2, 2)),
+    "avg_pool2d_padding_past_half": lambda d: F.avg_pool2d(_ones(1, 1, 8, 8, device=d), 2, padding=2),
+    "max_pool2d_2d_input": lambda d: F.max_pool2d(_ones(8, 8, device=d), -1),
     "adaptive_avg_pool2d_5d": lambda d: F.adaptive_avg_pool2d(_ones(1, 1, 8, 8, 8, device=d), 2),
     "det_of_1d": lambda d: torch.linalg.det(_ones(3, device=d)),
     "inv_of_1d": lambda d: torch.linalg.inv(_ones(3, device=d)),
@@ -191,6 +199,19 @@ CUDA_WORDED = {
         RuntimeError,
         "expand(neuronFloatType{[1, 2, 3]}, size=[2, 3]): the number of sizes provided (2) must be greater or equal "
         "to the number of dimensions in the tensor (3)",
+    ),
+    # check_inputs_nll_loss2d (cuda/NLLLoss2d.cu); the CPU says "size mismatch (got input: [2, 3, 4, 4] , ..."
+    "nll_loss2d_sizes": (
+        lambda: F.nll_loss(_ones(2, 3, 4, 4, device="neuron"), _labels(2, 4, 5, device="neuron")),
+        RuntimeError,
+        "input and target batch or spatial sizes don't match: target [2, 4, 5], input [2, 3, 4, 4]",
+    ),
+    "nll_loss2d_target_rank": (
+        lambda: torch.ops.aten.nll_loss2d_forward(
+            _ones(2, 3, 4, 4, device="neuron"), _labels(2, 4, device="neuron"), None, 1, -100
+        ),
+        RuntimeError,
+        "only batches of spatial targets supported (3D tensors) but got targets of size: : [2, 4]",
     ),
     # _bincount_cuda's AT_DISPATCH_INTEGRAL_TYPES (cuda/SummaryOps.cu)
     "bincount_of_float": (

@@ -2,18 +2,22 @@
 ``torch/_decomp``, ``torch/_refs`` or ``torch/_meta_registrations.py``) checks less or words them
 otherwise, in ATen's words and order. CPU and CUDA share these checks (structured meta functions,
 ``im2col_shape_check.h``, ``PixelShuffle.h``, ``layer_norm.h``, ``LossNLL.cpp``, ``Blas.cpp``,
-``TensorShape.cpp``, ``Normalization.cpp``), so a user sees the same error on neuron as on either.
+``TensorShape.cpp``, ``ScatterGatherChecks.h``, ``Pool.h``, ...), so a user sees the same error on
+neuron as on either.
 
-What PyTorch's meta kernels did instead: ``F.unfold`` with a negative padding computed (ATen
-refuses it); ``pixel_shuffle``/``pixel_unshuffle`` with a factor of 0 raised ZeroDivisionError, an
-unshuffle of a height or width the factor does not divide raised a reshape error, and a 2-D input's
-error printed a method's repr; ``torch.stack`` dropped the second shape from its message;
-``mm``/``addmm`` of a 3-D tensor said "a must be 2D"; ``masked_fill``/``masked_scatter``
-broadcast the operands in the other order; and the words of fold/unfold, layer_norm and nll_loss
-differed.
+What PyTorch's meta kernels did instead. Computed where ATen refuses: ``F.unfold`` with a negative
+padding, ``soft_margin_loss`` with a target larger than the input, ``addmm`` with a ``self`` of more
+dimensions than the result, ``slice_scatter``/``select_scatter``/``diagonal_scatter`` with a ``src``
+of another shape, softmax's backward with a gradient of another shape. Raised Python's errors:
+``pixel_shuffle``/``pixel_unshuffle`` with a factor of 0 (ZeroDivisionError), ``native_group_norm``
+with 0 groups. Worded otherwise: "a must be 2D" for ``mm``, a ``stack`` message without its second
+shape, ``cat``'s and ``scatter``'s sizes against another tensor, ``masked_fill``'s operands in the
+other order, fold/unfold, layer_norm, nll_loss, the margin losses, and pooling with a negative
+kernel size (its padding bound divided with floor where ATen truncates).
 
 Each check takes the op's arguments as its meta kernel does and returns None; ``meta_kernels``
-runs it before PyTorch's meta kernel (:data:`CHECKS`).
+runs it before the meta kernel (:data:`CHECKS`). Symbolic sizes (dynamic-shape traces) are left to
+PyTorch's meta kernel where a check would need concrete ones.
 """
 
 from __future__ import annotations
@@ -291,14 +295,17 @@ def _nll_loss_forward(
 def _nll_loss2d_forward(
     self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, *_: Any, **__: Any
 ) -> None:
-    """``check_inputs_nll_loss2d`` (LossNLL2d.cpp; CUDA's NLLLoss2d.cu words it alike)."""
+    """``check_inputs_nll_loss2d`` in CUDA's words (cuda/NLLLoss2d.cu, with its doubled colon); the
+    CPU's LossNLL2d.cpp words the ranks and sizes otherwise ("but got targets of dimension: 2")."""
     torch._check(
         target.dim() == 3,
-        lambda: f"only batches of spatial targets supported (3D tensors) but got targets of dimension: {target.dim()}",
+        lambda: (
+            f"only batches of spatial targets supported (3D tensors) but got targets of size: : {list(target.shape)}"
+        ),
     )
     torch._check(
         self.dim() == 4,
-        lambda: f"only batches of spatial inputs supported (4D tensors), but got input of dimension: {self.dim()}",
+        lambda: f"only batches of spatial inputs supported (4D tensors), but got input of size: {list(self.shape)}",
     )
     torch._check(
         weight is None or weight.numel() == self.size(1),
@@ -306,7 +313,10 @@ def _nll_loss2d_forward(
     )
     torch._check(
         self.size(0) == target.size(0) and self.size(2) == target.size(1) and self.size(3) == target.size(2),
-        lambda: f"size mismatch (got input: {list(self.shape)} , target: {list(target.shape)}",
+        lambda: (
+            f"input and target batch or spatial sizes don't match: target {list(target.shape)}, input "
+            f"{list(self.shape)}"
+        ),
     )
 
 
@@ -522,6 +532,76 @@ def _linalg_cross(self: torch.Tensor, other: torch.Tensor, *_: Any, dim: int = -
         infer_size(self.shape, other.shape)
 
 
+def _pool_bounds(self: torch.Tensor, spatial: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> None:
+    """The checks of max/avg pooling's meta functions (DilatedMaxPool2d.cpp, AveragePool2d.cpp, their
+    3-D kinds; CPU and CUDA) up to the window's bounds: ``pooling_output_shape``
+    per spatial dimension (Pool.h: stride, padding, and the padding against half the dilated
+    kernel in C++'s truncating division), then ``pool2d_shape_check``/``pool3d_shape_check``'s
+    kernel, stride and dilation bounds. PyTorch's meta divides with floor, so a negative kernel size
+    or dilation failed the padding bound first, in other words. Arguments of another length and
+    inputs of another rank are left to PyTorch's meta (its errors are ATen's)."""
+
+    def expanded(values: Any) -> list[int]:
+        values = [values] if isinstance(values, int) else list(values)
+        return values * spatial if len(values) == 1 else values
+
+    kernel, padding, dilation = expanded(kernel_size), expanded(padding), expanded(dilation)
+    stride = expanded(stride) if (isinstance(stride, int) or len(stride)) else kernel
+    if any(len(values) != spatial for values in (kernel, stride, padding, dilation)):
+        return
+    if self.dim() not in (spatial + 1, spatial + 2):
+        return  # the input's rank is checked first, by PyTorch's meta or max_pool2d's check
+    for k, step, pad, dil in zip(kernel, stride, padding, dilation, strict=True):
+        torch._check(step != 0, lambda: "stride should not be zero")
+        torch._check(pad >= 0, lambda pad=pad: f"pad must be non-negative, but got pad: {pad}")
+        torch._check(
+            pad <= int(((k - 1) * dil + 1) / 2),  # C++'s division truncates
+            lambda pad=pad, k=k, dil=dil: (
+                f"pad should be at most half of effective kernel size, but got pad={pad}, kernel_size={k} and "
+                f"dilation={dil}"
+            ),
+        )
+    names = ("T", "H", "W")[-spatial:]
+    for what, values, prefix in (
+        ("kernel size", kernel, "k"),
+        ("stride", stride, "d"),
+        ("dilation", dilation, "dilation"),
+    ):
+        torch._check(
+            all(value > 0 for value in values),
+            lambda what=what, values=values, prefix=prefix: (
+                f"{what} should be greater than zero, but got "
+                + " ".join(f"{prefix}{name}: {value}" for name, value in zip(names, values, strict=True))
+            ),
+        )
+
+
+def _max_pool(spatial: int) -> Callable[..., None]:
+    def check(
+        self: torch.Tensor,
+        kernel_size: Any,
+        stride: Any = (),
+        padding: Any = 0,
+        dilation: Any = 1,
+        *_: Any,
+        **__: Any,
+    ) -> None:
+        # max_pool2d_with_indices' meta checks the rank before reading sizes (PyTorch's read size(-3)).
+        torch._check(
+            spatial != 2 or self.dim() in (3, 4), lambda: "non-empty 3D or 4D (batch mode) tensor expected for input"
+        )
+        _pool_bounds(self, spatial, kernel_size, stride, padding, dilation)
+
+    return check
+
+
+def _avg_pool(spatial: int) -> Callable[..., None]:
+    def check(self: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0, *_: Any, **__: Any) -> None:
+        _pool_bounds(self, spatial, kernel_size, stride, padding, 1)
+
+    return check
+
+
 def _mask_broadcast(self: torch.Tensor, mask: torch.Tensor, *_: Any, **__: Any) -> None:
     """``expand_outplace(mask, self)`` of masked_fill and masked_scatter (TensorAdvancedIndexing.cpp):
     the mask is tensor a of ATen's broadcast error. Symbolic sizes (a dynamic-shape trace) are left to
@@ -638,6 +718,10 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.scatter_reduce: _scatter,
     aten.scatter_reduce_: _scatter,
     aten.linalg_cross: _linalg_cross,
+    aten.max_pool2d_with_indices: _max_pool(2),
+    aten.max_pool3d_with_indices: _max_pool(3),
+    aten.avg_pool2d: _avg_pool(2),
+    aten.avg_pool3d: _avg_pool(3),
     aten.renorm: _renorm,
     aten.renorm_: _renorm,
     aten.masked_fill: _mask_broadcast,

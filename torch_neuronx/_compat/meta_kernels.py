@@ -141,6 +141,9 @@ def _single_sample_loss(output: torch.Tensor, self: torch.Tensor, reduction: int
     return output.reshape(()) if self.dim() <= 1 and reduction == 0 else output
 
 
+_MULTI_MARGIN_LOSS_DECOMPOSITION = decomposition_table()[aten.multi_margin_loss.default]
+
+
 def _multi_margin_loss(
     self: torch.Tensor,
     target: torch.Tensor,
@@ -149,9 +152,10 @@ def _multi_margin_loss(
     weight: torch.Tensor | None = None,
     reduction: int = 1,
 ) -> torch.Tensor:
-    """aten::multi_margin_loss: PyTorch's decomposition (argument checks), with CUDA's result shape."""
-    decomposition = decomposition_table()[aten.multi_margin_loss.default]
-    return _single_sample_loss(decomposition(self, target, p, margin, weight, reduction), self, reduction)
+    """aten::multi_margin_loss: PyTorch's decomposition, with CUDA's result shape (ATen's argument
+    checks run first: ``aten_checks``)."""
+    loss = _MULTI_MARGIN_LOSS_DECOMPOSITION(self, target, p, margin, weight, reduction)
+    return _single_sample_loss(loss, self, reduction)
 
 
 def _multilabel_margin_loss_forward(
