@@ -356,3 +356,25 @@ def test_cross_entropy_of_an_empty_batch_matches_cpu(reduction, weighted):
         reduction=reduction,
     )
     torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_of_a_uint8_target_matches_cpu_with_its_gradient(reduction):
+    # ATen takes a uint8 class target; PyTorch's meta kernels gathered and scattered with it and refused it.
+    x, target = torch.randn(4, 5).log_softmax(1), torch.tensor([1, 0, 4, 2], dtype=torch.uint8)
+    expected_input = x.clone().requires_grad_()
+    expected = F.nll_loss(expected_input, target, reduction=reduction)
+    expected.sum().backward()
+    actual_input = x.to("neuron").requires_grad_()
+    actual = F.nll_loss(actual_input, target.to("neuron"), reduction=reduction)
+    actual.sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual_input.grad.cpu(), expected_input.grad)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_of_one_sample_with_a_one_element_target_matches_cpu(reduction):
+    # torch 2.13's ATen takes a (1,) target for a (C,) input; PyTorch's decomposition refused it.
+    x, target = torch.randn(5).log_softmax(0), torch.tensor([3])
+    expected = F.nll_loss(x, target, reduction=reduction)
+    torch.testing.assert_close(F.nll_loss(x.to("neuron"), target.to("neuron"), reduction=reduction).cpu(), expected)

@@ -296,3 +296,17 @@ def test_adaptive_avg_pool_of_an_empty_window_raises_as_the_cpu(pool, shape):
 
 def test_adaptive_avg_pool_of_no_channels_is_empty_as_the_cpu():
     assert F.adaptive_avg_pool2d(torch.randn(1, 0, 4, 8, device="neuron"), (3, 3)).shape == (1, 0, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda x: F.fractional_max_pool2d(x, 0, output_size=2),
+        lambda x: F.fractional_max_pool2d(x, -1, output_size=2),
+        lambda x: F.fractional_max_pool3d(x.unsqueeze(2).expand(1, 3, 8, 8, 8), (0, 2, 2), output_size=2),
+    ],
+)
+def test_fractional_max_pool_of_no_window_raises_instead_of_returning_minus_infinity(pool):
+    # The CPU returns -inf with indices outside the input for a kernel_size of 0 or less.
+    with pytest.raises(RuntimeError, match=r"kernel_size must be greater than zero, but got \[-?[0-9], "):
+        pool(torch.ones(1, 3, 8, 8, device="neuron"))

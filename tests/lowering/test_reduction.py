@@ -435,3 +435,17 @@ def test_reductions_without_identity_over_an_empty_slice_raise_as_cpu(case):
         fn(torch.zeros(0, 2, 3))
     with pytest.raises(type(cpu.value), match=f"^{re.escape(str(cpu.value))}$"):
         fn(torch.zeros(0, 2, 3, device="neuron"))
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_segment_reduce_takes_atens_amax_and_amin_names(reduce):
+    # ATen's get_reduction_enum takes "amax"/"amin" for max/min; neuron refused them.
+    data, lengths = torch.randn(6, 3), torch.tensor([2, 4])
+    expected_input = data.clone().requires_grad_()
+    expected = torch.segment_reduce(expected_input, reduce, lengths=lengths)
+    expected.sum().backward()
+    actual_input = data.to("neuron").requires_grad_()
+    actual = torch.segment_reduce(actual_input, reduce, lengths=lengths.to("neuron"))
+    actual.sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual_input.grad.cpu(), expected_input.grad)

@@ -306,3 +306,16 @@ def test_hash_tensor_matches_cpu(dtype, dim, keepdim):
         x[0, 0, :3] = torch.tensor([NAN, -INF, torch.finfo(dtype).tiny / 4]).to(dtype)
         x[1, 1, 1] = -0.0
     assert_matches_cpu(lambda t: torch.hash_tensor(t, dim, keepdim=keepdim), x)
+
+
+@pytest.mark.parametrize("n", [35, 100])
+def test_polygamma_of_an_order_whose_factorial_overflows_is_infinite_as_on_cpu(n):
+    # n! overflows float32 from n = 35; Python's math.exp raised OverflowError for n = 171 and above.
+    x = torch.tensor([0.5, 1.0, 2.0, 10.0, -0.5, 3.5])
+    torch.testing.assert_close(torch.polygamma(n, x.to("neuron")).cpu(), torch.polygamma(n, x), equal_nan=True)
+
+
+def test_polygamma_of_an_order_beyond_a_doubles_factorial_does_not_raise():
+    x = torch.tensor([0.5, 1.0, 2.0])
+    expected = torch.polygamma(1000, x)
+    torch.testing.assert_close(torch.polygamma(1000, x.to("neuron")).cpu(), expected, equal_nan=True)

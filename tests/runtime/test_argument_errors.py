@@ -97,6 +97,15 @@ ATEN_CHECKED = {
     "cat_sizes_position_counts_empty": lambda d: torch.cat(
         [_ones(0, device=d), _ones(3, 4, device=d), _ones(2, 5, device=d)]
     ),
+    "cat_dim_below_range_with_mismatched_sizes": lambda d: torch.cat(
+        [_ones(2, 3, device=d), _ones(2, 4, device=d)], -3
+    ),
+    "cat_dim_far_below_range": lambda d: torch.cat([_ones(2, 3, device=d), _ones(2, 3, device=d)], -5),
+    "stack_dim_out_of_range": lambda d: torch.stack([_ones(2, 3, device=d), _ones(2, 4, device=d)], 5),
+    "scatter_src_of_lower_rank": lambda d: torch.scatter(
+        _ones(3, 5, device=d), 0, _labels(2, 3, device=d), _ones(3, device=d)
+    ),
+    "max_pool2d_three_kernel_sizes": lambda d: F.max_pool2d(_ones(8, 8, device=d), (1, 2, 3)),
     "cauchy_sigma_0": lambda d: _ones(3, device=d).cauchy_(0, 0),
     "exponential_lambda_0": lambda d: _ones(3, device=d).exponential_(0),
     "geometric_p_negative": lambda d: _ones(3, device=d).geometric_(-1),
@@ -164,6 +173,22 @@ ATEN_CHECKED = {
     "avg_pool2d_padding_past_half": lambda d: F.avg_pool2d(_ones(1, 1, 8, 8, device=d), 2, padding=2),
     "max_pool2d_2d_input": lambda d: F.max_pool2d(_ones(8, 8, device=d), -1),
     "adaptive_avg_pool2d_5d": lambda d: F.adaptive_avg_pool2d(_ones(1, 1, 8, 8, 8, device=d), 2),
+    "segment_reduce_lengths_of_more_dims": lambda d: torch.segment_reduce(
+        _ones(6, device=d), "sum", lengths=torch.tensor([[2, 4]], device=d)
+    ),
+    "segment_reduce_axis_not_last": lambda d: torch.segment_reduce(
+        _ones(6, 3, device=d), "sum", lengths=torch.tensor([2, 4], device=d), axis=1
+    ),
+    "segment_reduce_axis_out_of_range": lambda d: torch.segment_reduce(
+        _ones(6, 3, device=d), "sum", lengths=torch.tensor([2, 4], device=d), axis=5
+    ),
+    "segment_reduce_unknown_reduction": lambda d: torch.segment_reduce(
+        _ones(6, 3, device=d), "foo", lengths=torch.tensor([2, 4], device=d)
+    ),
+    "segment_reduce_without_segments": lambda d: torch.segment_reduce(_ones(6, 3, device=d), "sum"),
+    "segment_reduce_by_indices": lambda d: torch.segment_reduce(
+        _ones(6, 3, device=d), "sum", indices=torch.tensor([2, 4], device=d)
+    ),
     "det_of_1d": lambda d: torch.linalg.det(_ones(3, device=d)),
     "inv_of_1d": lambda d: torch.linalg.inv(_ones(3, device=d)),
     "cholesky_inverse_of_1d": lambda d: torch.cholesky_inverse(_ones(3, device=d)),
@@ -256,3 +281,20 @@ def test_each_check_takes_its_ops_arguments_as_the_dispatcher_passes_them():
         positional = [None] * sum(not argument.kwarg_only for argument in arguments)
         keywords = {argument.name: None for argument in arguments if argument.kwarg_only}
         inspect.signature(check).bind(*positional, **keywords)
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        lambda x: x.clone().renorm_(2, 0, -1.0),
+        lambda x: torch.renorm(x, 2, 0, -1.0, out=torch.empty(0, device=x.device)),
+    ],
+    ids=["in_place", "out"],
+)
+def test_renorm_checks_maxnorm_on_every_call_not_only_the_first(refused):
+    # maxnorm was a runtime scalar of the cached executable: a negative one after a valid call
+    # returned -x.
+    x = torch.randn(4, 5, device="neuron")
+    x.clone().renorm_(2, 0, 1.0)
+    with pytest.raises(RuntimeError, match="renorm: expected maxnorm to be >= 0 but got -1"):
+        refused(x)

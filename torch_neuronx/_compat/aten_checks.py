@@ -373,7 +373,14 @@ def _mv(self: torch.Tensor, vec: torch.Tensor, **_: Any) -> None:
 
 
 def _stack(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
-    """``check_stack_inputs`` (TensorShape.cpp)."""
+    """``stack`` (TensorShape.cpp): ``dim`` wrapped for a result of one more dimension, then
+    ``check_stack_inputs``."""
+    if tensors:
+        rank = tensors[0].dim() + 1
+        torch._check_index(
+            -rank <= dim < rank,
+            lambda: f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})",
+        )
     first = list(tensors[0].shape) if tensors else []
     for position, tensor in enumerate(tensors[1:], start=1):
         torch._check(
@@ -495,21 +502,22 @@ def _scatter(self: torch.Tensor, dim: int, index: torch.Tensor, src: object = No
         dims == max(index.dim(), 1), lambda: "Index tensor must have the same number of dimensions as self tensor"
     )
     source = src if isinstance(src, torch.Tensor) else None
-    torch._check(
-        source is None or max(source.dim(), 1) == max(index.dim(), 1),
-        lambda: "Index tensor must have the same number of dimensions as src tensor",
-    )
     torch._check_index(
         -dims <= dim < dims,
         lambda: f"Dimension out of range (expected to be in range of [{-dims}, {dims - 1}], but got {dim})",
     )
     dim %= dims
 
-    def size(tensor: torch.Tensor, d: int) -> int:
-        return tensor.shape[d] if tensor.dim() else 1
+    def size(tensor: torch.Tensor, d: int) -> int:  # ensure_nonempty_size; a lower rank raises IndexError
+        return tensor.size(d) if tensor.dim() else 1
 
     wrong = any(d != dim and size(index, d) > size(self, d) for d in range(dims)) or (
         source is not None and any(size(index, d) > size(source, d) for d in range(dims))
+    )
+    # The CPU reads src's sizes first (IndexError for a lower rank), then checks its rank.
+    torch._check(
+        source is None or max(source.dim(), 1) == max(index.dim(), 1),
+        lambda: "Index tensor must have the same number of dimensions as src tensor",
     )
     torch._check(
         not wrong,
@@ -532,7 +540,16 @@ def _linalg_cross(self: torch.Tensor, other: torch.Tensor, *_: Any, dim: int = -
         infer_size(self.shape, other.shape)
 
 
-def _pool_bounds(self: torch.Tensor, spatial: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> None:
+def _pool_bounds(
+    self: torch.Tensor,
+    spatial: int,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    *,
+    rank_checked: bool = False,
+) -> None:
     """The checks of max/avg pooling's meta functions (DilatedMaxPool2d.cpp, AveragePool2d.cpp, their
     3-D kinds; CPU and CUDA) up to the window's bounds: ``pooling_output_shape``
     per spatial dimension (Pool.h: stride, padding, and the padding against half the dilated
@@ -549,6 +566,11 @@ def _pool_bounds(self: torch.Tensor, spatial: int, kernel_size: Any, stride: Any
     stride = expanded(stride) if (isinstance(stride, int) or len(stride)) else kernel
     if any(len(values) != spatial for values in (kernel, stride, padding, dilation)):
         return
+    # max_pool2d_with_indices' meta checks the rank after the lengths, before reading sizes (PyTorch's
+    # read size(-3) first).
+    torch._check(
+        not rank_checked or self.dim() in (3, 4), lambda: "non-empty 3D or 4D (batch mode) tensor expected for input"
+    )
     if self.dim() not in (spatial + 1, spatial + 2):
         return  # the input's rank is checked first, by PyTorch's meta or max_pool2d's check
     for k, step, pad, dil in zip(kernel, stride, padding, dilation, strict=True):
@@ -586,11 +608,7 @@ def _max_pool(spatial: int) -> Callable[..., None]:
         *_: Any,
         **__: Any,
     ) -> None:
-        # max_pool2d_with_indices' meta checks the rank before reading sizes (PyTorch's read size(-3)).
-        torch._check(
-            spatial != 2 or self.dim() in (3, 4), lambda: "non-empty 3D or 4D (batch mode) tensor expected for input"
-        )
-        _pool_bounds(self, spatial, kernel_size, stride, padding, dilation)
+        _pool_bounds(self, spatial, kernel_size, stride, padding, dilation, rank_checked=spatial == 2)
 
     return check
 
@@ -600,6 +618,48 @@ def _avg_pool(spatial: int) -> Callable[..., None]:
         _pool_bounds(self, spatial, kernel_size, stride, padding, 1)
 
     return check
+
+
+def _segment_reduce(
+    data: torch.Tensor,
+    reduce: str,
+    *,
+    lengths: torch.Tensor | None = None,
+    indices: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    axis: int = 0,
+    **_: Any,
+) -> None:
+    """``segment_reduce_kernel``'s checks (SegmentReduce.cpp, CPU and CUDA): PyTorch's meta read
+    ``lengths.shape[axis]`` unchecked (Python's IndexError for lengths of more dimensions than data)
+    and refused ``indices`` with NotImplementedError."""
+    dims = max(data.dim(), 1)
+    torch._check_index(
+        -dims <= axis < dims,
+        lambda: f"Dimension out of range (expected to be in range of [{-dims}, {dims - 1}], but got {axis})",
+    )
+    axis %= dims
+    torch._check(indices is None, lambda: "segment_reduce(): indices based reduction is not supported yet.")
+    torch._check(
+        lengths is not None or offsets is not None,
+        lambda: "segment_reduce(): Either lengths or offsets must be defined.",
+    )
+    torch._check(
+        reduce in ("sum", "prod", "mean", "max", "amax", "min", "amin"),  # ReductionType.h get_reduction_enum
+        lambda: f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}",
+    )
+    name, bounds = ("offsets", offsets) if offsets is not None else ("lengths", lengths)
+    torch._check(
+        data.dim() >= bounds.dim(),
+        lambda: (
+            f"Expected data.dim() >= {name}_value.dim() to be true, but got false.  (Could this error message be "
+            "improved?  If so, please report an enhancement request to PyTorch.)"
+        ),
+    )
+    torch._check(
+        axis == bounds.dim() - 1,
+        lambda: f"segment_reduce(): Expected axis to be the last dimension of {name} but got {axis}.",
+    )
 
 
 def _mask_broadcast(self: torch.Tensor, mask: torch.Tensor, *_: Any, **__: Any) -> None:
@@ -669,8 +729,13 @@ def _cat(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
     if not kept or any(t.dim() == 0 for t in tensors) or not _static(*tensors):
         return  # no tensor to check, or check_cat_no_zero_dim's error (eager/rules.py) comes first
     first = kept[0][1]
-    dim = dim + first.dim() if dim < 0 else dim
-    first.size(dim)  # legacy_cat_wrap_dim's IndexError
+    torch._check_index(
+        -first.dim() <= dim < first.dim(),  # legacy_cat_wrap_dim
+        lambda: (
+            f"Dimension out of range (expected to be in range of [{-first.dim()}, {first.dim() - 1}], but got {dim})"
+        ),
+    )
+    dim %= first.dim()
     for position, tensor in kept:
         torch._check(
             tensor.dim() == first.dim(),
@@ -718,6 +783,7 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.scatter_reduce: _scatter,
     aten.scatter_reduce_: _scatter,
     aten.linalg_cross: _linalg_cross,
+    aten.segment_reduce: _segment_reduce,
     aten.max_pool2d_with_indices: _max_pool(2),
     aten.max_pool3d_with_indices: _max_pool(3),
     aten.avg_pool2d: _avg_pool(2),

@@ -171,6 +171,29 @@ def _margin_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, *args: 
     return torch.empty_like(self, memory_format=torch.contiguous_format)
 
 
+def _nll_loss_forward(
+    self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int, ignore_index: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten::nll_loss_forward's (output, total_weight) as ATen's meta shapes them: (N,) unreduced for a
+    2-D input, else (). PyTorch's decomposition refused a 1-D input with a one-element 1-D target
+    (torch 2.13's ATen takes it) and gathered with a uint8 target, which ATen takes too. ATen's
+    argument checks run first (``aten_checks``)."""
+    output = self.new_empty((self.shape[0],) if reduction == 0 and self.dim() == 2 else ())
+    return output, self.new_empty(())
+
+
+_NLL_LOSS_BACKWARD_DECOMPOSITION = decomposition_table()[aten.nll_loss_backward.default]
+
+
+def _nll_loss_backward(
+    grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor, *arguments: object
+) -> torch.Tensor:
+    """aten::nll_loss_backward: PyTorch's decomposition (its checks are ATen's), given a uint8 target
+    as int64: it scatters with the target, which refuses uint8, where ATen takes it."""
+    target = target.long() if target.dtype == torch.uint8 else target
+    return _NLL_LOSS_BACKWARD_DECOMPOSITION(grad_output, self, target, *arguments)
+
+
 def _input_dtype_loss(op: torch._ops.OpOverload):
     """The meta kernel of ``huber_loss`` and ``soft_margin_loss``: PyTorch's decomposition (shape and
     checks) with a result of the input's dtype, as ATen's kernels (Loss.cpp, device-generic) write
@@ -840,6 +863,8 @@ _KERNELS = {
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
     aten.geqrf.default: _geqrf,
     aten.geqrf.a: _geqrf_out,
+    aten.nll_loss_forward.default: _nll_loss_forward,
+    aten.nll_loss_backward.default: _nll_loss_backward,
     aten.huber_loss.default: _input_dtype_loss(aten.huber_loss.default),
     aten.soft_margin_loss.default: _input_dtype_loss(aten.soft_margin_loss.default),
     aten.histogram.bin_ct: _histogram_bin_ct,
@@ -881,6 +906,7 @@ _KERNELS.update(_ATEN_CHECKED)
 #: Ops whose Python meta kernel (torch/_refs, registered for the Python dispatcher, which Dynamo and
 #: AOTAutograd trace under) is replaced too, so compiled graphs get the kernels above.
 _PYTHON_DISPATCHER_METAS = (
+    aten.nll_loss_backward.default,
     aten.linalg_vector_norm.default,
     *_EMPTY_INPUT_BACKWARDS,
     aten.huber_loss.default,
@@ -902,6 +928,7 @@ _PYTHON_DISPATCHER_METAS = (
 #: Python dispatcher's Meta kernel): Dynamo traced ``index_add`` of an integer tensor with a float
 #: alpha into the decomposition's refusal.
 _FAKE_TENSOR_METAS = (
+    aten.nll_loss_backward.default,
     aten.linalg_vector_norm.default,
     *_EMPTY_INPUT_BACKWARDS,
     aten.index_add.default,

@@ -84,6 +84,9 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     A target outside [0, C) that is not ``ignore_index`` raises ``IndexError: Target {t} is out
     of bounds.`` at the next synchronization (a device-side check, never a silent clamp).
     """
+    if self.ndim == 1 and target.ndim == 1:  # torch 2.13: one target (checked) for a single sample
+        target = target.reshape(())
+    target = target.astype(jnp.int64)  # a uint8 target indexes as ATen's kernels read it
     channel, valid, safe, weights = _class_weights(self, target, weight, ignore_index)
     classes = self.shape[channel]
     bad = valid & ((target < 0) | (target >= classes))
@@ -109,6 +112,7 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     """Gradient of F.nll_loss: -weight[t] * grad at each target's class (divided by total_weight
     for "mean"), 0 elsewhere and for ignored targets (even when total_weight is 0)."""
+    target = target.astype(jnp.int64)  # a uint8 target indexes as ATen's kernels read it
     channel, valid, safe, weights = _class_weights(self, target, weight, ignore_index)
     if reduction == _MEAN:
         grad_output = grad_output / total_weight

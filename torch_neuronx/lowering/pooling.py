@@ -412,6 +412,13 @@ def _fractional_max_pool(self, kernel_size, output_size, random_samples, nd):
     height's, for 3d they are in (T, H, W) order, as the CPU kernels read them)."""
     _check_fractional_samples(self, random_samples, nd)
     lead = self.ndim - nd
+    if min(kernel_size) <= 0 and 0 not in output_size:
+        # Neither ATen's meta nor its kernels check it: the CPU returns -inf with indices outside the
+        # input (a window of no elements), which no caller can use.
+        raise RuntimeError(
+            f"fractional_max_pool{nd}d(): kernel_size must be greater than zero, but got {list(kernel_size)}; "
+            "pass a positive kernel_size"
+        )
     if 0 in output_size:  # no windows: an empty result, as the CPU's
         shape = (*self.shape[:lead], *output_size)
         return jnp.zeros(shape, self.dtype), jnp.zeros(shape, jnp.int64)

@@ -346,10 +346,12 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     return jnp.sum(magnitude**order, axis=axes, keepdims=keepdim) ** (1 / order)
 
 
-@lowering(aten.renorm.default, static=("p",))
+@lowering(aten.renorm.default, static=("p", "maxnorm"))
 def renorm(self, p, dim, maxnorm):
     """torch.renorm: each slice along ``dim`` whose p-norm exceeds ``maxnorm`` is scaled to
-    maxnorm / (norm + 1e-7), as PyTorch computes it; the norm accumulates in float32 for 16-bit floats."""
+    maxnorm / (norm + 1e-7), as PyTorch computes it; the norm accumulates in float32 for 16-bit floats.
+    ``maxnorm`` is part of the executable's key so that each value passes ATen's check (a negative
+    one, after an executable was built for a valid one, was applied: renorm_ returned -x)."""
     others = tuple(d for d in range(self.ndim) if d != dim % max(self.ndim, 1))
     norm = linalg_vector_norm(self, p, others, keepdim=True)
     maxnorm = jnp.asarray(maxnorm, norm.dtype)
@@ -616,6 +618,10 @@ def _segment_initial(reduce, initial, dtype):
     return jnp.asarray(identity, dtype)
 
 
+#: ATen's get_reduction_enum (ReductionType.h) takes "amax" and "amin" for max and min.
+_SEGMENT_REDUCTION_ALIASES = {"amax": "max", "amin": "min"}
+
+
 @lowering(aten.segment_reduce.default, static=("reduce", "axis", "unsafe"))
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
     """torch._segment_reduce: 'sum', 'mean', 'max', 'min' or 'prod' of consecutive segments along
@@ -623,8 +629,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     segment folds its elements in order onto ``initial`` (or the reduction's identity), rounding in
     the input dtype at each step; max/min propagate NaN; a mean divides by the length, and an empty
     segment's mean is NaN without ``initial``."""
-    if indices is not None:
-        raise NotImplementedError("segment_reduce on neuron: 'indices' is not supported (nor is it on CPU)")
+    reduce = _SEGMENT_REDUCTION_ALIASES.get(reduce, reduce)
     values, starts, ends, axis = _segments(data, lengths, offsets, unsafe)
     rounded = _in(data.dtype)
     work = jnp.float32 if data.dtype in _FORMATS else data.dtype
@@ -635,9 +640,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
         "mean": lambda acc, x: rounded(acc + x),
         "prod": lambda acc, x: rounded(acc * x),
     }
-    if reduce not in folds:
-        raise RuntimeError(f"reduce argument must be either sum, prod, max, min or mean, got {reduce}")
-    fold = folds[reduce]
+    fold = folds[reduce]  # the argument checks (aten_checks) refuse another name
     first = jnp.broadcast_to(
         _segment_initial(reduce, initial, data.dtype).astype(work), (*starts.shape, values.shape[-1])
     )
@@ -664,6 +667,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
     (or NaN), dividing the positive ones by their count when there are several; prod gives
     grad * output / element, or grad times the product of the other elements (and ``initial``)
     for a zero or NaN element."""
+    reduce = _SEGMENT_REDUCTION_ALIASES.get(reduce, reduce)
     values, starts, ends, axis = _segments(data, lengths, offsets)
     if starts.shape[-1] == 0:  # no segments: no element reaches the output (argmax needs one)
         return jnp.zeros(data.shape, data.dtype)
@@ -700,7 +704,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
         special = jnp.isnan(values) | (values == 0)
         result = jnp.where(special, g * exclusive * start, g * out / values)
     else:
-        raise RuntimeError(f"reduce argument must be either sum, prod, max, min or mean, got {reduce}")
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     return jnp.where(inside, result, 0).reshape(data.shape)
 
 

@@ -156,6 +156,9 @@ def _trigamma(x: jax.Array) -> jax.Array:
     return jnp.where(reflect, -result, result)
 
 
+_LOG_FLOAT32_MAX = math.log(float(np.finfo(np.float32).max))
+
+
 @lowering(aten.polygamma.default, aten.special_polygamma.default, promotion=Promotion.INT_TO_FLOAT)
 def polygamma(n: int, self: jax.Array) -> jax.Array:
     """torch.polygamma(n, x): digamma for n = 0, PyTorch's trigamma for n = 1, and
@@ -166,7 +169,10 @@ def polygamma(n: int, self: jax.Array) -> jax.Array:
         return _digamma(self)
     if n == 1:
         return _trigamma(self)
-    factorial = np.float32(math.exp(math.lgamma(n + 1)))
+    # n! overflows float32 from n = 35 on (inf, as the CPU's float kernel); Python's exp raised
+    # OverflowError beyond a double's range.
+    log_factorial = math.lgamma(n + 1)
+    factorial = np.float32(math.exp(log_factorial)) if log_factorial < _LOG_FLOAT32_MAX else np.float32(np.inf)
     sign = 1 if n % 2 else -1
     return sign * factorial * _zeta(jnp.full_like(self, n + 1), self)
 
