@@ -90,6 +90,7 @@ ATEN_CHECKED = {
     "multi_margin_loss_weight": lambda d: F.multi_margin_loss(
         _ones(5, 4, device=d), _labels(5, device=d), weight=_ones(3, device=d)
     ),
+    "multi_margin_loss_float_target": lambda d: F.multi_margin_loss(_ones(5, 4, device=d), _ones(5, device=d)),
     "hstack_ranks": lambda d: torch.hstack([_ones(3, device=d), _ones(1, 2, 3, 4, device=d)]),
     "cat_ranks_against_the_first": lambda d: torch.cat(
         [_ones(3, 4, device=d), _ones(3, device=d), _ones(2, 3, 4, device=d)]
@@ -298,3 +299,23 @@ def test_renorm_checks_maxnorm_on_every_call_not_only_the_first(refused):
     x.clone().renorm_(2, 0, 1.0)
     with pytest.raises(RuntimeError, match="renorm: expected maxnorm to be >= 0 but got -1"):
         refused(x)
+
+
+def test_checks_describe_neuron_ops_only_not_another_devices_fake_tensors():
+    """A CPU torch.compile in the same process keeps PyTorch's meta kernels: the checks run for the
+    eager layer's meta tensors and for fake tensors of the neuron device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from torch_neuronx._compat import meta_kernels
+
+    meta_kernels.register()  # as the first neuron op's lowerings do (idempotent)
+    im2col = torch.ops.aten.im2col.default
+    negative_padding = ([2, 2], [1, 1], [-1, -1], [1, 1])
+    with pytest.raises(RuntimeError, match="padding should be non-negative"):
+        im2col(torch.empty(1, 1, 4, 4, device="meta"), *negative_padding)
+    with FakeTensorMode() as mode:
+        cpu = mode.from_tensor(torch.empty(1, 1, 4, 4))
+        im2col(cpu, *negative_padding)  # PyTorch's decomposition, which does not check the padding
+        neuron = mode.from_tensor(torch.empty(1, 1, 4, 4, device="neuron"))
+        with pytest.raises(RuntimeError, match="padding should be non-negative"):
+            im2col(neuron, *negative_padding)

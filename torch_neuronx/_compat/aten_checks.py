@@ -718,6 +718,12 @@ def _multi_margin_loss(
         weight is None or (weight.dim() <= 1 and weight.numel() == classes),
         lambda: f"inconsistent weight size, expected {classes} but got {list(weight.shape)}",
     )
+    # The kernels read the target as int64 (data_ptr<int64_t>'s check); PyTorch's decomposition
+    # gathered with it ("gather(): Expected dtype int32/int64 for index").
+    torch._check(
+        target.dtype == torch.int64,
+        lambda: f"expected scalar type Long but found {scalar_type_name(target.dtype)}",
+    )
 
 
 def _cat(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.utils._pytree as pytree
 from torch._meta_registrations import meta_conv
 from torch._prims_common import canonicalize_dims, suggest_memory_format
 
@@ -882,12 +883,25 @@ _KERNELS = {
 }
 
 
+def _for_neuron(values: object) -> bool:
+    """Whether a meta call describes a neuron op: the eager layer's meta tensors, or a compiled graph's
+    fake tensors of the neuron device. Fake tensors of another device (a CPU torch.compile in the same
+    process) keep PyTorch's meta kernels as they are."""
+    # FakeTensorMode runs meta kernels with its tensors reporting the meta device; ``fake_device``
+    # keeps the device they stand for.
+    return any(
+        isinstance(value, torch.Tensor) and getattr(value, "fake_device", value.device).type in ("meta", "neuron")
+        for value in pytree.tree_leaves(values)
+    )
+
+
 def _checked(meta: Callable[..., object], check: Callable[..., None]) -> Callable[..., object]:
     """The meta kernel ``meta`` after ATen's argument checks ``check``
-    (:mod:`~torch_neuronx._compat.aten_checks`)."""
+    (:mod:`~torch_neuronx._compat.aten_checks`), for neuron ops (:func:`_for_neuron`)."""
 
     def kernel(*args: object, **kwargs: object) -> object:
-        check(*args, **kwargs)
+        if _for_neuron((args, kwargs)):
+            check(*args, **kwargs)
         return meta(*args, **kwargs)
 
     return kernel

@@ -112,7 +112,6 @@ KNOWN_FAILURES: dict[tuple[str, torch.dtype, str], str] = {
 #: (OpInfo, index of the error input): each still raises, and the test checks that it still differs,
 #: so a fix shows up and its entry must go.
 KNOWN_ERROR_WORDING: dict[tuple[str, int], str] = {
-    ("nn.functional.multi_margin_loss", 4): "PyTorch's decomposition gathers with the float target: gather's message",
     ("ormqr", 1): "PyTorch's meta kernel words the bound on tau's last dimension differently",
 }
 
