@@ -107,6 +107,8 @@ ATEN_CHECKED = {
         _ones(3, 5, device=d), 0, _labels(2, 3, device=d), _ones(3, device=d)
     ),
     "max_pool2d_three_kernel_sizes": lambda d: F.max_pool2d(_ones(8, 8, device=d), (1, 2, 3)),
+    "conv1d_dilation_0": lambda d: F.conv1d(_ones(1, 2, 8, device=d), _ones(3, 2, 3, device=d), dilation=0),
+    "conv2d_dilation_0": lambda d: F.conv2d(_ones(1, 2, 8, 8, device=d), _ones(3, 2, 3, 3, device=d), dilation=0),
     "cauchy_sigma_0": lambda d: _ones(3, device=d).cauchy_(0, 0),
     "exponential_lambda_0": lambda d: _ones(3, device=d).exponential_(0),
     "geometric_p_negative": lambda d: _ones(3, device=d).geometric_(-1),

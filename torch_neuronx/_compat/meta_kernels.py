@@ -634,6 +634,12 @@ def _convolution(
         input.shape[0] == 0 or input.shape[1] == 0 or input.numel() != 0,
         lambda: f"Only zero batch or zero channel inputs are supported, but got input shape: {list(input.shape)}",
     )
+    # A zero dilation passes ATen's shared checks; the CPU's kernels refuse it in their shape check
+    # (a 1-D convolution runs as a 2-D one of height 1), where JAX raised TypeError.
+    torch._check(
+        all(d > 0 for d in dilation),
+        lambda: f"dilation should be greater than zero, but got {[1] * (dims == 1) + list(dilation)}",
+    )
     return meta_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
