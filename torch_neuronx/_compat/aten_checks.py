@@ -90,21 +90,20 @@ def _im2col(
 ) -> None:
     """``F.unfold``: im2col_out_cpu_template's lengths, then ``im2col_shape_check``. A 1-D or 2-D
     input raises IndexError from ``input.size(2)``, as in ATen."""
-    input = self
     lengths = (("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding), ("stride", stride))
     for name, values in lengths:
         _pair(name, values)
     _window_checks(kernel_size, dilation, padding, stride, fold=False)
-    ndim = input.dim()
-    valid_dims = input.size(1) != 0 and input.size(2) != 0
+    ndim = self.dim()
+    valid_dims = self.size(1) != 0 and self.size(2) != 0
     torch._check(
-        (ndim == 3 and input.size(0) != 0 and valid_dims) or (ndim == 4 and valid_dims and input.size(3) != 0),
+        (ndim == 3 and self.size(0) != 0 and valid_dims) or (ndim == 4 and valid_dims and self.size(3) != 0),
         lambda: (
             "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
-            f"input, but got: {list(input.shape)}"
+            f"input, but got: {list(self.shape)}"
         ),
     )
-    height, width = input.shape[-2:]
+    height, width = self.shape[-2:]
     blocks = [
         (size + 2 * pad - (dil * (k - 1) + 1)) // step + 1
         for size, k, dil, pad, step in zip((height, width), kernel_size, dilation, padding, stride, strict=True)
@@ -129,21 +128,20 @@ def _col2im(
     **_: Any,
 ) -> None:
     """``F.fold``: col2im_out_cpu_template's lengths, then ``col2im_shape_check``."""
-    input = self
     lengths = (("output_size", output_size), ("kernel_size", kernel_size), ("dilation", dilation))
     for name, values in (*lengths, ("padding", padding), ("stride", stride)):
         _pair(name, values)
     _window_checks(kernel_size, dilation, padding, stride, fold=True)
-    ndim = input.dim()
+    ndim = self.dim()
     torch._check(
-        (ndim == 2 and input.size(0) != 0 and input.size(1) != 0)
-        or (ndim == 3 and input.size(1) != 0 and input.size(2) != 0),
+        (ndim == 2 and self.size(0) != 0 and self.size(1) != 0)
+        or (ndim == 3 and self.size(1) != 0 and self.size(2) != 0),
         lambda: (
             "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
-            f"for input, but got: {list(input.shape)}"
+            f"for input, but got: {list(self.shape)}"
         ),
     )
-    planes, length = input.shape[-2:]
+    planes, length = self.shape[-2:]
     kernel_h, kernel_w = kernel_size
     torch._check(
         planes % (kernel_w * kernel_h) == 0,
@@ -183,17 +181,19 @@ def _col2im(
     )
 
 
-def _pixel_shuffle(self: torch.Tensor, upscale_factor: int, **_: Any) -> None:
-    """``check_pixel_shuffle_shapes`` (PixelShuffle.h)."""
+def _pixel_arguments(name: str, self: torch.Tensor, factor_name: str, factor: int) -> None:
+    """The rank and factor checks that ``check_pixel_shuffle_shapes`` and
+    ``check_pixel_unshuffle_shapes`` (PixelShuffle.h) begin with."""
     torch._check(
         self.dim() >= 3,
-        lambda: (
-            f"pixel_shuffle expects input to have at least 3 dimensions, but got input with {self.dim()} dimension(s)"
-        ),
+        lambda: f"{name} expects input to have at least 3 dimensions, but got input with {self.dim()} dimension(s)",
     )
-    torch._check(
-        upscale_factor > 0, lambda: f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}"
-    )
+    torch._check(factor > 0, lambda: f"{name} expects a positive {factor_name}, but got {factor}")
+
+
+def _pixel_shuffle(self: torch.Tensor, upscale_factor: int, **_: Any) -> None:
+    """``check_pixel_shuffle_shapes`` (PixelShuffle.h)."""
+    _pixel_arguments("pixel_shuffle", self, "upscale_factor", upscale_factor)
     channels, square = self.size(-3), upscale_factor * upscale_factor
     torch._check(
         channels % square == 0,
@@ -206,16 +206,7 @@ def _pixel_shuffle(self: torch.Tensor, upscale_factor: int, **_: Any) -> None:
 
 def _pixel_unshuffle(self: torch.Tensor, downscale_factor: int, **_: Any) -> None:
     """``check_pixel_unshuffle_shapes`` (PixelShuffle.h)."""
-    torch._check(
-        self.dim() >= 3,
-        lambda: (
-            f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with {self.dim()} dimension(s)"
-        ),
-    )
-    torch._check(
-        downscale_factor > 0,
-        lambda: f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}",
-    )
+    _pixel_arguments("pixel_unshuffle", self, "downscale_factor", downscale_factor)
     for dim, name in ((-2, "height"), (-1, "width")):
         size = self.size(dim)
         torch._check(

@@ -34,14 +34,6 @@ _REWORDED = (
         re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\."),
         r"mat1 and mat2 shapes cannot be multiplied (\1x\2 and \3x\4)",
     ),
-    (  # cat_meta in ATen's TensorShape.cpp
-        re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, but got (\d+)-D .*"),
-        r"Tensors must have same number of dimensions: got \1 and \2",
-    ),
-    (  # addmv's shape check in ATen's Blas.cpp (mv is addmv into a result of the matrix's rows)
-        re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)"),
-        r"size mismatch, got input (\1), mat (\1x\2), vec (\3)",
-    ),
     (  # dot/vdot's size check (torch/_refs spells "the" "same" without the space between)
         re.compile(r"to have thesame number of elements"),
         r"to have the same number of elements",
@@ -121,14 +113,6 @@ _REWORDED = (
     (  # index_fill_'s check in ATen's TensorAdvancedIndexing.cpp
         re.compile(r"^Only supports 0-dimensional value tensor\. Got a tensor with (\d+) dimensions\.$"),
         r"index_fill_ only supports a 0-dimensional value tensor, but got tensor with \1 dimension(s).",
-    ),
-    (  # cat's size check in ATen's TensorShape.cpp (check_cat_shape_except_dim)
-        re.compile(
-            r"^Sizes of tensors must match except in dimension (\d+)\. Expected (\d+) in dimension \d+ but got "
-            r"(\d+) for tensor number (\d+) in the list$"
-        ),
-        r"Sizes of tensors must match except in dimension \1. Expected size \2 but got size \3 for tensor number \4 "
-        r"in the list.",
     ),
     (  # lerp's structured meta in ATen's Lerp.cpp prints each dtype's TypeMeta
         re.compile(r"^expected dtype (\w+) for `(end|weight)`, but got dtype (\w+)$"),
