@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -223,6 +224,22 @@ def test_pinv_and_matrix_rank_errors_are_pytorchs():
         torch.linalg.pinv(torch.ones(3, 3, dtype=torch.bfloat16, device="neuron"))
     with pytest.raises(RuntimeError, match="must have at least 2 dimensions"):
         torch.linalg.matrix_rank(torch.ones(3, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    "pivots",
+    [lambda p: p[..., :2], lambda p: p[0], lambda p: p[None], lambda p: torch.cat([p, p[..., :1]], -1)],
+    ids=["fewer", "missing_batch", "extra_batch", "more"],
+)
+def test_lu_unpack_refuses_pivots_of_another_shape(pivots):
+    # ATen's kernel reads the pivots in (*, k) without checking: past their end, or missing a batch
+    # (a permutation of garbage on the CPU, or its "pivots ... must be between 1 and LU.size(-2)").
+    lu, lu_pivots = torch.linalg.lu_factor(torch.randn(2, 3, 3, device="neuron"))
+    bad = pivots(lu_pivots)
+    message = rf"expected LU_pivots of shape \[2, 3\] .* but got {re.escape(str(list(bad.shape)))}"
+    with pytest.raises(RuntimeError, match=message):
+        torch.lu_unpack(lu, bad)
+    torch.lu_unpack(lu, bad, unpack_pivots=False)  # the pivots are not read
 
 
 def test_lu_without_pivoting_raises():

@@ -5,6 +5,8 @@ compiled graphs (torch_neuronx/_compat/aten_checks.py)."""
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -30,6 +32,13 @@ ATEN_CHECKED = {
     "mm_of_3d_self": lambda d: torch.mm(_ones(2, 3, 4, device=d), _ones(4, 5, device=d)),
     "mm_of_3d_mat2": lambda d: torch.mm(_ones(2, 3, device=d), _ones(3, 4, 5, device=d)),
     "addmm_of_1d_mat1": lambda d: torch.addmm(_ones(3, device=d), _ones(3, device=d), _ones(3, 4, device=d)),
+    # ADDMM_META checks dtypes before ranks: neuron said "mat1 must be a matrix".
+    "addmm_dtypes_before_ranks": lambda d: torch.addmm(
+        _ones(3, 4, device=d, dtype=torch.float16), _ones(3, device=d), _ones(3, 4, device=d)
+    ),
+    "addmm_mat_dtypes_before_ranks": lambda d: torch.addmm(
+        _ones(3, 4, device=d), _ones(3, device=d, dtype=torch.float16), _ones(3, 4, device=d)
+    ),
     "addmm_self_not_expandable": lambda d: torch.addmm(
         _ones(3, 7, device=d), _ones(2, 3, device=d), _ones(3, 4, device=d)
     ),
@@ -198,6 +207,36 @@ ATEN_CHECKED = {
     "solve_triangular_1d_b": lambda d: torch.linalg.solve_triangular(
         _ones(3, 3, device=d), _ones(3, device=d), upper=True
     ),
+    # Running statistics of the right element count but not 1-D: the kernels' 1-D accessors refuse
+    # them; neuron broadcast them (computed, or raised a broadcast error).
+    "batch_norm_2d_running_mean_training": lambda d: F.batch_norm(
+        _ones(4, 3, 5, device=d), _ones(1, 3, device=d), _ones(3, device=d), training=True
+    ),
+    "batch_norm_2d_running_var_eval": lambda d: F.batch_norm(
+        _ones(4, 3, 5, device=d), _ones(3, device=d), _ones(3, 1, device=d), training=False
+    ),
+    "batch_norm_running_mean_count": lambda d: F.batch_norm(
+        _ones(4, 3, 5, device=d), _ones(2, 3, device=d), _ones(3, device=d), training=True
+    ),
+    # More indices than dimensions: an IndexError, counted before masks expand (neuron raised a
+    # RuntimeError, a mask's shape error, or Python's "tuple index out of range").
+    "index_too_many": lambda d: torch.ops.aten.index(_ones(3, 4, device=d), [_labels(3, device=d)] * 3),
+    "index_too_many_masks": lambda d: torch.ops.aten.index(_ones(3, 4, device=d), [_mask(3, device=d)] * 3),
+    "index_put_too_many": lambda d: torch.ops.aten.index_put(
+        _ones(3, 4, device=d), [_labels(3, device=d)] * 3, _ones(3, device=d)
+    ),
+    "index_put_mask_past_the_end": lambda d: torch.ops.aten.index_put_(
+        _ones(3, 4, device=d), [None, None, _mask(3, device=d)], torch.tensor(1.0)
+    ),
+    "index_put_impl_too_many": lambda d: torch.ops.aten._index_put_impl_(
+        _ones(3, 4, device=d), [_labels(3, device=d)] * 3, _ones(3, device=d)
+    ),
+    "unsafe_masked_index_too_many": lambda d: torch.ops.aten._unsafe_masked_index(
+        _ones(3, 4, device=d), _mask(3, device=d), [_labels(3, device=d)] * 3, 0.0
+    ),
+    "unsafe_masked_index_put_accumulate_too_many": lambda d: torch.ops.aten._unsafe_masked_index_put_accumulate(
+        _ones(3, 4, device=d), _mask(3, device=d), [_labels(3, device=d)] * 3, _ones(3, device=d)
+    ),
 }
 
 
@@ -262,6 +301,55 @@ def test_negative_unfold_padding_raises_in_a_compiled_graph():
     compiled = torch.compile(lambda x: F.unfold(x, 2, padding=-1), backend="neuron")
     with pytest.raises(Exception, match="padding should be non-negative, but got pad_height: -1 pad_width: -1"):
         compiled(_ones(1, 1, 4, 4, device="neuron"))
+
+
+#: Calls whose compiled graphs raised PyTorch's words: FakeTensorMode runs its own native_layer_norm
+#: and *_scatter before any meta kernel, PyTorch's addmm decomposition checks mm's ranks first, and
+#: a fake tensor's expand words its error as PyTorch's reference does.
+COMPILED = [
+    "mm_of_3d_self",
+    "addmm_of_1d_mat1",
+    "addmm_dtypes_before_ranks",
+    "addmm_mat_dtypes_before_ranks",
+    "addmm_self_not_expandable",
+    "mv_of_3d",
+    "addmv_self_size",
+    "masked_fill_broadcast",
+    "layer_norm_shape",
+    "layer_norm_weight",
+    "slice_scatter_src_shape",
+    "diagonal_scatter_src_shape",
+    "batch_norm_2d_running_mean_training",
+    "batch_norm_2d_running_var_eval",
+    "index_too_many",
+]
+
+
+@pytest.mark.parametrize("case", COMPILED)
+def test_argument_errors_in_a_compiled_graph_are_atens(case):
+    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 (its type is what is compared)
+        ATEN_CHECKED[case]("cpu")
+    compiled = torch.compile(lambda: ATEN_CHECKED[case]("neuron"), backend="neuron")
+    # Dynamo wraps a RuntimeError of its fake tensors in its TorchRuntimeError (a RuntimeError).
+    with pytest.raises(type(on_cpu.value)) as raised:
+        compiled()
+    assert str(on_cpu.value) in str(raised.value)
+
+
+def test_checks_apply_to_fake_tensors_before_any_neuron_op_ran():
+    """Dynamo runs a graph's fake tensors through the meta kernels before the backend, or any eager
+    neuron op, has imported a lowering: ``import torch`` registers the checks."""
+    code = (
+        "import torch\n"
+        "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "with FakeTensorMode():\n"
+        "    try:\n"
+        "        torch.mm(torch.empty(2, 3, 4, device='neuron'), torch.empty(4, 5, device='neuron'))\n"
+        "    except RuntimeError as error:\n"
+        "        print(error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.stdout.strip() == "self must be a matrix", result.stderr[-2000:]
 
 
 def test_checked_ops_compute_as_on_cpu_in_a_compiled_graph():

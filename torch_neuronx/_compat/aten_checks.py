@@ -29,9 +29,13 @@ import torch
 
 from torch_neuronx._compat.torch_internals import OpOverload, infer_size
 
-__all__ = ["CHECKS", "scalar_type_name"]
+__all__ = ["CHECKS", "MAT1_MAT2_DTYPES", "SELF_MAT2_DTYPES", "check_index_count", "scalar_type_name"]
 
 aten = torch.ops.aten
+
+#: ADDMM_META's dtype errors (LinearAlgebra.cpp), formatted with the two dtypes' ATen names.
+SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {0} and {1}"
+MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0} and {1}"
 
 
 def scalar_type_name(dtype: torch.dtype) -> str:
@@ -325,9 +329,12 @@ def _mm(self: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
 
 
 def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *_: Any, **__: Any) -> None:
-    """ADDMM_META's ranks and shapes (Blas.cpp), then ``expand_size(self, {m, n}, "addmm")`` of the
-    CPU's and CUDA's kernels: a ``self`` of more dimensions than the result was broadcast (and
-    computed) by PyTorch's decomposition. Its dtype checks are the meta kernel's (eager/errors.py)."""
+    """ADDMM_META (LinearAlgebra.cpp): dtypes, ranks, shapes; then ``expand_size(self, {m, n},
+    "addmm")`` of the CPU's and CUDA's kernels: a ``self`` of more dimensions than the result was
+    broadcast (and computed) by PyTorch's decomposition, whose ``mm`` checked ranks first."""
+    for first, message in ((self, SELF_MAT2_DTYPES), (mat1, MAT1_MAT2_DTYPES)):
+        if first.dtype != mat2.dtype:
+            raise RuntimeError(message.format(scalar_type_name(first.dtype), scalar_type_name(mat2.dtype)))
     _matrix("mat1", mat1, rank=True)
     _matrix("mat2", mat2, rank=True)
     torch._check(
@@ -337,8 +344,29 @@ def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *_: Any, 
             f"{mat2.shape[0]}x{mat2.shape[1]})"
         ),
     )
-    if mat1.dtype == mat2.dtype == self.dtype and _static(self, mat1, mat2):
-        self.expand(mat1.shape[0], mat2.shape[1])  # ATen's expand error
+    if _static(self, mat1, mat2):
+        _expand_size(self, [mat1.shape[0], mat2.shape[1]])
+
+
+def _expand_size(tensor: torch.Tensor, sizes: list[int]) -> None:
+    """``inferExpandGeometry``'s errors (ExpandUtils.cpp) for a neuron ``tensor`` expanded to
+    ``sizes`` of no -1: fake tensors would raise PyTorch's reference's words."""
+    torch._check(
+        len(sizes) >= tensor.dim(),
+        lambda: (
+            f"expand(neuron{scalar_type_name(tensor.dtype)}Type{{{list(tensor.shape)}}}, size={sizes}): the number "
+            f"of sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
+            f"tensor ({tensor.dim()})"
+        ),
+    )
+    for offset in range(1, tensor.dim() + 1):  # the last dimension first
+        size, target = tensor.shape[-offset], sizes[-offset]
+        if size not in (1, target):
+            raise RuntimeError(
+                f"The expanded size of the tensor ({target}) must match the existing size ({size}) at "
+                f"non-singleton dimension {len(sizes) - offset}.  Target sizes: {sizes}.  "
+                f"Tensor sizes: {list(tensor.shape)}"
+            )
 
 
 def _addmv_shapes(self_dim: int, self_numel: int, self_size: int, mat: torch.Tensor, vec: torch.Tensor) -> None:
@@ -748,6 +776,46 @@ def _cat(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
             )
 
 
+def check_index_count(dims: int, count: int) -> None:
+    """``index``'s structured meta and ``_index_put_impl_`` (TensorAdvancedIndexing.cpp): ``count``
+    indices (tensors, masks or None) for a tensor of ``dims`` dimensions, before masks are expanded.
+
+    Raises:
+        IndexError: "too many indices for tensor of dimension 2 (got 3)".
+    """
+    if count > dims:
+        raise IndexError(f"too many indices for tensor of dimension {dims} (got {count})")
+
+
+def _index_count(self: torch.Tensor, indices: list[torch.Tensor | None], *_: Any, **__: Any) -> None:
+    check_index_count(self.dim(), len(indices))
+
+
+def _masked_index_count(
+    self: torch.Tensor, mask: torch.Tensor, indices: list[torch.Tensor | None], *_: Any, **__: Any
+) -> None:
+    """``_unsafe_masked_index(_put_accumulate)`` index ``self`` with ``indices`` (TensorAdvancedIndexing.cpp)."""
+    _index_count(self, indices)
+
+
+def _batch_norm_running_stats(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    *_: Any,
+    **__: Any,
+) -> None:
+    """ATen checks the running statistics' element count only (``_batch_norm_impl_index``); the
+    CPU's kernel (Normalization.cpp) and CUDA's (``packed_accessor_or_dummy``) then read them
+    through 1-D accessors, which refuse another rank. PyTorch's meta kernel broadcast them."""
+    channels = input.shape[1] if input.dim() > 1 else None
+    for stat in (running_mean, running_var):
+        if stat is not None and stat.dim() != 1 and stat.numel() == channels:
+            raise RuntimeError(f"TensorAccessor expected 1 dims but tensor has {stat.dim()}")
+
+
 def _overloads(*packets: torch._ops.OpOverloadPacket) -> list[OpOverload]:
     return [getattr(packet, name) for packet in packets for name in packet.overloads()]
 
@@ -791,7 +859,30 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.masked_scatter: _mask_broadcast,
 }
 
+#: Overloads of packets that hold other schemas too (``aten.index.str`` is ``list.index``).
+_BY_OVERLOAD: dict[OpOverload, Callable[..., None]] = {
+    aten.index.Tensor: _index_count,
+    aten.index.Tensor_out: _index_count,
+    aten._unsafe_index.Tensor: _index_count,
+    aten.index_put.default: _index_count,
+    aten.index_put.out: _index_count,
+    aten.index_put_.default: _index_count,
+    aten._unsafe_index_put.default: _index_count,
+    aten._unsafe_masked_index.default: _masked_index_count,
+    aten._unsafe_masked_index_put_accumulate.default: _masked_index_count,
+    aten.native_batch_norm.default: _batch_norm_running_stats,
+    aten.native_batch_norm.out: _batch_norm_running_stats,
+    aten._native_batch_norm_legit.default: _batch_norm_running_stats,
+    aten._native_batch_norm_legit.out: _batch_norm_running_stats,
+    aten._native_batch_norm_legit_functional.default: _batch_norm_running_stats,
+    aten._native_batch_norm_legit_no_training.default: _batch_norm_running_stats,
+    aten._batch_norm_with_update.default: _batch_norm_running_stats,
+    aten._batch_norm_with_update_functional.default: _batch_norm_running_stats,
+    aten._batch_norm_no_update.default: _batch_norm_running_stats,
+}
+
 #: Each overload (functional, out=, in-place where the packet has it) and ATen's checks of it.
 CHECKS: dict[OpOverload, Callable[..., None]] = {
-    op: check for packet, check in _BY_PACKET.items() for op in _overloads(packet)
+    **{op: check for packet, check in _BY_PACKET.items() for op in _overloads(packet)},
+    **_BY_OVERLOAD,
 }

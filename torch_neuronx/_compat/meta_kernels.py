@@ -33,6 +33,7 @@ from torch._prims_common import canonicalize_dims, suggest_memory_format
 from torch_neuronx._compat import aten_checks
 from torch_neuronx._compat.torch_internals import (
     OpOverload,
+    check_before_fake_impl,
     decomposition_table,
     infer_size,
     register_fake_tensor_meta,
@@ -901,23 +902,34 @@ def _for_neuron(values: object) -> bool:
     )
 
 
-def _checked(meta: Callable[..., object], check: Callable[..., None]) -> Callable[..., object]:
-    """The meta kernel ``meta`` after ATen's argument checks ``check``
-    (:mod:`~torch_neuronx._compat.aten_checks`), for neuron ops (:func:`_for_neuron`)."""
+def _for_neuron_ops(check: Callable[..., None]) -> Callable[..., None]:
+    """ATen's argument checks ``check`` (:mod:`~torch_neuronx._compat.aten_checks`), run for
+    neuron ops only (:func:`_for_neuron`)."""
 
-    def kernel(*args: object, **kwargs: object) -> object:
+    def neuron_check(*args: object, **kwargs: object) -> None:
         if _for_neuron((args, kwargs)):
             check(*args, **kwargs)
+
+    return neuron_check
+
+
+def _checked(meta: Callable[..., object], check: Callable[..., None]) -> Callable[..., object]:
+    """The meta kernel ``meta`` after ``check`` (one of :data:`_NEURON_CHECKS`)."""
+
+    def kernel(*args: object, **kwargs: object) -> object:
+        check(*args, **kwargs)
         return meta(*args, **kwargs)
 
     return kernel
 
 
+_NEURON_CHECKS = {op: _for_neuron_ops(check) for op, check in aten_checks.CHECKS.items()}
+
 #: Ops whose meta kernel (one above, else PyTorch's Python one, captured before :func:`register`
 #: replaces it) checks less than ATen or words it otherwise: every overload with such a kernel.
 _ATEN_CHECKED = {
     op: _checked(_KERNELS.get(op) or op.py_kernels[torch._C.DispatchKey.Meta], check)
-    for op, check in aten_checks.CHECKS.items()
+    for op, check in _NEURON_CHECKS.items()
     if op in _KERNELS or torch._C.DispatchKey.Meta in op.py_kernels
 }
 _KERNELS.update(_ATEN_CHECKED)
@@ -972,4 +984,6 @@ def register() -> None:
         op._dispatch_cache.clear()
     for op in _FAKE_TENSOR_METAS:
         register_fake_tensor_meta(op, _KERNELS[op])
+    for op, check in _NEURON_CHECKS.items():
+        check_before_fake_impl(op, check)
     _libraries.append(library)

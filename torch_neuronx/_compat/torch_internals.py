@@ -61,6 +61,7 @@ __all__ = [
     "storage_identity",
     "decomposition_table",
     "register_fake_tensor_meta",
+    "check_before_fake_impl",
     "dynamo_disabled",
     "without_aot_first_call_analysis",
     "elementwise_dtypes",
@@ -312,6 +313,23 @@ def register_fake_tensor_meta(op: OpOverload, kernel: Callable[..., Any]) -> Non
     from torch._decomp import meta_table
 
     meta_table[op] = kernel
+
+
+def check_before_fake_impl(op: OpOverload, check: Callable[..., None]) -> None:
+    """Runs ``check`` before FakeTensorMode's own implementation of ``op``, where it has one
+    (``fake_impls.register_op_impl``: native_layer_norm, slice_scatter, diagonal_scatter), which it
+    prefers to any meta kernel."""
+    from torch._subclasses import fake_impls
+
+    implementation = fake_impls.op_implementations_dict.get(op)
+    if implementation is None:
+        return
+
+    def checked(fake_mode: Any, func: OpOverload, *args: Any, **kwargs: Any) -> Any:
+        check(*args, **kwargs)
+        return implementation(fake_mode, func, *args, **kwargs)
+
+    fake_impls.op_implementations_dict[op] = checked
 
 
 def register_device_module(name: str, module: object) -> None:

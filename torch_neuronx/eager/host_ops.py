@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat import transformer_encoder
+from torch_neuronx._compat.aten_checks import check_index_count
 from torch_neuronx.eager import rules, runners, tracking
 from torch_neuronx.runtime import buffers
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype, numpy_to_torch
@@ -362,6 +363,7 @@ def _mask_coordinates(self: torch.Tensor, indices: list[torch.Tensor | None]) ->
     Raises:
         IndexError: a mask's shape does not match the dimensions it indexes (the CPU's message).
     """
+    check_index_count(self.dim(), len(indices))
     converted: list[torch.Tensor | None] = []
     for index_tensor in indices:
         if not _is_mask(index_tensor):
@@ -424,6 +426,7 @@ def _masked_fill_mask(
     on_device_number = values.dim() == 0 and values.device == self.device and values.dtype == self.dtype
     if values.numel() != 1 or not (values.device.type == "cpu" or on_device_number):
         return None
+    check_index_count(self.dim(), len(indices))
     given = [(position, i) for position, i in enumerate(indices) if i is not None]
     if len(given) != 1:
         return None

@@ -144,9 +144,21 @@ def linalg_lu(A, *, pivot=True):
 @lowering(aten.lu_unpack.default)
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """torch.lu_unpack: P, L, U from lu_factor's packed LU and 1-based pivots; outputs not
-    unpacked are empty, as on the CPU."""
+    unpacked are empty, as on the CPU.
+
+    Raises:
+        RuntimeError: ``LU_pivots`` is not of shape ``(*, min(m, n))`` with ``LU_data``'s batch
+            shape ``*``. ATen's kernel (the CPU's and CUDA's) reads the pivots in that shape without
+            checking it: past their end, or missing batches, which gave a permutation of garbage.
+    """
     m = LU_data.shape[-2]
     if unpack_pivots:
+        expected = (*LU_data.shape[:-2], min(LU_data.shape[-2:]))
+        if tuple(LU_pivots.shape) != expected:
+            raise RuntimeError(
+                f"torch.lu_unpack: expected LU_pivots of shape {list(expected)} (LU_data's batch shape and "
+                f"min(m, n)), but got {list(LU_pivots.shape)}. Pass the pivots lu_factor returned with LU_data."
+            )
         perm = _pivots_to_permutation(LU_pivots, m)
         permutation = _permutation_matrix(perm, LU_data.dtype)
     else:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx._compat.aten_checks import check_index_count
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -240,6 +241,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
 def _index_key(self, indices: Sequence[jax.Array | None], op: str) -> tuple:
     """The JAX index of PyTorch advanced indexing with integer index tensors (None = a full slice);
     numpy and PyTorch agree on where the broadcast index dimensions go."""
+    check_index_count(self.ndim, len(indices))
     key = []
     for dim, index in enumerate(indices):
         if index is None:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx._compat.aten_checks import MAT1_MAT2_DTYPES, SELF_MAT2_DTYPES
 from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
@@ -23,11 +24,9 @@ def _accumulate(a, b, fn):
     return fn(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-#: ATen's matmul dtype errors (cuda/Blas.cpp, LinearAlgebra.cpp's ADDMM_META), formatted with the
-#: operands' C++ types (``cpp``) or ATen names (``aten``). The CPU's mm says "m1 and m2".
+#: CUDA's mm dtype error (cuda/Blas.cpp), formatted with the operands' C++ types (``cpp``) or ATen
+#: names (``aten``). The CPU's mm says "m1 and m2".
 _MM_DTYPES = "expected mat1 and mat2 to have the same dtype, but got: {cpp[0]} != {cpp[1]}"
-_SELF_MAT2_DTYPES = "self and mat2 must have the same dtype, but got {0} and {1}"
-_MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0} and {1}"
 
 
 def _check_same_dtype(a, b, message: str) -> None:
@@ -58,8 +57,8 @@ def _addmm_dtypes(mat1: str, mat2: str):
     """A ``dtype_rule``: addmm's (and addbmm's) checks in ATen's order, self against ``mat2`` first,
     then ``mat1`` against ``mat2``. As a rule it runs before an in-place or ``out=`` result's dtype
     is checked: ``half.addmm_(bf16, bf16)`` said "Expected out tensor to have dtype float"."""
-    self_rule = same_dtype(("self", mat2), _SELF_MAT2_DTYPES)
-    mats_rule = same_dtype((mat1, mat2), _MAT1_MAT2_DTYPES)
+    self_rule = same_dtype(("self", mat2), SELF_MAT2_DTYPES)
+    mats_rule = same_dtype((mat1, mat2), MAT1_MAT2_DTYPES)
 
     def rule(arguments: dict) -> None:
         self_rule(arguments)

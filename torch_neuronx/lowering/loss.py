@@ -19,13 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx._compat import meta_kernels
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
-meta_kernels.register()
 
 _NONE, _MEAN, _SUM = 0, 1, 2
 

@@ -24,8 +24,6 @@ from torch_neuronx.lowering.registry import Promotion, lowering
 
 aten = torch.ops.aten
 
-meta_kernels.register()
-
 
 def _with_bias(gates: jax.Array, bias: jax.Array | None) -> jax.Array:
     return gates if bias is None else gates + bias
