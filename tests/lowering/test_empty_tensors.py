@@ -105,7 +105,6 @@ CASES = {
         lambda x: F.fractional_max_pool2d(x, 2, output_size=(0, 0)),
         (torch.randn(2, 3, 8, 8),),
     ),
-    "adaptive_avg_pool3d-no-channels": (lambda x: F.adaptive_avg_pool3d(x, 3), (torch.randn(2, 0, 4, 4, 4),)),
     "median-empty-dim": (lambda x: torch.median(x, -2).values, (torch.rand(0, 3),)),  # gave NaN
     "nanmedian-empty-dim": (lambda x: torch.nanmedian(x, 1).values, (torch.rand(3, 0),)),
     "kthvalue-empty-dim": (lambda x: torch.kthvalue(x, 1).values, (torch.rand(0),)),
@@ -121,6 +120,9 @@ CASES = {
         (torch.randn(0, 3),),
     ),
     "roll-two-shifts-no-dims": (lambda x: torch.roll(x, (1, 2)), (torch.randn(0, 3),)),
+    # ATen returns an empty tensor before reading the dims; PyTorch's reference raised IndexError
+    "roll-dim-out-of-range": (lambda x: torch.roll(x, 1, 1000), (torch.randn(0, 0, 0),)),
+    "roll-dims-out-of-range": (lambda x: torch.roll(x, (1, 2), (5, 7)), (torch.randn(0, 3),)),
     "argmax-bool-empty-dim": (  # the bool refusal comes before the empty-dimension check
         lambda x: torch.argmax(x, 1),
         (torch.zeros(3, 0, dtype=torch.bool),),

@@ -356,3 +356,14 @@ def test_batch_norm_of_a_channels_last_input_stays_channels_last():
     out = nn.BatchNorm2d(3).to("neuron")(x.to("neuron"))
     assert out.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(out.cpu(), nn.BatchNorm2d(3)(x))
+
+
+@pytest.mark.parametrize(
+    "reshape", [lambda x: x.unsqueeze(0), lambda x: x.reshape(2, 18)], ids=["more_dims", "fewer_dims"]
+)
+def test_native_group_norm_reads_an_input_of_another_shape_as_n_c_hxw(reshape):
+    # ATen checks only the element count and reads (N, C, HxW); PyTorch's decomposition broadcast
+    # the affine against the input's own dimensions ((1, 2, 6, 3) for a (1, 2, 6, 3)-shaped input
+    # gave (1, 6, 6, 3)), and the lowering raised JAX's reshape error.
+    x, weight, bias = torch.randn(2, 6, 3), torch.randn(6), torch.randn(6)
+    assert_matches_cpu(lambda t, w, b: torch.native_group_norm(t, w, b, 2, 6, 3, 2, 1e-5), reshape(x), weight, bias)

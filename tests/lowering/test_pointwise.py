@@ -626,3 +626,12 @@ def test_pow_of_a_number_computes_as_the_cpu_kernel(exponent):
     actual = (x.to("neuron") ** exponent).cpu()
     torch.testing.assert_close(actual, x**exponent, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(actual.signbit() & ~actual.isnan(), (x**exponent).signbit() & ~actual.isnan())
+
+
+@pytest.mark.parametrize("decimals", [1000, -1000, 309, 39, 38, -39, 3, -2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_round_with_decimals_past_a_doubles_range_is_nan_as_on_cpu(decimals, dtype):
+    # 10**|decimals| is inf beyond 1e308 (the CPU's std::pow) and in float32 from 1e39; Python's
+    # 10.0**1000 raised OverflowError.
+    x = torch.tensor([1.5, 2.25, -0.0, 0.0, 123.456, 1e30], dtype=dtype)
+    assert_matches_cpu(lambda t: torch.round(t, decimals=decimals), x)

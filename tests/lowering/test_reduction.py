@@ -237,6 +237,17 @@ def test_vector_norm_orders_match_cpu(ord, dtype):
     )
 
 
+@pytest.mark.parametrize(
+    ("shape", "dim", "keepdim"),
+    [((), None, False), ((1,), None, False), ((3, 1), 1, False), ((3, 1), (1,), True), ((1, 1), [], False)],
+)
+@pytest.mark.parametrize("ord", [1000, -1000, 0, 2])
+def test_vector_norm_over_dimensions_of_size_one_is_the_magnitude(shape, dim, keepdim, ord):
+    # ATen's linalg_vector_norm_out takes |x| (x != 0 for ord 0): |x|**1000 overflowed to inf.
+    x = torch.full(shape, -8.5)
+    assert_matches_cpu(lambda t: torch.linalg.vector_norm(t, ord, dim, keepdim), x)
+
+
 def test_norm_variants_match_cpu():
     x = _input(torch.float32, (3, 4))
     assert_matches_cpu(lambda t: (t.norm(p=2, dim=(0, 1)), torch.norm(t, p=3, dim=0), t.norm(p=math.inf)), x)

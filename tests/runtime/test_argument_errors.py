@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_neuronx._compat.aten_checks import CHECKS
+from torch_neuronx.testing.conformance import same_words
 
 
 def _ones(*shape, device, dtype=torch.float32):
@@ -237,6 +238,22 @@ ATEN_CHECKED = {
     "unsafe_masked_index_put_accumulate_too_many": lambda d: torch.ops.aten._unsafe_masked_index_put_accumulate(
         _ones(3, 4, device=d), _mask(3, device=d), [_labels(3, device=d)] * 3, _ones(3, device=d)
     ),
+    # Found by the conformance runner's argument-errors phase (testing/argument_errors.py):
+    # PyTorch's meta kernel said "numel: integer multiplication overflow".
+    "as_strided_copy_negative_size": lambda d: torch.as_strided_copy(_ones(8, device=d), [2, -3], [1, 1]),
+    # slow_conv_transpose2d/3d's output size check (PyTorch's meta prints lists, and an unbatched
+    # input's negative size reached the allocation)
+    "conv_transpose1d_output_too_small": lambda d: F.conv_transpose1d(
+        _ones(1, 2, 4, device=d), _ones(2, 3, 3, device=d), padding=1000
+    ),
+    "conv_transpose2d_unbatched_output_too_small": lambda d: F.conv_transpose2d(
+        _ones(2, 4, 4, device=d), _ones(2, 3, 3, 3, device=d), padding=(1000, 0)
+    ),
+    "conv_transpose3d_output_too_small": lambda d: F.conv_transpose3d(
+        _ones(1, 2, 4, 4, 4, device=d), _ones(2, 3, 3, 3, 3, device=d), padding=1000
+    ),
+    # ATen checks beta on every call; neuron computed
+    "smooth_l1_loss_negative_beta": lambda d: F.smooth_l1_loss(_ones(3, device=d), _ones(3, device=d), beta=-1.0),
 }
 
 
@@ -253,10 +270,51 @@ def test_argument_errors_are_atens(case):
     assert _error(ATEN_CHECKED[case], "neuron") == _error(ATEN_CHECKED[case], "cpu")
 
 
+#: A Scalar argument that ATen checks on every call, after a valid call has built the op's executable:
+#: the check ran only when it was built (the scalar is a runtime argument of the executable), so the
+#: loss and softshrink computed, and the samplers' device checks dropped the value or passed NaN.
+SCALAR_CHECKED = {
+    "softshrink": (lambda x, v: F.softshrink(x, v), 0.5, -1.0),
+    "huber_loss": (lambda x, v: F.huber_loss(x, x, delta=v), 1.0, 0.0),
+    "smooth_l1_loss": (lambda x, v: F.smooth_l1_loss(x, x, beta=v), 1.0, -1.0),
+    "geometric_": (lambda x, v: x.geometric_(v), 0.5, 2.0),
+    "geometric_nan": (lambda x, v: x.geometric_(v), 0.5, float("nan")),
+    "log_normal_": (lambda x, v: x.log_normal_(0, v), 1.0, -1.5),
+    "exponential_nan": (lambda x, v: x.exponential_(v), 1.0, float("nan")),
+    "cauchy_": (lambda x, v: x.cauchy_(0, v), 1.0, -1.0),
+    "normal_nan": (lambda x, v: x.normal_(0, v), 1.0, float("nan")),
+}
+
+
+@pytest.mark.parametrize("case", SCALAR_CHECKED)
+def test_scalar_arguments_are_checked_on_every_call(case):
+    call, valid, invalid = SCALAR_CHECKED[case]
+    with pytest.raises(RuntimeError) as on_cpu:
+        call(torch.ones(4), invalid)
+    call(torch.ones(4, device="neuron"), valid)
+    with pytest.raises(RuntimeError) as raised:
+        call(torch.ones(4, device="neuron"), invalid)
+        torch.neuron.synchronize()  # the samplers check on the device
+    assert same_words(raised.value, on_cpu.value), (str(raised.value), str(on_cpu.value))
+
+
 #: Where CUDA's kernel words an error otherwise than the CPU's, neuron raises CUDA's.
 CUDA_WORDED = {
     # trace_cuda (cuda/TriangularOps.cu); trace_cpu says "trace: expected a matrix, but got tensor with dim 3"
     "trace_of_3d": (lambda: torch.trace(_ones(2, 3, 4, device="neuron")), RuntimeError, "expected a matrix"),
+    # adaptive_avg_pool3d_out_cuda_template (cuda/AdaptiveAveragePooling3d.cu): empty sizes before the
+    # rank; the CPU's words drop "_cuda" (PyTorch's meta checked the rank only, without the name)
+    "adaptive_avg_pool3d_of_6d": (
+        lambda: F.adaptive_avg_pool3d(_ones(1, 2, 3, 3, 3, 3, device="neuron"), 2),
+        RuntimeError,
+        "adaptive_avg_pool3d_cuda(): Expected 4D or 5D tensor, but got [1, 2, 3, 3, 3, 3]",
+    ),
+    "adaptive_avg_pool3d_without_channels": (
+        lambda: F.adaptive_avg_pool3d(_ones(1, 0, 3, 3, 3, 3, device="neuron"), 2),
+        RuntimeError,
+        "adaptive_avg_pool3d_cuda(): Expected input to have non-zero size for non-batch dimensions, but input has "
+        "sizes [1, 0, 3, 3, 3, 3] with dimension 1 being empty",
+    ),
     # ATen's expand error prints the tensor's TensorImpl type: the CPU's "torch.FloatTensor", neuron's
     # "neuronFloatType" (PyTorch's name for a PrivateUse1 tensor); addmm computed, broadcasting self.
     "addmm_of_3d_self": (
@@ -295,6 +353,18 @@ def test_argument_errors_cuda_words_otherwise_are_cudas(case):
     with pytest.raises(error_type) as raised:
         make()
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("position", range(4), ids=["weight", "bias", "running_mean", "running_var"])
+def test_batch_norm_parameters_of_another_count_are_refused_in_f_batch_norms_words(position):
+    # native_batch_norm does not check them: the CPU's kernel reads the first C elements (past the
+    # end of a shorter one); PyTorch's meta kernel raised a broadcast error.
+    parameters = [_ones(3, device="neuron") for _ in range(4)]
+    name = ("weight", "bias", "running_mean", "running_var")[position]
+    for count in (2, 4):
+        parameters[position] = _ones(count, device="neuron")
+        with pytest.raises(RuntimeError, match=f"^{name} should contain 3 elements not {count}$"):
+            torch.native_batch_norm(_ones(4, 3, 5, device="neuron"), *parameters, True, 0.1, 1e-5)
 
 
 def test_negative_unfold_padding_raises_in_a_compiled_graph():

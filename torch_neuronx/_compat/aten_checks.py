@@ -798,7 +798,36 @@ def _masked_index_count(
     _index_count(self, indices)
 
 
-def _batch_norm_running_stats(
+def _as_strided_copy(self: torch.Tensor, size: list[int], stride: list[int], *_: Any, **__: Any) -> None:
+    """``as_strided``'s storage bound (``computeStorageNbytes`` in c10, which as_strided_copy's CPU and
+    CUDA kernels reach through ``as_strided``): a negative size overflows it, unless a size is 0.
+    PyTorch's meta kernel said "numel: integer multiplication overflow". Negative strides are the
+    meta kernel's to refuse, first, in ATen's words."""
+    if any(s < 0 for s in stride) or not all(isinstance(s, int) for s in size):
+        return
+    if any(s < 0 for s in size) and 0 not in size:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}")
+
+
+def _adaptive_avg_pool3d(self: torch.Tensor, output_size: list[int], **_: Any) -> None:
+    """``adaptive_avg_pool3d_out_cuda_template``'s checks (cuda/AdaptiveAveragePooling3d.cu), in its
+    order and words: the non-batch sizes before the rank. The CPU's words drop "_cuda"; PyTorch's
+    meta kernel checked the rank only, without the name."""
+    for dim in range(1, self.dim()):
+        torch._check(
+            self.shape[dim] > 0,
+            lambda dim=dim: (
+                "adaptive_avg_pool3d_cuda(): Expected input to have non-zero size for non-batch dimensions, but "
+                f"input has sizes {list(self.shape)} with dimension {dim} being empty"
+            ),
+        )
+    torch._check(
+        self.dim() in (4, 5),
+        lambda: f"adaptive_avg_pool3d_cuda(): Expected 4D or 5D tensor, but got {list(self.shape)}",
+    )
+
+
+def _batch_norm_parameters(
     input: torch.Tensor,
     weight: torch.Tensor | None,
     bias: torch.Tensor | None,
@@ -807,12 +836,21 @@ def _batch_norm_running_stats(
     *_: Any,
     **__: Any,
 ) -> None:
-    """ATen checks the running statistics' element count only (``_batch_norm_impl_index``); the
-    CPU's kernel (Normalization.cpp) and CUDA's (``packed_accessor_or_dummy``) then read them
-    through 1-D accessors, which refuse another rank. PyTorch's meta kernel broadcast them."""
-    channels = input.shape[1] if input.dim() > 1 else None
+    """``_batch_norm_impl_index``'s element counts (Normalization.cpp: running statistics, then
+    weight and bias), which F.batch_norm checks and the ``native_batch_norm`` family does not: the
+    CPU's kernel then reads the first C elements, past the end of a shorter parameter; neuron
+    refuses both in these words (PyTorch's meta kernel raised a broadcast error). The CPU's kernel
+    and CUDA's (``packed_accessor_or_dummy``) read the running statistics through 1-D accessors,
+    which refuse another rank; PyTorch's meta kernel broadcast them."""
+    if not _static(input):
+        return
+    channels = input.shape[1] if input.dim() > 1 else 1
+    named = (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias))
+    for name, parameter in named:
+        if parameter is not None and parameter.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {parameter.numel()}")
     for stat in (running_mean, running_var):
-        if stat is not None and stat.dim() != 1 and stat.numel() == channels:
+        if stat is not None and stat.dim() != 1:
             raise RuntimeError(f"TensorAccessor expected 1 dims but tensor has {stat.dim()}")
 
 
@@ -855,6 +893,8 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.avg_pool3d: _avg_pool(3),
     aten.renorm: _renorm,
     aten.renorm_: _renorm,
+    aten._adaptive_avg_pool3d: _adaptive_avg_pool3d,
+    aten.as_strided_copy: _as_strided_copy,
     aten.masked_fill: _mask_broadcast,
     aten.masked_scatter: _mask_broadcast,
 }
@@ -870,15 +910,15 @@ _BY_OVERLOAD: dict[OpOverload, Callable[..., None]] = {
     aten._unsafe_index_put.default: _index_count,
     aten._unsafe_masked_index.default: _masked_index_count,
     aten._unsafe_masked_index_put_accumulate.default: _masked_index_count,
-    aten.native_batch_norm.default: _batch_norm_running_stats,
-    aten.native_batch_norm.out: _batch_norm_running_stats,
-    aten._native_batch_norm_legit.default: _batch_norm_running_stats,
-    aten._native_batch_norm_legit.out: _batch_norm_running_stats,
-    aten._native_batch_norm_legit_functional.default: _batch_norm_running_stats,
-    aten._native_batch_norm_legit_no_training.default: _batch_norm_running_stats,
-    aten._batch_norm_with_update.default: _batch_norm_running_stats,
-    aten._batch_norm_with_update_functional.default: _batch_norm_running_stats,
-    aten._batch_norm_no_update.default: _batch_norm_running_stats,
+    aten.native_batch_norm.default: _batch_norm_parameters,
+    aten.native_batch_norm.out: _batch_norm_parameters,
+    aten._native_batch_norm_legit.default: _batch_norm_parameters,
+    aten._native_batch_norm_legit.out: _batch_norm_parameters,
+    aten._native_batch_norm_legit_functional.default: _batch_norm_parameters,
+    aten._native_batch_norm_legit_no_training.default: _batch_norm_parameters,
+    aten._batch_norm_with_update.default: _batch_norm_parameters,
+    aten._batch_norm_with_update_functional.default: _batch_norm_parameters,
+    aten._batch_norm_no_update.default: _batch_norm_parameters,
 }
 
 #: Each overload (functional, out=, in-place where the packet has it) and ATen's checks of it.

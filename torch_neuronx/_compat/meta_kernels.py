@@ -641,7 +641,67 @@ def _convolution(
         all(d > 0 for d in dilation),
         lambda: f"dilation should be greater than zero, but got {[1] * (dims == 1) + list(dilation)}",
     )
+    if transposed:
+        _check_transposed_output_size(input, sizes[2:], stride, padding, dilation, output_padding)
     return meta_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+def _check_transposed_output_size(
+    input: torch.Tensor,
+    kernel: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    output_padding: list[int],
+) -> None:
+    """The output size check of ``slow_conv_transpose2d/3d_shape_check`` (NaiveConvolutionTranspose2d/3d,
+    CPU and CUDA), in their words: a 1-D convolution runs as a 2-D one of height 1. PyTorch's meta
+    kernel words it with lists, and an unbatched input's negative size reached the allocation."""
+    inputs = list(input.shape[-len(kernel) :])
+    outputs = [
+        (size - 1) * s - 2 * p + d * (k - 1) + 1 + o
+        for size, k, s, p, d, o in zip(inputs, kernel, stride, padding, dilation, output_padding, strict=True)
+    ]
+    if len(kernel) == 1:
+        inputs, outputs = [1, *inputs], [1, *outputs]
+    torch._check(
+        all(size >= 1 for size in outputs),
+        lambda: (
+            f"Given input size per channel: ({' x '.join(map(str, inputs))}). Calculated output size per channel: "
+            f"({' x '.join(map(str, outputs))}). Output size is too small"
+        ),
+    )
+
+
+_ROLL_REFERENCE = decomposition_table()[aten.roll.default]
+_GROUP_NORM_DECOMPOSITION = decomposition_table()[aten.native_group_norm.default]
+
+
+def _native_group_norm(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    N: int,
+    C: int,
+    HxW: int,
+    group: int,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``native_group_norm``'s (output of the input's shape, contiguous; (N, group) mean and rstd).
+    ATen's kernels read the input as (N, C, HxW) whatever its shape, once its element count is
+    checked (``_compat/aten_checks.py``); PyTorch's decomposition broadcast the affine parameters
+    against the input's own dimensions: a (1, 1, 6, 3) input of 6 channels gave (1, 6, 6, 3)."""
+    _, mean, rstd = _GROUP_NORM_DECOMPOSITION(input.reshape(N, C, HxW), weight, bias, N, C, HxW, group, eps)
+    return torch.empty_like(input, memory_format=torch.contiguous_format), mean, rstd
+
+
+def _roll(self: torch.Tensor, shifts: list[int], dims: tuple[int, ...] | list[int] = ()) -> torch.Tensor:
+    """``roll``'s result. ATen's CPU and CUDA kernels return an empty tensor before reading its dims
+    (TensorTransformations.cpp/.cu): ``roll(empty, 1, 1000)`` computes, where PyTorch's reference
+    wraps the dims first and raises IndexError."""
+    if self.numel() == 0:
+        return torch.empty_like(self)
+    return _ROLL_REFERENCE(self, shifts, dims)
 
 
 def _grid_sampler_2d(
@@ -883,6 +943,8 @@ _KERNELS = {
     aten._ctc_loss_backward.default: _ctc_loss_backward,
     aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
     aten.grid_sampler_2d.default: _grid_sampler_2d,
+    aten.roll.default: _roll,
+    aten.native_group_norm.default: _native_group_norm,
     aten.convolution.default: _convolution,
     aten._convolution.default: _convolution,
     aten.fractional_max_pool2d.default: _fractional_max_pool2d,
@@ -947,6 +1009,7 @@ _PYTHON_DISPATCHER_METAS = (
     aten.normal.float_Tensor,
     aten.normal.Tensor_Tensor,
     aten.grid_sampler_2d.default,
+    aten.roll.default,
     aten.fractional_max_pool2d.default,
     aten.convolution.default,
     aten._convolution.default,

@@ -114,10 +114,11 @@ def hardshrink(self, lambd=0.5):
     return jnp.where((self >= -lambd) & (self <= lambd), 0, self)
 
 
-@lowering(aten.softshrink.default, promotion=Promotion.DEFAULT)
+@lowering(aten.softshrink.default, promotion=Promotion.DEFAULT, static=("lambd",))
 def softshrink(self, lambd=0.5):
     """F.softshrink: x - lambd above lambd, x + lambd below -lambd, else 0 (NaN stays, as the CPU
-    kernel's x * 0)."""
+    kernel's x * 0). ``lambd`` is static, so that the meta kernel's range check of it runs for
+    each value, as ATen's does on every call."""
     return jnp.where(self > lambd, self - lambd, jnp.where(self < -lambd, self + lambd, self * 0))
 
 

@@ -135,10 +135,17 @@ def mse_loss_backward(grad_output, self, target, reduction):
     return 2 * _norm(reduction, self.size) * (self - target) * grad_output
 
 
-@lowering(aten.smooth_l1_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+@lowering(aten.smooth_l1_loss.default, promotion=Promotion.DEFAULT, static=("reduction", "beta"))
 def smooth_l1_loss(self, target, reduction=_MEAN, beta=1.0):
     """F.smooth_l1_loss: 0.5 * d^2 / beta where |d| < beta, else |d| - 0.5 * beta (beta = 0 is
-    the L1 loss), reduced."""
+    the L1 loss), reduced. ``beta`` is static: ATen checks it on every call (Loss.cpp, CPU and
+    CUDA), which PyTorch's meta kernel does not.
+
+    Raises:
+        RuntimeError: ``beta`` is negative (ATen's words).
+    """
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     z = jnp.abs(self - target)
     safe_beta = jnp.where(beta == 0, 1, beta)
     return _reduce(jnp.where(z < beta, 0.5 * z * z / safe_beta, z - 0.5 * beta), reduction)
@@ -153,9 +160,10 @@ def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
     return jnp.where(jnp.abs(d) < beta, scaled * d / safe_beta, scaled * jnp.sign(d))
 
 
-@lowering(aten.huber_loss.default, promotion=Promotion.DEFAULT, static=("reduction",))
+@lowering(aten.huber_loss.default, promotion=Promotion.DEFAULT, static=("reduction", "delta"))
 def huber_loss(self, target, reduction=_MEAN, delta=1.0):
-    """F.huber_loss: 0.5 * d^2 where |d| < delta, else delta * (|d| - 0.5 * delta), reduced."""
+    """F.huber_loss: 0.5 * d^2 where |d| < delta, else delta * (|d| - 0.5 * delta), reduced.
+    ``delta`` is static, so that the meta kernel's check of it (delta > 0) runs for each value."""
     z = jnp.abs(self - target)
     return _reduce(jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta)), reduction)
 

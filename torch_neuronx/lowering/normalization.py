@@ -283,19 +283,19 @@ def batch_norm_backward(
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """F.group_norm: each sample's channels split into ``group`` groups, normalized over the group's
     channels and spatial positions (biased variance), then the per-channel affine; also returns the
-    (N, group) mean and rstd. An empty batch gives empty results."""
+    (N, group) mean and rstd. An empty batch gives empty results. The input is read as (N, C, HxW)
+    whatever its shape, as ATen's kernels (CPU and CUDA) read it: only its element count is checked."""
     x = input.reshape(N, group, (C // group) * HxW)
     # An empty group's mean is the CPU's RowwiseMoments' 0 (its rstd stays NaN, as here).
     mean = jnp.mean(x, axis=-1) if x.shape[-1] else jnp.zeros(x.shape[:-1], x.dtype)
     centered = x - mean[..., None]
     rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=-1) + eps)
-    out = (centered * rstd[..., None]).reshape(input.shape)
-    shape = _channel_shape(input)
+    out = (centered * rstd[..., None]).reshape(N, C, HxW)
     if weight is not None:
-        out = out * weight.reshape(shape)
+        out = out * weight.reshape(1, C, 1)
     if bias is not None:
-        out = out + bias.reshape(shape)
-    return out, mean, rstd
+        out = out + bias.reshape(1, C, 1)
+    return out.reshape(input.shape), mean, rstd
 
 
 @lowering(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
+import numpy as np
 import torch
 
 from torch_neuronx.lowering import complex_math, registry
@@ -259,11 +260,18 @@ def round_(self):
 
 @lowering(aten.round.decimals, promotion=Promotion.DEFAULT, static=("decimals",), dtype_rule=_not_complex)
 def round_decimals(self, *, decimals):
-    """torch.round(decimals=d): scales by 10**d, rounds half to even, scales back, as PyTorch does."""
-    scale = 10.0**decimals
+    """torch.round(decimals=d): scales by 10**|d|, rounds half to even, scales back, as PyTorch does.
+    Past a double's range 10**|d| is inf, as the CPU's ``std::pow`` gives (every value then NaN)."""
+    exponent = -decimals if decimals < 0 else decimals  # this module defines its own abs
+    with np.errstate(over="ignore"):  # 10**39 and up are inf in float32, as in the CPU's opmath
+        ten_pow = np.float32(math.inf if exponent > _MAX_DOUBLE_POWER_OF_TEN else 10.0**exponent)
     if decimals >= 0:
-        return _true_divide(jnp.round(self * scale), jnp.asarray(scale, self.dtype))
-    return jnp.round(_true_divide(self, jnp.asarray(10.0**-decimals, self.dtype))) * (10.0**-decimals)
+        return _true_divide(jnp.round(self * ten_pow.item()), jnp.asarray(ten_pow, self.dtype))
+    return jnp.round(_true_divide(self, jnp.asarray(ten_pow, self.dtype))) * ten_pow.item()
+
+
+#: The largest power of ten a double holds (1e308).
+_MAX_DOUBLE_POWER_OF_TEN = 308
 
 
 _PREDICATES: dict = {

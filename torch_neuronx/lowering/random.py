@@ -46,6 +46,15 @@ def _scalar(value, dtype) -> jax.Array:
     return jnp.asarray(value).astype(dtype)
 
 
+def _check_scalar(valid: jax.Array, value: jax.Array, message: str) -> None:
+    """ATen's host check of a sampler's Scalar argument (``TORCH_CHECK`` in DistributionTemplates.h,
+    CPU and CUDA alike), made on the device: the scalar is a runtime argument of the cached
+    executable, so a check made when it is built would pass a later call's value unchecked.
+    ``valid`` is false for NaN too; ``message`` prints the value as ``{low_float}`` (as a C++ stream)."""
+    bits = jax.lax.bitcast_convert_type(value.astype(jnp.float32), jnp.uint32).astype(jnp.int64)
+    device_check(~valid, bits, message)
+
+
 # --- the dtypes CUDA's kernels take ---------------------------------------------------------------
 #
 # Each random op refuses the dtypes its CUDA kernel does not dispatch, with CUDA's exception and
@@ -161,7 +170,8 @@ def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
 
 
 def _check_std(std) -> None:
-    device_check(std < 0, 0, "normal expects std >= 0.0, but found a negative std")
+    std = jnp.asarray(std)
+    _check_scalar(std >= 0, std, "normal expects std >= 0.0, but found std {low_float}")
 
 
 @lowering(
@@ -215,7 +225,7 @@ def exponential(self, lambd=1.0, *, generator=None, rng_key):
     """torch.Tensor.exponential_: -log(1 - U) / lambd, in [0, inf); lambd <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     rate = _scalar(lambd, dtype)
-    device_check(rate <= 0, 0, "exponential_ expects lambda > 0.0")
+    _check_scalar(rate > 0, rate, "exponential_ expects lambda > 0.0, but found lambda={low_float}")
     return -jnp.log1p(-_uniform(rng_key, self.shape)) / rate
 
 
@@ -224,7 +234,7 @@ def log_normal(self, mean=1.0, std=2.0, *, generator=None, rng_key):
     """torch.Tensor.log_normal_: exp(N(mean, std**2)); std <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     mean, std = _scalar(mean, dtype), _scalar(std, dtype)
-    device_check(std <= 0, 0, "log_normal_ expects std > 0.0")
+    _check_scalar(std > 0, std, "log_normal_ expects std > 0.0, but found std={low_float}")
     return jnp.exp(mean + std * jax.random.normal(rng_key, self.shape, dtype))
 
 
@@ -233,7 +243,7 @@ def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
     """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
-    device_check(sigma <= 0, 0, "cauchy_ expects sigma > 0.0")
+    _check_scalar(sigma > 0, sigma, "cauchy_ expects sigma > 0.0, but found sigma={low_float}")
     return median + sigma * jnp.tan(jnp.pi * (_uniform(rng_key, self.shape) - 0.5))
 
 
@@ -328,7 +338,7 @@ def geometric(self, p, *, generator=None, rng_key):
     """torch.Tensor.geometric_: trials until the first success, ceil(log(1 - U) / log(1 - p)) >= 1;
     p outside (0, 1) raises as on CPU."""
     p = _scalar(p, jnp.float32)
-    device_check((p <= 0) | (p >= 1), 0, "geometric_ expects p to be in (0, 1)")
+    _check_scalar((p > 0) & (p < 1), p, "geometric_ expects p to be in (0, 1), but got p={low_float}")
     trials = jnp.ceil(jnp.log1p(-_uniform(rng_key, self.shape)) / jnp.log1p(-p))
     return jnp.maximum(trials, 1)
 

@@ -326,12 +326,18 @@ def std_mean(self, dim=None, *, correction=None, keepdim=False):
 @lowering(aten.linalg_vector_norm.default, static=("ord",))
 def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     """torch.linalg.vector_norm: ord inf/-inf give max/min of |x|, 0 counts non-zeros, others
-    (sum |x|**ord)**(1/ord); ``dtype`` casts the input first; 16-bit floats accumulate in float32."""
+    (sum |x|**ord)**(1/ord); ``dtype`` casts the input first; 16-bit floats accumulate in float32.
+    A reduction over dimensions of size 1 only is |x| (x != 0 for ord 0), as ATen's
+    ``linalg_vector_norm_out`` (CPU and CUDA) takes it: |x|**1000 would overflow to inf."""
     if dtype is not None:
         self = self.astype(jax_dtype(dtype))
     magnitude = jnp.abs(self)
     magnitude = magnitude.astype(_accumulator(magnitude.dtype))
     axes = _axes(self, dim)
+    reduced = tuple(range(self.ndim)) if axes is None else axes
+    if all(self.shape[axis] == 1 for axis in reduced):
+        value = (magnitude != 0).astype(magnitude.dtype) if ord == 0 else magnitude
+        return value if keepdim else jnp.squeeze(value, axis=reduced)
     if ord == math.inf:
         return jnp.max(magnitude, axis=axes, keepdims=keepdim)
     if ord == -math.inf:

@@ -276,6 +276,10 @@ def _roll_arguments(arguments: dict) -> None:
 
 @lowering(aten.roll.default, dtype_rule=_roll_arguments, rule_first=True)
 def roll(self, shifts, dims=()):
+    """torch.roll. An empty tensor is returned as it is before its dims are wrapped, as ATen's CPU
+    and CUDA kernels do (``roll(empty, 1, 1000)`` computes)."""
+    if self.size == 0:
+        return self
     if not dims:
         return jnp.roll(self.reshape(-1), shifts[0]).reshape(self.shape)
     return jnp.roll(self, tuple(shifts), tuple(_dim(d, self.ndim) for d in dims))

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import functools
 import itertools
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from torch_neuronx._compat.torch_internals import pytree
 from torch_neuronx.testing import opinfo, tables
 from torch_neuronx.testing.compare import compare, widen
 
-__all__ = ["OUTCOMES", "SampleOutcome", "check_sample", "family", "make_row", "run_sample", "samples"]
+__all__ = ["OUTCOMES", "SampleOutcome", "check_sample", "family", "make_row", "run_sample", "same_words", "samples"]
 
 #: Every value of :attr:`SampleOutcome.outcome`.
 OUTCOMES = ("pass", "mismatch", "error", "fallback", "skipped")
@@ -88,12 +89,19 @@ def _unsupported_dtype(value: Any) -> str | None:
     return None
 
 
+def _flatten(value: Any) -> tuple[list[Any], Any]:
+    """The leaves of a sample's arguments, keeping each ``torch.Size`` whole: pytree flattens one
+    into its ints and rebuilds a tuple, which ops print otherwise ("(3, 6, 5)" for "torch.Size([3,
+    6, 5])" in ``max_unpool``'s errors)."""
+    return pytree.tree_flatten(value, is_leaf=lambda leaf: isinstance(leaf, torch.Size))
+
+
 def _to_neuron(value: Any, host_leaves: frozenset[int] = frozenset()) -> Any:
     """A copy of ``value`` (a pytree) on neuron: tensors copied as leaves keeping ``requires_grad``
     (one copy per distinct tensor, so aliasing arguments stay aliased) except the leaves at the
     positions in ``host_leaves``, and CPU devices in factory arguments replaced by neuron."""
     copies: dict[int, torch.Tensor] = {}
-    leaves, spec = pytree.tree_flatten(value)
+    leaves, spec = _flatten(value)
 
     def move(position: int, leaf: Any) -> Any:
         if isinstance(leaf, torch.Tensor) and position not in host_leaves:
@@ -202,15 +210,18 @@ def run_sample(
     phase: str = "forward",
     index: int = 0,
     host_leaves: frozenset[int] = frozenset(),
+    *,
+    words: bool = False,
 ) -> SampleOutcome:
     """Runs one OpInfo sample (made on CPU) on CPU and on neuron and returns its outcome.
 
         ``phase`` is ``"forward"`` (compare results), ``"inplace"`` (compare what the OpInfo's in-place
         variant leaves in a copy of the input) or ``"backward"`` (compare input gradients; the
         sample must have been made with ``requires_grad=True``). ``host_leaves`` (see :func:`samples`)
-    stay on the CPU in the neuron copy of the sample. Never raises for a failing sample:
-        every exception, including one the device raises at the synchronisation that ends the sample,
-        becomes an ``error`` outcome.
+    stay on the CPU in the neuron copy of the sample. With ``words``, an exception the CPU raises
+    must be raised on neuron in the CPU's words too (:func:`same_words`), not only of its type.
+    Never raises for a failing sample: every exception, including one the device raises at the
+    synchronisation that ends the sample, becomes an ``error`` outcome.
     """
     row = make_row(op, dtype, index, phase, "pass")
     start = time.perf_counter()
@@ -233,7 +244,7 @@ def run_sample(
             expected, actual, error = _run_both(run, sample, neuron_sample)
             row.fallback_ops = sorted(torch_neuronx.get_fallback_ops())
             executed = torch_neuronx.get_executed_ops()
-            _judge(row, op, sample, expected, actual, error, lambda: _to_cpu(reference_run(_widened(sample))))
+            _judge(row, op, sample, expected, actual, error, lambda: _to_cpu(reference_run(_widened(sample))), words)
     except _NotCompared as reason:
         row.outcome, row.detail = "skipped", str(reason)
     except Exception as err:  # a sample must never stop the sweep
@@ -266,6 +277,7 @@ def _judge(
     actual: Any,
     error: BaseException | None,
     reference: Callable[[], Any] | None,
+    words: bool = False,
 ) -> None:
     cpu_error = expected if isinstance(expected, Exception) else None
     unsupported = _unsupported_dtype(expected) if cpu_error is None else None
@@ -273,7 +285,9 @@ def _judge(
         row.outcome, row.detail = "skipped", f"the CPU result holds a tensor of {unsupported}"
         return
     if error is not None:
-        if cpu_error is not None and type(error) is type(cpu_error):
+        if cpu_error is not None and type(error) is type(cpu_error) and words and not same_words(error, cpu_error):
+            row.outcome, row.detail = "error", f"{_describe(error)} (CPU raises {_describe(cpu_error)})"
+        elif cpu_error is not None and type(error) is type(cpu_error):
             row.detail = f"both raise {type(error).__name__}"
         else:
             row.outcome = "error"
@@ -295,6 +309,25 @@ def _judge(
         row.outcome, row.detail = "fallback", "ran on the CPU: " + ", ".join(row.fallback_ops)
     else:
         row.detail = "; ".join(result.notes)
+
+
+#: What a device fault adds to the kernel's message: the op and the core that raised it before, and
+#: after, a note on where it was raised (runtime/faults.py).
+_DEVICE_FAULT_PREFIX = re.compile(r"^aten::\S+ on neuron:\d+: ")
+_DEVICE_FAULT_NOTE = "\nThis device fault was raised at a synchronization point"
+#: How ATen prints a CPU tensor's type in its messages ("expand(torch.FloatTensor{[2, 3]}, ...)",
+#: "stft(torch.FloatTensor[98], ..."); a neuron tensor's is "neuronFloatType", as CUDA's is
+#: "torch.cuda.FloatTensor".
+_CPU_TENSOR_TYPE = re.compile(r"\btorch\.(\w+)Tensor(?=[{\[])")
+
+
+def same_words(error: BaseException, cpu_error: BaseException) -> bool:
+    """Whether neuron's ``error`` says what the CPU's ``cpu_error`` says, word for word, once what an
+    asynchronous device fault adds (the op: "aten::take on neuron:0: ", and a note after) is set
+    aside and the CPU's tensor type names are read as the device's."""
+    cpu_words = _CPU_TENSOR_TYPE.sub(r"neuron\1Type", str(cpu_error))
+    words = _DEVICE_FAULT_PREFIX.sub("", str(error)).split(_DEVICE_FAULT_NOTE, 1)[0]
+    return words == cpu_words
 
 
 def _cuda_statistics(sample: Any, actual: Any, expected: Any) -> Any:
@@ -413,8 +446,8 @@ def samples(
     for index, sample in enumerate(made):
         host: frozenset[int] = frozenset()
         if index < len(meta):
-            spec = pytree.tree_structure(_arguments(sample))
-            meta_leaves, meta_spec = pytree.tree_flatten(_arguments(meta[index]))
+            spec = _flatten(_arguments(sample))[1]
+            meta_leaves, meta_spec = _flatten(_arguments(meta[index]))
             if spec == meta_spec:
                 host = frozenset(
                     i
