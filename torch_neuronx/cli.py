@@ -81,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
         help="skip the CUDA-dtype phases (dtypes CUDA computes an op in and the CPU does not; dtypes both refuse)",
     )
     conformance.add_argument(
+        "--no-argument-errors",
+        action="store_true",
+        help="skip the argument-errors phase (each op's first float32 sample with one argument made wrong)",
+    )
+    conformance.add_argument(
         "--in-process",
         action="store_true",
         help="run the samples in this process (no protection against crashes and hangs)",
@@ -220,6 +225,7 @@ def _conformance(args: argparse.Namespace, argv: Sequence[str]) -> int:
         backward=not args.no_backward,
         in_place=not args.no_inplace,
         cuda_only=not args.no_cuda_dtypes,
+        wrong_arguments=not args.no_argument_errors,
         timeout=args.timeout,
         isolate=not args.in_process,
         progress=not args.no_progress,

@@ -20,6 +20,7 @@ def test_in_process_sweep_records_one_outcome_per_sample_and_dtype_skips():
         ("float32", "forward"),
         ("float32", "backward"),
         ("float32", "inplace"),
+        ("float32", "argument-errors"),
         ("int64", "forward"),
     }
     assert all(outcome == "pass" for *_, outcome in ran)

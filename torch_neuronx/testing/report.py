@@ -109,7 +109,9 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
         "leaves in its input (float32; an input that would have to broadcast must raise); and, as phase "
         "`cuda-dtype`, the dtypes CUDA computes an op in and the CPU does not, compared with the CPU in a wider "
         "dtype, and as phase `cuda-refused` the dtypes both refuse, which neuron must refuse with an exception of "
-        "the CPU's type (`torch_neuronx/testing/cuda_dtypes.py`). Outcomes: pass (an "
+        "the CPU's type (`torch_neuronx/testing/cuda_dtypes.py`); and, as phase `argument-errors`, each op's "
+        "first float32 sample with one argument made wrong at a time, which must raise as on the CPU, in its "
+        "words, or compute its values (`torch_neuronx/testing/argument_errors.py`). Outcomes: pass (an "
         "exception CPU raises "
         "as well counts as a pass), mismatch (a wrong value), error, fallback (right values, but some ATen ops "
         "ran on the CPU). Regenerate this page with:",

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx.testing import cuda_dtypes, opinfo, tables
+from torch_neuronx.testing import argument_errors, cuda_dtypes, opinfo, tables
 from torch_neuronx.testing.conformance import OUTCOMES, SampleOutcome, family, make_row, run_sample, samples
 from torch_neuronx.testing.worker import mappings_full as _mappings_full
 from torch_neuronx.testing.worker import resident_bytes as _resident_bytes
@@ -56,6 +56,7 @@ class _Options:
     in_place: bool = True
     cuda_only: bool = True
     all_dtypes: bool = True
+    wrong_arguments: bool = True
 
 
 @dataclasses.dataclass
@@ -111,6 +112,18 @@ def _queues(op: Any, options: _Options) -> tuple[list[_Queue], list[SampleOutcom
                     rows.append(make_row(op, dtype, -1, phase, "skipped", detail))
                     continue
                 queues.append(_Queue(dtype, phase, iter(made)))
+    if options.wrong_arguments and argument_errors.DTYPE in run:
+        reason = opinfo.opinfo_skip(op, argument_errors.DTYPE)
+        if reason is not None:
+            rows.append(make_row(op, argument_errors.DTYPE, -1, argument_errors.PHASE, "skipped", reason))
+        else:
+            try:
+                made = samples(op, argument_errors.DTYPE, False, 1)  # the first sample: many calls each
+            except Exception as err:  # a broken OpInfo must not stop the sweep
+                detail = f"OpInfo sample_inputs raised {type(err).__name__}: {err}"
+                rows.append(make_row(op, argument_errors.DTYPE, -1, argument_errors.PHASE, "skipped", detail))
+            else:
+                queues.append(_Queue(argument_errors.DTYPE, argument_errors.PHASE, iter(made)))
     return queues, rows
 
 
@@ -141,6 +154,8 @@ def _op_events(op: Any, options: _Options, op_deadline: float, done: frozenset[K
                 yield "row", cuda_dtypes.run_cuda_sample(op, sample, q.dtype, index)
             elif q.phase == cuda_dtypes.REFUSED_PHASE:
                 yield "row", cuda_dtypes.run_refused_sample(op, sample, q.dtype, index)
+            elif q.phase == argument_errors.PHASE:
+                yield "row", argument_errors.run_mutated_sample(op, sample, index, host_leaves)
             else:
                 yield "row", run_sample(op, sample, q.dtype, q.phase, index, host_leaves)
 
@@ -297,6 +312,7 @@ def run_conformance(
     backward: bool = True,
     in_place: bool = True,
     cuda_only: bool = True,
+    wrong_arguments: bool = True,
     timeout: float = 120.0,
     isolate: bool = True,
     progress: bool = True,
@@ -316,6 +332,10 @@ def run_conformance(
             dtypes CUDA computes the op in and the CPU does not (those among ``dtypes`` when given,
             complex32 included otherwise), against the CPU in a wider dtype; and, with one sample
             each, the dtypes both refuse, which neuron must refuse too.
+        wrong_arguments: also run the argument-errors phase
+            (:mod:`~torch_neuronx.testing.argument_errors`): the op's first float32 sample with one
+            argument made wrong at a time, which must raise as on the CPU, in its words, or compute
+            its values.
         timeout: seconds one sample may run before its worker is killed (with ``isolate``).
         isolate: run the samples in a worker process that a crash or a hang cannot take down.
         progress: show a progress bar on stderr.
@@ -330,7 +350,16 @@ def run_conformance(
     for dtype in wanted:
         if dtype not in tables.DEVICE_DTYPES:
             raise ValueError(f"dtype {dtype} is not checked on neuron; choose from {tables.DEVICE_DTYPES}")
-    options = _Options(wanted, backward, max_samples_per_op, _WORKER_MAPPINGS_SHARE, in_place, cuda_only, not dtypes)
+    options = _Options(
+        wanted,
+        backward,
+        max_samples_per_op,
+        _WORKER_MAPPINGS_SHARE,
+        in_place,
+        cuda_only,
+        not dtypes,
+        wrong_arguments,
+    )
     runner = _Isolated(options, timeout) if isolate else _InProcess(options)
     deadline = time.monotonic() + budget_seconds if budget_seconds else math.inf
     rows: list[SampleOutcome] = []

@@ -108,6 +108,60 @@ KNOWN_FAILURES: dict[tuple[str, torch.dtype, str], str] = {
     },
 }
 
+#: Mutated calls of the argument-errors phase (testing/argument_errors.py) that are not run, per
+#: (OpInfo, mutation label), each with its reason: their values cannot be compared, or the CPU's
+#: kernel crashes the process.
+ARGUMENT_ERROR_NOT_RUN: dict[tuple[str, str], str] = {
+    ("resize_as_", label): "not comparable: the elements resize_as_ adds are uninitialized memory on every device"
+    for label in ("arg0.lastdim+1", "input.select(0, 0)", "input.unsqueeze(0)")
+}
+
+#: Mutated calls of the argument-errors phase where neuron is known to differ from the CPU, per
+#: (OpInfo, mutation label), each with its reason.
+_BATCH_NORM_COUNT = (
+    "a parameter of more than C elements: the CPU's kernel reads its first C (and past the end of a shorter "
+    "one); neuron refuses any other count, in F.batch_norm's words (docs/usage.md)"
+)
+_GRID_SAMPLER_MODE = (
+    "a mode outside the enum: ATen's kernels switch over it unchecked (the CPU computes with no named mode); "
+    "neuron refuses it with a ValueError naming the valid modes"
+)
+ARGUMENT_ERROR_DIFFERENCES: dict[tuple[str, str], str] = {
+    **{
+        ("lu_unpack", label): "pivots of another shape than (*, min(m, n)): ATen's kernel reads them unchecked "
+        "(past their end, or a batch's missing); neuron refuses them (docs/usage.md)"
+        for label in ("arg0.unsqueeze(0)", "arg0.lastdim+1", "input.unsqueeze(0)")
+    },
+    **{
+        (name, f"arg{position}.lastdim+1"): _BATCH_NORM_COUNT
+        for name in ("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update")
+        for position in range(4)
+    },
+    **{
+        (name, f"arg{position}={mode}"): _GRID_SAMPLER_MODE
+        for name in ("grid_sampler_2d", "grid_sampler_3d")
+        for position in (1, 2)
+        for mode in (-1, 1000)
+    },
+    ("nn.functional.adaptive_avg_pool3d", "input.unsqueeze(0)"): "CUDA's words: adaptive_avg_pool3d_cuda()",
+    ("narrow_copy", "arg0=1000"): "CUDA's narrow_copy is narrow's: IndexError 'Dimension out of range'",
+    ("narrow_copy", "arg2=-1"): "CUDA's narrow_copy is narrow's: 'narrow(): length must be non-negative.'",
+    ("trace", "input.unsqueeze(0)"): "trace_cuda says 'expected a matrix'",
+    ("trace", "input.select(0, 0)"): "trace_cuda says 'expected a matrix'",
+    ("histc", "min=1000"): "histogram_cuda says 'max must be larger than min' (the CPU's adds 'torch.histc: ')",
+    ("histc", "max=-1"): "histogram_cuda says 'max must be larger than min' (the CPU's adds 'torch.histc: ')",
+    ("ormqr", "arg0.lastdim+1"): "PyTorch's meta kernel words the bound on tau's last dimension differently",
+    ("nn.functional.embedding_bag", "offsets.lastdim+1"): "decreasing offsets: the CPU's kernel stops at an "
+    "internal check (i < index_size), CUDA's kernel has no check of their order; neuron reads the bag as empty",
+    ("_segment_reduce.offsets", "offsets.lastdim+1"): "decreasing offsets: the CPU's kernel stops at an internal "
+    "check (segment_length >= 0); neuron reads the segment as empty (data-dependent: no check on the host)",
+    **{
+        (name, "input.unsqueeze(0)"): "a 3-D A with a 2-D B: the CPU's solution batch is B's read as vectors "
+        "while it solves B as a matrix (an upstream inconsistency); neuron returns the matrix case's batch"
+        for name in ("linalg.lstsq", "linalg.lstsq.grad_oriented")
+    },
+}
+
 #: OpInfo error inputs (``op.error_inputs``) that neuron refuses in words other than the CPU's, per
 #: (OpInfo, index of the error input): each still raises, and the test checks that it still differs,
 #: so a fix shows up and its entry must go.
