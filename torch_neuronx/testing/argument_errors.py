@@ -96,7 +96,9 @@ def mutations(sample: Any) -> Iterator[tuple[str, Any]]:
 _SEVERITY = {"pass": 0, "fallback": 0, "skipped": 0, "error": 1, "mismatch": 2}
 
 
-def run_mutated_sample(op: Any, sample: Any, index: int = 0, host_leaves: frozenset[int] = frozenset()) -> Any:
+def run_mutated_sample(
+    op: Any, sample: Any, index: int = 0, host_leaves: frozenset[int] = frozenset()
+) -> conformance.SampleOutcome:
     """Runs every mutation of ``sample`` (made on CPU, in :data:`DTYPE`) on CPU and on neuron and
     returns the sample's :class:`~torch_neuronx.testing.conformance.SampleOutcome` (phase
     :data:`PHASE`). A mutation known to differ (:data:`tables.ARGUMENT_ERROR_DIFFERENCES`) does not
@@ -147,7 +149,7 @@ def run_mutated_sample(op: Any, sample: Any, index: int = 0, host_leaves: frozen
     return row
 
 
-def check_mutated_sample(op: Any, index: int = 0) -> Any:
+def check_mutated_sample(op: Any, index: int = 0) -> conformance.SampleOutcome:
     """The argument-errors outcome of sample ``index`` of ``op``, after the same checks as a sweep
     (the op supports :data:`DTYPE` on the device, the OpInfo's own skips)."""
     run, lacking = opinfo.device_dtypes(op, [DTYPE])
