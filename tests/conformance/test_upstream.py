@@ -198,6 +198,17 @@ def test_publish_replaces_only_its_own_section(tmp_path):
     )
 
 
+def test_publish_keeps_the_hand_written_parts_of_the_conformance_summary(tmp_path):
+    doc = tmp_path / "coverage.md"
+    notes = "<!-- hand-written: begin -->\n## Dynamo tests\n\nwritten by hand\n<!-- hand-written: end -->"
+    doc.write_text(f"# Operator coverage\n\nold table\n\n{notes}\n")
+    upstream.publish(doc, section="## Upstream\n\nfirst")
+    upstream.publish(doc, rest="# Operator coverage\n\nnew table\n")
+    assert doc.read_text() == (
+        f"# Operator coverage\n\nnew table\n\n{notes}\n\n{upstream.BEGIN}\n## Upstream\n\nfirst\n{upstream.END}\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("claims", "fp64_only"),
     [

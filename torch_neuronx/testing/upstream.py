@@ -563,12 +563,19 @@ def _split_section(text: str) -> tuple[str, str]:
     return text[:start].rstrip("\n") + "\n" + text[end + len(END) :].lstrip("\n"), text[start : end + len(END)]
 
 
+#: A hand-written part of docs/coverage.md outside the upstream section (the Dynamo tests'), which a
+#: new conformance summary keeps: :func:`publish` moves it after the summary.
+HAND_WRITTEN = re.compile(r"<!-- hand-written: begin -->.*?<!-- hand-written: end -->", re.DOTALL)
+
+
 def publish(doc: str | os.PathLike[str], *, section: str | None = None, rest: str | None = None) -> None:
     """Writes ``doc`` (docs/coverage.md) with ``section`` (a :func:`summary`) as its upstream section
-    and ``rest`` (the conformance summary) as everything else; either one left as ``doc`` has it when
-    None."""
+    and ``rest`` (the conformance summary) as everything else but the hand-written parts
+    (:data:`HAND_WRITTEN`) of the old rest; either one left as ``doc`` has it when None."""
     path = Path(doc)
     old_rest, old_section = _split_section(path.read_text(encoding="utf-8") if path.exists() else "")
+    if rest is not None:
+        rest = "\n\n".join([rest.rstrip("\n"), *HAND_WRITTEN.findall(old_rest)])
     body = (old_rest if rest is None else rest).rstrip("\n")
     block = old_section if section is None else f"{BEGIN}\n{section.rstrip()}\n{END}"
     path.write_text(body + ("\n\n" + block if block else "") + "\n", encoding="utf-8")
