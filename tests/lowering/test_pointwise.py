@@ -635,3 +635,16 @@ def test_round_with_decimals_past_a_doubles_range_is_nan_as_on_cpu(decimals, dty
     # 10.0**1000 raised OverflowError.
     x = torch.tensor([1.5, 2.25, -0.0, 0.0, 123.456, 1e30], dtype=dtype)
     assert_matches_cpu(lambda t: torch.round(t, decimals=decimals), x)
+
+
+@pytest.mark.parametrize(
+    "replacements",
+    [{"nan": 1e39, "posinf": -1e39}, {"nan": 1e39}, {"nan": float("inf"), "posinf": float("nan")}, {"neginf": 5.0}],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.complex64])
+def test_nan_to_num_replaces_each_element_by_its_own_value(replacements, dtype):
+    # jnp.nan_to_num replaced in turn: a NaN replaced by inf became posinf; a replacement beyond the
+    # dtype saturated instead of becoming inf as the CPU's cast makes it.
+    x = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, -0.0])
+    x = torch.complex(x, x.flip(0)) if dtype.is_complex else x.to(dtype)
+    assert_matches_cpu(lambda t: torch.nan_to_num(t, **replacements), x)

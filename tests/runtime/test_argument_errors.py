@@ -252,6 +252,10 @@ ATEN_CHECKED = {
     "conv_transpose3d_output_too_small": lambda d: F.conv_transpose3d(
         _ones(1, 2, 4, 4, 4, device=d), _ones(2, 3, 3, 3, 3, device=d), padding=1000
     ),
+    # Found by helper-40: PyTorch's reference raised ValueError; its meta kernel lets repeated dims
+    # of size 1 through, and vector_norm computed
+    "div_rounding_mode": lambda d: torch.div(_ones(3, device=d), 2, rounding_mode="round"),
+    "vector_norm_repeated_dims": lambda d: torch.linalg.vector_norm(_ones(1, 3, device=d), dim=(0, -2)),
     # ATen checks beta on every call; neuron computed
     "smooth_l1_loss_negative_beta": lambda d: F.smooth_l1_loss(_ones(3, device=d), _ones(3, device=d), beta=-1.0),
 }

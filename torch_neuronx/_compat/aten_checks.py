@@ -798,6 +798,27 @@ def _masked_index_count(
     _index_count(self, indices)
 
 
+def _div_rounding_mode(self: torch.Tensor, other: Any, *_: Any, rounding_mode: str | None = None, **__: Any) -> None:
+    """``div``'s rounding mode check (BinaryOps.cpp), a RuntimeError; PyTorch's reference raises ValueError."""
+    torch._check(
+        rounding_mode in (None, "trunc", "floor"),
+        lambda: f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'",
+    )
+
+
+def _linalg_vector_norm(self: torch.Tensor, ord: Any = 2, dim: Any = None, *_: Any, **__: Any) -> None:
+    """``make_reduction``'s repeated-dim check (ReduceOpsUtils.h), which PyTorch's meta kernel lacks:
+    ``vector_norm(ones(1, 3), dim=(0, -2))`` computed."""
+    dims = [dim] if isinstance(dim, int) else list(dim or ())
+    seen: set[int] = set()
+    for d in dims:
+        wrapped = d % max(self.dim(), 1)
+        torch._check(
+            wrapped not in seen, lambda wrapped=wrapped: f"dim {wrapped} appears multiple times in the list of dims"
+        )
+        seen.add(wrapped)
+
+
 def _as_strided_copy(self: torch.Tensor, size: list[int], stride: list[int], *_: Any, **__: Any) -> None:
     """``as_strided``'s storage bound (``computeStorageNbytes`` in c10, which as_strided_copy's CPU and
     CUDA kernels reach through ``as_strided``): a negative size overflows it, unless a size is 0.
@@ -895,6 +916,9 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.renorm_: _renorm,
     aten._adaptive_avg_pool3d: _adaptive_avg_pool3d,
     aten.as_strided_copy: _as_strided_copy,
+    aten.div: _div_rounding_mode,
+    aten.div_: _div_rounding_mode,
+    aten.linalg_vector_norm: _linalg_vector_norm,
     aten.masked_fill: _mask_broadcast,
     aten.masked_scatter: _mask_broadcast,
 }

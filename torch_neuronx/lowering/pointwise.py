@@ -294,11 +294,18 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None, *, result_dtype):
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         return self
     info = jnp.finfo(result_dtype)
-    return jnp.nan_to_num(
-        self,
-        nan=0.0 if nan is None else nan,
-        posinf=float(info.max) if posinf is None else posinf,
-        neginf=float(info.min) if neginf is None else neginf,
+    nan = 0.0 if nan is None else nan
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):  # each part on its own, as the CPU's kernel
+        return jax.lax.complex(nan_to_num(self.real, nan, posinf, neginf, result_dtype=info.dtype),
+                               nan_to_num(self.imag, nan, posinf, neginf, result_dtype=info.dtype))  # fmt: skip
+    # Each element's replacement is chosen by its own value: jnp.nan_to_num replaces in turn, so a NaN
+    # replaced by inf became posinf. A replacement beyond the dtype is inf, as the CPU's cast makes it.
+    with np.errstate(over="ignore"):
+        nan, posinf, neginf = (np.asarray(value, self.dtype) for value in (nan, posinf, neginf))
+    return jnp.where(
+        jnp.isnan(self), nan, jnp.where(self == jnp.inf, posinf, jnp.where(self == -jnp.inf, neginf, self))
     )
 
 
