@@ -70,6 +70,8 @@ def test_isolated_worker_is_replaced_when_it_grows_or_its_memory_mappings_near_t
 def test_command_line_rejects_unknown_ops_and_dtypes(tmp_path, caplog):
     assert cli.main(["conformance", "--ops", "no_such_op", "--out", str(tmp_path)]) == 2
     assert "matches no OpInfo" in caplog.text
+    assert cli.main(["conformance", "--ops", "softshrink", "--out", str(tmp_path)]) == 2
+    assert "did you mean 'nn.functional.softshrink'?" in caplog.text
     assert cli.main(["conformance", "--ops", "abs", "--dtypes", "float33", "--out", str(tmp_path)]) == 2
     assert "'float33' is not a torch dtype" in caplog.text
     assert not list(tmp_path.iterdir())

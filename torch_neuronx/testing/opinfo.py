@@ -77,8 +77,11 @@ def select_ops(patterns: Sequence[str] | None = None) -> list[Any]:
             op for op in ops if fnmatch.fnmatchcase(full_name(op), pattern) or fnmatch.fnmatchcase(op.name, pattern)
         ]
         if not matched:
+            # "softshrink" is "nn.functional.softshrink": name the OpInfos whose last part matches.
+            namespaced = [full_name(op) for op in ops if fnmatch.fnmatchcase(op.name.rsplit(".", 1)[-1], pattern)]
+            hint = f"; did you mean {', '.join(repr(name) for name in namespaced[:3])}?" if namespaced else ""
             raise ValueError(
-                f"--ops {pattern!r} matches no OpInfo; names look like 'add', 'div.floor_rounding', 'linalg.*'"
+                f"--ops {pattern!r} matches no OpInfo{hint}; names look like 'add', 'div.floor_rounding', 'linalg.*'"
             )
         selected += [op for op in matched if op not in selected]
     return [op for op in ops if op in selected]
