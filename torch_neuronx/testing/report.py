@@ -122,7 +122,9 @@ def summary(rows: Sequence[SampleOutcome], *, command: str, seconds: float) -> s
         "",
         f"torch {torch.__version__}, jax {jax.__version__}, Python {platform.python_version()}; "
         f"the sweep took {seconds / 60:.1f} minutes. The table of every outcome is `outcomes.parquet` "
-        "next to the generated `summary.md`.",
+        "next to the generated `summary.md`. Phases in this sweep (others were left out by its options): "
+        + ", ".join(f"`{phase}`" for phase in sorted({row.phase for row in rows}))
+        + ".",
         "",
         "## Overall",
         "",
