@@ -29,7 +29,14 @@ import torch
 
 from torch_neuronx._compat.torch_internals import OpOverload, infer_size
 
-__all__ = ["CHECKS", "MAT1_MAT2_DTYPES", "SELF_MAT2_DTYPES", "check_index_count", "scalar_type_name"]
+__all__ = [
+    "CHECKS",
+    "MAT1_MAT2_DTYPES",
+    "SELF_MAT2_DTYPES",
+    "check_distinct_dims",
+    "check_index_count",
+    "scalar_type_name",
+]
 
 aten = torch.ops.aten
 
@@ -40,7 +47,7 @@ MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0} and {1}"
 
 def scalar_type_name(dtype: torch.dtype) -> str:
     """ATen's ScalarType name of ``dtype`` as its messages print it: "Float" from "torch.FloatTensor"."""
-    return torch.empty(0, dtype=dtype).type()[len("torch.") : -len("Tensor")]
+    return torch.empty((), dtype=dtype, device="meta").type().rsplit(".", 1)[-1].removesuffix("Tensor")
 
 
 def _pair(name: str, values: list[int]) -> None:
@@ -806,17 +813,25 @@ def _div_rounding_mode(self: torch.Tensor, other: Any, *_: Any, rounding_mode: s
     )
 
 
+def check_distinct_dims(rank: int, dims: list[int] | tuple[int, ...]) -> None:
+    """``dim_list_to_bitset``'s check (WrapDimUtilsMulti.h) of ``dims`` of a tensor of ``rank``
+    dimensions: the first repeated dimension, wrapped.
+
+    Raises:
+        RuntimeError: "dim 0 appears multiple times in the list of dims".
+    """
+    seen: set[int] = set()
+    for dim in dims:
+        wrapped = dim % max(rank, 1)
+        if wrapped in seen:
+            raise RuntimeError(f"dim {wrapped} appears multiple times in the list of dims")
+        seen.add(wrapped)
+
+
 def _linalg_vector_norm(self: torch.Tensor, ord: Any = 2, dim: Any = None, *_: Any, **__: Any) -> None:
     """``make_reduction``'s repeated-dim check (ReduceOpsUtils.h), which PyTorch's meta kernel lacks:
     ``vector_norm(ones(1, 3), dim=(0, -2))`` computed."""
-    dims = [dim] if isinstance(dim, int) else list(dim or ())
-    seen: set[int] = set()
-    for d in dims:
-        wrapped = d % max(self.dim(), 1)
-        torch._check(
-            wrapped not in seen, lambda wrapped=wrapped: f"dim {wrapped} appears multiple times in the list of dims"
-        )
-        seen.add(wrapped)
+    check_distinct_dims(self.dim(), [dim] if isinstance(dim, int) else list(dim or ()))
 
 
 def _as_strided_copy(self: torch.Tensor, size: list[int], stride: list[int], *_: Any, **__: Any) -> None:

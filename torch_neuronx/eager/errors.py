@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import torch
 
+from torch_neuronx._compat.aten_checks import check_distinct_dims
 from torch_neuronx._compat.torch_internals import op_name, schema_of
 from torch_neuronx.eager import dispatched_dtypes, rules
 from torch_neuronx.eager.plan import Plan, call
@@ -404,12 +405,7 @@ def _raise_repeated_dim_error_as_cpu(plan: Plan, metas: list[Any], error: Except
     self, dims = by_name.get("self"), by_name.get("dim", by_name.get("dims"))  # flip's are "dims"
     if not isinstance(self, torch.Tensor) or not isinstance(dims, (list, tuple)):
         return
-    seen: set[int] = set()
-    for dim in dims:
-        wrapped = dim % max(self.dim(), 1)
-        if wrapped in seen:
-            raise RuntimeError(f"dim {wrapped} appears multiple times in the list of dims")
-        seen.add(wrapped)
+    check_distinct_dims(self.dim(), dims)
 
 
 _SOLVER_OPERAND = re.compile(r"^(.+): The input tensor A must have at least 2 dimensions\.$")

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
+from torch_neuronx._compat.aten_checks import scalar_type_name
 
 #: torch.dtype -> c10::ScalarType code
 CODE_OF: dict[torch.dtype, int] = _C._dtype_codes()
@@ -98,7 +99,7 @@ def aten_name(dtype: torch.dtype | np.dtype) -> str:
     """ATen's name of a torch or JAX dtype in its kernels' errors: Float, BFloat16, Long, Byte."""
     if not isinstance(dtype, torch.dtype):
         dtype = TORCH_DTYPE[np.dtype(dtype)]
-    return str(torch.empty((), dtype=dtype, device="meta").type()).rsplit(".", 1)[-1].replace("Tensor", "")
+    return scalar_type_name(dtype)
 
 
 def cpp_name(dtype: np.dtype) -> str:
