@@ -10,7 +10,7 @@ import torch
 
 from torch_neuronx._compat.torch_internals import make_fx
 from torch_neuronx.lowering import engine, registry
-from torch_neuronx.runtime import tracing
+from torch_neuronx.runtime import faults, tracing
 
 aten = torch.ops.aten
 
@@ -146,3 +146,25 @@ def test_decomposition_traced_from_a_subclass_dispatch():
     x = torch.randn(1, 4, 10, 2)
     got = torch.nn.functional.pixel_unshuffle(_Unwrapping(x.to("neuron")), 2)
     torch.testing.assert_close(got.cpu(), torch.nn.functional.pixel_unshuffle(x, 2))
+
+
+def test_scalar_check_of_a_traced_scalar_is_made_on_the_device_in_double_precision():
+    """A compiled graph whose Scalar is one of its inputs: the lowering's ATen check is made on the
+    device, and raises at the launch with the value printed as ATen prints a double."""
+    meta = torch.empty(3, device="meta")
+    messages = []
+
+    @jax.jit
+    def checked(array, lambd):
+        context = tracing.TraceContext(np.uint64(0), np.uint64(0))
+        with tracing.tracing(context):
+            engine.lower_op(aten.exponential.default, [array, lambd, None], [meta, 1.0, None], meta)
+        (check,) = context.checks
+        messages.append(check.message)
+        return check.failed, check.detail
+
+    assert not bool(checked(np.ones(3, np.float32), np.float64(1e-50))[0])  # 0 in float32
+    outputs = list(checked(np.ones(3, np.float32), np.float64(-1e-50)))
+    expected = r"^aten::exponential on neuron:0: exponential_ expects lambda > 0\.0, but found lambda=-1e-50$"
+    with pytest.raises(RuntimeError, match=expected):
+        faults.record(0, "aten::exponential", outputs, [(messages[0], RuntimeError, True)])

@@ -190,6 +190,8 @@ class EagerKernel:
             graph, positions = None, []
             random_elements = engine.op_random_elements(plan.functional, functional_result)
         host_checks = [] if graph is not None else runners.host_checked_scalars(plan, values, functional_result)
+        lowered = registry.LOWERINGS.get(plan.functional) if graph is None else None
+        checked_on_host = bool(host_checks) or (lowered is not None and bool(lowered.scalar_checks))
 
         def compute(context: Any, args: list[Any]) -> list[Any]:
             functional_args = plan.functional_args(args)
@@ -209,9 +211,9 @@ class EagerKernel:
             results=[executable.ResultLayout.of(m) if isinstance(m, torch.Tensor) else m for m in fresh_metas],
             writes=targets,
             random_elements=random_elements,
-            host_checked=plan.functional if host_checks else None,
+            host_checked=plan.functional if checked_on_host else None,
             returns=returns(plan),
             counter=tracking.executed,
             ahead_of_time=False,
         )
-        return runners.with_host_checks(built.launch, host_checks, plan) if host_checks else built.launch
+        return runners.with_host_checks(built.launch, host_checks, plan) if checked_on_host else built.launch

@@ -132,14 +132,20 @@ def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) 
 
 def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any, bool]], plan: Plan) -> Runner:
     """``runner`` preceded by the lowering's dtype rule, which may refuse a runtime scalar's kind
-    (index_fill: a complex value for a real tensor) and must come first, as in ATen, and by c10's
-    overflow check of the runtime scalars ``host_checks`` names."""
-    dtype_rule = registry.LOWERINGS[plan.functional].dtype_rule
+    (index_fill: a complex value for a real tensor) and must come first, as in ATen, by c10's
+    overflow check of the runtime scalars ``host_checks`` names, and by the lowering's scalar checks
+    (a sampler's ``lambd``), made on each call's values in double precision, as ATen makes them."""
+    entry = registry.LOWERINGS[plan.functional]
+    dtype_rule, scalar_checks = entry.dtype_rule, entry.scalar_checks
     names = [argument.name for argument in schema_of(plan.functional).arguments]
 
     def run(inputs, device, slot_tensors, generator, values):
-        if dtype_rule is not None:
-            dtype_rule(dict(zip(names, plan.functional_args(values), strict=False)))
+        if dtype_rule is not None or scalar_checks:
+            by_name = dict(zip(names, plan.functional_args(values), strict=False))
+            if dtype_rule is not None:
+                dtype_rule(by_name)
+            for check in scalar_checks:
+                check.check_number(by_name[check.argument])
         for position, dtype, negated in host_checks:
             overflow.raise_if_overflows(overflow.negated(values[position]) if negated else values[position], dtype)
         return runner(inputs, device, slot_tensors, generator, values)

@@ -83,9 +83,21 @@ def _as_runtime_scalar(value: Any, floating_pointwise: bool) -> Any:
     return value
 
 
+def _check_scalar(check: registry.ScalarCheck, value: Any) -> None:
+    """Makes ``check`` of a Scalar argument: on the host where it is a number (a compiled graph's
+    constant), else on the device in float64, raising at the launch as ATen raises at the call."""
+    if isinstance(value, (bool, int, float)):
+        check.check_number(value)
+        return
+    double = jnp.asarray(value).astype(jnp.float64)
+    bits = jax.lax.bitcast_convert_type(double, jnp.int64)
+    tracing.device_check(~check.valid(double), bits, check.message, synchronous=True)
+
+
 def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any) -> Any:
     """Computes ``op`` at trace time with its registered lowering, applying what the registry
-    declares for it: its dtype rule, the overflow check of its ``checked`` scalars, type promotion,
+    declares for it: its dtype rule, the overflow check of its ``checked`` scalars, its scalar checks,
+    type promotion,
     its random key, and the cast of every result to the dtype PyTorch's meta kernel reports.
 
     Args:
@@ -123,6 +135,10 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
                     overflow.negated(arg) if name in entry.negated_checked else arg,
                     overflow.checked_dtype(first.dtype, entry.checked_in_opmath),
                 )
+    if entry.scalar_checks and (context is None or context.host_checked is not entry.op):
+        by_name = dict(zip(names, args, strict=True))
+        for check in entry.scalar_checks:
+            _check_scalar(check, by_name[check.argument])
     floating = (
         torch.Tag.pointwise in op.tags
         and isinstance(first, torch.Tensor)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.lowering.registry import ScalarCheck, lowering
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name
 from torch_neuronx.runtime.tracing import device_check
 
@@ -44,15 +44,6 @@ def _uniform(rng_key, shape) -> jax.Array:
 def _scalar(value, dtype) -> jax.Array:
     """A runtime scalar (0-d array, or Python number) in the sample dtype."""
     return jnp.asarray(value).astype(dtype)
-
-
-def _check_scalar(valid: jax.Array, value: jax.Array, message: str) -> None:
-    """ATen's host check of a sampler's Scalar argument (``TORCH_CHECK`` in DistributionTemplates.h,
-    CPU and CUDA alike), made on the device: the scalar is a runtime argument of the cached
-    executable, so a check made when it is built would pass a later call's value unchecked.
-    ``valid`` is false for NaN too; ``message`` prints the value as ``{low_float}`` (as a C++ stream)."""
-    bits = jax.lax.bitcast_convert_type(value.astype(jnp.float32), jnp.uint32).astype(jnp.int64)
-    device_check(~valid, bits, message)
 
 
 # --- the dtypes CUDA's kernels take ---------------------------------------------------------------
@@ -169,9 +160,15 @@ def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
     return _uniform_in(rng_key, self.shape, from_, to, self.dtype)
 
 
-def _check_std(std) -> None:
-    std = jnp.asarray(std)
-    _check_scalar(std >= 0, std, "normal expects std >= 0.0, but found std {low_float}")
+#: ATen's checks of the samplers' Scalar arguments (DistributionTemplates.h, CPU and CUDA alike):
+#: made on each call's value in double precision (a float32 check refused lambda=1e-50).
+_NORMAL_STD = ScalarCheck("std", lambda std: std >= 0, "normal expects std >= 0.0, but found std {double}")
+_EXPONENTIAL_LAMBDA = ScalarCheck(
+    "lambd", lambda lambd: lambd > 0, "exponential_ expects lambda > 0.0, but found lambda={double}"
+)
+_LOG_NORMAL_STD = ScalarCheck("std", lambda std: std > 0, "log_normal_ expects std > 0.0, but found std={double}")
+_CAUCHY_SIGMA = ScalarCheck("sigma", lambda sigma: sigma > 0, "cauchy_ expects sigma > 0.0, but found sigma={double}")
+_GEOMETRIC_P = ScalarCheck("p", lambda p: (p > 0) & (p < 1), "geometric_ expects p to be in (0, 1), but got p={double}")
 
 
 @lowering(
@@ -179,6 +176,7 @@ def _check_std(std) -> None:
     aten.normal_.default,
     random=True,
     dtype_rule=_real_view_dispatched("normal_kernel_cuda"),
+    scalar_checks=(_NORMAL_STD,),
 )
 def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
     """torch.Tensor.normal_ (and torch.randn): N(mean, std**2). A complex tensor's real and
@@ -187,7 +185,6 @@ def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
     dtype = _sample_dtype(self.dtype)
     real = jnp.finfo(dtype).dtype
     std = _scalar(std, real)
-    _check_std(std)
     mean = _scalar(mean, real)
     if jnp.issubdtype(dtype, jnp.complexfloating):
         mean = jax.lax.complex(mean, mean)
@@ -199,10 +196,14 @@ def _normal_tensors(mean, std, shape, rng_key):
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
-@lowering(aten.normal.Tensor_float, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"))
+@lowering(
+    aten.normal.Tensor_float,
+    random=True,
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"),
+    scalar_checks=(_NORMAL_STD,),
+)
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: float): one sample per element of ``mean``."""
-    _check_std(std)
     return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
@@ -220,30 +221,42 @@ def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), rng_key)
 
 
-@lowering(aten.exponential.default, random=True, dtype_rule=_continuous("Exponential", "exponential_cuda"))
+@lowering(
+    aten.exponential.default,
+    random=True,
+    dtype_rule=_continuous("Exponential", "exponential_cuda"),
+    scalar_checks=(_EXPONENTIAL_LAMBDA,),
+)
 def exponential(self, lambd=1.0, *, generator=None, rng_key):
     """torch.Tensor.exponential_: -log(1 - U) / lambd, in [0, inf); lambd <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     rate = _scalar(lambd, dtype)
-    _check_scalar(rate > 0, rate, "exponential_ expects lambda > 0.0, but found lambda={low_float}")
     return -jnp.log1p(-_uniform(rng_key, self.shape)) / rate
 
 
-@lowering(aten.log_normal.default, random=True, dtype_rule=_dispatched("log_normal_cuda", _FLOATING))
+@lowering(
+    aten.log_normal.default,
+    random=True,
+    dtype_rule=_dispatched("log_normal_cuda", _FLOATING),
+    scalar_checks=(_LOG_NORMAL_STD,),
+)
 def log_normal(self, mean=1.0, std=2.0, *, generator=None, rng_key):
     """torch.Tensor.log_normal_: exp(N(mean, std**2)); std <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     mean, std = _scalar(mean, dtype), _scalar(std, dtype)
-    _check_scalar(std > 0, std, "log_normal_ expects std > 0.0, but found std={low_float}")
     return jnp.exp(mean + std * jax.random.normal(rng_key, self.shape, dtype))
 
 
-@lowering(aten.cauchy.default, random=True, dtype_rule=_continuous("Cauchy", "cauchy_cuda", type_meta=True))
+@lowering(
+    aten.cauchy.default,
+    random=True,
+    dtype_rule=_continuous("Cauchy", "cauchy_cuda", type_meta=True),
+    scalar_checks=(_CAUCHY_SIGMA,),
+)
 def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
     """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
     dtype = _sample_dtype(self.dtype)
     median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
-    _check_scalar(sigma > 0, sigma, "cauchy_ expects sigma > 0.0, but found sigma={low_float}")
     return median + sigma * jnp.tan(jnp.pi * (_uniform(rng_key, self.shape) - 0.5))
 
 
@@ -333,12 +346,16 @@ def bernoulli(self, *, generator=None, rng_key):
     return _bernoulli(rng_key, self.shape, self)
 
 
-@lowering(aten.geometric.default, random=True, dtype_rule=_dispatched("geometric_cuda", _ALL_TYPES))
+@lowering(
+    aten.geometric.default,
+    random=True,
+    dtype_rule=_dispatched("geometric_cuda", _ALL_TYPES),
+    scalar_checks=(_GEOMETRIC_P,),
+)
 def geometric(self, p, *, generator=None, rng_key):
     """torch.Tensor.geometric_: trials until the first success, ceil(log(1 - U) / log(1 - p)) >= 1;
     p outside (0, 1) raises as on CPU."""
     p = _scalar(p, jnp.float32)
-    _check_scalar((p > 0) & (p < 1), p, "geometric_ expects p to be in (0, 1), but got p={low_float}")
     trials = jnp.ceil(jnp.log1p(-_uniform(rng_key, self.shape)) / jnp.log1p(-p))
     return jnp.maximum(trials, 1)
 

@@ -29,6 +29,10 @@ Shared semantics are declared here per op and applied once, by the engine when i
   ``checked_in_opmath=True`` checks them against the result's opmath dtype (float for 16-bit
   floats, ``c10::complex<float>`` for complex32), where CUDA's kernel converts them with
   ``Scalar::to<opmath_t>`` (lerp's weight, add's alpha: float16 ``add(x, y, alpha=7e4)`` computes).
+- ``scalar_checks`` are ATen's host checks of the values of Scalar arguments that stay runtime inputs
+  (:class:`ScalarCheck`: a sampler's ``lambd``, ``std`` or ``p``). An eager call makes them on the
+  host before each launch; the engine makes them when it lowers a node whose value is a number, and
+  on the device, raising at the launch, where the value is traced (a compiled graph's input).
 - ``dtype_rule`` is a function of the arguments as PyTorch sees them (by name) that raises the ATen
   kernel's error for operand dtypes it refuses: checked when the call is traced, before any
   promotion. :func:`same_dtype` makes the common rule (no promotion at all). ``rule_first=True``
@@ -64,6 +68,7 @@ __all__ = [
     "LOWERINGS",
     "Lowering",
     "Promotion",
+    "ScalarCheck",
     "check_dim_in_range",
     "check_dtype_rule",
     "check_rule_first",
@@ -92,6 +97,32 @@ class Lowering:
     dtype_rule: Callable[[dict[str, Any]], None] | None = None
     returns_mutated: bool = False
     rule_first: bool = False
+    scalar_checks: tuple[ScalarCheck, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarCheck:
+    """ATen's host check of the value of the Scalar argument ``argument`` (``TORCH_CHECK`` on a
+    ``double``, as DistributionTemplates.h makes it on CPU and CUDA alike).
+
+    ``valid`` takes the value as a Python number or as a traced 0-d float64 array and is false where
+    ATen refuses it, NaN included (write ``v > 0``, not ``not v <= 0``). ``message`` is ATen's, with
+    ``{double}`` where it prints the value as a C++ stream prints a double (6 significant digits:
+    "1e-50", "0.5", "nan").
+    """
+
+    argument: str
+    valid: Callable[[Any], Any]
+    message: str
+
+    def check_number(self, value: float) -> None:
+        """Raises ``RuntimeError(message)`` when ``valid`` refuses the number ``value``.
+
+        Raises:
+            RuntimeError: ATen's message with ``value`` printed.
+        """
+        if not self.valid(value):
+            raise RuntimeError(self.message.format(double=format(value, "g")))
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -135,6 +166,7 @@ def lowering(
     dtype_rule: Callable[[dict[str, Any]], None] | None = None,
     returns_mutated: bool = False,
     rule_first: bool = False,
+    scalar_checks: Sequence[ScalarCheck] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -164,6 +196,7 @@ def lowering(
                 dtype_rule,
                 returns_mutated,
                 rule_first,
+                tuple(scalar_checks),
             )
         return fn
 

@@ -187,10 +187,16 @@ def _float32_text(bits: int) -> str:
 def _message(check: PendingCheck) -> str:
     detail = int(np.asarray(check.detail))
     # A detail may pack two numbers, (batch << 32) + info: linalg's "(Batch element {batch})", or
-    # two float32s' bits, printed as C++ streams a float (histc's "range of [1, inf]").
+    # two float32s' bits, printed as C++ streams a float (histc's "range of [1, inf]"), or be a
+    # float64's bits, printed as C++ streams a double (a sampler's "lambda=1e-50").
     high, low = (detail >> 32) & 0xFFFFFFFF, detail & 0xFFFFFFFF
     return check.message.format(
-        detail=detail, batch=detail >> 32, info=low, high_float=_float32_text(high), low_float=_float32_text(low)
+        detail=detail,
+        batch=detail >> 32,
+        info=low,
+        high_float=_float32_text(high),
+        low_float=_float32_text(low),
+        double=format(float(np.array(detail, np.int64).view(np.float64)), "g"),
     )
 
 

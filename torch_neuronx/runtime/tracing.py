@@ -131,7 +131,8 @@ def device_check(
     """For lowerings: when ``failed`` is true on the device, ``error(message)`` is raised at the next
     synchronisation point, naming the op; ``{detail}`` in ``message`` is replaced by ``detail``, and
     ``{batch}`` and ``{info}`` by its high and low 32 bits (a detail packing two numbers), and
-    ``{high_float}`` and ``{low_float}`` by those bits read as float32s.
+    ``{high_float}`` and ``{low_float}`` by those bits read as float32s, ``{double}`` by all 64 read
+    as a float64.
     ``synchronous=True`` raises it at the op's launch instead, which waits for the op: for the checks
     that CUDA makes on the host after copying a result back (linalg's ``info``), not the asynchronous
     device-side asserts of indexing.
