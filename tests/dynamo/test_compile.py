@@ -633,7 +633,9 @@ _ROUNDING = 1.5 * 2**23  # (x + c) - c rounds x to an integer: quantization code
 IEEE_EXPRESSIONS = {
     "(x + c) - c": (lambda x: (x + _ROUNDING) - _ROUNDING, [0.3, 1.7, 2.5, -1.2]),
     "(x + 1e8) - 1e8": (lambda x: (x + 1e8) - 1e8, [0.3, 1.7, 2.5, -1.2]),
-    "log(exp(x))": (lambda x: torch.log(torch.exp(x)), [100.0, 1.0]),
+    # not 1.0: ln(float32(e)) lies 0.02 ulp from a rounding tie, where XLA's vectorised log (AVX-512)
+    # rounds to 1.0 and the CPU's to 0.99999994, with no rewrite involved
+    "log(exp(x))": (lambda x: torch.log(torch.exp(x)), [100.0, 2.0]),
     "exp(x) / exp(x)": (lambda x: torch.exp(x) / torch.exp(x), [100.0, 1.0]),
     "sqrt(x * x)": (lambda x: torch.sqrt(x * x), [1e20, 1e-30, 3.0]),
     "(x * 1e30) * 1e-30": (lambda x: (x * 1e30) * 1e-30, [3.0]),

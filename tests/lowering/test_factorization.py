@@ -488,21 +488,20 @@ def _symmetric(n: int, dtype: torch.dtype, seed: int, hermitian: bool) -> torch.
 
 
 @pytest.mark.parametrize(
-    ("dtype", "hermitian", "exact"),
-    [(torch.float32, False, True), (torch.complex64, True, True), (torch.complex64, False, False)],
+    ("dtype", "hermitian"),
+    [(torch.float32, False), (torch.complex64, True), (torch.complex64, False)],
     ids=["float32", "complex64-hermitian", "complex64-symmetric"],
 )
-def test_ldl_factor_is_lapacks_bunch_kaufman(dtype, hermitian, exact):
-    # ?sytf2/?hetf2 step for step: the same pivots always, and for real and Hermitian matrices the
-    # same LD to the bit (the CPU's complex-symmetric products round a little otherwise).
+def test_ldl_factor_is_lapacks_bunch_kaufman(dtype, hermitian):
+    # ?sytf2/?hetf2 step for step: the same pivots always, and LD to rounding. Real and Hermitian LD
+    # came out bit for bit on earlier hosts; on an AVX-512 one the CPU's LAPACK and XLA round some
+    # products otherwise (1 ulp at n=6, 7.6e-6 at n=33), as complex-symmetric ones on any host.
     for n, seed in [(2, 0), (6, 3), (6, 4), (33, 9)]:
         a = _symmetric(n, dtype, seed, hermitian)
         (ld, pivots, info), expected = _run(lambda t: tuple(torch.linalg.ldl_factor_ex(t, hermitian=hermitian)), a)
         torch.testing.assert_close(pivots, expected[1], rtol=0, atol=0)
         torch.testing.assert_close(info, expected[2], rtol=0, atol=0)
-        torch.testing.assert_close(
-            ld, expected[0], **({"rtol": 0, "atol": 0} if exact else {"rtol": 1e-5, "atol": 1e-4})
-        )
+        torch.testing.assert_close(ld, expected[0], rtol=1e-5, atol=1e-4)
         b = torch.randn(3, n, 2, dtype=dtype)  # a batch of right-hand sides beside one factorization
         solved, reference = _run(lambda f, p, r: torch.linalg.ldl_solve(f, p, r, hermitian=hermitian), *expected[:2], b)
         torch.testing.assert_close(solved, reference, rtol=1e-4, atol=1e-4)
