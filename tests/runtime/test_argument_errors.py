@@ -118,6 +118,14 @@ ATEN_CHECKED = {
     "max_pool2d_three_kernel_sizes": lambda d: F.max_pool2d(_ones(8, 8, device=d), (1, 2, 3)),
     "conv1d_dilation_0": lambda d: F.conv1d(_ones(1, 2, 8, device=d), _ones(3, 2, 3, device=d), dilation=0),
     "conv2d_dilation_0": lambda d: F.conv2d(_ones(1, 2, 8, 8, device=d), _ones(3, 2, 3, 3, device=d), dilation=0),
+    # torch 2.13's ormqr_out: exactly min(m, n) reflectors (fewer computed), its order and words
+    "ormqr_fewer_reflectors": lambda d: torch.ormqr(_ones(4, 3, device=d), _ones(1, device=d), _ones(4, 2, device=d)),
+    "ormqr_tau_of_higher_rank": lambda d: torch.ormqr(
+        _ones(4, 3, device=d), _ones(1, 2, device=d), _ones(4, 2, device=d)
+    ),
+    "ormqr_other_rows_before_tau": lambda d: torch.ormqr(
+        _ones(4, 3, device=d), _ones(3, device=d), _ones(2, 2, device=d), left=False
+    ),
     "cauchy_sigma_0": lambda d: _ones(3, device=d).cauchy_(0, 0),
     "exponential_lambda_0": lambda d: _ones(3, device=d).exponential_(0),
     "geometric_p_negative": lambda d: _ones(3, device=d).geometric_(-1),

@@ -2,13 +2,14 @@
 ``torch/_decomp``, ``torch/_refs`` or ``torch/_meta_registrations.py``) checks less or words them
 otherwise, in ATen's words and order. CPU and CUDA share these checks (structured meta functions,
 ``im2col_shape_check.h``, ``PixelShuffle.h``, ``layer_norm.h``, ``LossNLL.cpp``, ``Blas.cpp``,
-``TensorShape.cpp``, ``ScatterGatherChecks.h``, ``Pool.h``, ...), so a user sees the same error on
-neuron as on either.
+``TensorShape.cpp``, ``ScatterGatherChecks.h``, ``Pool.h``, ``BatchLinearAlgebra.cpp``, ...), so a
+user sees the same error on neuron as on either.
 
 What PyTorch's meta kernels did instead. Computed where ATen refuses: ``F.unfold`` with a negative
 padding, ``soft_margin_loss`` with a target larger than the input, ``addmm`` with a ``self`` of more
 dimensions than the result, ``slice_scatter``/``select_scatter``/``diagonal_scatter`` with a ``src``
-of another shape, softmax's backward with a gradient of another shape. Raised Python's errors:
+of another shape, softmax's backward with a gradient of another shape, ``ormqr`` with fewer
+reflectors than ``min(m, n)`` (torch 2.13's ATen asks for exactly that many). Raised Python's errors:
 ``pixel_shuffle``/``pixel_unshuffle`` with a factor of 0 (ZeroDivisionError), ``native_group_norm``
 with 0 groups. Worded otherwise: "a must be 2D" for ``mm``, a ``stack`` message without its second
 shape, ``cat``'s and ``scatter``'s sizes against another tensor, ``masked_fill``'s operands in the
@@ -566,6 +567,25 @@ def _linalg_cross(self: torch.Tensor, other: torch.Tensor, *_: Any, dim: int = -
         infer_size(self.shape, other.shape)
 
 
+def _ormqr(input: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bool = True, *_: Any, **__: Any) -> None:
+    """``ormqr_out``'s shape checks (BatchLinearAlgebra.cpp, CPU and CUDA; torch 2.13's order and
+    words): ``tau`` holds exactly ``min(other.shape[cond], input.shape[-1])`` reflectors, where
+    PyTorch's meta kernel accepted fewer (and computed) and words the bound otherwise."""
+    torch._check(input.dim() >= 2, lambda: "torch.ormqr: input must have at least 2 dimensions.")
+    torch._check(other.dim() >= 2, lambda: "torch.ormqr: other must have at least 2 dimensions.")
+    if not _static(input, tau, other):
+        return
+    cond = -2 if left else -1
+    torch._check(
+        other.size(cond) == input.size(-2),
+        lambda: f"torch.ormqr: other.shape[{cond}] must be equal to input.shape[-2]",
+    )
+    torch._check(
+        tau.size(-1) == min(other.size(cond), input.size(-1)),
+        lambda: f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape[{cond}], input.shape[-1])",
+    )
+
+
 def _pool_bounds(
     self: torch.Tensor,
     spatial: int,
@@ -922,6 +942,7 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.scatter_reduce: _scatter,
     aten.scatter_reduce_: _scatter,
     aten.linalg_cross: _linalg_cross,
+    aten.ormqr: _ormqr,
     aten.segment_reduce: _segment_reduce,
     aten.max_pool2d_with_indices: _max_pool(2),
     aten.max_pool3d_with_indices: _max_pool(3),

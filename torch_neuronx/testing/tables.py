@@ -162,7 +162,6 @@ ARGUMENT_ERROR_DIFFERENCES: dict[tuple[str, str], str] = {
     ("trace", "input.select(0, 0)"): "trace_cuda says 'expected a matrix'",
     ("histc", "min=1000"): "histogram_cuda says 'max must be larger than min' (the CPU's adds 'torch.histc: ')",
     ("histc", "max=-1"): "histogram_cuda says 'max must be larger than min' (the CPU's adds 'torch.histc: ')",
-    ("ormqr", "arg0.lastdim+1"): "PyTorch's meta kernel words the bound on tau's last dimension differently",
     ("nn.functional.embedding_bag", "offsets.lastdim+1"): "decreasing offsets: the CPU's kernel stops at an "
     "internal check (i < index_size), CUDA's kernel has no check of their order; neuron reads the bag as empty",
     ("_segment_reduce.offsets", "offsets.lastdim+1"): "decreasing offsets: the CPU's kernel stops at an internal "
@@ -182,9 +181,7 @@ ARGUMENT_ERROR_DIFFERENCES: dict[tuple[str, str], str] = {
 #: OpInfo error inputs (``op.error_inputs``) that neuron refuses in words other than the CPU's, per
 #: (OpInfo, index of the error input): each still raises, and the test checks that it still differs,
 #: so a fix shows up and its entry must go.
-KNOWN_ERROR_WORDING: dict[tuple[str, int], str] = {
-    ("ormqr", 1): "PyTorch's meta kernel words the bound on tau's last dimension differently",
-}
+KNOWN_ERROR_WORDING: dict[tuple[str, int], str] = {}
 
 #: OpInfo error inputs that neuron refuses in CUDA's words, which differ from the CPU's (docs/usage.md,
 #: "the differences found so far between the CPU's and CUDA's behaviour").
