@@ -127,6 +127,11 @@ ATEN_CHECKED = {
         _ones(4, 3, device=d), _ones(3, device=d), _ones(2, 2, device=d), left=False
     ),
     "cauchy_sigma_0": lambda d: _ones(3, device=d).cauchy_(0, 0),
+    # the samplers check their Scalar before they dispatch on the dtype (DistributionTemplates.h)
+    "exponential_of_int_tensor_lambda_negative": lambda d: _ones(3, device=d).int().exponential_(-1.0),
+    "cauchy_of_int_tensor_sigma_negative": lambda d: _ones(3, device=d).int().cauchy_(0, -1.0),
+    "normal_of_uint8_tensor_std_negative": lambda d: _ones(3, device=d).to(torch.uint8).normal_(0, -1.0),
+    "geometric_of_bool_tensor_p_2": lambda d: _ones(3, device=d).bool().geometric_(2.0),
     "exponential_lambda_0": lambda d: _ones(3, device=d).exponential_(0),
     "geometric_p_negative": lambda d: _ones(3, device=d).geometric_(-1),
     "log_normal_std_0": lambda d: _ones(3, device=d).log_normal_(0, 0),
@@ -296,6 +301,11 @@ SCALAR_CHECKED = {
     "normal_nan": (lambda x, v: x.normal_(0, v), 1.0, float("nan")),
     "exponential_tiny_negative": (lambda x, v: x.exponential_(v), 1.0, -1e-50),
     "normal_tiny_negative": (lambda x, v: torch.normal(x, v), 1.0, -1e-50),
+    # a NaN with its sign bit: C++ streams print "-nan"
+    "exponential_negative_nan": (lambda x, v: x.exponential_(v), 1.0, -float("nan")),
+    "geometric_negative_nan": (lambda x, v: x.geometric_(v), 0.5, -float("nan")),
+    "bernoulli_negative_nan": (lambda x, v: torch.bernoulli(x, v), 0.5, -float("nan")),
+    "smooth_l1_loss_nan": (lambda x, v: F.smooth_l1_loss(x, x, beta=v), 1.0, float("nan")),
 }
 
 
@@ -308,6 +318,18 @@ def test_scalar_arguments_are_checked_on_every_call(case):
     with pytest.raises(RuntimeError) as raised:  # at the call, as ATen's host check
         call(torch.ones(4, device="neuron"), invalid)
     assert str(raised.value) == str(on_cpu.value)
+
+
+@pytest.mark.parametrize("std", [-1.0, float("nan")], ids=["negative", "nan"])
+def test_normal_tensor_std_is_checked_at_the_call(std):
+    # CHECK_NORMAL_TENSOR_STD reads std.min().ge(0) back on CPU and CUDA alike; NaN fails it
+    stds = torch.tensor([1.0, std])
+    with pytest.raises(RuntimeError, match=r"normal expects all elements of std >= 0\.0$"):
+        torch.normal(torch.zeros(2), stds)
+    with pytest.raises(RuntimeError, match=r"normal expects all elements of std >= 0\.0$"):
+        torch.normal(torch.zeros(2, device="neuron"), stds.to("neuron"))
+    with pytest.raises(RuntimeError, match=r"normal expects all elements of std >= 0\.0$"):
+        torch.normal(0.5, stds.to("neuron"))
 
 
 #: Valid Scalars that round to 0 or 1 in float32, which a check made in float32 refused after a first

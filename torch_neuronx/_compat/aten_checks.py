@@ -23,6 +23,7 @@ PyTorch's meta kernel where a check would need concrete ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "check_distinct_dims",
     "check_index_count",
     "scalar_type_name",
+    "stream_text",
 ]
 
 aten = torch.ops.aten
@@ -49,6 +51,16 @@ MAT1_MAT2_DTYPES = "mat1 and mat2 must have the same dtype, but got {0} and {1}"
 def scalar_type_name(dtype: torch.dtype) -> str:
     """ATen's ScalarType name of ``dtype`` as its messages print it: "Float" from "torch.FloatTensor"."""
     return torch.empty((), dtype=dtype, device="meta").type().rsplit(".", 1)[-1].removesuffix("Tensor")
+
+
+def stream_text(value: float) -> str:
+    """``value`` as a C++ ``std::ostream`` prints a float or double in ATen's messages: 6 significant
+    digits ("1e-50", "0.5", "inf"), and "-nan" for a NaN with its sign bit set (glibc), which
+    Python's ``format(value, "g")`` prints as "nan"."""
+    value = float(value)
+    if math.isnan(value):
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
+    return format(value, "g")
 
 
 def _pair(name: str, values: list[int]) -> None:
@@ -424,7 +436,7 @@ def _renorm(self: torch.Tensor, p: complex, dim: int, maxnorm: complex, **_: Any
     torch._check(not isinstance(p, complex), lambda: "renorm: p must be real-valued")
     torch._check(p > 0, lambda: "renorm: non-positive-norm not supported")
     torch._check(not isinstance(maxnorm, complex), lambda: "renorm: maxnorm must be real-valued")
-    torch._check(maxnorm >= 0, lambda: f"renorm: expected maxnorm to be >= 0 but got {float(maxnorm):g}")
+    torch._check(maxnorm >= 0, lambda: f"renorm: expected maxnorm to be >= 0 but got {stream_text(maxnorm)}")
     torch._check(self.dim() > 1, lambda: f"renorm: input needs at least 2 dimensions, got {self.dim()} dimensions")
 
 

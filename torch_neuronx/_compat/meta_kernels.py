@@ -334,7 +334,7 @@ def _normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: obj
     """``torch.normal(mean: Tensor, std: float)`` as ATen's ``normal_impl`` (DistributionTemplates.h,
     the same on CPU and CUDA): a result of ``mean``'s dtype. PyTorch's Python meta kernel (torch/_refs)
     promotes ``mean`` with ``std`` instead (float16 ``mean``: a float32 result)."""
-    torch._check(std >= 0.0, lambda: f"normal expects std >= 0.0, but found std {std:g}")
+    torch._check(std >= 0.0, lambda: f"normal expects std >= 0.0, but found std {aten_checks.stream_text(std)}")
     return torch.empty_like(mean, memory_format=torch.contiguous_format)
 
 

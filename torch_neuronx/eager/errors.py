@@ -49,14 +49,6 @@ _REWORDED = (
             *(_type_meta(name) for name in match.groups())
         ),
     ),
-    (  # the samplers' checks in ATen's DistributionTemplates.h print the double as C++ streams do (-1)
-        re.compile(
-            r"^(normal expects std >= 0\.0, but found std |cauchy_ expects sigma > 0\.0, but found sigma="
-            r"|exponential_ expects lambda > 0\.0, but found lambda=|geometric_ expects p to be in \(0, 1\), but got p="
-            r"|log_normal_ expects std > 0\.0, but found std=)(-?[0-9.e+-]+|nan|inf)$"
-        ),
-        lambda match: f"{match.group(1)}{float(match.group(2)):g}",
-    ),
     (  # softshrink's structured meta in ATen's Activation.cpp (the dtype's bound as a C++ stream prints it)
         re.compile(r"^lambda must be in range \[0, (\S+)\] for input dtype (\w+), but found (\S+)$"),
         lambda match: (

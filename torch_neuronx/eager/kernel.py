@@ -128,6 +128,7 @@ class EagerKernel:
         rules.check_cat_operands(plan, metas)
         rules.check_argument_dtypes(self.name, plan, metas)
         functional_metas = plan.functional_args(metas)
+        registry.check_scalar_values(plan.functional, functional_metas)
         registry.check_rule_first(plan.functional, functional_metas)
         rules.check_argument_overlap(self.name, plan, values)
         refused = None

@@ -142,10 +142,10 @@ def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any, bool]], p
     def run(inputs, device, slot_tensors, generator, values):
         if dtype_rule is not None or scalar_checks:
             by_name = dict(zip(names, plan.functional_args(values), strict=False))
+            for check in scalar_checks:  # ATen checks the Scalar before it dispatches on the dtype
+                check.check_number(by_name[check.argument])
             if dtype_rule is not None:
                 dtype_rule(by_name)
-            for check in scalar_checks:
-                check.check_number(by_name[check.argument])
         for position, dtype, negated in host_checks:
             overflow.raise_if_overflows(overflow.negated(values[position]) if negated else values[position], dtype)
         return runner(inputs, device, slot_tensors, generator, values)

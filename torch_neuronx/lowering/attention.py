@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx.lowering.promotion import opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
@@ -121,7 +122,7 @@ def _check_attention_arguments(query, key_states, attn_bias, dropout_p) -> None:
     ``dropout_p`` in [0, 1] (``at::dropout``), and a mask that broadcasts to the scores' shape
     (B, H, L, S), which the math path adds it to in place (TensorIterator's words)."""
     if not 0 <= dropout_p <= 1:
-        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p:g}")
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {stream_text(dropout_p)}")
     if attn_bias is None:
         return
     scores = (*query.shape[:-1], key_states.shape[-2])

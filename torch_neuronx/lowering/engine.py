@@ -122,9 +122,13 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
     names = [argument.name for argument in schema.arguments]
     args = list(args)
     registry.check_dim_in_range(op, metas)  # compiled graphs: Dynamo's meta kernels skip it too
+    context = tracing.current_context()
+    if entry.scalar_checks and (context is None or context.host_checked is not entry.op):
+        by_name = dict(zip(names, args, strict=True))
+        for check in entry.scalar_checks:  # before the dtype rule, as ATen checks them
+            _check_scalar(check, by_name[check.argument])
     if entry.dtype_rule is not None:
         entry.dtype_rule(dict(zip(names, metas, strict=True)))
-    context = tracing.current_context()
     first = result_meta[0] if isinstance(result_meta, (tuple, list)) and result_meta else result_meta
     if entry.checked and (
         context is None or context.host_checked is not entry.op
@@ -135,10 +139,6 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
                     overflow.negated(arg) if name in entry.negated_checked else arg,
                     overflow.checked_dtype(first.dtype, entry.checked_in_opmath),
                 )
-    if entry.scalar_checks and (context is None or context.host_checked is not entry.op):
-        by_name = dict(zip(names, args, strict=True))
-        for check in entry.scalar_checks:
-            _check_scalar(check, by_name[check.argument])
     floating = (
         torch.Tag.pointwise in op.tags
         and isinstance(first, torch.Tensor)

@@ -142,9 +142,9 @@ def smooth_l1_loss(self, target, reduction=_MEAN, beta=1.0):
     CUDA), which PyTorch's meta kernel does not.
 
     Raises:
-        RuntimeError: ``beta`` is negative (ATen's words).
+        RuntimeError: ``beta`` is negative or NaN (ATen's words).
     """
-    if beta < 0:
+    if not beta >= 0:  # ATen's TORCH_CHECK(beta >= 0): NaN fails it too
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     z = jnp.abs(self - target)
     safe_beta = jnp.where(beta == 0, 1, beta)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx.lowering.registry import ScalarCheck, lowering
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name
 from torch_neuronx.runtime.tracing import device_check
@@ -191,6 +192,13 @@ def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
     return mean + std * jax.random.normal(rng_key, self.shape, dtype)
 
 
+def _check_tensor_std(std: jax.Array) -> None:
+    """ATen's ``CHECK_NORMAL_TENSOR_STD`` (CPU and CUDA): ``std.min().ge(0).item()``, read back at the
+    call (a NaN fails it too, where ``any(std < 0)`` passed it)."""
+    if std.size:
+        device_check(~(jnp.min(std) >= 0), 0, "normal expects all elements of std >= 0.0", synchronous=True)
+
+
 def _normal_tensors(mean, std, shape, rng_key):
     dtype = jnp.result_type(_sample_dtype(jnp.asarray(mean).dtype), _sample_dtype(jnp.asarray(std).dtype))
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
@@ -210,14 +218,14 @@ def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
 @lowering(aten.normal.float_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std"))
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
-    device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
+    _check_tensor_std(std)
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
 @lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"))
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
-    device_check(jnp.any(std < 0), 0, "normal expects all elements of std >= 0.0")
+    _check_tensor_std(std)
     return _normal_tensors(mean, std, jnp.broadcast_shapes(mean.shape, std.shape), rng_key)
 
 
@@ -315,7 +323,7 @@ def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
     CPU and CUDA alike) raises at the call: outside [0, 1] or NaN."""
     if not 0 <= p <= 1:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(p)}")
     return _bernoulli(rng_key, self.shape, jnp.asarray(p))
 
 
@@ -473,7 +481,7 @@ def native_dropout(input, p, train, *, rng_key):
     if train is False:
         return input, jnp.ones(input.shape, jnp.bool_)
     if not 0 <= 1 - p <= 1:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={1 - p:g}")
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(1 - p)}")
     dtype = _sample_dtype(input.dtype)
     keep = 1 - _scalar(p, dtype)
     scale = jnp.where(keep == 0, jnp.zeros((), dtype), 1 / keep)

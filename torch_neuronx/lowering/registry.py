@@ -59,6 +59,7 @@ from typing import Any
 
 import torch
 
+from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx._compat.torch_internals import OpOverload, schema_of
 from torch_neuronx.lowering.promotion import Promotion
 from torch_neuronx.runtime.dtypes import aten_name
@@ -72,6 +73,7 @@ __all__ = [
     "check_dim_in_range",
     "check_dtype_rule",
     "check_rule_first",
+    "check_scalar_values",
     "lowering",
     "replace_lowering",
     "same_dtype",
@@ -108,7 +110,7 @@ class ScalarCheck:
     ``valid`` takes the value as a Python number or as a traced 0-d float64 array and is false where
     ATen refuses it, NaN included (write ``v > 0``, not ``not v <= 0``). ``message`` is ATen's, with
     ``{double}`` where it prints the value as a C++ stream prints a double (6 significant digits:
-    "1e-50", "0.5", "nan").
+    "1e-50", "0.5", "-nan": :func:`~torch_neuronx._compat.aten_checks.stream_text`).
     """
 
     argument: str
@@ -122,7 +124,7 @@ class ScalarCheck:
             RuntimeError: ATen's message with ``value`` printed.
         """
         if not self.valid(value):
-            raise RuntimeError(self.message.format(double=format(value, "g")))
+            raise RuntimeError(self.message.format(double=stream_text(value)))
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -140,6 +142,25 @@ def check_dtype_rule(op: OpOverload, metas: Sequence[Any]) -> None:
     rule = entry.dtype_rule if entry is not None else DECOMPOSED_DTYPE_RULES.get(op)
     if rule is not None:
         rule(dict(zip([argument.name for argument in schema_of(op).arguments], metas, strict=True)))
+
+
+def check_scalar_values(op: OpOverload, values: Sequence[Any]) -> None:
+    """Makes the ``scalar_checks`` of ``op``'s lowering on those of ``values`` (its arguments as
+    PyTorch sees them, schema order) that are numbers. The eager kernel calls it before PyTorch's
+    meta kernel, as ATen checks the Scalar before it dispatches on the dtype (``exponential_`` of
+    an int tensor with lambda=-1 names lambda).
+
+    Raises:
+        RuntimeError: ATen's message (:class:`ScalarCheck`).
+    """
+    entry = LOWERINGS.get(op)
+    if entry is None or not entry.scalar_checks:
+        return
+    by_name = dict(zip((argument.name for argument in schema_of(op).arguments), values, strict=True))
+    for check in entry.scalar_checks:
+        value = by_name[check.argument]
+        if isinstance(value, (bool, int, float)):
+            check.check_number(value)
 
 
 def check_rule_first(op: OpOverload, metas: Sequence[Any]) -> None:

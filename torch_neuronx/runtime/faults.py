@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from torch_neuronx import _config
+from torch_neuronx._compat.aten_checks import stream_text
 
 
 @dataclasses.dataclass
@@ -180,8 +181,8 @@ def raise_pending(device: int) -> None:
 
 
 def _float32_text(bits: int) -> str:
-    """The float32 of ``bits`` as ``std::ostream`` prints it (6 significant digits: 1, 0.5, inf)."""
-    return format(float(np.array(bits, np.uint32).view(np.float32)), "g")
+    """The float32 of ``bits`` as ``std::ostream`` prints it (6 significant digits: 1, 0.5, inf, -nan)."""
+    return stream_text(np.array(bits, np.uint32).view(np.float32))
 
 
 def _message(check: PendingCheck) -> str:
@@ -196,7 +197,7 @@ def _message(check: PendingCheck) -> str:
         info=low,
         high_float=_float32_text(high),
         low_float=_float32_text(low),
-        double=format(float(np.array(detail, np.int64).view(np.float64)), "g"),
+        double=stream_text(np.array(detail, np.int64).view(np.float64)),
     )
 
 
