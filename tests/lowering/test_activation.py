@@ -109,11 +109,14 @@ def test_activation_forward_and_backward_match_cpu(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("eps", [None, 0.2], ids=["no_eps", "eps"])
+@pytest.mark.parametrize(
+    "eps", [None, 0.2, float("nan"), 0.7, 1.0], ids=["no_eps", "eps", "nan_eps", "eps_above_half", "eps_1"]
+)
 def test_logit_matches_float32_reference(eps, dtype):
     """CPU's 16-bit logit kernels compute x / (1 - x) in 16-bit arithmetic and round eps to 16 bits
     (which moves the clamp bounds); neuron, like CUDA, computes in float32 and rounds once, so the
-    reference is CPU in float32."""
+    reference is CPU in float32. A NaN eps clamps nothing, and one above 0.5 maps x below it to eps
+    and x above it to 1 - eps, as the kernels' ``x < lo ? lo : (x > hi ? hi : x)`` does."""
     x = torch.linspace(-0.1, 1.1, 25).to(dtype).requires_grad_()
     grad = torch.linspace(-1, 1, 25).to(dtype)
     run = _value_and_grad(lambda t: torch.logit(t, eps))

@@ -124,9 +124,15 @@ def softshrink(self, lambd=0.5):
 
 @lowering(aten.logit.default, promotion=Promotion.INT_TO_FLOAT)
 def logit(self, eps=None):
-    """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given."""
+    """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given, as the
+    CPU's and CUDA's kernels clamp: ``x < lo ? lo : (x > hi ? hi : x)`` with lo = eps and hi = 1 - lo,
+    so a NaN eps clamps nothing and an eps above 0.5 maps x below it to lo and x above it to hi
+    (``jnp.clip`` gave NaN, and hi for both). 16-bit inputs compute in float32, eps unrounded, as
+    CUDA's kernel does (the CPU's rounds eps to 16 bits)."""
     if eps is not None:
-        self = jnp.clip(self, eps, 1 - eps)
+        low = jnp.asarray(eps).astype(self.dtype)
+        high = 1 - low
+        self = jnp.where(self < low, low, jnp.where(self > high, high, self))
     return jnp.log(self / (1 - self))
 
 
