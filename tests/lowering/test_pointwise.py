@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_neuronx
 from tests.utils import assert_matches_cpu
@@ -203,6 +204,41 @@ def test_scalar_parameter_that_does_not_fit_raises_as_cuda(case):
         fn(x).cpu()
     with pytest.raises(RuntimeError, match=message):
         torch.compile(fn, backend="neuron")(x).cpu()
+
+
+#: The same conversion in the eager kernels of activations and pointwise ops with a Scalar parameter:
+#: a float32 result converts to float on CPU and CUDA, a 16-bit one to CUDA's type (the opmath
+#: float; the 16-bit type for hardshrink). Compiled graphs hold PyTorch's decompositions of most of
+#: them, which convert nothing (as inductor's on CUDA), so only eager calls are checked.
+EAGER_SCALAR_OVERFLOWS = {
+    "hardshrink float32": (lambda x, v: F.hardshrink(x, v), torch.float32, "float", 0.5, 1e308),
+    "hardshrink float16": (lambda x, v: F.hardshrink(x, v), torch.float16, r"c10::Half", 0.5, 1e5),
+    "leaky_relu float32": (lambda x, v: F.leaky_relu(x, v), torch.float32, "float", 0.1, 1e308),
+    "elu bfloat16": (lambda x, v: F.elu(x, alpha=v), torch.bfloat16, "float", 1.0, 1e39),
+    "celu float32": (lambda x, v: F.celu(x, alpha=v), torch.float32, "float", 1.0, 1e-50),  # 1 / alpha
+    "softplus float32": (lambda x, v: F.softplus(x, beta=v), torch.float32, "float", 2.0, 1e308),
+    "hardtanh float32": (lambda x, v: F.hardtanh(x, -v, v), torch.float32, "float", 2.0, 1e308),
+    "addcmul float32": (lambda x, v: torch.addcmul(x, x, x, value=v), torch.float32, "float", 2.0, 1e308),
+    "addcdiv float16": (lambda x, v: torch.addcdiv(x, x, x, value=v), torch.float16, "float", 2.0, 1e39),
+    "logit float32": (lambda x, v: torch.logit(x, v), torch.float32, "float", 0.1, 1e308),
+    "histc float32": (lambda x, v: torch.histc(x, 4, 0, v), torch.float32, "float", 2.0, 1e308),
+    "multi_margin_loss float32": (
+        lambda x, v: F.multi_margin_loss(x.reshape(1, 3), torch.tensor([0], device=x.device), margin=v),
+        torch.float32,
+        "float",
+        1.0,
+        1e308,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EAGER_SCALAR_OVERFLOWS)
+def test_eager_scalar_parameter_that_does_not_fit_raises_as_cuda(case):
+    fn, dtype, cpp_type, valid, overflowing = EAGER_SCALAR_OVERFLOWS[case]
+    x = torch.ones(3, dtype=dtype, device="neuron")
+    fn(x, valid).cpu()  # the executable is built; the scalar stays a runtime input of it
+    with pytest.raises(RuntimeError, match=f"^value cannot be converted to type {cpp_type} without overflow$"):
+        fn(x, overflowing).cpu()
 
 
 def test_scalar_parameters_at_the_limits_compute():

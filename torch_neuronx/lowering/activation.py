@@ -40,7 +40,7 @@ def relu(self):
     return jnp.maximum(self, 0)
 
 
-@lowering(aten.leaky_relu.default, promotion=Promotion.DEFAULT)
+@lowering(aten.leaky_relu.default, promotion=Promotion.DEFAULT, checked=("negative_slope",), checked_in_opmath=True)
 def leaky_relu(self, negative_slope=0.01):
     """F.leaky_relu: self if self > 0 else self * negative_slope."""
     return jnp.where(self > 0, self, self * negative_slope)
@@ -68,14 +68,25 @@ def mish(self):
     return self * jnp.tanh(jax.nn.softplus(self))
 
 
-@lowering(aten.elu.default, promotion=Promotion.DEFAULT)
+@lowering(
+    aten.elu.default,
+    promotion=Promotion.DEFAULT,
+    checked=("alpha", "scale", "input_scale"),
+    checked_in_opmath=True,
+)
 def elu(self, alpha=1, scale=1, input_scale=1):
     """F.elu (and selu/celu, which call it): scale * x for x > 0, else
     scale * alpha * expm1(x * input_scale)."""
     return jnp.where(self > 0, self * scale, jnp.expm1(self * input_scale) * alpha * scale)
 
 
-@lowering(aten.hardtanh.default, promotion=Promotion.DEFAULT, promote=("self",))
+@lowering(
+    aten.hardtanh.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self",),
+    checked=("min_val", "max_val"),
+    checked_in_opmath=True,
+)
 def hardtanh(self, min_val=-1, max_val=1):
     """F.hardtanh (and relu6): clamp(self, min_val, max_val); the bounds take self's dtype, as the
     CPU kernel converts them; NaN propagates."""
@@ -94,7 +105,7 @@ def hardsigmoid(self):
     return jnp.clip(self + 3, 0, 6) / 6
 
 
-@lowering(aten.softplus.default, promotion=Promotion.DEFAULT)
+@lowering(aten.softplus.default, promotion=Promotion.DEFAULT, checked=("beta", "threshold"), checked_in_opmath=True)
 def softplus(self, beta=1, threshold=20):
     """F.softplus: log1p(exp(beta * x)) / beta, reverting to x where beta * x > threshold."""
     scaled = self * beta
@@ -108,7 +119,7 @@ def threshold(self, threshold, value):
     return jnp.where(self <= threshold, value, self)
 
 
-@lowering(aten.hardshrink.default, promotion=Promotion.DEFAULT)
+@lowering(aten.hardshrink.default, promotion=Promotion.DEFAULT, checked=("lambd",))
 def hardshrink(self, lambd=0.5):
     """F.hardshrink: 0 where -lambd <= x <= lambd, else x (NaN stays)."""
     return jnp.where((self >= -lambd) & (self <= lambd), 0, self)
@@ -122,7 +133,7 @@ def softshrink(self, lambd=0.5):
     return jnp.where(self > lambd, self - lambd, jnp.where(self < -lambd, self + lambd, self * 0))
 
 
-@lowering(aten.logit.default, promotion=Promotion.INT_TO_FLOAT)
+@lowering(aten.logit.default, promotion=Promotion.INT_TO_FLOAT, checked=("eps",), checked_in_opmath=True)
 def logit(self, eps=None):
     """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given, as the
     CPU's and CUDA's kernels clamp: ``x < lo ? lo : (x > hi ? hi : x)`` with lo = eps and hi = 1 - lo,

@@ -254,7 +254,13 @@ def _reduce_samples(loss, self, reduction: int):
     return loss.reshape(()) if self.ndim <= 1 else loss
 
 
-@lowering(aten.multi_margin_loss.default, promotion=Promotion.DEFAULT, promote=("self", "weight"), static=("p",))
+@lowering(
+    aten.multi_margin_loss.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "weight"),
+    static=("p",),
+    checked=("margin",),
+)
 def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=_MEAN):
     """F.multi_margin_loss: per sample, sum over classes j != y of max(0, margin - x[y] + x[j])^p
     (times weight[y]), divided by the class count, then reduced. A target outside [0, C) raises

@@ -794,7 +794,13 @@ def lerp(self, end, weight):
     return jnp.where(jnp.abs(weight) < 0.5, from_self, from_end)
 
 
-@lowering(aten.addcmul.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
+@lowering(
+    aten.addcmul.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "tensor1", "tensor2"),
+    checked=("value",),
+    checked_in_opmath=True,
+)
 def addcmul(self, tensor1, tensor2, *, value=1):
     """torch.addcmul: self + value * tensor1 * tensor2. ``value`` takes no part in promotion: an
     integer computation uses it converted to its dtype (2.5 -> 2), as ATen's kernel does. Floats
@@ -805,7 +811,13 @@ def addcmul(self, tensor1, tensor2, *, value=1):
     return fused_multiply_add(value * tensor1, tensor2, self)
 
 
-@lowering(aten.addcdiv.default, promotion=Promotion.DEFAULT, promote=("self", "tensor1", "tensor2"))
+@lowering(
+    aten.addcdiv.default,
+    promotion=Promotion.DEFAULT,
+    promote=("self", "tensor1", "tensor2"),
+    checked=("value",),
+    checked_in_opmath=True,
+)
 def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here), in
     the CPU kernel's order: ``(value * tensor1) / tensor2``, then the sum."""

@@ -518,7 +518,7 @@ def _linspace_edges(left, right, bins, dtype):
     return edges.astype(dtype)
 
 
-@lowering(aten.histc.default, static=("bins", "min", "max"))
+@lowering(aten.histc.default, static=("bins", "min", "max"), checked=("min", "max"), checked_in_opmath=True)
 def histc(self, bins=100, min=0, max=0):
     """torch.histc: counts in ``bins`` equal bins of [min, max]; elements outside (and NaN) are
     ignored, the last bin includes ``max``. ``min == max`` takes the data's range (NaN or infinite
