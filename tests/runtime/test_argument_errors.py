@@ -123,6 +123,9 @@ ATEN_CHECKED = {
     "ormqr_tau_of_higher_rank": lambda d: torch.ormqr(
         _ones(4, 3, device=d), _ones(1, 2, device=d), _ones(4, 2, device=d)
     ),
+    "ormqr_tau_of_another_dtype": lambda d: torch.ormqr(
+        _ones(4, 3, device=d), _ones(3, device=d).half(), _ones(4, 2, device=d)
+    ),
     "ormqr_other_rows_before_tau": lambda d: torch.ormqr(
         _ones(4, 3, device=d), _ones(3, device=d), _ones(2, 2, device=d), left=False
     ),

@@ -580,8 +580,8 @@ def _linalg_cross(self: torch.Tensor, other: torch.Tensor, *_: Any, dim: int = -
 
 
 def _ormqr(input: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bool = True, *_: Any, **__: Any) -> None:
-    """``ormqr_out``'s shape checks (BatchLinearAlgebra.cpp, CPU and CUDA; torch 2.13's order and
-    words): ``tau`` holds exactly ``min(other.shape[cond], input.shape[-1])`` reflectors, where
+    """``ormqr_out``'s shape and dtype checks (BatchLinearAlgebra.cpp, CPU and CUDA; torch 2.13's order
+    and words): ``tau`` holds exactly ``min(other.shape[cond], input.shape[-1])`` reflectors, where
     PyTorch's meta kernel accepted fewer (and computed) and words the bound otherwise."""
     torch._check(input.dim() >= 2, lambda: "torch.ormqr: input must have at least 2 dimensions.")
     torch._check(other.dim() >= 2, lambda: "torch.ormqr: other must have at least 2 dimensions.")
@@ -596,6 +596,36 @@ def _ormqr(input: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bo
         tau.size(-1) == min(other.size(cond), input.size(-1)),
         lambda: f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape[{cond}], input.shape[-1])",
     )
+    torch._check(
+        input.dim() - tau.dim() == 1,
+        lambda: (
+            "torch.ormqr: Expected tau to have one dimension less than input, but got tau.ndim equal to "
+            f"{tau.dim()} and input.ndim is equal to {input.dim()}"
+        ),
+    )
+    torch._check(
+        input.dim() == other.dim(),
+        lambda: (
+            "torch.ormqr: Expected other to have the same number of dimensions as input, but got other.ndim "
+            f"equal to {other.dim()} and input.ndim is equal to {input.dim()}"
+        ),
+    )
+    batch = list(input.shape[:-2])
+    for name, given in (("tau", list(tau.shape[:-1])), ("other", list(other.shape[:-2]))):
+        torch._check(
+            given == batch,
+            lambda name=name, given=given: (
+                f"torch.ormqr: Expected batch dimensions of {name} to be equal to input.shape[:-2], but got {given}"
+            ),
+        )
+    for name, tensor in (("tau", tau), ("other", other)):  # ATen's words lack a space after the first "dtype"
+        torch._check(
+            tensor.dtype == input.dtype,
+            lambda name=name, tensor=tensor: (
+                f"torch.ormqr: Expected input and {name} to have the same dtype, but input has dtype"
+                f"{scalar_type_name(input.dtype)} and {name} has dtype {scalar_type_name(tensor.dtype)}"
+            ),
+        )
 
 
 def _pool_bounds(
