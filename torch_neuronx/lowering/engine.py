@@ -96,9 +96,9 @@ def _check_scalar(check: registry.ScalarCheck, value: Any) -> None:
 
 def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any) -> Any:
     """Computes ``op`` at trace time with its registered lowering, applying what the registry
-    declares for it: its dtype rule, the overflow check of its ``checked`` scalars, its scalar checks,
-    type promotion,
-    its random key, and the cast of every result to the dtype PyTorch's meta kernel reports.
+    declares for it: its scalar checks, its dtype rule, the overflow check of its ``checked``
+    scalars, type promotion, its random key, and the cast of every result to the dtype PyTorch's
+    meta kernel reports.
 
     Args:
         args: the op's arguments in schema order; tensors as JAX arrays, runtime scalars as 0-d
