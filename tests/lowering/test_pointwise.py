@@ -206,10 +206,11 @@ def test_scalar_parameter_that_does_not_fit_raises_as_cuda(case):
         torch.compile(fn, backend="neuron")(x).cpu()
 
 
-#: The same conversion in the eager kernels of activations and pointwise ops with a Scalar parameter:
-#: a float32 result converts to float on CPU and CUDA, a 16-bit one to CUDA's type (the opmath
-#: float; the 16-bit type for hardshrink). Compiled graphs hold PyTorch's decompositions of most of
-#: them, which convert nothing (as inductor's on CUDA), so only eager calls are checked.
+#: The same conversion in the eager kernels of activations, pointwise ops, the addmm family and pad
+#: with a Scalar parameter: a float32 result converts to float on CPU and CUDA, a 16-bit one to
+#: CUDA's type (the opmath float; the 16-bit type for hardshrink, multi_margin_loss and addr).
+#: Compiled graphs hold PyTorch's decompositions of most of them, which convert nothing (as
+#: inductor's on CUDA), so only eager calls are checked.
 EAGER_SCALAR_OVERFLOWS = {
     "hardshrink float32": (lambda x, v: F.hardshrink(x, v), torch.float32, "float", 0.5, 1e308),
     "hardshrink float16": (lambda x, v: F.hardshrink(x, v), torch.float16, r"c10::Half", 0.5, 1e5),
@@ -222,6 +223,23 @@ EAGER_SCALAR_OVERFLOWS = {
     "addcdiv float16": (lambda x, v: torch.addcdiv(x, x, x, value=v), torch.float16, "float", 2.0, 1e39),
     "logit float32": (lambda x, v: torch.logit(x, v), torch.float32, "float", 0.1, 1e308),
     "histc float32": (lambda x, v: torch.histc(x, 4, 0, v), torch.float32, "float", 2.0, 1e308),
+    "addmm alpha float32": (
+        lambda x, v: torch.addmm(x.diag(), x.diag(), x.diag(), alpha=v),
+        torch.float32,
+        "float",
+        2.0,
+        1e308,
+    ),
+    "baddbmm beta float32": (
+        lambda x, v: torch.baddbmm(x[None, :, None], x[None, :, None], x[None, None, :1], beta=v),
+        torch.float32,
+        "float",
+        2.0,
+        1e308,
+    ),
+    "addmv beta float16": (lambda x, v: torch.addmv(x, x.diag(), x, beta=v), torch.float16, "float", 2.0, 1e39),
+    "addr alpha float16": (lambda x, v: torch.addr(x.diag(), x, x, alpha=v), torch.float16, r"c10::Half", 2.0, 1e5),
+    "pad value float32": (lambda x, v: F.pad(x, (1, 1), value=v), torch.float32, "float", 2.0, 1e308),
     "multi_margin_loss float32": (
         lambda x, v: F.multi_margin_loss(x.reshape(1, 3), torch.tensor([0], device=x.device), margin=v),
         torch.float32,

@@ -80,7 +80,9 @@ def bmm(self, mat2):
     return _accumulate(self, mat2, jnp.matmul)
 
 
-@lowering(aten.addmm.default, dtype_rule=_addmm_dtypes("mat1", "mat2"))
+@lowering(
+    aten.addmm.default, dtype_rule=_addmm_dtypes("mat1", "mat2"), checked=("beta", "alpha"), checked_in_opmath=True
+)
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm: beta * self + alpha * (mat1 @ mat2); beta=0 ignores self (NaN included); all
     three of one dtype (:func:`_addmm_dtypes`)."""
@@ -88,7 +90,7 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     return _scaled_sum(self, product, beta, alpha)
 
 
-@lowering(aten.baddbmm.default)
+@lowering(aten.baddbmm.default, checked=("beta", "alpha"), checked_in_opmath=True)
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """torch.baddbmm: beta * self + alpha * (batch1 @ batch2)."""
     product = _accumulate(batch1, batch2, jnp.matmul)
@@ -113,7 +115,7 @@ def mv(self, vec):
     return _accumulate(self, vec, jnp.matmul)
 
 
-@lowering(aten.addmv.default)
+@lowering(aten.addmv.default, checked=("beta", "alpha"), checked_in_opmath=True)
 def addmv(self, mat, vec, *, beta=1, alpha=1):
     """torch.addmv: beta * self + alpha * (mat @ vec); beta=0 ignores self (NaN included); all three
     of one dtype."""
@@ -121,7 +123,12 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
     return _scaled_sum(self, _accumulate(mat, vec, jnp.matmul), beta, alpha)
 
 
-@lowering(aten.addbmm.default, dtype_rule=_addmm_dtypes("batch1", "batch2"))
+@lowering(
+    aten.addbmm.default,
+    dtype_rule=_addmm_dtypes("batch1", "batch2"),
+    checked=("beta", "alpha"),
+    checked_in_opmath=True,
+)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """torch.addbmm: beta * self + alpha * sum_b(batch1[b] @ batch2[b]), reduced in the accumulation
     dtype; all three of one dtype (ATen computes it with addmm, and words its errors so)."""
@@ -129,7 +136,7 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_sum(self, product, beta, alpha)
 
 
-@lowering(aten.addr.default)
+@lowering(aten.addr.default, checked=("beta", "alpha"))
 def addr(self, vec1, vec2, *, beta=1, alpha=1):
     """torch.addr: beta * self + alpha * outer(vec1, vec2); bool inputs use logical and/or as PyTorch does."""
     if vec1.dtype == jnp.bool_:

@@ -292,7 +292,7 @@ def repeat(self, repeats):
     return jnp.tile(self.reshape((1,) * lead + self.shape), tuple(repeats))
 
 
-@lowering(aten.constant_pad_nd.default)
+@lowering(aten.constant_pad_nd.default, checked=("value",))
 def constant_pad_nd(self, pad, value=0):
     """F.pad(mode="constant"): ``pad`` lists (before, after) pairs from the last dimension; negative
     padding crops."""
