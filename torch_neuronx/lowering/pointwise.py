@@ -764,7 +764,9 @@ def prims_where(pred, a, b):
     return jnp.where(pred, a, b)
 
 
-@lowering(aten.clamp.default, aten.clamp.Tensor, promotion=Promotion.DEFAULT, checked=("min", "max"))
+@lowering(
+    aten.clamp.default, aten.clamp.Tensor, promotion=Promotion.DEFAULT, checked=("min", "max"), checked_in_opmath=True
+)
 def clamp(self, min=None, max=None):
     """torch.clamp: min(max(self, min), max); NaN propagates; min > max gives max everywhere."""
     if min is not None:
@@ -774,12 +776,16 @@ def clamp(self, min=None, max=None):
     return self
 
 
-@lowering(aten.clamp_min.default, aten.clamp_min.Tensor, promotion=Promotion.DEFAULT, checked=("min",))
+@lowering(
+    aten.clamp_min.default, aten.clamp_min.Tensor, promotion=Promotion.DEFAULT, checked=("min",), checked_in_opmath=True
+)
 def clamp_min(self, min):
     return jnp.maximum(self, min)
 
 
-@lowering(aten.clamp_max.default, aten.clamp_max.Tensor, promotion=Promotion.DEFAULT, checked=("max",))
+@lowering(
+    aten.clamp_max.default, aten.clamp_max.Tensor, promotion=Promotion.DEFAULT, checked=("max",), checked_in_opmath=True
+)
 def clamp_max(self, max):
     return jnp.minimum(self, max)
 
