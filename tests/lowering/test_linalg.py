@@ -117,6 +117,20 @@ def test_integer_and_bool_products_match_cpu():
     assert_matches_cpu(lambda t: torch.addr(t["a"], t["v3"], t["v4"]), bools)
 
 
+def test_addr_of_mixed_dtypes_computes_in_their_common_dtype():
+    # TensorIterator promotes self, vec1 and vec2 before the kernel scales by alpha: float self with
+    # int8 vectors and alpha=0.5 is 1 + 0.5 * 1, where alpha cast to the vectors' int8 gave 1 + 0
+    operands = {
+        "self": torch.ones(3, 2),
+        "vec1": torch.ones(3, dtype=torch.int8),
+        "vec2": torch.ones(2, dtype=torch.int8),
+    }
+    assert_matches_cpu(lambda t: torch.addr(t["self"], t["vec1"], t["vec2"], alpha=0.5), operands)
+    operands["self"] = torch.ones(3, 2, dtype=torch.int64)
+    operands["vec1"] = torch.ones(3)
+    assert_matches_cpu(lambda t: torch.addr(t["self"], t["vec1"], t["vec2"], beta=0.5), operands)
+
+
 def test_inplace_and_out_forms_match_cpu():
     def fn(t):
         m, v3 = t["m"].clone(), t["v3"].clone()

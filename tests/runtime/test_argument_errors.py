@@ -123,6 +123,20 @@ ATEN_CHECKED = {
     "ormqr_tau_of_higher_rank": lambda d: torch.ormqr(
         _ones(4, 3, device=d), _ones(1, 2, device=d), _ones(4, 2, device=d)
     ),
+    # check_addr_scalar (LinearAlgebra.cpp) checks beta before alpha; PyTorch's reference alpha first
+    "addr_bool_beta_and_alpha_of_int8": lambda d: torch.addr(
+        _ones(2, 2, device=d).to(torch.int8),
+        _ones(2, device=d).to(torch.int8),
+        _ones(2, device=d).to(torch.int8),
+        beta=True,
+        alpha=True,
+    ),
+    "addr_float_alpha_of_int8": lambda d: torch.addr(
+        _ones(2, 2, device=d).to(torch.int8),
+        _ones(2, device=d).to(torch.int8),
+        _ones(2, device=d).to(torch.int8),
+        alpha=0.5,
+    ),
     "ormqr_tau_of_another_dtype": lambda d: torch.ormqr(
         _ones(4, 3, device=d), _ones(3, device=d).half(), _ones(4, 2, device=d)
     ),

@@ -29,7 +29,12 @@ from typing import Any
 
 import torch
 
-from torch_neuronx._compat.torch_internals import OpOverload, infer_size
+from torch_neuronx._compat.torch_internals import (
+    ELEMENTWISE_TYPE_PROMOTION_KIND,
+    OpOverload,
+    elementwise_dtypes,
+    infer_size,
+)
 
 __all__ = [
     "CHECKS",
@@ -628,6 +633,29 @@ def _ormqr(input: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bo
         )
 
 
+def _addr(
+    self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *_: Any, beta: Any = 1, alpha: Any = 1, **__: Any
+) -> None:
+    """``addr``'s checks (LinearAlgebra.cpp, CPU and CUDA): both vectors 1-D, then
+    ``check_addr_scalar`` of beta before alpha against the dtype the three compute in (PyTorch's
+    Python reference checks alpha first, and not a floating scalar with an integral result)."""
+    for name, vector in (("vec1", vec1), ("vec2", vec2)):
+        torch._check(
+            vector.dim() == 1,
+            lambda name=name, vector=vector: f"addr: Expected 1-D argument {name}, but got {vector.dim()}-D",
+        )
+    dtype = elementwise_dtypes(self, vec1, vec2, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    for name, scalar in (("beta", beta), ("alpha", alpha)):
+        torch._check(
+            not isinstance(scalar, bool) or dtype == torch.bool,
+            lambda name=name: f"Boolean {name} only supported for Boolean results.",
+        )
+        torch._check(
+            dtype.is_floating_point or dtype.is_complex or isinstance(scalar, (bool, int)),
+            lambda name=name: f"For integral input tensors, argument {name} must not be a floating point number.",
+        )
+
+
 def _pool_bounds(
     self: torch.Tensor,
     spatial: int,
@@ -985,6 +1013,7 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.scatter_reduce_: _scatter,
     aten.linalg_cross: _linalg_cross,
     aten.ormqr: _ormqr,
+    aten.addr: _addr,
     aten.segment_reduce: _segment_reduce,
     aten.max_pool2d_with_indices: _max_pool(2),
     aten.max_pool3d_with_indices: _max_pool(3),

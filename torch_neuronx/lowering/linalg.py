@@ -12,7 +12,7 @@ import torch
 
 from torch_neuronx._compat.aten_checks import MAT1_MAT2_DTYPES, SELF_MAT2_DTYPES
 from torch_neuronx.lowering.promotion import opmath_dtype
-from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, lowering, same_dtype
+from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
 
 aten = torch.ops.aten
@@ -136,7 +136,7 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_sum(self, product, beta, alpha)
 
 
-@lowering(aten.addr.default, checked=("beta", "alpha"))
+@lowering(aten.addr.default, promotion=Promotion.DEFAULT, promote=("self", "vec1", "vec2"), checked=("beta", "alpha"))
 def addr(self, vec1, vec2, *, beta=1, alpha=1):
     """torch.addr: beta * self + alpha * outer(vec1, vec2); bool inputs use logical and/or as PyTorch does."""
     if vec1.dtype == jnp.bool_:
