@@ -59,7 +59,13 @@ def test_isolated_worker_is_replaced_when_it_grows_or_its_memory_mappings_near_t
     monkeypatch.setattr(sweep, "_WORKER_MAPPINGS_SHARE", 0)
     monkeypatch.setattr(sweep, "_WORKER_MEMORY_LIMIT", 0)
     rows = run_conformance(
-        ["abs", "neg"], [torch.float32], max_samples_per_op=1, backward=False, in_place=False, progress=False
+        ["abs", "neg"],
+        [torch.float32],
+        max_samples_per_op=1,
+        backward=False,
+        in_place=False,
+        wrong_arguments=False,
+        progress=False,
     )
     assert [(row.op, row.outcome) for row in rows if row.sample_index >= 0] == [("abs", "pass"), ("neg", "pass")]
     # Without the mappings check: 2 starts (one per op); without the memory check: 3 (the second op
