@@ -784,7 +784,6 @@ OVERFLOWING_SCALARS = {
     "clamp_max": lambda d: _int8(d).clamp(max=1000),
     "clamp_min_": lambda d: _int8(d).clamp_min_(-1000),
     "threshold": lambda d: torch.nn.functional.threshold(_int8(d), 1, 1000),
-    "clamp_half": lambda d: torch.zeros(3, dtype=torch.float16, device=d).clamp(max=70000.0),
     "masked_fill_complex": lambda d: torch.zeros(3, device=d).masked_fill(
         torch.ones(3, dtype=torch.bool, device=d), 1j
     ),
