@@ -246,6 +246,66 @@ def test_a_device_fault_names_the_op_that_caused_it():
         torch.testing.assert_close((x + 1).cpu(), torch.arange(1.0, 6.0))  # the device stays usable
 
 
+def test_a_fault_leaves_undefined_only_what_was_computed_from_the_faulted_op():
+    x = torch.arange(5.0, device="neuron")
+    with torch_neuronx.adaptive_eager():
+        picked = torch.index_select(x, 0, torch.tensor([0, 7], device="neuron"))
+        doubled = picked * 2
+        unrelated = x * 3  # fused into the same executable, but reads nothing the fault touched
+        with pytest.raises(IndexError, match="index 7 is out of bounds"):
+            torch.neuron.synchronize()
+        torch.testing.assert_close(unrelated.cpu(), torch.arange(5.0) * 3)
+        with pytest.raises(IndexError, match=r"index 7 is out of bounds.*\(raised before"):
+            doubled.cpu()
+        with pytest.raises(IndexError, match=r"\(raised before"):  # a recorded op reading it raises at the op
+            doubled + 1
+
+
+def test_an_op_recorded_before_its_input_was_poisoned_is_undefined_too(two_cores):
+    x = torch.arange(12.0, device="neuron:0").reshape(4, 3)
+    with torch_neuronx.adaptive_eager():
+        moved = x.index_select(0, torch.tensor([0, 7], device="neuron:0")).to("neuron:1")
+        derived = moved + 1  # recorded on core 1 before core 0's fault poisons what it reads
+        unrelated = torch.ones(2, device="neuron:1") * 2
+        with pytest.raises(IndexError, match="index 7 is out of bounds"):
+            torch.neuron.synchronize(0)
+        torch.testing.assert_close(unrelated.cpu(), torch.full((2,), 2.0))
+        for tensor in (moved, derived):
+            with pytest.raises(IndexError, match="which are undefined"):
+                tensor.cpu()
+
+
+def _histc_of_non_finite_data_after(x):
+    before = x * 2
+    with pytest.raises(RuntimeError, match=r"range of \[1, inf\] is not finite") as raised:
+        torch.histc(torch.tensor([1.0, float("inf")], device="neuron"))
+    return before, str(raised.value)
+
+
+def test_a_synchronous_check_raises_at_the_op_as_in_eager():
+    x = torch.arange(3.0, device="neuron")
+    _, eager_message = _histc_of_non_finite_data_after(x)
+    with torch_neuronx.adaptive_eager():
+        before, message = _histc_of_non_finite_data_after(x)
+        assert _metrics()["flush_reasons"] == {"a synchronous check": 1}  # the ops before it ran too
+        torch.testing.assert_close(before.cpu(), torch.arange(3.0) * 2)
+    assert message == eager_message  # made at the op: no "raised at a synchronization point"
+
+
+def test_a_synchronous_check_raises_an_earlier_ops_fault_first_as_in_eager():
+    def faulting_then_checked(x):
+        torch.index_select(x, 0, torch.tensor([9], device="neuron"))
+        with pytest.raises(IndexError, match="index 9 is out of bounds") as raised:
+            torch.histc(torch.tensor([1.0, float("inf")], device="neuron"))
+        torch.neuron.synchronize()  # histc's own check went with the call that raised
+        return str(raised.value)
+
+    x = torch.arange(3.0, device="neuron")
+    eager_message = faulting_then_checked(x)
+    with torch_neuronx.adaptive_eager():
+        assert faulting_then_checked(x) == eager_message
+
+
 def test_an_error_of_a_recorded_op_raises_at_the_op():
     with torch_neuronx.adaptive_eager():
         with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):

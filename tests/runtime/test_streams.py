@@ -199,18 +199,19 @@ def test_a_copy_to_another_core_carries_the_fault(two_cores):
             tensor.cpu()
 
 
-def test_a_fault_raised_when_adaptive_eager_ends_turns_it_off():
-    # The flush at the block's end raised (a poisoned input), and recording stayed on for the rest of
-    # the process: later plain-eager ops were fused with whatever faulted next.
+def test_a_fault_raised_in_adaptive_eager_turns_it_back_to_what_it_was():
+    # A fault raised in the block left recording on for the rest of the process: later plain-eager
+    # ops were fused with whatever faulted next.
     from torch_neuronx.adaptive import trace
 
+    before = trace.active()
     x = torch.arange(4.0, device="neuron")
     faulted = x.index_select(0, torch.tensor([9], device="neuron"))
     with pytest.raises(IndexError, match="index 9 is out of bounds"):
         torch.neuron.synchronize()
     with pytest.raises(IndexError, match="which are undefined"), torch_neuronx.adaptive_eager():
-        faulted + 1  # recorded; the flush at the block's end finds the poisoned input
-    assert not trace.active()
+        faulted + 1  # reads the poisoned tensor: raises at the op, as in eager
+    assert trace.active() == before
     torch.testing.assert_close((x * 2).cpu(), torch.arange(0.0, 8.0, 2.0))
 
 

@@ -4,8 +4,9 @@
 process) records ops on neuron tensors instead of launching them, and runs each recorded run as
 one executable when a value or an ordering becomes visible: a host read (``.cpu()``, ``.item()``,
 printing, ``bool()``), ``synchronize()``, a stream or event operation, a copy between cores or a
-resize, an op that runs on the CPU or whose output shape depends on data, a launch that cannot be
-recorded, ``TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS`` ops, or leaving the context. Values, dtypes, the
+resize, an op that runs on the CPU or whose output shape depends on data, an op whose check eager
+makes at the call (it raises at the op), a launch that cannot be recorded,
+``TORCH_NEURONX_ADAPTIVE_EAGER_MAX_OPS`` ops, or leaving the context. Values, dtypes, the
 random stream, in-place and view semantics, autograd and memory statistics are eager's (see
 trace.py for how). ``torch.use_deterministic_algorithms(True)`` runs plain eager. Importing this package does not
 import JAX (``import torch`` stays cheap).
@@ -29,7 +30,8 @@ def adaptive_eager(enabled: bool = True) -> Iterator[None]:
     are recorded too, in the order they are called.
 
     Raises:
-        whatever an op's eager kernel raises, at the op (its executable is traced when first recorded);
+        whatever an op's eager kernel raises, at the op (its executable is traced when first recorded),
+        and the checks eager makes at the call (``torch.linalg``'s ``info``), at the op too;
         device faults, at the next synchronisation, naming the op.
     """
     from torch_neuronx.adaptive import trace

@@ -15,7 +15,9 @@ compiled once per trace signature (the recorded executables, how their inputs ar
 outputs are alive) and kept in the bounded executable cache, so a training loop's steady state
 replays cached executables. The real buffers are then bound to the storages that held the pending
 ones, and each op's device checks are recorded under its own name, in launch order, so a fault is
-raised at the next synchronisation naming the op that caused it.
+raised at the next synchronisation naming the op that caused it; each output is noted with the
+checks of the ops it was computed from, so a fault poisons what eager's would. A recorded op with a
+synchronous check (made at the call in eager) runs its trace at once and raises there.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ def record(
         or _LAUNCH_BLOCKING
         or getattr(_flushing, "on", False)
         or torch.are_deterministic_algorithms_enabled()
+        or (faults.poisoned and faults.poison_of(_computed(inputs)) is not None)  # raises at the op, as eager
     ):
         return _run_now(exe, inputs, device, slot_tensors, generator, values)
     with _lock:
@@ -168,9 +171,16 @@ def record(
             _bind_pending(trace, op_index, index, slot_tensors[slot], avals[index], exe.written_codes[position])
         trace.ops.append(_Op(exe, tuple(wiring), faults.launch_stack() if exe.checks else None))
         METRICS.ops_recorded += 1
-        if len(trace.ops) >= _max_ops[0]:
+        if any(synchronous for _, _, synchronous in exe.checks):  # raised at the op, as eager's
+            _flush_trace(trace, "a synchronous check", raise_at_last=True)
+        elif len(trace.ops) >= _max_ops[0]:
             _flush_trace(trace, "size limit")
         return exe.returns(values, exe.assemble(tensors))
+
+
+def _computed(inputs: list[Any]) -> list[Any]:
+    """The buffers of ``inputs`` that hold values now (a pending one's, once its trace ran)."""
+    return [x.value if type(x) is PendingBuffer else x for x in inputs]
 
 
 def _bind_pending(trace: _Trace, op: int, index: int, tensor: Any, aval: Any, code: int) -> None:
@@ -206,7 +216,9 @@ def flush(device: int | None, reason: str) -> None:
                 _flush_trace(trace, reason)
 
 
-def _flush_trace(trace: _Trace, reason: str) -> None:
+def _flush_trace(trace: _Trace, reason: str, raise_at_last: bool = False) -> None:
+    """Runs ``trace``; ``raise_at_last``: its last op has a synchronous check, made at the op's
+    launch, so the earliest fault pending on the core is raised once the trace ran."""
     _traces.pop(trace.device, None)
     if not trace.ops:
         return
@@ -225,8 +237,6 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
         EXECUTABLES.touch(_fused, key)
         METRICS.cache_hits += 1
     fused, fused_id = entry
-    if faults.poisoned:
-        faults.check_inputs(trace.device, trace.inputs)
     _flushing.on = True
     dispatched = launch_records.now() if launch_records.active else 0
     try:
@@ -237,21 +247,55 @@ def _flush_trace(trace: _Trace, reason: str) -> None:
     for (output, pending), value in zip(live, values, strict=True):
         pending.value = value
         _C._rebind_held(output.address, pending, value, output.code)
-    position, recorded = 0, []
-    for op in trace.ops:
+    position, recorded, synchronous = 0, {}, None
+    last = len(trace.ops) - 1
+    for index, op in enumerate(trace.ops):
         count = 2 * len(op.executable.checks)
         if count:
-            exe = op.executable
-            outputs = list(checks[position : position + count])
-            recorded.append(faults.record(trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=False))
+            exe, outputs = op.executable, list(checks[position : position + count])
+            at_launch = raise_at_last and index == last
+            recorded[index] = faults.record(
+                trace.device, exe.name, outputs, exe.checks, op.stack, at_launch=at_launch, wait=False
+            )
+            synchronous = recorded[index] if at_launch else None
             position += count
-    if faults.open_checks:  # one executable: each output may depend on every recorded op's checks
-        faults.note_written(trace.inputs, values, recorded)
+    if faults.open_checks or faults.poisoned:
+        _note_dependencies(trace, [output.op for output, _ in live], values, recorded)
     if results:
         queue.note_launch(trace.device, results[0])
         if dispatched:
             name = f"adaptive eager trace ({len(trace.ops)} ops)"
             launch_records.launched(fused_id, name, "trace", trace.device, fused, trace.inputs, dispatched, results[0])
+    if synchronous is not None:
+        faults.raise_at_launch(trace.device, synchronous)
+
+
+def _note_dependencies(trace: _Trace, producers: list[int], values: Any, recorded: dict[int, int]) -> None:
+    """Notes what each buffer the trace produced depends on, as the op's own launch would have,
+    through the trace's wiring: the pending checks of its op and of what the op read, so a fault
+    poisons what was computed from the faulted op only, not every output of the executable it was
+    fused into; and a fault that poisoned an input after the op was recorded (raised by another
+    core's synchronisation), which poisons the op's outputs as eager's later launch would have
+    raised it."""
+    feed = iter(trace.inputs)
+    depends: list[set[int]] = []
+    poisons: list[tuple[type[Exception], str] | None] = []
+    for index, op in enumerate(trace.ops):
+        own = {recorded[index]} if index in recorded else set()
+        read, poison = [], None
+        for wire in op.wiring:
+            if wire is None:
+                read.append(next(feed))
+            else:
+                own |= depends[wire[0]]
+                poison = poison or poisons[wire[0]]
+        depends.append(own | faults.dependencies(read) if faults.open_checks else own)
+        poisons.append(poison or (faults.poison_of(read) if faults.poisoned else None))
+    for producer, value in zip(producers, values, strict=True):
+        if faults.open_checks:
+            faults.note_dependencies([value], depends[producer])
+        if poisons[producer] is not None:
+            faults.poison([value], poisons[producer])
 
 
 def _compile(trace: _Trace, live: list[tuple[int, int]]) -> Any:

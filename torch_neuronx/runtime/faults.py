@@ -71,13 +71,17 @@ def record(
     stack: str | None = None,
     *,
     at_launch: bool = True,
+    wait: bool | None = None,
 ) -> int:
     """Records the checks of one launch: ``checks`` holds (message, error, synchronous) per check and
     ``outputs`` its (failed, detail); ``stack`` is where it was launched (default: the caller's stack,
-    with TORCH_NEURONX_ENABLE_STACK_TRACE=1). When a check is synchronous and this is its launch
-    (``at_launch``; not a flush of adaptive eager's recorded ops, which records every op's checks
-    first), waits for the launch and raises the earliest fault pending on ``device`` (as CUDA's
-    host-side checks synchronise). Returns the launch's sequence (what :func:`note_written` takes)."""
+    with TORCH_NEURONX_ENABLE_STACK_TRACE=1). ``at_launch``: the launch is being made now, so its
+    synchronous checks are raised as made at the op (adaptive eager's flush records the checks of
+    ops recorded earlier with False). When a check is synchronous and ``wait`` (default:
+    ``at_launch``), waits for the launch and raises the earliest fault pending on ``device``, as
+    CUDA's host-side checks synchronise; a caller that passes ``wait=False`` calls
+    :func:`raise_at_launch` itself once its bookkeeping is done. Returns the launch's sequence (what
+    :func:`note_written` takes)."""
     if stack is None and _RECORD_STACKS:
         stack = "".join(traceback.format_stack()[:-3])
     sequence = next(_sequence)
@@ -87,9 +91,44 @@ def record(
     for (message, error, blocking), failed, detail in zip(checks, outputs[0::2], outputs[1::2], strict=True):
         queue.append(PendingCheck(sequence, op, failed, detail, message, error, stack, blocking and at_launch))
         synchronous = synchronous or blocking
-    if synchronous and at_launch:
-        raise_pending(device)
+    if synchronous and at_launch and (wait is None or wait):
+        raise_at_launch(device, sequence)
     return sequence
+
+
+def raise_at_launch(device: int, sequence: int) -> None:
+    """Raises the earliest fault pending on ``device`` for the launch ``sequence``, whose synchronous
+    check is made at the call. When an earlier launch's fault is raised instead, the call raised all
+    the same and its own checks are dropped: on CUDA its host-side check is never reached, as the
+    synchronisation it waits on raises the earlier asynchronous error."""
+    try:
+        raise_pending(device)
+    finally:
+        queue = _pending.get(device)
+        if queue:
+            queue[:] = [c for c in queue if c.sequence != sequence]
+            _settle()
+
+
+def dependencies(inputs: Iterable[object]) -> set[int]:
+    """The sequences of the pending checks that the values of ``inputs`` (buffers, or anything a
+    launch takes) depend on."""
+    depends: set[int] = set()
+    for value in inputs:
+        entry = _suspects.get(id(value))
+        if entry is not None and entry[0]() is value:
+            depends |= entry[1]
+    return depends
+
+
+def note_dependencies(arrays: Iterable[jax.Array], depends: Iterable[int]) -> None:
+    """Notes that the values of ``arrays`` depend on the pending checks ``depends`` (sequences
+    :func:`record` returned); callers call it while :data:`open_checks` is not empty."""
+    frozen = frozenset(depends)
+    if frozen:
+        for array in arrays:
+            key = id(array)
+            _suspects[key] = (weakref.ref(array, lambda _, key=key: _suspects.pop(key, None)), frozen)
 
 
 def note_written(inputs: Iterable[object], arrays: Iterable[jax.Array], own: Iterable[int] = ()) -> None:
@@ -97,28 +136,7 @@ def note_written(inputs: Iterable[object], arrays: Iterable[jax.Array], own: Ite
     from ``inputs``, with the pending checks their values depend on: the launch's ``own`` (the
     sequences :func:`record` returned) and those of the inputs. Callers call it while
     :data:`open_checks` is not empty."""
-    depends = set(own)
-    for value in inputs:
-        entry = _suspects.get(id(value))
-        if entry is not None and entry[0]() is value:
-            depends |= entry[1]
-    if depends:
-        frozen = frozenset(depends)
-        for array in arrays:
-            key = id(array)
-            _suspects[key] = (weakref.ref(array, lambda _, key=key: _suspects.pop(key, None)), frozen)
-
-
-def _forget_passed() -> None:
-    """Drops the dependencies on checks no longer pending (they passed, or their fault was raised)."""
-    if not open_checks:
-        _suspects.clear()
-        return
-    for key, (reference, depends) in list(_suspects.items()):
-        if depends & open_checks:
-            _suspects[key] = (reference, depends & open_checks)
-        else:
-            del _suspects[key]
+    note_dependencies(arrays, dependencies(inputs).union(own))
 
 
 def _poison(device: int, check: PendingCheck, faulted: set[int]) -> None:
@@ -134,6 +152,24 @@ def _poison(device: int, check: PendingCheck, faulted: set[int]) -> None:
             poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
 
 
+def poison_of(arrays: Iterable[object]) -> tuple[type[Exception], str] | None:
+    """The fault (its error and message) that left one of ``arrays`` undefined, or None."""
+    for array in arrays:
+        entry = poisoned.get(id(array))
+        if entry is not None and entry[0]() is array:
+            return entry[1], entry[2]
+    return None
+
+
+def poison(arrays: Iterable[jax.Array], fault: tuple[type[Exception], str]) -> None:
+    """Marks ``arrays`` undefined by ``fault`` (:func:`poison_of`'s): values computed from a poisoned
+    buffer by work that could not raise it at its launch (adaptive eager's ops recorded before the
+    fault was raised)."""
+    for array in arrays:
+        key = id(array)
+        poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), *fault)
+
+
 def check_inputs(device: int, arrays: Iterable[object]) -> None:
     """Raises the fault that poisoned one of ``arrays`` (the buffers a launch or a read of ``device``
     takes); a fault still pending on ``device`` is raised first (it may be the array's own).
@@ -141,11 +177,10 @@ def check_inputs(device: int, arrays: Iterable[object]) -> None:
     Raises:
         The fault's exception (IndexError, RuntimeError, ...), saying the value is undefined.
     """
-    for array in arrays:
-        entry = poisoned.get(id(array))
-        if entry is not None and entry[0]() is array:
-            raise_pending(device)
-            raise entry[1](entry[2])
+    fault = poison_of(arrays)
+    if fault is not None:
+        raise_pending(device)
+        raise fault[0](fault[1])
 
 
 def _same_fault(later: PendingCheck, raised: PendingCheck) -> bool:
@@ -176,8 +211,21 @@ def raise_pending(device: int) -> None:
                 _poison(device, check, {check.sequence, *repeats})
                 raise check.error(_describe(device, check))
     finally:
-        open_checks.intersection_update({c.sequence for checks in _pending.values() for c in checks})
-        _forget_passed()
+        _settle()
+
+
+def _settle() -> None:
+    """Keeps in :data:`open_checks` the launches whose checks are still pending, and drops the
+    dependencies on checks no longer pending (they passed, or their fault was raised)."""
+    open_checks.intersection_update({c.sequence for checks in _pending.values() for c in checks})
+    if not open_checks:
+        _suspects.clear()
+        return
+    for key, (reference, depends) in list(_suspects.items()):
+        if depends & open_checks:
+            _suspects[key] = (reference, depends & open_checks)
+        else:
+            del _suspects[key]
 
 
 def _float32_text(bits: int) -> str:
