@@ -236,6 +236,15 @@ def test_memory_statistics_are_eagers():
     assert torch.neuron.memory_allocated() == before
 
 
+def test_a_trace_is_one_device_event_counted_to_the_op_that_ran_it():
+    x = torch.randn(64, 64, device="neuron")
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof, torch_neuronx.adaptive_eager():
+        _chain(x).cpu()
+    ran_by = {kernel.name: event.name for event in prof.events() for kernel in event.kernels}
+    assert ran_by == {"adaptive eager trace (5 ops)": "aten::_copy_from", "Memcpy DtoH": "aten::_copy_from"}
+
+
 def test_a_device_fault_names_the_op_that_caused_it():
     x = torch.arange(5.0, device="neuron")
     with torch_neuronx.adaptive_eager():
