@@ -210,6 +210,16 @@ def test_normal_tensor_overloads():
     assert _moments(scaled) == pytest.approx((-1.0, 4.0), rel=0.06)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "type_name"), [(torch.float32, "float"), (torch.float16, "c10::Half"), (torch.bfloat16, "c10::BFloat16")]
+)
+def test_normal_of_a_float_mean_beyond_the_dtype_of_std_raises_as_cudas_fill(dtype, type_name):
+    std = torch.ones(3, dtype=dtype, device="neuron")
+    with pytest.raises(RuntimeError, match=f"^value cannot be converted to type {type_name} without overflow$"):
+        torch.normal(-1e308, std)
+    torch.testing.assert_close(torch.normal(float("inf"), std).cpu(), torch.full((3,), float("inf"), dtype=dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
 def test_bernoulli_distribution(dtype):
     x = torch.zeros(N, device="neuron", dtype=dtype).bernoulli_(0.3).cpu()

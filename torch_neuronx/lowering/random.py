@@ -215,9 +215,16 @@ def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
     return _normal_tensors(mean, jnp.asarray(std), mean.shape, rng_key)
 
 
-@lowering(aten.normal.float_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std"))
+@lowering(
+    aten.normal.float_Tensor,
+    random=True,
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std"),
+    checked=("mean",),
+)
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
-    """torch.normal(mean: float, std: Tensor): one sample per element of ``std``."""
+    """torch.normal(mean: float, std: Tensor): one sample per element of ``std``. ATen makes
+    ``mean`` a tensor of std's dtype with ``at::full``, whose conversion is checked: a mean that
+    overflows the dtype raises c10's error (CUDA in every dtype; the CPU's 16-bit fill does not)."""
     _check_tensor_std(std)
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
