@@ -117,6 +117,21 @@ def test_integer_and_bool_products_match_cpu():
     assert_matches_cpu(lambda t: torch.addr(t["a"], t["v3"], t["v4"]), bools)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("beta", "alpha"), [(1, 1), (0.7, -1.3), (0, 2.5)])
+def test_addr_of_16_bit_tensors_rounds_each_step_as_the_cpu(dtype, beta, alpha):
+    # ATen's addr_kernel computes beta * self + alpha * vec1 * vec2 in the 16-bit type, each
+    # operator rounded; computing in float32 and rounding once differed in 60% of the elements,
+    # by far more than an ulp where the terms cancel. float16's subnormal products included.
+    operands = {
+        "self": torch.randn(17, 13).to(dtype),
+        "vec1": (torch.randn(17) * torch.logspace(-4, 0, 17)).to(dtype),
+        "vec2": torch.randn(13).to(dtype),
+    }
+    fn = lambda t: torch.addr(t["self"], t["vec1"], t["vec2"], beta=beta, alpha=alpha)  # noqa: E731
+    assert_matches_cpu(fn, operands, atol=0, rtol=0)
+
+
 def test_addr_of_mixed_dtypes_computes_in_their_common_dtype():
     # TensorIterator promotes self, vec1 and vec2 before the kernel scales by alpha: float self with
     # int8 vectors and alpha=0.5 is 1 + 0.5 * 1, where alpha cast to the vectors' int8 gave 1 + 0

@@ -448,6 +448,17 @@ def test_reductions_without_identity_over_an_empty_slice_raise_as_cpu(case):
         fn(torch.zeros(0, 2, 3, device="neuron"))
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod"])
+def test_segment_reduce_of_float16_keeps_subnormal_results_as_the_cpu(reduce):
+    # XLA's reduce_precision, which rounds each step to float16, flushed subnormals (below 2**-14)
+    # to zero: these sums were all 0.
+    data = torch.tensor([3e-6, 2e-6, 1e-7, 4e-6, 5e-5, 1e-6], dtype=torch.float16)
+    lengths = torch.tensor([2, 1, 3])
+    expected = torch.segment_reduce(data, reduce, lengths=lengths)
+    actual = torch.segment_reduce(data.to("neuron"), reduce, lengths=lengths.to("neuron"))
+    torch.testing.assert_close(actual.cpu(), expected, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 def test_segment_reduce_takes_atens_amax_and_amin_names(reduce):
     # ATen's get_reduction_enum takes "amax"/"amin" for max/min; neuron refused them.

@@ -99,6 +99,13 @@ def test_histc_of_ranges_that_overflow_the_dtype_matches_cpu(dtype, data, low, h
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
 
 
+def test_histc_of_float16_subnormal_data_matches_cpu():
+    # The bin edges of a float16 range below 2**-14 were flushed to zero: every count was 0.
+    x = torch.tensor([1e-6, 2e-6, 3e-6, 5e-6], dtype=torch.float16)
+    actual, expected = _run(torch.histc, x, bins=3, min=0, max=4e-6)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("bins", [7, 13, 22, 100])
 def test_histc_of_values_on_bin_edges_matches_cpu(bins):
     # XLA multiplied by the reciprocal of the broadcast max - min: 18 of these values fell a bin low

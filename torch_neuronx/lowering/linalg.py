@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.aten_checks import MAT1_MAT2_DTYPES, SELF_MAT2_DTYPES
-from torch_neuronx.lowering.promotion import opmath_dtype
+from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
 
@@ -136,13 +136,20 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_sum(self, product, beta, alpha)
 
 
-@lowering(aten.addr.default, promotion=Promotion.DEFAULT, promote=("self", "vec1", "vec2"), checked=("beta", "alpha"))
+@lowering(aten.addr.default, promotion=Promotion.NO_OPMATH, promote=("self", "vec1", "vec2"), checked=("beta", "alpha"))
 def addr(self, vec1, vec2, *, beta=1, alpha=1):
-    """torch.addr: beta * self + alpha * outer(vec1, vec2); bool inputs use logical and/or as PyTorch does."""
+    """torch.addr: ``beta * self + alpha * vec1 * vec2`` elementwise over the outer grid, in the
+    order and rounding of ATen's CPU and CUDA kernels (``addr_kernel``): alpha and beta converted to
+    the dtype, each operator's result rounded to it (16-bit floats compute each step in float);
+    beta=0 ignores self (NaN included). Bool inputs use logical and/or as PyTorch does."""
     if vec1.dtype == jnp.bool_:
         outer = jnp.logical_and(vec1[:, None], vec2[None, :])
         return jnp.logical_or(jnp.logical_and(self, beta), jnp.logical_and(outer, alpha))
-    return _scaled_sum(self, jnp.outer(vec1, vec2), beta, alpha)
+    dtype, compute, rounded = vec1.dtype, opmath_dtype(vec1.dtype), c10_rounding(vec1.dtype)
+    alpha, beta = (jnp.asarray(v, dtype).astype(compute) for v in (alpha, beta))
+    scaled = rounded(rounded(alpha * vec1.astype(compute)[:, None]) * vec2.astype(compute)[None, :])
+    summed = rounded(rounded(beta * self.astype(compute)) + scaled)
+    return jnp.where(beta == 0, scaled, summed).astype(dtype)
 
 
 @lowering(aten._trilinear.default)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from torch_neuronx.lowering.pointwise import floating_result
+from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name, jax_dtype
 from torch_neuronx.runtime.tracing import device_check
@@ -471,19 +472,8 @@ def _complex_logcumsumexp(values, axis):
 
 # --- histograms ----------------------------------------------------------------------------------
 
+
 #: (exponent bits, mantissa bits) of the 16-bit floats, whose CPU arithmetic rounds after each operation.
-_FORMATS = {jnp.dtype(jnp.bfloat16): (8, 7), jnp.dtype(jnp.float16): (5, 10)}
-
-
-def _in(dtype):
-    """A function that rounds a float32 value to ``dtype``'s precision, as c10's 16-bit float
-    arithmetic does after each operation (float32 values are left as they are)."""
-    bits = _FORMATS.get(jnp.dtype(dtype))
-    if bits is None:
-        return lambda value: value
-    return lambda value: jax.lax.reduce_precision(value, exponent_bits=bits[0], mantissa_bits=bits[1])
-
-
 def _require_float(self, name: str) -> None:
     if not jnp.issubdtype(self.dtype, jnp.floating):
         raise NotImplementedError(f'"{name}" on neuron is not implemented for {self.dtype} inputs, as on CPU')
@@ -509,7 +499,7 @@ def _linear_bins(values, left, right, bins, rounded):
 def _linspace_edges(left, right, bins, dtype):
     """torch.linspace(left, right, bins + 1) in ``dtype`` as the CPU kernel computes it: a step in
     the dtype, the first half counted from ``left`` and the second from ``right``."""
-    rounded = _in(dtype)
+    rounded = c10_rounding(dtype)
     index = jnp.arange(bins + 1, dtype=jnp.float32)
     step = rounded((right - left) / max(bins, 1))
     edges = jnp.where(
@@ -549,7 +539,7 @@ def histc(self, bins=100, min=0, max=0):
         raise RuntimeError("torch.histc: max must be larger than min")
     degenerate = left == right
     left, right = jnp.where(degenerate, left - 1, left), jnp.where(degenerate, right + 1, right)
-    rounded = _in(self.dtype)
+    rounded = c10_rounding(self.dtype)
     left, right = rounded(left), rounded(right)
     # The CPU counts between the first and last of linspace(min, max, bins + 1)'s edges in the input
     # dtype, min + step * 0 and max - step * 0: NaN, so that nothing is counted, when the step
@@ -637,8 +627,8 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     segment's mean is NaN without ``initial``."""
     reduce = _SEGMENT_REDUCTION_ALIASES.get(reduce, reduce)
     values, starts, ends, axis = _segments(data, lengths, offsets, unsafe)
-    rounded = _in(data.dtype)
-    work = jnp.float32 if data.dtype in _FORMATS else data.dtype
+    rounded = c10_rounding(data.dtype)
+    work = opmath_dtype(data.dtype)
     folds = {
         "max": lambda acc, x: jnp.where(jnp.isnan(x), x, jnp.where(acc < x, x, acc)),
         "min": lambda acc, x: jnp.where(jnp.isnan(x), x, jnp.where(x < acc, x, acc)),

@@ -31,7 +31,6 @@ forward, accumulating in float32.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -42,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.promotion import opmath_dtype
+from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -549,19 +548,9 @@ def _unrounded(x):
     return x
 
 
-def _rounding_to(dtype):
-    """A function that rounds a float32 array to ``dtype``'s precision and range, keeping float32:
-    one step of C++'s ``c10::Half``/``c10::BFloat16`` arithmetic (the float result of each operator,
-    rounded). An explicit ``reduce_precision``, because XLA's CPU code for a fusion of 16-bit ops may
-    keep float32 between them (on hosts with AVX-512: ``(x * 6) - 1`` in float16 then differs from
-    PyTorch's in 10% of elements)."""
-    info = jnp.finfo(dtype)
-    return functools.partial(jax.lax.reduce_precision, exponent_bits=info.nexp, mantissa_bits=info.nmant)
-
-
 def _reflect(x, twice_low: int, twice_high: int, step=_unrounded):
     """``reflect_coordinates``: folds ``x`` into [low, high] by reflecting at the bounds; ``step``
-    rounds each arithmetic result (:func:`_rounding_to`)."""
+    rounds each arithmetic result (:func:`.promotion.c10_rounding`)."""
     if twice_low == twice_high:
         return jnp.zeros_like(x)
     low = twice_low / 2
@@ -595,7 +584,7 @@ def _unnormalize(coordinate, size: int, align_corners: bool, step=_unrounded):
 def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool, step=_unrounded):
     """Samples ``input`` (N, C, *spatial) at ``grid`` (N, *out, len(spatial)), whose last dimension
     holds the (x, y[, z]) coordinates of the (W, H[, D]) dimensions, in the dtype of the arguments,
-    ``step`` rounding each arithmetic result (:func:`_rounding_to`; not in bicubic mode).
+    ``step`` rounding each arithmetic result (:func:`.promotion.c10_rounding`).
     Bilinear sums the corners' taps z-major, x fastest, each weighted by the product of its
     distances in x, y, z order, as PyTorch's kernels do; taps outside the input count 0."""
     n, c, *sizes = input.shape
@@ -622,16 +611,15 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
     if interpolation_mode == 2:
         x, y = real
         x0, y0 = jnp.floor(x), jnp.floor(y)
-        wx = _cubic_weights(x - x0)
-        wy = _cubic_weights(y - y0)
+        wx, wy = _cubic_weights(step(x - x0), step), _cubic_weights(step(y - y0), step)
         total = 0
-        for j in range(4):
+        for j in range(4):  # cubic_interp1d of the rows' cubic_interp1d, each a sum in tap order
+            ty = _grid_coordinates(y0 + (j - 1), extents[1], padding_mode, align_corners, step)
             row = 0
             for i in range(4):
-                tx = _grid_coordinates(x0 + (i - 1), extents[0], padding_mode, align_corners)
-                ty = _grid_coordinates(y0 + (j - 1), extents[1], padding_mode, align_corners)
-                row = row + tap([tx, ty]) * wx[i][:, None]
-            total = total + row * wy[j][:, None]
+                tx = _grid_coordinates(x0 + (i - 1), extents[0], padding_mode, align_corners, step)
+                row = step(row + tap([tx, ty], wx[i]))
+            total = step(total + step(row * wy[j][:, None]))
         return total
     real = [
         _grid_coordinates(x, size, padding_mode, align_corners, step) for x, size in zip(real, extents, strict=True)
@@ -650,17 +638,20 @@ def _grid_sample(input, grid, interpolation_mode: int, padding_mode: int, align_
     return total
 
 
-def _cubic_weights(t):
-    """Keys' cubic convolution weights (A = -0.75) of the taps at offsets -1, 0, 1, 2 from ``floor``."""
+def _cubic_weights(t, step=_unrounded):
+    """Keys' cubic convolution weights (A = -0.75) of the taps at offsets -1, 0, 1, 2 from ``floor``,
+    in the order of operations of ATen's ``get_cubic_upsample_coefficients`` (UpSample.h), ``step``
+    rounding each result (its constants are exact in 16-bit floats)."""
     a = -0.75
 
-    def near(x):
-        return ((a + 2) * x - (a + 3)) * x * x + 1
+    def near(x):  # ((A + 2) * x - (A + 3)) * x * x + 1
+        return step(step(step(step(step((a + 2) * x) - (a + 3)) * x) * x) + 1)
 
-    def far(x):
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    def far(x):  # ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+        return step(step(step(step(step(step(a * x) - 5 * a) * x) + 8 * a) * x) - 4 * a)
 
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    opposite = step(1 - t)
+    return [far(step(t + 1)), near(t), near(opposite), far(step(opposite + 1))]
 
 
 def _check_grid_options(name: str, interpolation_mode: int, padding_mode: int, modes: int) -> None:
@@ -697,10 +688,21 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
     """F.grid_sample on 4-D input: samples ``input`` (N, C, H, W) at ``grid`` (N, oH, oW, 2) (x, y)
     coordinates in [-1, 1], as PyTorch's ``GridSampler.h``: bilinear (out-of-input corners count 0),
     nearest (round half to even) or bicubic (A = -0.75, padding applied per tap); zeros, border or
-    reflection padding. 16-bit inputs sample in float32, as PyTorch's vectorised 2-D CPU kernel does."""
+    reflection padding. 16-bit inputs compute as the 3-D kernel's (:func:`_sampled_in_dtype`): the
+    CPU's vectorised 2-D kernel is float32's and float64's; 16-bit runs its scalar fallback."""
     _check_grid_options("grid_sampler_2d", interpolation_mode, padding_mode, modes=3)
-    dtype = opmath_dtype(input.dtype)
-    return _grid_sample(input.astype(dtype), grid.astype(dtype), interpolation_mode, padding_mode, align_corners)
+    return _sampled_in_dtype(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def _sampled_in_dtype(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
+    """:func:`_grid_sample` in the input's dtype, as PyTorch's scalar CPU kernels compute: 16-bit
+    inputs in float32 rounded after every step (coordinates, weights and the running sum)."""
+    if input.dtype == jnp.float32:
+        return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+    step = c10_rounding(input.dtype)
+    grid = grid.astype(input.dtype).astype(jnp.float32)
+    sampled = _grid_sample(input.astype(jnp.float32), grid, interpolation_mode, padding_mode, align_corners, step)
+    return sampled.astype(input.dtype)
 
 
 @lowering(aten.grid_sampler_2d_backward.default)
@@ -714,15 +716,10 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
 def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
     """F.grid_sample on 5-D input: samples ``input`` (N, C, D, H, W) at ``grid`` (N, oD, oH, oW, 3)
     (x, y, z) coordinates in [-1, 1]: trilinear (eight corners) or nearest; zeros, border or
-    reflection padding. PyTorch's 3-D CPU kernel computes in the input's dtype, so 16-bit inputs
-    compute in float32 rounded after every step here (coordinates, weights and the running sum)."""
+    reflection padding. PyTorch's 3-D CPU kernel computes in the input's dtype
+    (:func:`_sampled_in_dtype`)."""
     _check_grid_options("grid_sampler_3d", interpolation_mode, padding_mode, modes=2)
-    if input.dtype == jnp.float32:
-        return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
-    step = _rounding_to(input.dtype)
-    grid = grid.astype(input.dtype).astype(jnp.float32)
-    sampled = _grid_sample(input.astype(jnp.float32), grid, interpolation_mode, padding_mode, align_corners, step)
-    return sampled.astype(input.dtype)
+    return _sampled_in_dtype(input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 @lowering(aten.grid_sampler_3d_backward.default)
