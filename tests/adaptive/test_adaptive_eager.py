@@ -284,6 +284,20 @@ def test_an_op_recorded_before_its_input_was_poisoned_is_undefined_too(two_cores
                 tensor.cpu()
 
 
+def test_an_op_reading_a_recorded_result_of_a_poisoned_input_raises_at_the_op(two_cores):
+    # Found by a breaker: the recorded `u0` reads a copy that core 1's fault poisons after `u0` was
+    # recorded; `acc.add_(u0)` was recorded too, raised nothing, and lost the accumulator.
+    with torch_neuronx.adaptive_eager():
+        picked = torch.arange(12.0, device="neuron:1").reshape(4, 3)[torch.tensor([0, 6], device="neuron:1")]
+        u0 = picked.to("neuron:0") + 1
+        acc = torch.zeros(2, 3, device="neuron:0")
+        with pytest.raises(IndexError, match="index 6 is out of bounds"):
+            torch.neuron.synchronize(1)
+        with pytest.raises(IndexError, match=r"\(raised before"):
+            acc.add_(u0)
+        torch.testing.assert_close(acc.cpu(), torch.zeros(2, 3))
+
+
 def _histc_of_non_finite_data_after(x):
     before = x * 2
     with pytest.raises(RuntimeError, match=r"range of \[1, inf\] is not finite") as raised:

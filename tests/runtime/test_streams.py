@@ -199,6 +199,17 @@ def test_a_copy_to_another_core_carries_the_fault(two_cores):
             tensor.cpu()
 
 
+def test_a_host_read_of_a_copy_raises_the_source_cores_fault(two_cores):
+    # It read back what the faulted op left (a wrong value) until core 1 was synchronised.
+    x = torch.arange(12.0, device="neuron:1").reshape(4, 3)
+    moved = x.index_select(0, torch.tensor([0, 7], device="neuron:1")).to("neuron:0")
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        moved.cpu()
+    with pytest.raises(IndexError, match="which are undefined"):
+        moved.cpu()
+    torch.neuron.synchronize(1)  # raised once
+
+
 def test_a_fault_raised_in_adaptive_eager_turns_it_back_to_what_it_was():
     # A fault raised in the block left recording on for the rest of the process: later plain-eager
     # ops were fused with whatever faulted next.

@@ -85,6 +85,9 @@ class _Trace:
         self.ops: list[_Op] = []
         self.inputs: list[Any] = []  # buffers and runtime scalars, in wiring order
         self.outputs: list[_Output] = []
+        #: How many of ``inputs`` were found free of poison at faults.generation ``poison_generation``.
+        self.poison_scanned = 0
+        self.poison_generation = -1
 
 
 _traces: dict[int, _Trace] = {}
@@ -131,7 +134,7 @@ def record(
         or _LAUNCH_BLOCKING
         or getattr(_flushing, "on", False)
         or torch.are_deterministic_algorithms_enabled()
-        or (faults.poisoned and faults.poison_of(_computed(inputs)) is not None)  # raises at the op, as eager
+        or (faults.poisoned and _reads_poison(device, inputs))  # raises at the op, as eager
     ):
         return _run_now(exe, inputs, device, slot_tensors, generator, values)
     with _lock:
@@ -178,9 +181,20 @@ def record(
         return exe.returns(values, exe.assemble(tensors))
 
 
-def _computed(inputs: list[Any]) -> list[Any]:
-    """The buffers of ``inputs`` that hold values now (a pending one's, once its trace ran)."""
-    return [x.value if type(x) is PendingBuffer else x for x in inputs]
+def _reads_poison(device: int, inputs: list[Any]) -> bool:
+    """Whether a launch taking ``inputs`` reads a value a raised fault left undefined: a buffer, or
+    a recorded op's result computed from one poisoned after the op was recorded (another core's
+    fault). Then it runs now (:func:`_run_now`: the flush poisons that result, the launch raises)."""
+    computed = [x.value if type(x) is PendingBuffer else x for x in inputs]
+    if faults.poison_of(computed) is not None:
+        return True
+    trace = _traces.get(device)
+    if trace is None or all(x is not None for x in computed):
+        return False
+    if trace.poison_generation != faults.generation:  # new poison: scan every input again
+        trace.poison_generation, trace.poison_scanned = faults.generation, 0
+    scanned, trace.poison_scanned = trace.poison_scanned, len(trace.inputs)
+    return faults.poison_of(trace.inputs[scanned:]) is not None
 
 
 def _bind_pending(trace: _Trace, op: int, index: int, tensor: Any, aval: Any, code: int) -> None:

@@ -255,11 +255,13 @@ def host_to_device_adopting(source: torch.Tensor, device: int) -> jax.Array:
 def device_to_host(tensor: torch.Tensor) -> np.ndarray:
     """The value of a neuron tensor on the host (a complex32 tensor's as a numpy array of
     ``COMPLEX32``, its bytes exactly). A synchronisation point: waits for the tensor's core and raises
-    any pending device fault first."""
+    any pending device fault first, and the fault of another core's op its value was copied from."""
     recording.flush(tensor.device.index, "host read")
     value = read_stored(tensor)
     device = tensor.device.index
     queue.synchronize(device, "neuronHostReadSynchronize")
+    if faults.open_checks:  # a value copied from another core's op: that core's fault, if it faulted
+        faults.raise_depended_on(value)
     dispatched = launch_records.now() if launch_records.active else 0
     host = np.asarray(value)
     if tensor.dtype == torch.complex32:

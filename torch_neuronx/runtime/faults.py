@@ -56,6 +56,9 @@ _suspects: dict[int, tuple[weakref.ref, frozenset[int]]] = {}
 #: id of a buffer that holds no defined values -> (a weak reference to it, the error, its message).
 #: Launchers test it for emptiness before looking their inputs up (:func:`check_inputs`).
 poisoned: dict[int, tuple[weakref.ref, type[Exception], str]] = {}
+#: Counts the raises that poisoned buffers: a reader that scanned buffers at one count need not scan
+#: them again while it holds (adaptive eager's recorded inputs).
+generation = 0
 
 
 def launch_stack() -> str | None:
@@ -150,6 +153,8 @@ def _poison(device: int, check: PendingCheck, faulted: set[int]) -> None:
         array = reference()
         if array is not None and depends & faulted:
             poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), check.error, text)
+    global generation
+    generation += 1
 
 
 def poison_of(arrays: Iterable[object]) -> tuple[type[Exception], str] | None:
@@ -165,6 +170,8 @@ def poison(arrays: Iterable[jax.Array], fault: tuple[type[Exception], str]) -> N
     """Marks ``arrays`` undefined by ``fault`` (:func:`poison_of`'s): values computed from a poisoned
     buffer by work that could not raise it at its launch (adaptive eager's ops recorded before the
     fault was raised)."""
+    global generation
+    generation += 1
     for array in arrays:
         key = id(array)
         poisoned[key] = (weakref.ref(array, lambda _, key=key: poisoned.pop(key, None)), *fault)
@@ -192,6 +199,16 @@ def _same_fault(later: PendingCheck, raised: PendingCheck) -> bool:
         and bool(np.asarray(later.failed))
         and int(np.asarray(later.detail)) == int(np.asarray(raised.detail))
     )
+
+
+def raise_depended_on(array: object) -> None:
+    """Raises the earliest fault pending on any core whose checks the value of ``array`` depends
+    on (a copy of another core's faulted result, read on this one): a host read waits for what it
+    reads, as CUDA's copy between devices waits for the source's work and raises its error."""
+    depends = dependencies([array])
+    for device, queue in list(_pending.items()):
+        if any(check.sequence in depends for check in queue):
+            raise_pending(device)
 
 
 def raise_pending(device: int) -> None:
