@@ -132,6 +132,17 @@ def test_addr_of_16_bit_tensors_rounds_each_step_as_the_cpu(dtype, beta, alpha):
     assert_matches_cpu(fn, operands, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("beta", "alpha"), [(1, 1), (0.7, 0.3), (0, 2.5)])
+def test_addbmm_of_16_bit_tensors_rounds_after_each_batch_as_the_cpu(dtype, beta, alpha):
+    # ATen's addbmm is one addmm per batch into the 16-bit result; summing the batches in float32
+    # and rounding once differed in half of the float16 elements, by up to 61x tolerance.
+    operands = {"self": torch.randn(5, 6), "batch1": torch.randn(7, 5, 4), "batch2": torch.randn(7, 4, 6)}
+    operands = {name: t.to(dtype) for name, t in operands.items()}
+    fn = lambda t: torch.addbmm(t["self"], t["batch1"], t["batch2"], beta=beta, alpha=alpha)  # noqa: E731
+    assert_matches_cpu(fn, operands, atol=0, rtol=0)
+
+
 def test_addr_of_mixed_dtypes_computes_in_their_common_dtype():
     # TensorIterator promotes self, vec1 and vec2 before the kernel scales by alpha: float self with
     # int8 vectors and alpha=0.5 is 1 + 0.5 * 1, where alpha cast to the vectors' int8 gave 1 + 0

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import torch
 
+from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -133,18 +134,26 @@ def softshrink(self, lambd=0.5):
     return jnp.where(self > lambd, self - lambd, jnp.where(self < -lambd, self + lambd, self * 0))
 
 
-@lowering(aten.logit.default, promotion=Promotion.INT_TO_FLOAT, checked=("eps",), checked_in_opmath=True)
+@lowering(
+    aten.logit.default, promotion=Promotion.INT_TO_FLOAT, uncast=("self",), checked=("eps",), checked_in_opmath=True
+)
 def logit(self, eps=None):
-    """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given, as the
-    CPU's and CUDA's kernels clamp: ``x < lo ? lo : (x > hi ? hi : x)`` with lo = eps and hi = 1 - lo,
+    """torch.logit: log(x / (1 - x)), with x clamped to [eps, 1 - eps] when ``eps`` is given and not
+    negative (a negative eps, -1e-10 included, clamps nothing: 1 - eps rounds to 1), as the CPU's
+    and CUDA's kernels clamp: ``x < lo ? lo : (x > hi ? hi : x)`` with lo = eps and hi = 1 - lo,
     so a NaN eps clamps nothing and an eps above 0.5 maps x below it to lo and x above it to hi
-    (``jnp.clip`` gave NaN, and hi for both). 16-bit inputs compute in float32, eps unrounded, as
-    CUDA's kernel does (the CPU's rounds eps to 16 bits)."""
+    (``jnp.clip`` gave NaN, and hi for both). A 16-bit input computes in its dtype as the CPU's
+    ``logit_kernel`` does (UnaryOpsKernel.cpp): eps, 1 - eps and each operator's result rounded to
+    it; computing in float32 and rounding once, as CUDA does, differed in half of the elements, by
+    up to 18 times assert_close's float16 tolerance. Integer input computes in float32."""
+    dtype = self.dtype if jnp.issubdtype(self.dtype, jnp.floating) else jnp.float32
+    rounded, x = c10_rounding(dtype), self.astype(opmath_dtype(dtype))
     if eps is not None:
-        low = jnp.asarray(eps).astype(self.dtype)
-        high = 1 - low
-        self = jnp.where(self < low, low, jnp.where(self > high, high, self))
-    return jnp.log(self / (1 - self))
+        low = rounded(jnp.asarray(eps, x.dtype))
+        high = rounded(1 - low)
+        clamped = jnp.where(x < low, low, jnp.where(x > high, high, x))
+        x = jnp.where(low < 0, x, clamped)  # the kernels' ``eps < 0`` branch: no clamp
+    return rounded(jnp.log(rounded(x / rounded(1 - x))))
 
 
 @lowering(aten.glu.default, promotion=Promotion.DEFAULT, static=("dim",))
@@ -182,12 +191,21 @@ def softmax(self, dim, half_to_float):
     return (exp / jnp.sum(exp, axis=axis, keepdims=True)).reshape(self.shape)
 
 
-@lowering(aten._log_softmax.default, promotion=Promotion.DEFAULT, static=("dim", "half_to_float"))
+@lowering(aten._log_softmax.default, promotion=Promotion.NO_OPMATH, static=("dim", "half_to_float"))
 def log_softmax(self, dim, half_to_float):
-    """torch.log_softmax: (x - max) - log(sum(exp(x - max))) along ``dim``, in float32 for 16-bit floats."""
+    """torch.log_softmax: (x - max) - log(sum(exp(x - max))) along ``dim``, in float32 for 16-bit
+    floats. Over the last dimension of a 16-bit input the sum and its log are each rounded to the
+    dtype before the subtraction, as the CPU's ``_vec_log_softmax_lastdim`` keeps them in
+    ``scalar_t`` buffers (SoftMaxKernel.cpp; rounding once differed in 7% of bfloat16 elements, by
+    up to 378 times assert_close's tolerance). Other dimensions, and ``half_to_float`` (CUDA only),
+    round once, as the CPU's and CUDA's kernels do."""
     x, axis = _softmax_input(self, dim)
+    compute = opmath_dtype(x.dtype)
+    rounded = c10_rounding(x.dtype) if axis == x.ndim - 1 and not half_to_float else (lambda value: value)
+    x = x.astype(compute)
     shifted = x - _max(x, axis)
-    return (shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))).reshape(self.shape)
+    log_sum = rounded(jnp.log(rounded(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))))
+    return (shifted - log_sum).reshape(self.shape)
 
 
 # --- backward ---------------------------------------------------------------------------------
@@ -275,14 +293,19 @@ def shrink_backward(grad_out, self, lambd):
     return jnp.where((self >= -lambd) & (self <= lambd), 0, grad_out)
 
 
-@lowering(aten.logit_backward.default, promotion=Promotion.DEFAULT)
+@lowering(aten.logit_backward.default, promotion=Promotion.NO_OPMATH)
 def logit_backward(grad_output, self, eps=None):
     """Gradient of torch.logit: grad / (x * (1 - x)); outside [eps, 1 - eps] it is 0, and without
-    ``eps`` it is NaN outside [0, 1], as PyTorch's kernel gives."""
-    grad = grad_output / (self * (1 - self))
-    if eps is None:
-        return jnp.where((self < 0) | (self > 1), jnp.nan, grad)
-    return jnp.where((self < eps) | (self > 1 - eps), 0, grad)
+    ``eps`` (or with a negative one) it is NaN outside [0, 1], as PyTorch's kernels give. 16-bit
+    operands compute in their dtype, each operator rounded, as the CPU's ``logit_backward_kernel``
+    (BinaryOpsKernel.cpp; see :func:`logit`)."""
+    rounded, compute = c10_rounding(self.dtype), opmath_dtype(self.dtype)
+    x = self.astype(compute)
+    grad = rounded(grad_output.astype(compute) / rounded(x * rounded(1 - x)))
+    low = rounded(jnp.asarray(-1 if eps is None else eps, compute))
+    high = rounded(1 - low)
+    unclamped = jnp.where((x < 0) | (x > 1), jnp.nan, grad)
+    return jnp.where(low < 0, unclamped, jnp.where((x < low) | (x > high), 0, grad))
 
 
 @lowering(aten.glu_backward.default, promotion=Promotion.DEFAULT, static=("dim",))
