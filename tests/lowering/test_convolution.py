@@ -83,6 +83,22 @@ def test_convolution_forward_backward(name, dtype):
     _assert_grads_match(conv, x, w, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", [name for name in CONFIGS if name.startswith("transposed")])
+def test_16_bit_transposed_convolution_is_the_cpus_bit_for_bit(name, dtype):
+    # Where the CPU has no oneDNN kernel for the dtype (float16 without AVX-512 FP16) or the
+    # output_padding reaches the stride, ATen's slow_conv_transpose kernels round the columns and
+    # every overlapping addition to 16 bits: rounding float32 once differed by up to 9.7e3x
+    # tolerance. Elsewhere oneDNN's values are float32's rounded once.
+    conv, x, w, b = _inputs(CONFIGS[name], dtype, bias=True)
+    assert_matches_cpu(conv, x, w, b, atol=0, rtol=0)
+    big_output_padding = lambda x, w, b: F.conv_transpose2d(  # noqa: E731
+        x, w, b, stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=4
+    )
+    x, w, b = torch.randn(2, 2, 4, 4).to(dtype), torch.randn(2, 2, 4, 5).to(dtype), torch.randn(4).to(dtype)
+    assert_matches_cpu(big_output_padding, x, w, b, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_convolution_without_bias(transposed):
     conv, x, w, _ = _inputs(CONFIGS["transposed-2d" if transposed else "2d-groups"], torch.float32, bias=False)

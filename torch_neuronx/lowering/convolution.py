@@ -4,7 +4,9 @@ backward.
 Inputs arrive batched and channels-first (``N, C, *spatial``), weights as ``(C_out, C_in / groups,
 *kernel)``, or ``(C_in, C_out / groups, *kernel)`` when transposed, as ``torch.nn.functional`` passes
 them. 16-bit inputs multiply exactly and accumulate in float32 (``preferred_element_type``), as
-PyTorch's CPU (oneDNN) and CUDA (cuDNN) kernels do, and the registry rounds the result once.
+PyTorch's CPU (oneDNN) and CUDA (cuDNN) kernels do, and the registry rounds the result once; a
+transposed convolution that the CPU computes with its slow kernels (:func:`_cpu_transposes_step_by_step`)
+rounds each step as they do.
 float32 convolutions run at full float32 precision (``Precision.HIGHEST``).
 
 The backward is the vector-Jacobian product of the forward (``jax.vjp``), so grad_input and
@@ -14,12 +16,14 @@ transposed convolutions too; grad_bias is grad_output summed over every dimensio
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import TORCH_DTYPE, cpp_name
 
@@ -120,12 +124,81 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                 f"Input type ({cpp_name(input.dtype)}) and {name} type ({cpp_name(parameter.dtype)}) should be "
                 f"the same; convert one of them, e.g. {name}.to({TORCH_DTYPE[jnp.dtype(input.dtype)]})"
             )
+    spatial = input.ndim - 2
+    if transposed and _cpu_transposes_step_by_step(
+        input.dtype, _expand(stride, spatial), _expand(output_padding, spatial)
+    ):
+        out = _conv_transpose_step_by_step(
+            input, weight, bias, *(_expand(v, spatial) for v in (stride, padding, dilation, output_padding)), groups
+        )
+        return out[:, :0] if input.shape[1] == 0 else out
     out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * (out.ndim - 2))
     if input.shape[1] == 0:  # ATen's "Empty" backend: no channels in, none out (bias or not)
         return out[:, :0]
     return out
+
+
+def _cpu_transposes_step_by_step(dtype, stride, output_padding) -> bool:
+    """Whether ATen's CPU computes a transposed convolution of 16-bit ``dtype`` with its portable
+    ``slow_conv_transpose{2,3}d`` kernels rather than oneDNN: ``ConvParams::use_mkldnn``
+    (Convolution.cpp) takes oneDNN for bfloat16 and float16 only where the host's oneDNN supports
+    the dtype (``torch.ops.mkldnn._is_mkldnn_bf16_supported``, ``_fp16_``: AVX-512 for bfloat16,
+    AVX-512 FP16 or AMX for float16) and no ``output_padding`` reaches its ``stride``. oneDNN's
+    values are float32's rounded once; the slow kernels round each step. The CPU's choice is this
+    machine's, so it is read from the host; ``torch.backends.mkldnn.flags(enabled=False)`` is not
+    followed (an executable, once compiled, is reused whatever the flag)."""
+    if dtype not in (jnp.bfloat16, jnp.float16):
+        return False
+    if not torch.backends.mkldnn.is_available():
+        return True
+    if any(pad >= step for pad, step in zip(output_padding, stride, strict=True)):
+        return True
+    supported = (
+        torch.ops.mkldnn._is_mkldnn_bf16_supported
+        if dtype == jnp.bfloat16
+        else torch.ops.mkldnn._is_mkldnn_fp16_supported
+    )
+    return not supported()
+
+
+def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation, output_padding, groups):
+    """A 16-bit transposed convolution as ATen's ``slow_conv_transpose{2,3}d`` computes it (per group,
+    as ``_convolution_nogroup``): ``columns = weight^T @ input`` accumulated in float32 and rounded to
+    the dtype; ``col2im`` adds each kernel offset's columns into the zeroed output in row-major
+    offset order, each addition rounded; then the bias, rounded. float32 rounded once instead
+    differed in 14% of elements, by up to 9.7e3 times assert_close's bfloat16 tolerance (the sums
+    of overlapping offsets cancel)."""
+    rounded = c10_rounding(input.dtype)
+    spatial = input.ndim - 2
+    batch, c_in, *in_size = input.shape
+    _, c_out_group, *kernel = weight.shape
+    out_size = [
+        (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for i, s, p, d, k, op in zip(in_size, stride, padding, dilation, kernel, output_padding, strict=True)
+    ]
+    x = input.reshape(batch, groups, c_in // groups, *in_size).astype(jnp.float32)
+    w = weight.reshape(groups, c_in // groups, c_out_group, *kernel).astype(jnp.float32)
+    kernel_letters, in_letters = "klm"[:spatial], "xyz"[:spatial]
+    columns = rounded(
+        jnp.einsum(
+            f"ngi{in_letters},gio{kernel_letters}->ngo{kernel_letters}{in_letters}",
+            x,
+            w,
+            precision=jax.lax.Precision.HIGHEST,
+        )
+    )
+    total = jnp.zeros((batch, groups, c_out_group, *out_size), jnp.float32)
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        placement = [(0, 0, 0)] * 3
+        for size, out, s, p, d, k in zip(in_size, out_size, stride, padding, dilation, offset, strict=True):
+            low = k * d - p
+            placement.append((low, out - 1 - (low + (size - 1) * s), s - 1))
+        total = rounded(total + jax.lax.pad(columns[(slice(None),) * 3 + offset], jnp.float32(0), placement))
+    if bias is not None:
+        total = rounded(total + bias.astype(jnp.float32).reshape(groups, c_out_group, *(1,) * spatial))
+    return total.reshape(batch, groups * c_out_group, *out_size).astype(input.dtype)
 
 
 @lowering(aten._convolution.default)
