@@ -143,6 +143,35 @@ def test_addbmm_of_16_bit_tensors_rounds_after_each_batch_as_the_cpu(dtype, beta
     assert_matches_cpu(fn, operands, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_cross_rounds_as_the_cpus_kernel(dtype):
+    # ATen's cross kernel computes in scalar_t: 16-bit products and their difference each rounded
+    # (PyTorch's decomposition, which neuron ran, rounds once: 36% of float16 elements differed);
+    # float32 as one fused multiply-add where the CPU build contracts it.
+    a, b = torch.randn(40, 3, 5).to(dtype), torch.randn(1, 3, 5).to(dtype)
+    exact = (
+        {"atol": 0, "rtol": 0} if dtype != torch.float32 or torch.backends.cpu.get_cpu_capability() != "DEFAULT" else {}
+    )
+    assert_matches_cpu(lambda x, y: torch.linalg.cross(x, y, dim=1), a, b, **exact)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_bilinear_and_its_gradients_contract_in_atens_two_steps(dtype):
+    # aten::_trilinear contracts input1 with the weight, rounds to the dtype, then contracts with
+    # input2 and rounds again (the backward's _trilinear calls add the unrolled slices one by one):
+    # 16-bit results are the CPU's bit for bit (one float32 einsum differed in 60%, by 6.5x tolerance).
+    operands = [torch.randn(2, 3, 4), torch.randn(2, 3, 6), torch.randn(5, 4, 6), torch.randn(5), torch.randn(2, 3, 5)]
+    x1, x2, weight, bias, grad = (t.to(dtype) for t in operands)
+
+    def run(x1, x2, weight, bias, grad):
+        out = F.bilinear(x1, x2, weight, bias)
+        return out, *torch.autograd.grad(out, (x1, x2, weight, bias), grad)
+
+    exact = {} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    inputs = [t.requires_grad_() for t in (x1, x2, weight, bias)]
+    assert_matches_cpu(run, *inputs, grad, **exact)
+
+
 def test_addr_of_mixed_dtypes_computes_in_their_common_dtype():
     # TensorIterator promotes self, vec1 and vec2 before the kernel scales by alpha: float self with
     # int8 vectors and alpha=0.5 is 1 + 0.5 * 1, where alpha cast to the vectors' int8 gave 1 + 0

@@ -13,7 +13,7 @@ import torch
 
 from torch_neuronx._compat.aten_checks import MAT1_MAT2_DTYPES, SELF_MAT2_DTYPES
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
-from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
+from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
 
 aten = torch.ops.aten
@@ -163,23 +163,40 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
     return jnp.where(beta == 0, scaled, summed).astype(dtype)
 
 
-@lowering(aten._trilinear.default)
+@lowering(aten._trilinear.default, static=("expand1", "expand2", "expand3", "sumdim", "unroll_dim"))
 def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     """``aten::_trilinear`` (F.bilinear's kernel): i1, i2 and i3, each unsqueezed at its ``expand``
-    dimensions to one rank, multiplied and summed over ``sumdim``: one einsum, which contracts in
-    pairs instead of making the full product (``unroll_dim`` only picks the CPU's loop order).
-    16-bit inputs compute in float32."""
+    dimensions to one rank, multiplied and summed over ``sumdim``, in ATen's two contractions
+    (Linear.cpp): ``i1 * i2`` summed over the sum dimensions i3 lacks, rounded to the dtype, then
+    times ``i3`` summed over the rest, rounded; a sum dimension that is ``unroll_dim`` is added up
+    slice by slice into the result, each addition rounded. Each contraction accumulates in float32
+    for 16-bit inputs, as the CPU's bmm does (one float32 einsum rounded once differed in 60% of
+    float16 elements of F.bilinear, by up to 6.5 times tolerance)."""
     rank = i1.ndim + len(expand1)
     letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    expanded = [{d % rank for d in dims} for dims in (expand1, expand2, expand3, sumdim)]
+    expand1, expand2, expand3, summed = expanded
+    unroll_dim %= rank
 
-    def kept(dims):
-        dropped = {d % rank for d in dims}
-        return "".join(letter for d, letter in enumerate(letters) if d not in dropped)
+    def spelled(dims):
+        return "".join(letters[d] for d in sorted(dims))
 
-    compute = opmath_dtype(i1.dtype)
-    subscripts = f"{kept(expand1)},{kept(expand2)},{kept(expand3)}->{kept(sumdim)}"
-    operands = (x.astype(compute) for x in (i1, i2, i3))
-    return jnp.einsum(subscripts, *operands, precision=jax.lax.Precision.HIGHEST)
+    everything = set(range(rank))
+    first = (everything - expand1) | (everything - expand2)
+    first -= {d for d in summed & expand3 if d != unroll_dim}
+    second = (first | (everything - expand3)) - {d for d in summed - expand3 if d != unroll_dim}
+    rounded, compute = c10_rounding(i1.dtype), opmath_dtype(i1.dtype)
+    precision = {} if jnp.issubdtype(compute, jnp.integer) else {"precision": jax.lax.Precision.HIGHEST}
+    a, b, c = (x.astype(compute) for x in (i1, i2, i3))
+    operands1, operands2, operands3 = (spelled(everything - e) for e in (expand1, expand2, expand3))
+    pair = rounded(jnp.einsum(f"{operands1},{operands2}->{spelled(first)}", a, b, **precision))
+    product = rounded(jnp.einsum(f"{spelled(first)},{operands3}->{spelled(second)}", pair, c, **precision))
+    if unroll_dim in summed and unroll_dim in second:
+        axis = sorted(second).index(unroll_dim)
+        slices = jnp.moveaxis(product, axis, 0)
+        product, _ = jax.lax.scan(lambda total, part: (rounded(total + part), None), jnp.zeros_like(slices[0]), slices)
+        second = second - {unroll_dim}
+    return jnp.einsum(f"{spelled(second)}->{spelled(everything - summed)}", product)
 
 
 @lowering(aten._int_mm.default)
@@ -188,7 +205,31 @@ def int_mm(self, mat2):
     return jnp.matmul(self, mat2, preferred_element_type=jnp.int32)
 
 
-# torch.linalg.cross runs as PyTorch's decomposition, which would promote; ATen's kernel does not.
-DECOMPOSED_DTYPE_RULES[aten.linalg_cross.default] = same_dtype(
-    ("self", "other"), "expected scalar type {0} but found {1}"
+@lowering(
+    aten.linalg_cross.default,
+    static=("dim",),
+    dtype_rule=same_dtype(("self", "other"), "expected scalar type {0} but found {1}"),  # ATen does not promote
 )
+def linalg_cross(self, other, *, dim=-1):
+    """torch.linalg.cross: ``a[i+1] * b[i+2] - a[i+2] * b[i+1]`` along ``dim`` (of size 3, checked by
+    the meta kernel), broadcast. As ATen's CPU kernel (CrossKernel.cpp) computes in ``scalar_t``, a
+    16-bit result rounds each product and the difference (PyTorch's decomposition computes in
+    float32 and rounds once: 36% of float16 elements differed, by up to 2.6 times tolerance). A
+    float32 result is ``fma(a[i+1], b[i+2], -(a[i+2] * b[i+1]))``, as the CPU's vectorised builds
+    contract it (``torch.backends.cpu.get_cpu_capability()`` other than DEFAULT; 24% of elements
+    differed in the last bit): the first product is exact in float64."""
+    rounded = c10_rounding(self.dtype)
+    self, other = jnp.broadcast_arrays(self, other)
+    axis = dim % self.ndim
+    compute = opmath_dtype(self.dtype)
+    a, b = self.astype(compute), other.astype(compute)
+    next_, after = jnp.array([1, 2, 0]), jnp.array([2, 0, 1])
+
+    def take(x, index):
+        return jnp.take(x, index, axis=axis)
+
+    subtrahend = rounded(take(a, after) * take(b, next_))
+    if self.dtype == jnp.float32 and torch.backends.cpu.get_cpu_capability() != "DEFAULT":
+        exact = take(a, next_).astype(jnp.float64) * take(b, after).astype(jnp.float64)
+        return (exact - subtrahend.astype(jnp.float64)).astype(jnp.float32)
+    return rounded(rounded(take(a, next_) * take(b, after)) - subtrahend)
