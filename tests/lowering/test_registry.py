@@ -203,9 +203,9 @@ def test_random_lowering_gets_a_key_and_counts_its_elements(registered):
 
 
 def test_decomposed_dtype_rule_is_checked_on_the_metas(monkeypatch):
-    rule = same_dtype(("self", "other"), "{} and {} differ")
-    monkeypatch.setitem(registry.DECOMPOSED_DTYPE_RULES, aten.linalg_cross.default, rule)
-    metas = [torch.empty(3, dtype=torch.float32, device="meta"), torch.empty(3, dtype=torch.int32, device="meta"), -1]
+    rule = same_dtype(("v", "g"), "{} and {} differ")
+    monkeypatch.setitem(registry.DECOMPOSED_DTYPE_RULES, aten._weight_norm_interface.default, rule)
+    metas = [torch.empty(3, dtype=torch.float32, device="meta"), torch.empty(3, dtype=torch.int32, device="meta"), 0]
     with pytest.raises(RuntimeError, match="^Float and Int differ$"):
-        registry.check_dtype_rule(aten.linalg_cross.default, metas)
-    registry.check_dtype_rule(aten.linalg_cross.default, [metas[0], metas[0], -1])  # same dtype: passes
+        registry.check_dtype_rule(aten._weight_norm_interface.default, metas)
+    registry.check_dtype_rule(aten._weight_norm_interface.default, [metas[0], metas[0], 0])  # same dtype: passes
