@@ -72,16 +72,36 @@ def _sum(x, axes):
 # --- layer norm -------------------------------------------------------------------------------
 
 
-@lowering(aten.native_layer_norm.default, promotion=Promotion.DEFAULT, dtype_rule=LAYER_NORM_RULE)
+@lowering(
+    aten.native_layer_norm.default,
+    promotion=Promotion.DEFAULT,
+    uncast=("input", "weight", "bias"),
+    dtype_rule=LAYER_NORM_RULE,
+)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """F.layer_norm over the trailing ``normalized_shape`` dimensions: (x - mean) * rstd * weight +
     bias with the biased variance; also returns mean and rstd = 1/sqrt(var + eps), shaped like the
-    input with the normalized dimensions kept as 1 (PyTorch's meta shapes)."""
+    input with the normalized dimensions kept as 1 (PyTorch's meta shapes).
+
+    A 16-bit input computes as the CPU's ``layer_norm_kernel_mixed_type`` (layer_norm_kernel.cpp):
+    ``(x * rstd - rstd * mean) * weight + bias`` in float32, rounded once, and, where the
+    parameters share the input's dtype (or there are none), the saved mean and rstd stored in that
+    dtype, as its kernel stores them (their dtype stays float32, as PyTorch's meta kernel and CUDA
+    have it); the backward reads them as the CPU's does."""
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    dtype, compute = input.dtype, opmath_dtype(input.dtype)
+    parameters_in_dtype = all(p is None or p.dtype == dtype for p in (weight, bias))
+    input, weight, bias = (None if t is None else t.astype(compute) for t in (input, weight, bias))
     mean = jnp.mean(input, axis=axes, keepdims=True)
     centered = input - mean
     rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=axes, keepdims=True) + eps)
-    out = centered * rstd
+    if dtype not in (jnp.bfloat16, jnp.float16):
+        out = centered * rstd
+    else:
+        rstd = 1 / jnp.sqrt(jnp.mean(centered * centered, axis=axes, keepdims=True) + eps)
+        out = input * rstd + (-rstd * mean)
+        if parameters_in_dtype:
+            mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -89,17 +109,39 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
-@lowering(aten.native_layer_norm_backward.default, promotion=Promotion.DEFAULT, static=("output_mask",))
+@lowering(
+    aten.native_layer_norm_backward.default,
+    promotion=Promotion.DEFAULT,
+    uncast=("input",),
+    static=("output_mask",),
+)
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     """Gradients of F.layer_norm with respect to (input, weight, bias), each only where
-    ``output_mask`` asks for it and the parameter exists (None otherwise, as PyTorch returns)."""
+    ``output_mask`` asks for it and the parameter exists (None otherwise, as PyTorch returns).
+
+    A 16-bit input's gradient is the CPU's ``layer_norm_backward_frame``: ``a * dy * weight + b * x
+    + c`` with a = rstd, b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N from the row
+    sums ds = sum(dy * x * weight), db = sum(dy * weight), in float32 and rounded once (with the
+    forward's 16-bit statistics, float32 once differed by up to 20 times tolerance). The CPU sums
+    16-bit weight and bias gradients in 16-bit buffers, one per thread: a value of its thread count,
+    which neuron does not follow (it sums in float32)."""
     axis = input.ndim - len(normalized_shape)
     inner = tuple(range(axis, input.ndim))
     outer = tuple(range(axis))
     count = math.prod(input.shape[axis:])
+    in_16_bit = input.dtype in (jnp.bfloat16, jnp.float16)
+    input = input.astype(grad_out.dtype)
     x_hat = (input - mean) * rstd
     grad_input = grad_weight = grad_bias = None
-    if output_mask[0]:
+    if output_mask[0] and in_16_bit:
+        scaled = grad_out * weight if weight is not None else grad_out
+        ds = jnp.sum(scaled * input, axis=inner, keepdims=True)
+        db = jnp.sum(scaled, axis=inner, keepdims=True)
+        scale = jnp.float32(1 / count)
+        b = (db * mean - ds) * rstd * rstd * rstd * scale
+        c = -b * mean - db * rstd * scale
+        grad_input = rstd * grad_out * (weight if weight is not None else 1) + b * input + c
+    elif output_mask[0]:
         grad_x_hat = grad_out * weight if weight is not None else grad_out
         grad_input = (rstd / count) * (
             count * grad_x_hat
