@@ -90,6 +90,29 @@ def test_sdpa_forward_backward_matches_cpu(name, dtype):
         torch.testing.assert_close(got.cpu().float(), want, **tolerance)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", [name for name in CASES if name not in ("no-head-dim", "mask-float-row")])
+def test_16_bit_sdpa_forward_is_the_cpus_flash_kernel(name, dtype):
+    # The CPU's cpu_flash_attention rounds each block's probabilities to the 16-bit dtype before
+    # they multiply V, with its fast vector exp (fexp_u20): float32 rounded once (its math path)
+    # differed by up to 46x tolerance. bfloat16 is bit for bit; float16 may differ by an ulp
+    # where its gemms sum in another order.
+    q, k, v, mask, options = _inputs(CASES[name], dtype)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+    actual = F.scaled_dot_product_attention(*to_neuron([q, k, v, mask]), **options).cpu()
+    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(actual, expected, **exact)
+
+
+def test_bfloat16_sdpa_over_several_key_blocks_follows_the_cpus_running_softmax():
+    # Keys in blocks of 512, the running maximum and sum rescaled block by block.
+    q, k, v = (torch.randn(1, 2, n, 16).bfloat16() for n in (8, 600, 600))
+    expected = F.scaled_dot_product_attention(q, k, v)
+    actual = F.scaled_dot_product_attention(*to_neuron([q, k, v])).cpu()
+    torch.testing.assert_close(actual, expected)
+    assert (actual != expected).float().mean() < 0.01
+
+
 def test_sdpa_runs_as_one_fused_op_forward_and_backward():
     q, k, v, mask, options = _inputs(CASES["mask-bool-2d"], torch.float32)
     _run(*to_neuron([q, k, v, mask]), options, torch.randn(B, H, L, E))

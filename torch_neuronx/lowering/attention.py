@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.aten_checks import stream_text
-from torch_neuronx.lowering.promotion import opmath_dtype
+from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
@@ -117,6 +117,118 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     return output, logsumexp
 
 
+#: cpu_flash_attention's key block (FlashAttentionKernel.cpp: kv_split_size).
+_CPU_FLASH_KEY_BLOCK = 512
+
+
+def _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p, is_causal) -> bool:
+    """Whether the CPU computes this 16-bit attention with ``cpu_flash_attention`` (its values
+    differ from the math path's float32 rounded once): ``use_flash_attention_cpp``'s conditions
+    (sdp_utils_cpp.cpp) that the arrays show: no dropout, 4-D inputs, one head dimension, non-empty
+    sequences, not both a mask and ``is_causal``, and a 2-D or 4-D mask of the scores' shape or
+    broadcast to it (``check_attn_mask_shape``). Grouped-query attention takes it too; a mask that
+    requires grad does not on the CPU, which the arrays do not show."""
+    batch, heads, length = query.shape[:3] if query.ndim == 4 else (0, 0, 0)
+    return (
+        query.dtype in (jnp.bfloat16, jnp.float16)
+        and dropout_p == 0
+        and query.ndim == key_states.ndim == value.ndim == 4
+        and query.shape[-1] == key_states.shape[-1] == value.shape[-1]
+        and length > 0
+        and key_states.shape[-2] > 0
+        and not (is_causal and attn_bias is not None)
+        and (
+            attn_bias is None
+            or (
+                attn_bias.ndim in (2, 4)
+                and attn_bias.shape[-2] in (length, 1)
+                and attn_bias.shape[-1] in (key_states.shape[-2], 1)
+                and (attn_bias.ndim == 2 or (attn_bias.shape[0] in (1, batch) and attn_bias.shape[1] in (1, heads)))
+            )
+        )
+    )
+
+
+def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
+    """Attention as the CPU's ``cpu_flash_attention`` computes 16-bit inputs: for each block of 512
+    keys, scores in float32, ``p = exp(s - running max)`` (its vector lanes with ``fexp_u20``), the
+    running sum of p and the output accumulator rescaled when the maximum grows, and ``p`` rounded
+    to the 16-bit dtype before it multiplies V (``qk_reduced``); the output is the accumulator times
+    1 / sum. (output, logsumexp). Float32 rounded once (the math path) differed in a third of the
+    elements, by up to 46 times assert_close's bfloat16 tolerance."""
+    dtype = query.dtype
+    rounded = c10_rounding(dtype)
+    q, k, v = (t.astype(jnp.float32) for t in (query, key_states, value))
+    k, v, _ = _repeat_heads(q, k, v)
+    scale = _default_scale(q.shape[-1]) if scale is None else scale
+    length, source = q.shape[-2], k.shape[-2]
+    running_max = jnp.full((*q.shape[:-1], 1), -jnp.inf, jnp.float32)
+    total = jnp.zeros_like(running_max)
+    accumulator = jnp.zeros((*q.shape[:-1], v.shape[-1]), jnp.float32)
+    for start in range(0, source, _CPU_FLASH_KEY_BLOCK):
+        stop = min(start + _CPU_FLASH_KEY_BLOCK, source)
+        scores = jnp.einsum("...le,...se->...ls", q, k[..., start:stop, :], precision=jax.lax.Precision.HIGHEST)
+        scores = scores * jnp.float32(scale)
+        if is_causal:
+            columns = jnp.arange(start, stop)[None, :]
+            scores = jnp.where(columns <= jnp.arange(length)[:, None], scores, -jnp.inf)
+        if attn_bias is not None:
+            bias = jnp.broadcast_to(attn_bias, (*attn_bias.shape[:-1], source))[..., start:stop]
+            scores = jnp.where(bias, scores, -jnp.inf) if bias.dtype == jnp.bool_ else scores + bias.astype(jnp.float32)
+        new_max = jnp.maximum(running_max, jnp.max(scores, axis=-1, keepdims=True))
+        shift = jnp.where(jnp.isneginf(new_max), jnp.zeros_like(new_max), new_max)  # an all-masked row gives 0s
+        probabilities = _cpu_vector_exp(scores - shift)
+        correction = jnp.exp(jnp.where(jnp.isneginf(running_max), -jnp.inf, running_max - shift))
+        total = jnp.sum(probabilities, axis=-1, keepdims=True) + correction * total
+        if start:
+            accumulator = accumulator * correction
+        accumulator = accumulator + jnp.einsum(
+            "...ls,...se->...le", rounded(probabilities), v[..., start:stop, :], precision=jax.lax.Precision.HIGHEST
+        )
+        running_max = new_max
+    empty = total == 0
+    output = jnp.where(empty, 0, accumulator * (1 / jnp.where(empty, 1, total)))
+    logsumexp = jnp.where(empty, -jnp.inf, running_max + jnp.log(jnp.where(empty, 1, total)))
+    return output, jnp.squeeze(logsumexp, -1)
+
+
+def _cpu_vector_exp(x):
+    """``exp`` of float32 ``x`` along its last dimension as ATen's ``_exp_reduce_sum_fusion_kernel``
+    computes it: ``fexp_u20`` for the lanes of whole vectors (16 on AVX-512 builds, 8 on AVX2:
+    ``torch.backends.cpu.get_cpu_capability()``), ``std::exp`` for the rest. (Fitted against torch
+    2.13's logsumexp: exact exp is 4.5e-5 off it, ``exp_u20`` too, ``fexp_u20`` 2e-7.)"""
+    lanes = {"AVX512": 16, "AVX2": 8}.get(torch.backends.cpu.get_cpu_capability(), 0)
+    vectorised = lanes * (x.shape[-1] // lanes) if lanes else 0
+    if not vectorised:
+        return jnp.exp(x)
+    return jnp.concatenate([_fexp_u20(x[..., :vectorised]), jnp.exp(x[..., vectorised:])], axis=-1)
+
+
+def _fma(a, b, c):
+    """``fma(a, b, c)`` for float32 arrays: the product is exact in float64, so the sum rounds once
+    there, then to float32 (a double rounding that differs from fma's only at a float32 tie)."""
+    return (a.astype(jnp.float64) * b.astype(jnp.float64) + c.astype(jnp.float64)).astype(jnp.float32)
+
+
+def _fexp_u20(x):
+    """ATen's ``fexp_u20`` (the AVX-512/AVX2 ``_mm512_fexp_u20_ps``: Malossi et al., "Fast
+    Exponential Computation on SIMD Architectures"), operation for operation: ``y = x * log2(e)``,
+    ``f = y - floor(y)``, a degree-3 Horner polynomial ``p(f)`` in fused multiply-adds, and the bits
+    of ``trunc(2**23 * (y - p(f)) + 2**23 * 127)`` read as a float; 0 below ln(FLT_MIN), inf above
+    ln(FLT_MAX). Its relative error is about 1e-5, which the CPU's attention sums carry."""
+    constant = lambda bits: jax.lax.bitcast_convert_type(jnp.uint32(bits), jnp.float32)  # noqa: E731
+    low, high = constant(0xC2AEAC50), constant(0x42B17218)
+    scaled = x * constant(0x3FB8AA3B)
+    fraction = scaled - jnp.floor(scaled)
+    polynomial = _fma(fraction, jnp.float32(-0.079204240219773236), jnp.float32(-0.22433836478672356))
+    polynomial = _fma(fraction, polynomial, jnp.float32(0.30354260500649682))
+    polynomial = _fma(fraction, polynomial, jnp.float32(0.00010703434948458272))
+    bits = _fma(jnp.float32(2**23), scaled - polynomial, jnp.float32(2**23 * 127.0))
+    bits = jnp.trunc(bits).astype(jnp.int32)
+    bits = jnp.where(x < low, 0, jnp.where(x > high, 0x7F800000, bits))
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
 def _check_attention_arguments(query, key_states, attn_bias, dropout_p) -> None:
     """The checks of PyTorch's math path (CPU and CUDA alike), which the fused op's meta kernel skips:
     ``dropout_p`` in [0, 1] (``at::dropout``), and a mask that broadcasts to the scores' shape
@@ -172,7 +284,10 @@ def _scaled_dot_product_fused_attention_overrideable(
             (B, H, L, S) (:func:`_check_attention_arguments`).
     """
     _check_attention_arguments(query, key_states, attn_bias, dropout_p)
-    output, logsumexp = _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale, rng_key)
+    if _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p, is_causal):
+        output, logsumexp = _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale)
+    else:
+        output, logsumexp = _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale, rng_key)
     seed = _pack_key(rng_key) if dropout_p > 0 else jnp.zeros((), jnp.int64)
     length, source = query.shape[-2], key_states.shape[-2]
     return output, logsumexp, None, None, length, source, seed, jnp.zeros((), jnp.int64), None
@@ -267,7 +382,9 @@ def _scaled_dot_product_flash_attention_for_cpu(
     Lowered rather than decomposed: PyTorch's decomposition returns the attention probabilities in
     the logsumexp's place, which its backward (not decomposed) then reads as a logsumexp, giving
     wrong gradients in a compiled training step (torch/_decomp/decompositions.py says inductor
-    must exclude it)."""
+    must exclude it). 16-bit inputs compute as the CPU's kernel does (:func:`_cpu_flash_attention`)."""
+    if _takes_the_cpus_flash_kernel(query, key_states, value, attn_mask, dropout_p, is_causal):
+        return _cpu_flash_attention(query, key_states, value, attn_mask, is_causal, scale)
     return _attention(query, key_states, value, attn_mask, dropout_p, is_causal, scale, None)
 
 
