@@ -104,6 +104,25 @@ def test_16_bit_sdpa_forward_is_the_cpus_flash_kernel(name, dtype):
     torch.testing.assert_close(actual, expected, **exact)
 
 
+@pytest.mark.parametrize("name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal", "causal-scale"])
+def test_bfloat16_sdpa_gradients_are_the_cpus_flash_backward(name):
+    # cpu_flash_attention_backward rounds the probabilities and dS to bfloat16 for its gemms and
+    # accumulates each gradient in a bfloat16 buffer, block by block: float32 rounded once
+    # differed by up to 118x tolerance. (A mask that requires grad takes the math path instead.)
+    q, k, v, mask, options = _inputs(CASES[name], torch.bfloat16)
+    grad_output = torch.randn(q.shape).bfloat16()
+
+    def gradients(q, k, v, mask, grad_output):
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+        return out, *torch.autograd.grad(out, (q, k, v), grad_output)
+
+    expected = gradients(q.clone(), k.clone(), v.clone(), mask, grad_output)
+    actual = gradients(*to_neuron([q, k, v, mask, grad_output]))
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+
+
 def test_bfloat16_sdpa_over_several_key_blocks_follows_the_cpus_running_softmax():
     # Keys in blocks of 512, the running maximum and sum rescaled block by block.
     q, k, v = (torch.randn(1, 2, n, 16).bfloat16() for n in (8, 600, 600))

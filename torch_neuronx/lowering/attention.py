@@ -149,6 +149,18 @@ def _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p,
     )
 
 
+def _takes_the_cpus_flash_backward(query, key_states, value, attn_bias, dropout_p, is_causal, bias_grad) -> bool:
+    """Whether a 16-bit attention's gradients follow ``cpu_flash_attention_backward``: its forward
+    took the flash kernel, with as many key heads as query heads (grouped-query gradients, summed
+    over each group, keep float32), and the mask's gradient is not wanted (the flash backward gives
+    none: the CPU takes its math path for a mask that requires grad)."""
+    return (
+        _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p, is_causal)
+        and key_states.shape[-3] == query.shape[-3]
+        and not bias_grad
+    )
+
+
 def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
     """Attention as the CPU's ``cpu_flash_attention`` computes 16-bit inputs: for each block of 512
     keys, scores in float32, ``p = exp(s - running max)`` (its vector lanes with ``fexp_u20``), the
@@ -188,8 +200,98 @@ def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
         running_max = new_max
     empty = total == 0
     output = jnp.where(empty, 0, accumulator * (1 / jnp.where(empty, 1, total)))
-    logsumexp = jnp.where(empty, -jnp.inf, running_max + jnp.log(jnp.where(empty, 1, total)))
+    # A fully masked row's logsumexp is 0, as the kernel sets its max to 0 and its sum to 1.
+    logsumexp = jnp.where(empty, 0, running_max + jnp.log(jnp.where(empty, 1, total)))
     return output, jnp.squeeze(logsumexp, -1)
+
+
+def _cpu_flash_attention_backward(grad_out, query, key_states, value, out, logsumexp, attn_bias, is_causal, scale):
+    """(grad_query, grad_key, grad_value) as the CPU's ``cpu_flash_attention_backward`` computes
+    16-bit inputs (without grouped-query heads): ``dsum = rowsum(dO * out)``; then, for each block
+    of 32, 64 or 256 queries (by the query length, as its dispatch picks) and each block of 512 keys,
+    ``P = exp(scale * Q K^T + mask - lse)`` in float32, rounded to the dtype for ``grad_value +=
+    P^T dO``; ``dS = P * (dO V^T - dsum)``, rounded for ``grad_query += scale * dS K`` and
+    ``grad_key += scale * dS^T Q``; each gradient is a 16-bit buffer, so every accumulation rounds.
+    Float32 rounded once differed by up to 118 times bfloat16 tolerance. The query blocks run in a
+    ``lax.scan`` (keys in a static loop), so a long sequence compiles to one loop body."""
+    dtype = query.dtype
+    rounded = c10_rounding(dtype)
+    q, k, v, d_out, o = (t.astype(jnp.float32) for t in (query, key_states, value, grad_out, out))
+    scale = jnp.float32(_default_scale(q.shape[-1]) if scale is None else scale)
+    length, source = q.shape[-2], k.shape[-2]
+    block = 256 if length >= 768 else 64 if length >= 192 else 32
+    block = min(block, length)
+    blocks = -(-length // block)
+    padding = blocks * block - length
+    lead = q.shape[:-2]
+
+    def padded(x, value_=0.0):
+        return jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, padding), (0, 0)], constant_values=value_)
+
+    d_sum = jnp.sum(d_out * o, axis=-1, keepdims=True)
+    # Padded query rows get lse = +inf: their probabilities, and so their contributions, are 0.
+    row_lse = padded(logsumexp.astype(jnp.float32)[..., None], jnp.inf)
+    bias = None
+    if attn_bias is not None:
+        bias = jnp.broadcast_to(attn_bias, (*attn_bias.shape[:-2], attn_bias.shape[-2], source))
+        bias = jnp.broadcast_to(bias, (*bias.shape[:-2], length, source)) if bias.shape[-2] == 1 else bias
+        bias = jnp.pad(bias, [(0, 0)] * (bias.ndim - 2) + [(0, padding), (0, 0)])
+
+    def by_block(x):
+        return jnp.moveaxis(x.reshape(*x.shape[:-2], blocks, block, x.shape[-1]), -3, 0)
+
+    def query_block(carry, inputs):
+        grad_key, grad_value = carry
+        index, q_m, d_out_m, lse_m, d_sum_m, bias_m = inputs
+        rows = index * block + jnp.arange(block)[:, None]
+        grad_query = jnp.zeros_like(q_m)
+        for start in range(0, source, _CPU_FLASH_KEY_BLOCK):
+            stop = min(start + _CPU_FLASH_KEY_BLOCK, source)
+            k_n, v_n = k[..., start:stop, :], v[..., start:stop, :]
+            scores = scale * jnp.einsum("...le,...se->...ls", q_m, k_n, precision=jax.lax.Precision.HIGHEST)
+            if bias_m is not None:
+                part = bias_m[..., start:stop]
+                scores = (
+                    jnp.where(part, scores, -jnp.inf) if part.dtype == jnp.bool_ else scores + part.astype(jnp.float32)
+                )
+            probabilities = jnp.exp(scores - lse_m)
+            if is_causal:
+                probabilities = jnp.where(jnp.arange(start, stop)[None, :] <= rows, probabilities, 0)
+            probabilities = jnp.where(jnp.isnan(probabilities), 0, probabilities)  # a fully masked row
+            grad_value = grad_value.at[..., start:stop, :].set(
+                rounded(
+                    grad_value[..., start:stop, :]
+                    + jnp.einsum(
+                        "...ls,...le->...se", rounded(probabilities), d_out_m, precision=jax.lax.Precision.HIGHEST
+                    )
+                )
+            )
+            d_scores = jnp.einsum("...le,...se->...ls", d_out_m, v_n, precision=jax.lax.Precision.HIGHEST)
+            d_scores = rounded(probabilities * (d_scores - d_sum_m))
+            grad_query = rounded(
+                grad_query
+                + scale * jnp.einsum("...ls,...se->...le", d_scores, k_n, precision=jax.lax.Precision.HIGHEST)
+            )
+            grad_key = grad_key.at[..., start:stop, :].set(
+                rounded(
+                    grad_key[..., start:stop, :]
+                    + scale * jnp.einsum("...ls,...le->...se", d_scores, q_m, precision=jax.lax.Precision.HIGHEST)
+                )
+            )
+        return (grad_key, grad_value), grad_query
+
+    inputs = (
+        jnp.arange(blocks),
+        by_block(padded(q)),
+        by_block(padded(d_out)),
+        by_block(row_lse),
+        by_block(padded(d_sum)),
+        None if bias is None else by_block(bias),
+    )
+    zeros = jnp.zeros((*lead, source, k.shape[-1]), jnp.float32)
+    (grad_key, grad_value), grad_query = jax.lax.scan(query_block, (zeros, jnp.zeros_like(zeros)), inputs)
+    grad_query = jnp.moveaxis(grad_query, 0, -3).reshape(*lead, blocks * block, q.shape[-1])[..., :length, :]
+    return grad_query, grad_key, grad_value
 
 
 def _cpu_vector_exp(x):
@@ -364,9 +466,17 @@ def _scaled_dot_product_fused_attention_overrideable_backward(
     """Backward of the fused SDPA: (grad_query, grad_key, grad_value, grad_attn_bias), see
     :func:`_attention_backward`; gradients ``grad_input_mask`` leaves out are zeros."""
     rng = _unpack_key(philox_seed) if dropout_p > 0 else None
-    results = _attention_backward(
-        grad_out, query, key_states, value, attn_bias, logsumexp, dropout_p, is_causal, scale, rng
-    )
+    if _takes_the_cpus_flash_backward(
+        query, key_states, value, attn_bias, dropout_p, is_causal, attn_bias is not None and grad_input_mask[3]
+    ):
+        gradients = _cpu_flash_attention_backward(
+            grad_out, query, key_states, value, out, logsumexp, attn_bias, is_causal, scale
+        )
+        results = (*gradients, jnp.zeros(() if attn_bias is None else attn_bias.shape, jnp.float32))
+    else:
+        results = _attention_backward(
+            grad_out, query, key_states, value, attn_bias, logsumexp, dropout_p, is_causal, scale, rng
+        )
     return tuple(
         g if wanted else jnp.zeros(g.shape, g.dtype) for g, wanted in zip(results, grad_input_mask, strict=True)
     )
@@ -393,7 +503,11 @@ def _scaled_dot_product_flash_attention_for_cpu_backward(
     grad_out, query, key_states, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None, scale=None
 ):
     """Backward of the CPU's fused SDPA: (grad_query, grad_key, grad_value), see
-    :func:`_attention_backward`."""
+    :func:`_attention_backward`, or :func:`_cpu_flash_attention_backward` for 16-bit inputs."""
+    if _takes_the_cpus_flash_backward(query, key_states, value, attn_mask, dropout_p, is_causal, False):
+        return _cpu_flash_attention_backward(
+            grad_out, query, key_states, value, out, logsumexp, attn_mask, is_causal, scale
+        )
     return _attention_backward(
         grad_out, query, key_states, value, attn_mask, logsumexp, dropout_p, is_causal, scale, None
     )[:3]
