@@ -10,8 +10,9 @@ size rule (``pooling_output_shape`` in ``Pool.h``). Max pooling returns, for eac
 index of the chosen element within its input plane (``h * W + w``, or ``(d * H + h) * W + w``): the
 first maximum in row-major window order, or the last NaN when the window holds NaNs, as the CPU
 kernel's ``val > maxval || isnan(val)`` scan picks. 16-bit inputs average and accumulate gradients
-in float32 (PyTorch's opmath type), except adaptive_avg_pool3d's forward, which sums in the 16-bit
-dtype as the CPU's kernel does.
+in float32 (PyTorch's opmath type), except where the CPU's kernels keep 16-bit intermediates:
+adaptive_avg_pool3d's forward, the adaptive average pools' and avg_pool2d's backward, which divide
+and accumulate in the 16-bit dtype as those kernels do.
 """
 
 from __future__ import annotations
@@ -258,7 +259,11 @@ def _linear_backward(forward, grad_output, self):
 def avg_pool2d_backward(
     grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ):
-    """Backward of avg_pool2d: each output's gradient divided by its divisor, spread over its window."""
+    """Backward of avg_pool2d: each output's gradient divided by its divisor, spread over its window
+    (for 16-bit gradients, in the dtype: :func:`_avg_pool_backward_in_16_bit`)."""
+    if grad_output.dtype in (jnp.bfloat16, jnp.float16) and self.size and grad_output.size:
+        options = (kernel_size, stride, padding, count_include_pad, divisor_override)
+        return _avg_pool_backward_in_16_bit(grad_output, self.shape, 2, *options)
     return _linear_backward(
         lambda x: _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override),
         grad_output,
@@ -266,11 +271,39 @@ def avg_pool2d_backward(
     )
 
 
+def _avg_pool_backward_in_16_bit(
+    grad_output, input_shape, nd, kernel_size, stride, padding, count_include_pad, divisor_override
+):
+    """avg_pool's 16-bit gradient as the CPU's ``cpu_avg_pool{2,3}d_backward`` computes it (fitted,
+    contiguous and channels-last alike): each output's gradient divided by its divisor converted to
+    the dtype, rounded, then added to each input of its window in output order, each addition
+    rounded. Float32 rounded once differed by up to 16.5 times assert_close's bfloat16 tolerance
+    where windows overlap."""
+    kernel = _per_dim(kernel_size, nd)
+    stride = _per_dim(stride, nd, default=kernel)
+    padding = _per_dim(padding, nd)
+    sizes, out_size = tuple(input_shape[-nd:]), tuple(grad_output.shape[-nd:])
+    divisor = _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override)
+    rounded, dtype = c10_rounding(grad_output.dtype), grad_output.dtype
+    delta = rounded(grad_output.astype(jnp.float32) / jnp.asarray(divisor, dtype).astype(jnp.float32))
+    covering = []
+    for size, k, s, p, o in zip(sizes, kernel, stride, padding, out_size, strict=True):
+        start = np.arange(o) * s - p
+        end = np.minimum(np.minimum(start + k, size + p), size)
+        inside = (np.arange(size)[:, None] >= np.maximum(start, 0)[None, :]) & (np.arange(size)[:, None] < end[None, :])
+        covering.append((inside.argmax(axis=1), inside.sum(axis=1)))
+    if nd == 2:  # _sum_in_order walks three spatial dimensions: a depth of one
+        delta, covering = delta[..., None, :, :], [(np.zeros(1, np.int64), np.ones(1, np.int64)), *covering]
+    grad = _sum_in_order(delta.astype(dtype), covering)
+    return (grad[..., 0, :, :] if nd == 2 else grad).astype(dtype)
+
+
 @lowering(aten.avg_pool3d_backward.default)
 def avg_pool3d_backward(
     grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ):
-    """Backward of avg_pool3d (see avg_pool2d_backward)."""
+    """Backward of avg_pool3d (see avg_pool2d_backward; the CPU has no 16-bit avg_pool3d, so 16-bit
+    gradients are CUDA's float32 rounded once)."""
     return _linear_backward(
         lambda x: _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override),
         grad_output,
@@ -374,19 +407,30 @@ def _along(dim: int) -> list[int]:
 @lowering(aten._adaptive_avg_pool2d_backward.default)
 def _adaptive_avg_pool2d_backward(grad_output, self):
     """Backward of adaptive_avg_pool2d: each output's gradient divided by its window size, spread
-    over its window."""
+    over its window (16-bit gradients in their dtype, see :func:`_adaptive_avg_pool_backward_in_16_bit`)."""
+    if grad_output.dtype in (jnp.bfloat16, jnp.float16) and self.size and grad_output.size:
+        # A depth of one: the 2-D kernel divides and accumulates as the 3-D one does.
+        return _adaptive_avg_pool_backward_in_16_bit(grad_output[..., None, :, :], self[..., None, :, :])[..., 0, :, :]
     output_size = grad_output.shape[-2:]
     return _linear_backward(lambda x: _adaptive_avg_pool(x, output_size), grad_output, self)
 
 
 @lowering(aten._adaptive_avg_pool3d_backward.default)
 def _adaptive_avg_pool3d_backward(grad_output, self):
-    """Backward of adaptive_avg_pool3d. 16-bit gradients are computed in their dtype as the CPU's
-    ``adaptive_avg_pool3d_backward_out_frame`` does: each output's gradient divided by its extents
-    in turn, then added to each input of its window in output order, each step rounded."""
+    """Backward of adaptive_avg_pool3d (16-bit gradients in their dtype, see
+    :func:`_adaptive_avg_pool_backward_in_16_bit`)."""
+    if grad_output.dtype in (jnp.bfloat16, jnp.float16) and self.size and grad_output.size:
+        return _adaptive_avg_pool_backward_in_16_bit(grad_output, self)
     output_size = grad_output.shape[-3:]
-    if grad_output.dtype not in (jnp.bfloat16, jnp.float16) or not self.size or not grad_output.size:
-        return _linear_backward(lambda x: _adaptive_avg_pool(x, output_size), grad_output, self)
+    return _linear_backward(lambda x: _adaptive_avg_pool(x, output_size), grad_output, self)
+
+
+def _adaptive_avg_pool_backward_in_16_bit(grad_output, self):
+    """A 16-bit adaptive average pool's gradient over the last three dims, as the CPU's kernels
+    compute it (``adaptive_avg_pool3d_backward_out_frame``, and fitted for 2-D): each output's
+    gradient divided by its extents in turn, then added to each input of its window in output order,
+    each step rounded (float32 once differed by up to 3.8 times tolerance in 2-D)."""
+    output_size = grad_output.shape[-3:]
     bounds = [_adaptive_bounds(size, out) for size, out in zip(self.shape[-3:], output_size, strict=True)]
     delta = _divide_by_extents(
         grad_output.astype(jnp.float32), [end - start for start, end in bounds], grad_output.dtype
