@@ -99,6 +99,24 @@ def test_16_bit_transposed_convolution_is_the_cpus_bit_for_bit(name, dtype):
     assert_matches_cpu(big_output_padding, x, w, b, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize(
+    "name", [name for name in CONFIGS if not name.startswith("transposed") and "dilation" not in name]
+)
+def test_float16_convolution_gradients_are_the_cpus_slow_kernels(name):
+    # Without oneDNN's float16 (no AVX-512 FP16 or AMX), slow_conv2d/3d's backward rounds the
+    # columns and col2im's additions (grad_input) and adds each batch element's grad_weight into a
+    # float16 buffer: float32 rounded once differed by up to 25x tolerance.
+    conv, x, w, b = _inputs(CONFIGS[name], torch.float16, bias=True)
+    grad_output = torch.randn(conv(x, w, b).shape).to(torch.float16)
+
+    def gradients(x, w, b, grad_output):
+        x, w, b = (t.requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(conv(x, w, b), (x, w, b), grad_output)
+
+    exact = {} if torch.ops.mkldnn._is_mkldnn_fp16_supported() else {"atol": 0, "rtol": 0}
+    assert_matches_cpu(gradients, x, w, b, grad_output, **exact)
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_convolution_without_bias(transposed):
     conv, x, w, _ = _inputs(CONFIGS["transposed-2d" if transposed else "2d-groups"], torch.float32, bias=False)

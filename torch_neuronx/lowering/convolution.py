@@ -151,16 +151,62 @@ def _cpu_transposes_step_by_step(dtype, stride, output_padding) -> bool:
     followed (an executable, once compiled, is reused whatever the flag)."""
     if dtype not in (jnp.bfloat16, jnp.float16):
         return False
-    if not torch.backends.mkldnn.is_available():
-        return True
     if any(pad >= step for pad, step in zip(output_padding, stride, strict=True)):
         return True
-    supported = (
-        torch.ops.mkldnn._is_mkldnn_bf16_supported
-        if dtype == jnp.bfloat16
-        else torch.ops.mkldnn._is_mkldnn_fp16_supported
-    )
-    return not supported()
+    return not _onednn_computes(dtype)
+
+
+def _onednn_computes(dtype) -> bool:
+    """Whether this host's oneDNN computes convolutions of 16-bit ``dtype`` for the CPU
+    (``mkldnn_bf16_device_check``/``mkldnn_fp16_device_check``, read through
+    ``torch.ops.mkldnn._is_mkldnn_*_supported``)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    if dtype == jnp.bfloat16:
+        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return torch.ops.mkldnn._is_mkldnn_fp16_supported()
+
+
+def _cpu_convolves_step_by_step(dtype, dilation) -> bool:
+    """Whether ATen's CPU computes a 16-bit, undilated, non-transposed convolution with its slow
+    kernels (``slow_conv2d``/``slow_conv3d``: oneDNN lacks the dtype on this host), whose backward
+    rounds as :func:`_convolution_backward_step_by_step` does. Dilated ones take
+    ``slow_conv_dilated``, not followed."""
+    return dtype in (jnp.bfloat16, jnp.float16) and all(d == 1 for d in dilation) and not _onednn_computes(dtype)
+
+
+def _convolution_backward_step_by_step(grad_output, input, weight, stride, padding, groups, want_input, want_weight):
+    """(grad_input, grad_weight) of a 16-bit convolution as ``slow_conv2d_backward`` (and 3-D)
+    computes them: grad_input as the slow transposed convolution of grad_output
+    (:func:`_conv_transpose_step_by_step`: columns ``weight^T @ grad_output`` rounded, then col2im's
+    rounded additions), grad_weight accumulated batch element by batch element into a 16-bit buffer
+    (``grad_weight += grad_output[n] @ im2col(input[n])^T``, each addition rounded). Float32 rounded
+    once differed by up to 25 times float16 tolerance."""
+    spatial = input.ndim - 2
+    kernel = weight.shape[2:]
+    grad_input = grad_weight = None
+    if want_input:
+        out_sizes = grad_output.shape[2:]
+        output_padding = [
+            size - ((o - 1) * s - 2 * p + k)
+            for size, o, s, p, k in zip(input.shape[2:], out_sizes, stride, padding, kernel, strict=True)
+        ]
+        grad_input = _conv_transpose_step_by_step(
+            grad_output, weight, None, stride, padding, (1,) * spatial, output_padding, groups
+        )
+    if want_weight:
+        rounded = c10_rounding(input.dtype)
+        x, g, w = (t.astype(jnp.float32) for t in (input, grad_output, weight))
+
+        def contribution(x_n, g_n):
+            _, pullback = jax.vjp(lambda w_: _conv(x_n[None], w_, stride, padding, (1,) * spatial, groups), w)
+            return pullback(g_n[None])[0]
+
+        contributions = jax.vmap(contribution)(x, g)
+        grad_weight, _ = jax.lax.scan(
+            lambda total, part: (rounded(total + part), None), jnp.zeros(weight.shape, jnp.float32), contributions
+        )
+    return grad_input, grad_weight
 
 
 def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation, output_padding, groups):
@@ -248,7 +294,17 @@ def convolution_backward(
         grad_input, grad_weight = jnp.zeros(input.shape, input.dtype), jnp.zeros(weight.shape, weight.dtype)
         grad_bias = jnp.zeros(tuple(bias_sizes), _sum_dtype(grad_output.dtype)) if want_bias else None
         return (grad_input if want_input else None, grad_weight if want_weight else None, grad_bias)
-    if want_input or want_weight:
+    spatial = input.ndim - 2
+    if (
+        (want_input or want_weight)
+        and not transposed
+        and _cpu_convolves_step_by_step(input.dtype, _expand(dilation, spatial))
+    ):
+        strides, pads = _expand(stride, spatial), _expand(padding, spatial)
+        grad_input, grad_weight = _convolution_backward_step_by_step(
+            grad_output, input, weight, strides, pads, groups, want_input, want_weight
+        )
+    elif want_input or want_weight:
         out, pullback = jax.vjp(forward, input, weight)
         grad_input, grad_weight = pullback(grad_output.astype(out.dtype))
     if want_bias:
