@@ -195,18 +195,28 @@ def _convolution_backward_step_by_step(grad_output, input, weight, stride, paddi
             grad_output, weight, None, stride, padding, (1,) * spatial, output_padding, groups
         )
     if want_weight:
-        rounded = c10_rounding(input.dtype)
-        x, g, w = (t.astype(jnp.float32) for t in (input, grad_output, weight))
-
-        def contribution(x_n, g_n):
-            _, pullback = jax.vjp(lambda w_: _conv(x_n[None], w_, stride, padding, (1,) * spatial, groups), w)
-            return pullback(g_n[None])[0]
-
-        contributions = jax.vmap(contribution)(x, g)
-        grad_weight, _ = jax.lax.scan(
-            lambda total, part: (rounded(total + part), None), jnp.zeros(weight.shape, jnp.float32), contributions
+        grad_weight = _weight_gradient_batch_by_batch(
+            lambda x, w: _conv(x, w, stride, padding, (1,) * spatial, groups), grad_output, input, weight
         )
     return grad_input, grad_weight
+
+
+def _weight_gradient_batch_by_batch(forward, grad_output, input, weight):
+    """The weight gradient of ``forward(input, weight)`` as ATen's slow 16-bit kernels accumulate it:
+    each batch element's gradient (float32 gemms) added to a 16-bit buffer in batch order, each
+    addition rounded. Per-element gradients come from a vmapped vjp, the additions from a scan."""
+    rounded = c10_rounding(input.dtype)
+    x, g, w = (t.astype(jnp.float32) for t in (input, grad_output, weight))
+
+    def contribution(x_n, g_n):
+        _, pullback = jax.vjp(lambda w_: forward(x_n[None], w_), w)
+        return pullback(g_n[None])[0]
+
+    contributions = jax.vmap(contribution)(x, g)
+    total, _ = jax.lax.scan(
+        lambda total, part: (rounded(total + part), None), jnp.zeros(weight.shape, jnp.float32), contributions
+    )
+    return total
 
 
 def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation, output_padding, groups):
@@ -307,6 +317,14 @@ def convolution_backward(
     elif want_input or want_weight:
         out, pullback = jax.vjp(forward, input, weight)
         grad_input, grad_weight = pullback(grad_output.astype(out.dtype))
+        if (
+            want_weight
+            and transposed
+            and _cpu_transposes_step_by_step(input.dtype, _expand(stride, spatial), _expand(output_padding, spatial))
+        ):
+            # slow_conv_transpose's backward: grad_input is one gemm per element (rounded once, as
+            # above); grad_weight is added batch element by batch element into a 16-bit buffer.
+            grad_weight = _weight_gradient_batch_by_batch(forward, grad_output, input, weight)
     if want_bias:
         reduce = (0, *range(2, grad_output.ndim))
         grad_bias = jnp.sum(grad_output.astype(_sum_dtype(grad_output.dtype)), axis=reduce)
