@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
+from torch_neuronx.lowering.promotion import c10_rounding, contiguous_runs, opmath_dtype, runs_of, sum_runs_in_order
 from torch_neuronx.lowering.registry import lowering
 
 aten = torch.ops.aten
@@ -291,11 +291,8 @@ def _avg_pool_backward_in_16_bit(
         start = np.arange(o) * s - p
         end = np.minimum(np.minimum(start + k, size + p), size)
         inside = (np.arange(size)[:, None] >= np.maximum(start, 0)[None, :]) & (np.arange(size)[:, None] < end[None, :])
-        covering.append((inside.argmax(axis=1), inside.sum(axis=1)))
-    if nd == 2:  # _sum_in_order walks three spatial dimensions: a depth of one
-        delta, covering = delta[..., None, :, :], [(np.zeros(1, np.int64), np.ones(1, np.int64)), *covering]
-    grad = _sum_in_order(delta.astype(dtype), covering)
-    return (grad[..., 0, :, :] if nd == 2 else grad).astype(dtype)
+        covering.append(runs_of(inside))
+    return sum_runs_in_order(delta.astype(dtype), covering).astype(dtype)
 
 
 @lowering(aten.avg_pool3d_backward.default)
@@ -362,30 +359,8 @@ def _adaptive_avg_pool3d(self, output_size):
     if self.dtype not in (jnp.bfloat16, jnp.float16) or not self.size or 0 in output_size:
         return _adaptive_avg_pool(self, tuple(output_size))
     bounds = [_adaptive_bounds(size, out) for size, out in zip(self.shape[-3:], output_size, strict=True)]
-    total = _sum_in_order(self, [(start, end - start) for start, end in bounds])
+    total = sum_runs_in_order(self, [contiguous_runs(start, end - start) for start, end in bounds])
     return _divide_by_extents(total, [end - start for start, end in bounds], self.dtype).astype(self.dtype)
-
-
-def _sum_in_order(values, runs):
-    """Sums of runs of ``values`` along its last three dims, rounding each addition to
-    ``values.dtype`` (16-bit) as C++'s ``scalar_t`` accumulator does: result ``[..., i, j, k]``
-    adds ``values[..., first_t[i] + a, first_h[j] + b, first_w[k] + c]`` for ``a < count_t[i]``
-    (and so on) in row-major (a, b, c) order. ``runs`` holds ``(first, count)`` arrays per dim.
-    One loop step per offset of the longest runs: every sum adds its element at that offset, or
-    nothing where its run is shorter."""
-    rounded, lead = c10_rounding(values.dtype), values.ndim - 3
-    longest = tuple(max(int(count.max()), 1) for _, count in runs)
-    values = values.astype(jnp.float32)
-
-    def add_at_offset(k, total):
-        element, present = values, True
-        for dim, ((first, count), offset) in enumerate(zip(runs, jnp.unravel_index(k, longest), strict=True)):
-            element = jnp.take(element, jnp.asarray(first) + offset, axis=lead + dim, mode="clip")
-            present = present & (offset < jnp.asarray(count)).reshape(_along(dim))
-        return rounded(total + jnp.where(present, element, 0))
-
-    shape = (*values.shape[:lead], *(len(first) for first, _ in runs))
-    return jax.lax.fori_loop(0, math.prod(longest), add_at_offset, jnp.zeros(shape, jnp.float32))
 
 
 def _divide_by_extents(values, extents, dtype):
@@ -438,8 +413,8 @@ def _adaptive_avg_pool_backward_in_16_bit(grad_output, self):
     covering = []
     for size, (start, end) in zip(self.shape[-3:], bounds, strict=True):
         inside = (np.arange(size)[:, None] >= start[None, :]) & (np.arange(size)[:, None] < end[None, :])
-        covering.append((inside.argmax(axis=1), inside.sum(axis=1)))
-    return _sum_in_order(delta.astype(grad_output.dtype), covering).astype(grad_output.dtype)
+        covering.append(runs_of(inside))
+    return sum_runs_in_order(delta.astype(grad_output.dtype), covering).astype(grad_output.dtype)
 
 
 def _adaptive_max_pool(self, output_size):

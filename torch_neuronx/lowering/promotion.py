@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -181,3 +183,50 @@ def c10_rounding(dtype: Any) -> Any:
         return jnp.where(jnp.abs(value) < smallest_normal, subnormal.astype(value.dtype), normal(value))
 
     return rounded
+
+
+def sum_runs_in_order(values: Any, runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> Any:
+    """Sums of runs of ``values`` along its last ``len(runs)`` dims, rounding each addition to
+    ``values.dtype`` (16-bit) as a C++ kernel's ``scalar_t`` accumulator does. ``runs`` holds, per
+    dim, ``(sources, count)``: ``sources[i]`` lists (ascending, padded) the positions summed into
+    position ``i``, of which the first ``count[i]`` count. Result ``[..., i, j]`` adds
+    ``values[..., sources_0[i, a], sources_1[j, b]]`` in row-major (a, b) order: the order of a
+    kernel that walks its outputs, or its windows, row by row. Float32 results. One loop step per
+    offset of the longest runs: every sum adds its element at that offset, or nothing where its run
+    is shorter (adding nothing keeps a rounded value). :func:`contiguous_runs` makes ``runs`` of
+    windows."""
+    rounded, lead, rank = c10_rounding(values.dtype), values.ndim - len(runs), len(runs)
+    longest = tuple(max(int(count.max()), 1) if count.size else 1 for _, count in runs)
+    values = values.astype(jnp.float32)
+
+    def along(dim: int) -> list[int]:
+        shape = [1] * rank
+        shape[dim] = -1
+        return shape
+
+    def add_at_offset(k, total):
+        element, present = values, True
+        for dim, ((sources, count), offset) in enumerate(zip(runs, jnp.unravel_index(k, longest), strict=True)):
+            table = jnp.asarray(np.pad(sources, [(0, 0), (0, max(0, longest[dim] - sources.shape[1]))]))
+            element = jnp.take(element, table[:, offset], axis=lead + dim, mode="clip")
+            present = present & (offset < jnp.asarray(count)).reshape(along(dim))
+        return rounded(total + jnp.where(present, element, 0))
+
+    shape = (*values.shape[:lead], *(len(sources) for sources, _ in runs))
+    return jax.lax.fori_loop(0, math.prod(longest), add_at_offset, jnp.zeros(shape, jnp.float32))
+
+
+def contiguous_runs(first: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sum_runs_in_order`'s ``(sources, count)`` for runs of ``count[i]`` consecutive
+    positions from ``first[i]``."""
+    longest = max(int(count.max()), 1) if count.size else 1
+    return first[:, None] + np.arange(longest)[None, :], count
+
+
+def runs_of(copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sum_runs_in_order`'s ``(sources, count)`` from a boolean ``copies[i, o]`` table (output
+    ``o`` is summed into position ``i``), sources ascending."""
+    count = copies.sum(axis=1)
+    longest = max(int(count.max()), 1) if count.size else 1
+    order = np.argsort(~copies, axis=1, kind="stable")[:, :longest]  # the true columns first, ascending
+    return order, count
