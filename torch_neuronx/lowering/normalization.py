@@ -94,11 +94,12 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     input, weight, bias = (None if t is None else t.astype(compute) for t in (input, weight, bias))
     mean = jnp.mean(input, axis=axes, keepdims=True)
     centered = input - mean
-    rstd = jax.lax.rsqrt(jnp.mean(centered * centered, axis=axes, keepdims=True) + eps)
+    variance = jnp.mean(centered * centered, axis=axes, keepdims=True)
     if dtype not in (jnp.bfloat16, jnp.float16):
+        rstd = jax.lax.rsqrt(variance + eps)
         out = centered * rstd
     else:
-        rstd = 1 / jnp.sqrt(jnp.mean(centered * centered, axis=axes, keepdims=True) + eps)
+        rstd = 1 / jnp.sqrt(variance + eps)
         out = input * rstd + (-rstd * mean)
         if parameters_in_dtype:
             mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
