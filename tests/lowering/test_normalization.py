@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 import torch_neuronx
-from tests.utils import assert_matches_cpu, to_neuron
+from tests.utils import assert_matches_cpu, to_cpu, to_neuron
 
 aten = torch.ops.aten
 
@@ -324,6 +324,43 @@ def test_batch_norm_of_an_empty_batch_is_empty_as_on_cpu(form):
         return y, *torch.autograd.grad(y.sum(), (x, w, b), allow_unused=True, materialize_grads=True)
 
     assert_matches_cpu(run, x, weight, bias, torch.randn(3), torch.rand(3) + 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_batch_norm_of_a_constant_channel_with_eps_0_is_its_bias_as_on_cpu(dtype):
+    # ATen's InvStd gives 0 where the variance and eps are both 0 (CPU and CUDA): the output is the
+    # bias and the gradients 0, where 1 / sqrt(0) gave NaN on neuron.
+    def run(x, weight, bias):
+        mean, var = torch.zeros(3, dtype=dtype, device=x.device), torch.ones(3, dtype=dtype, device=x.device)
+        out, save_mean, save_invstd = aten.native_batch_norm(x, weight, bias, mean, var, True, 0.1, 0.0)
+        saved = (save_mean.to(dtype), save_invstd.to(dtype))  # CUDA's float32 on neuron, rounded by the CPU
+        return out, *saved, mean, var, _grads(out, [x, weight, bias], torch.ones_like(out))
+
+    x = torch.randn(4, 3, 5).to(dtype)
+    x[:, 1] = 2.0
+    weight, bias = (torch.randn(3).to(dtype).requires_grad_() for _ in range(2))
+    assert_matches_cpu(run, x.requires_grad_(), weight, bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_batch_norm_of_one_value_per_channel_gives_a_nan_running_var_as_on_cpu(dtype, compiled):
+    # The unbiased variance of one value is var_sum / 0: ATen's kernels compute NaN; PyTorch's
+    # decomposition, neuron's meta kernel, raised ZeroDivisionError for n / (n - 1).
+    def run(x, mean, var):
+        mean, var = mean.clone(), var.clone()  # updated in place
+        out = aten.native_batch_norm(x, None, None, mean, var, True, 0.1, 1e-5)[0]
+        functional = aten._native_batch_norm_legit_functional(x, None, None, mean, var, True, 0.1, 1e-5)
+        return out, mean, var, functional[0], *functional[3:]
+
+    fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
+    x, mean, var = torch.randn(1, 3, 1).to(dtype), torch.zeros(3).to(dtype), torch.ones(3).to(dtype)
+    expected = run(x, mean, var)
+    actual = fn(*to_neuron((x, mean, var)))
+    assert expected[2].isnan().all()
+    # The CPU's output is fma(x, invstd, -mean * invstd) with invstd = 1 / sqrt(eps) = 316: the
+    # rounding error of mean * invstd (up to 3e-5), where neuron's (x - mean) * invstd is 0.
+    torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True, atol=1e-4, rtol=0)
 
 
 def test_batch_norm_of_an_offset_input_is_as_accurate_as_cpu():

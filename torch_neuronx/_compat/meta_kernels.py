@@ -892,6 +892,51 @@ def _fractional_max_pool3d_backward(
     return torch.empty_like(input)
 
 
+#: Training batch norms with running statistics, whose PyTorch decomposition (their meta kernel)
+#: scales the running variance by ``n / (n - 1)`` in Python.
+_BATCH_NORM_UPDATES = (
+    aten.native_batch_norm.default,
+    aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit_functional.default,
+    aten._batch_norm_with_update.default,
+    aten._batch_norm_with_update_functional.default,
+)
+
+
+#: ... of which these return the new running statistics, last.
+_FUNCTIONAL_BATCH_NORM_UPDATES = (
+    aten._native_batch_norm_legit_functional.default,
+    aten._batch_norm_with_update_functional.default,
+)
+
+
+def _batch_norm_update(op: OpOverload) -> Callable[..., object]:
+    """The meta kernel of ``op`` (one of :data:`_BATCH_NORM_UPDATES`): PyTorch's decomposition,
+    with two of its results corrected to what ATen's kernels return. An input of one value per
+    channel gives a NaN running variance (``var_sum / 0``), where the decomposition's
+    ``n / (n - 1)`` raised ZeroDivisionError: its shapes are those of two values per channel, with
+    the output of the input's shape. A functional op's new running statistics keep the running
+    statistics' dtype (the decomposition computed 16-bit ones in float32)."""
+    meta = op.py_kernels[torch._C.DispatchKey.Meta]
+    names = [argument.name for argument in op._schema.arguments]
+
+    def kernel(*args: object, **kwargs: object) -> object:
+        arguments = dict(zip(names, args, strict=False)) | kwargs  # the rest passed as keywords
+        input = arguments["input"]
+        if input.dim() >= 2 and input.numel() > 0 and input.numel() == input.shape[1]:
+            output, *results = meta(**(arguments | {"input": input.expand(2, *input.shape[1:])}))
+            results = [torch.empty_like(input, dtype=output.dtype), *results]
+        else:
+            results = list(meta(**arguments))
+        if op in _FUNCTIONAL_BATCH_NORM_UPDATES:
+            for index, name in ((-2, "running_mean"), (-1, "running_var")):
+                if arguments[name] is not None:
+                    results[index] = results[index].to(arguments[name].dtype)
+        return tuple(results)
+
+    return kernel
+
+
 #: Loss backwards whose PyTorch decomposition divides by an empty input's element count.
 _EMPTY_INPUT_LOSS_BACKWARDS = tuple(
     getattr(aten, f"{loss}_backward").default
@@ -926,6 +971,7 @@ _KERNELS = {
     aten._thnn_fused_gru_cell.default: _thnn_fused_gru_cell,
     aten._thnn_fused_gru_cell_backward.default: _thnn_fused_gru_cell_backward,
     aten.multi_margin_loss.default: _multi_margin_loss,
+    **{op: _batch_norm_update(op) for op in _BATCH_NORM_UPDATES},
     aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
     aten.multi_margin_loss_backward.default: _margin_loss_backward,
     aten.multilabel_margin_loss_backward.default: _margin_loss_backward,
@@ -1011,6 +1057,7 @@ _PYTHON_DISPATCHER_METAS = (
     aten.grid_sampler_2d.default,
     aten.roll.default,
     aten.fractional_max_pool2d.default,
+    *_BATCH_NORM_UPDATES,
     aten.convolution.default,
     aten._convolution.default,
     *_UPSAMPLING_KERNELS,
@@ -1029,6 +1076,7 @@ _FAKE_TENSOR_METAS = (
     aten.index_add.default,
     aten.index_add_.default,
     aten.grid_sampler_2d.default,
+    *_BATCH_NORM_UPDATES,
     *_UPSAMPLING_KERNELS,
     *_ATEN_CHECKED,
 )

@@ -239,7 +239,7 @@ def _bfloat16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = rounded(jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes))
-    save_invstd = rounded(1 / jnp.sqrt(rounded(var_sum / _in_dtype(count, dtype)) + eps))
+    save_invstd = rounded(_invstd(rounded(var_sum / _in_dtype(count, dtype)), eps))
     momentum = rounded(jnp.asarray(momentum, jnp.float32))
     keep = rounded(1 - momentum)
     new_mean = new_var = None
@@ -262,13 +262,19 @@ def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = jnp.sum(jnp.square(x - save_mean.reshape(shape)), axis=axes)
-    save_invstd = rounded(1 / jnp.sqrt(var_sum / count + eps))
+    save_invstd = rounded(_invstd(var_sum / count, eps))
     new_mean = new_var = None
     if running_mean is not None:
         new_mean = momentum * mean + (1 - momentum) * running_mean
     if running_var is not None:
         new_var = momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var
     return save_mean, save_invstd, new_mean, new_var
+
+
+def _invstd(var, eps):
+    """1 / sqrt(var + eps) of batch statistics, 0 where both are 0 (a constant channel with eps=0):
+    ATen's ``InvStd`` functor, on the CPU and CUDA alike, so that the output is the bias, not NaN."""
+    return jnp.where((var == 0) & (eps == 0), jnp.zeros((), var.dtype), jax.lax.rsqrt(var + eps))
 
 
 def _in_dtype(count: int, dtype):
@@ -293,7 +299,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         mean = _accurate_mean(input, axes)
         centered = input - mean.reshape(shape)
         var = jnp.mean(centered * centered, axis=axes)
-        invstd = jax.lax.rsqrt(var + eps)
+        invstd = _invstd(var, eps)
         count = input.size // input.shape[1]
         if running_mean is not None:
             new_mean = (1 - momentum) * running_mean + momentum * mean
