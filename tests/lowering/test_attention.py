@@ -46,6 +46,7 @@ CASES = {
     **{f"mask-{name}": {"mask": name} for name in MASKS},
     "causal": {"is_causal": True},
     "causal-scale": {"is_causal": True, "scale": 0.3},
+    "causal-and-mask": {"is_causal": True, "mask": "bool-2d"},  # the CPU applies both
     "gqa": {"enable_gqa": True, "kv_heads": 2},
     "no-head-dim": {"rank": 3},
 }
@@ -104,7 +105,9 @@ def test_16_bit_sdpa_forward_is_the_cpus_flash_kernel(name, dtype):
     torch.testing.assert_close(actual, expected, **exact)
 
 
-@pytest.mark.parametrize("name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal", "causal-scale"])
+@pytest.mark.parametrize(
+    "name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal", "causal-scale", "causal-and-mask"]
+)
 def test_bfloat16_sdpa_gradients_are_the_cpus_flash_backward(name):
     # cpu_flash_attention_backward rounds the probabilities and dS to bfloat16 for its gemms and
     # accumulates each gradient in a bfloat16 buffer, block by block: float32 rounded once

@@ -125,9 +125,11 @@ def _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p,
     """Whether the CPU computes this 16-bit attention with ``cpu_flash_attention`` (its values
     differ from the math path's float32 rounded once): ``use_flash_attention_cpp``'s conditions
     (sdp_utils_cpp.cpp) that the arrays show: no dropout, 4-D inputs, one head dimension, non-empty
-    sequences, not both a mask and ``is_causal``, and a 2-D or 4-D mask of the scores' shape or
-    broadcast to it (``check_attn_mask_shape``). Grouped-query attention takes it too; a mask that
-    requires grad does not on the CPU, which the arrays do not show."""
+    sequences, and a 2-D or 4-D mask of the scores' shape or broadcast to it
+    (``check_attn_mask_shape``), with ``is_causal`` or without (the kernel applies both).
+    Grouped-query attention takes it too. A mask that requires grad does not on the CPU, which the
+    arrays do not show: the CPU's math path computes it (and refuses it with ``is_causal``, which
+    neuron computes, as CUDA's efficient attention does)."""
     batch, heads, length = query.shape[:3] if query.ndim == 4 else (0, 0, 0)
     return (
         query.dtype in (jnp.bfloat16, jnp.float16)
@@ -136,7 +138,6 @@ def _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p,
         and query.shape[-1] == key_states.shape[-1] == value.shape[-1]
         and length > 0
         and key_states.shape[-2] > 0
-        and not (is_causal and attn_bias is not None)
         and (
             attn_bias is None
             or (
