@@ -99,6 +99,28 @@ def test_16_bit_transposed_convolution_is_the_cpus_bit_for_bit(name, dtype):
     assert_matches_cpu(big_output_padding, x, w, b, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("channels_last", ["input", "weight"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_16_bit_transposed_convolution_of_a_channels_last_operand_is_the_cpus(dtype, channels_last, compiled):
+    # The slow kernel runs channels-last when the input or the weight suggests it, and its col2im
+    # then adds each output element's kernel offsets in the reverse order: in row-major order a
+    # quarter of the elements differed beyond tolerance.
+    def conv(x, w, b):
+        return F.conv_transpose2d(x, w, b, stride=1, output_padding=1, dilation=2)
+
+    x, w, b = torch.randn(2, 8, 9, 9).to(dtype), torch.randn(8, 6, 3, 3).to(dtype), torch.randn(6).to(dtype)
+    if channels_last == "input":
+        x = x.to(memory_format=torch.channels_last)
+    else:
+        w = w.to(memory_format=torch.channels_last)
+    run = torch.compile(conv, backend="neuron", fullgraph=True) if compiled else conv
+    # float16's gemm (and, compiled, XLA's) may sum the float32 columns in another order: an ulp in
+    # an element or two.
+    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 and not compiled else {}
+    torch.testing.assert_close(run(*to_neuron((x, w, b))).cpu(), conv(x, w, b), **exact)
+
+
 @pytest.mark.parametrize("name", [name for name in CONFIGS if "dilat" not in name and name != "transposed-3d"])
 def test_float16_convolution_gradients_are_the_cpus_slow_kernels(name):
     # Without oneDNN's float16 (no AVX-512 FP16 or AMX), slow_conv2d/3d's backward rounds the

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx._compat.torch_internals import suggest_memory_format
 from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import TORCH_DTYPE, cpp_name
@@ -109,10 +110,11 @@ def _forward(input, weight, stride, padding, dilation, transposed, output_paddin
     return _conv(input, weight, stride, padding, dilation, groups)
 
 
-@lowering(aten.convolution.default)
-def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+@lowering(aten.convolution.default, metas=True)
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *, metas):
     """torch.nn.functional.conv{1,2,3}d / conv_transpose{1,2,3}d: ``aten::convolution``; bias (if any)
-    is added per output channel before the single rounding.
+    is added per output channel before the single rounding. ``metas`` (the arguments with their
+    strides) say whether the CPU's 16-bit slow kernel runs channels-last.
 
     Raises:
         RuntimeError: ``weight`` or ``bias`` is not of ``input``'s dtype (ATen's Convolution.cpp
@@ -129,7 +131,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         input.dtype, _expand(stride, spatial), _expand(output_padding, spatial)
     ):
         out = _conv_transpose_step_by_step(
-            input, weight, bias, *(_expand(v, spatial) for v in (stride, padding, dilation, output_padding)), groups
+            input,
+            weight,
+            bias,
+            *(_expand(v, spatial) for v in (stride, padding, dilation, output_padding)),
+            groups,
+            channels_last=_cpu_runs_channels_last(*metas[:2]),
         )
         return out[:, :0] if input.shape[1] == 0 else out
     out = _forward(input, weight, stride, padding, dilation, transposed, output_padding, groups)
@@ -138,6 +145,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if input.shape[1] == 0:  # ATen's "Empty" backend: no channels in, none out (bias or not)
         return out[:, :0]
     return out
+
+
+def _cpu_runs_channels_last(input: torch.Tensor, weight: torch.Tensor) -> bool:
+    """ATen's ``thnn_conv_use_channels_last`` (ConvUtils.h) for the metas of a 2-D convolution's
+    input and weight: its slow kernels run channels-last when either suggests that layout."""
+    return input.dim() == 4 and torch.channels_last in (suggest_memory_format(input), suggest_memory_format(weight))
 
 
 def _cpu_transposes_step_by_step(dtype, stride, output_padding) -> bool:
@@ -219,13 +232,17 @@ def _weight_gradient_batch_by_batch(forward, grad_output, input, weight):
     return total
 
 
-def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation, output_padding, groups):
+def _conv_transpose_step_by_step(
+    input, weight, bias, stride, padding, dilation, output_padding, groups, *, channels_last=False
+):
     """A 16-bit transposed convolution as ATen's ``slow_conv_transpose{2,3}d`` computes it (per group,
     as ``_convolution_nogroup``): ``columns = weight^T @ input`` accumulated in float32 and rounded to
     the dtype; ``col2im`` adds each kernel offset's columns into the zeroed output in row-major
     offset order, each addition rounded; then the bias, rounded. float32 rounded once instead
     differed in 14% of elements, by up to 9.7e3 times assert_close's bfloat16 tolerance (the sums
-    of overlapping offsets cancel)."""
+    of overlapping offsets cancel). The ``channels_last`` kernel's ``col2im`` walks the output
+    positions of the columns outermost, so each output element takes its offsets in the reverse
+    order (in the row-major order, 25% of its elements differed beyond tolerance)."""
     rounded = c10_rounding(input.dtype)
     spatial = input.ndim - 2
     batch, c_in, *in_size = input.shape
@@ -246,7 +263,8 @@ def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation,
         )
     )
     total = jnp.zeros((batch, groups, c_out_group, *out_size), jnp.float32)
-    for offset in itertools.product(*(range(k) for k in kernel)):
+    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    for offset in reversed(offsets) if channels_last else offsets:
         placement = [(0, 0, 0)] * 3
         for size, out, s, p, d, k in zip(in_size, out_size, stride, padding, dilation, offset, strict=True):
             low = k * d - p
@@ -257,7 +275,7 @@ def _conv_transpose_step_by_step(input, weight, bias, stride, padding, dilation,
     return total.reshape(batch, groups * c_out_group, *out_size).astype(input.dtype)
 
 
-@lowering(aten._convolution.default)
+@lowering(aten._convolution.default, metas=True)
 def _convolution(
     input,
     weight,
@@ -272,10 +290,12 @@ def _convolution(
     deterministic,
     cudnn_enabled,
     allow_tf32,
+    *,
+    metas,
 ):
     """``aten::_convolution``: aten::convolution with backend hints (benchmark, cuDNN, TF32) that do
     not apply to neuron."""
-    return convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, metas=metas)
 
 
 @lowering(aten.convolution_backward.default)
