@@ -86,6 +86,31 @@ def test_16_bit_layer_norm_and_its_input_gradient_follow_the_cpus_kernels(dtype,
     assert_matches_cpu(run, x, torch.randn(6, 5, 48).to(dtype), *parameters)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_16_bit_layer_norm_fuses_its_multiply_adds_as_the_cpu(dtype, affine):
+    # The CPU's kernel computes fma(fma(x, rstd, -rstd * mean), weight, bias): over one element the
+    # output is the rounding error of rstd * mean (not 0), which unfused arithmetic loses.
+    def run(x, *parameters):
+        return aten.native_layer_norm(x, (1,), *(parameters or (None, None)), 1e-5)[0]
+
+    parameters = [torch.randn(1).to(dtype), torch.randn(1).to(dtype)] if affine else []
+    assert_matches_cpu(run, (torch.randn(64, 1) * 3 + 1).to(dtype), *parameters, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_layer_norm_of_a_row_holding_an_infinity_saves_a_nan_mean_as_cpu(dtype):
+    # Welford's moments give inf - inf = NaN; a plain mean gave inf.
+    x = torch.randn(3, 8).to(dtype)
+    x[1, 2], x[2, 0] = float("inf"), -float("inf")
+
+    def run(x):
+        out, mean, rstd = aten.native_layer_norm(x, (8,), None, None, 1e-5)
+        return out, mean.to(dtype), rstd.to(dtype)  # float32 on neuron, as PyTorch's meta kernel says
+
+    assert_matches_cpu(run, x)
+
+
 def test_layer_norm_of_bfloat16_input_with_float32_parameters_matches_cpu():
     x = torch.randn(3, 8).to(torch.bfloat16)
     assert_matches_cpu(lambda t, w, b: F.layer_norm(t, [8], w, b), x, torch.randn(8), torch.randn(8))

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
@@ -95,14 +96,19 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     mean = jnp.mean(input, axis=axes, keepdims=True)
     centered = input - mean
     variance = jnp.mean(centered * centered, axis=axes, keepdims=True)
+    # The CPU's (and CUDA's) Welford moments meet an infinity with inf - inf: the saved mean of a row
+    # holding one is NaN (bar, on the CPU, an infinity in the very last lane it folds in).
+    mean = jnp.where(jnp.isinf(mean), jnp.nan, mean)
     if dtype not in (jnp.bfloat16, jnp.float16):
         rstd = jax.lax.rsqrt(variance + eps)
         out = centered * rstd
     else:
         rstd = 1 / jnp.sqrt(variance + eps)
-        out = input * rstd + (-rstd * mean)
+        out = fused_multiply_add(input, rstd, -rstd * mean)
         if parameters_in_dtype:
             mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
+        if weight is not None:
+            return fused_multiply_add(out, weight, 0 if bias is None else bias), mean, rstd
     if weight is not None:
         out = out * weight
     if bias is not None:
