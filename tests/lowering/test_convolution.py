@@ -244,6 +244,25 @@ CONVOLUTION_ERRORS = {
         (3, 4, 3, 3),
         None,
     ),
+    # Sent to the slow transposed kernels (CPU and CUDA), which check it; neuron computed it.
+    "output-padding-reaching-stride-and-dilation": (
+        _aten_convolution(stride=(2, 1), transposed=True, output_padding=(0, 1)),
+        (1, 3, 5, 5),
+        (3, 4, 3, 3),
+        None,
+    ),
+    "1d-output-padding-reaching-stride-and-dilation": (
+        _aten_convolution(stride=(2,), dilation=(2,), transposed=True, output_padding=(2,)),
+        (1, 3, 5),
+        (3, 4, 3),
+        None,
+    ),
+    "3d-output-padding-reaching-stride-and-dilation": (
+        _aten_convolution(stride=(1, 2, 2), transposed=True, output_padding=(1, 0, 0)),
+        (1, 3, 4, 4, 4),
+        (3, 4, 2, 2, 2),
+        None,
+    ),
     "zero-stride": (_aten_convolution(stride=(0,)), (1, 3, 5, 5), (4, 3, 3, 3), None),
     "stride-length": (_aten_convolution(stride=(1, 1, 1)), (1, 3, 5, 5), (4, 3, 3, 3), None),
     "input-rank": (_aten_convolution(), (1, 3, 5, 5, 5), (4, 3, 3, 3), None),

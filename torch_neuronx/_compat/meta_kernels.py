@@ -642,8 +642,27 @@ def _convolution(
         lambda: f"dilation should be greater than zero, but got {[1] * (dims == 1) + list(dilation)}",
     )
     if transposed:
+        _check_transposed_output_padding(stride, dilation, output_padding)
         _check_transposed_output_size(input, sizes[2:], stride, padding, dilation, output_padding)
     return meta_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+def _check_transposed_output_padding(stride: list[int], dilation: list[int], output_padding: list[int]) -> None:
+    """``slow_conv_transpose2d/3d_shape_check``'s output padding rule (CPU and CUDA, which send an
+    output padding reaching the stride to these kernels, not oneDNN or cuDNN), in its words: each
+    output padding smaller than its stride or its dilation. A 1-D convolution runs as a 2-D one of
+    height 1. Neuron computed such a convolution."""
+    names = ("depth", "height", "width")[-len(stride) :] if len(stride) > 1 else ("height", "width")
+    if len(stride) == 1:
+        stride, dilation, output_padding = [1, *stride], [1, *dilation], [0, *output_padding]
+    fields = (("output_padding", output_padding), ("stride", stride), ("dilation", dilation))
+    got = " ".join(
+        f"{field}_{name}: {value}" for field, values in fields for name, value in zip(names, values, strict=True)
+    )
+    torch._check(
+        all(o < s or o < d for o, s, d in zip(output_padding, stride, dilation, strict=True)),
+        lambda: f"output padding must be smaller than either stride or dilation, but got {got}",
+    )
 
 
 def _check_transposed_output_size(
