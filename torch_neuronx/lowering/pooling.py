@@ -164,28 +164,85 @@ def _scatter_to_planes(grad_output, indices, input_shape, nd):
     return result.reshape(input_shape)
 
 
+def _max_pool_backward(grad_output, indices, input_shape, windows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    """Each output's gradient added to the input element its index names. ``windows`` holds, per
+    spatial dim, each output's first input position and its positions' step (dilation) and count.
+    A 16-bit gradient adds as the CPU's ``cpu_max_pool_backward`` (and its channels-last and
+    adaptive forms) adds it: into a 16-bit buffer in output order, each addition rounded, where the
+    windows that hold an input overlap (float32 rounded once differed beyond tolerance in a
+    third of the overlaps' sums)."""
+    nd = len(windows)
+    if grad_output.dtype not in (jnp.bfloat16, jnp.float16) or not grad_output.size or not math.prod(input_shape):
+        return _scatter_to_planes(grad_output, indices, input_shape, nd)
+    sizes = input_shape[-nd:]
+    covering = []
+    for size, (first, step, count) in zip(sizes, windows, strict=True):
+        offsets = np.arange(size)[:, None] - first[None, :]
+        covering.append(runs_of((offsets >= 0) & (offsets % step == 0) & (offsets < step * count)))
+    targets = jnp.arange(math.prod(sizes), dtype=indices.dtype).reshape(sizes)
+    # Indices of a forward name an input of their window; others (a direct call's own) are summed
+    # in float32 rather than dropped.
+    in_windows = True
+    position = indices
+    for dim in reversed(range(nd)):
+        position, coordinate = jnp.divmod(position, sizes[dim]) if dim else (None, position)
+        along = [1] * nd
+        along[dim] = -1
+        first, step, count = (jnp.asarray(a).reshape(along) for a in windows[dim])
+        offset = coordinate - first
+        in_windows = in_windows & (offset >= 0) & (offset % step == 0) & (offset < step * count)
+    return jax.lax.cond(
+        jnp.all(in_windows),
+        lambda: sum_runs_in_order(grad_output, covering, labels=indices, targets=targets).astype(grad_output.dtype),
+        lambda: _scatter_to_planes(grad_output, indices, input_shape, nd).astype(grad_output.dtype),
+    )
+
+
+def _pool_windows(input_shape, grad_output, nd, kernel_size, stride, padding, dilation):
+    """:func:`_max_pool_backward`'s windows of a max pool's arguments."""
+    kernel = _per_dim(kernel_size, nd)
+    stride, padding, dilation = _per_dim(stride, nd, default=kernel), _per_dim(padding, nd), _per_dim(dilation, nd)
+    out_size = grad_output.shape[-nd:]
+    return [
+        (np.arange(o) * s - p, np.full(o, d), np.full(o, k))
+        for o, k, s, p, d in zip(out_size, kernel, stride, padding, dilation, strict=True)
+    ]
+
+
+def _adaptive_windows(input_shape, grad_output, nd):
+    """:func:`_max_pool_backward`'s windows of an adaptive max pool."""
+    windows = []
+    for size, out in zip(input_shape[-nd:], grad_output.shape[-nd:], strict=True):
+        start, end = _adaptive_bounds(size, out)
+        windows.append((start, np.ones(out, np.int64), end - start))
+    return windows
+
+
 @lowering(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    """Backward of max_pool2d: each output's gradient goes to the input element its index names."""
-    return _scatter_to_planes(grad_output, indices, self.shape, 2)
+    """Backward of max_pool2d: each output's gradient goes to the input element its index names
+    (:func:`_max_pool_backward`)."""
+    windows = _pool_windows(self.shape, grad_output, 2, kernel_size, stride, padding, dilation)
+    return _max_pool_backward(grad_output, indices, self.shape, windows)
 
 
 @lowering(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool3d (see max_pool2d_with_indices_backward)."""
-    return _scatter_to_planes(grad_output, indices, self.shape, 3)
+    windows = _pool_windows(self.shape, grad_output, 3, kernel_size, stride, padding, dilation)
+    return _max_pool_backward(grad_output, indices, self.shape, windows)
 
 
 @lowering(aten.adaptive_max_pool2d_backward.default)
 def adaptive_max_pool2d_backward(grad_output, self, indices):
     """Backward of adaptive_max_pool2d: gradients scattered to the indexed input elements."""
-    return _scatter_to_planes(grad_output, indices, self.shape, 2)
+    return _max_pool_backward(grad_output, indices, self.shape, _adaptive_windows(self.shape, grad_output, 2))
 
 
 @lowering(aten.adaptive_max_pool3d_backward.default)
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     """Backward of adaptive_max_pool3d."""
-    return _scatter_to_planes(grad_output, indices, self.shape, 3)
+    return _max_pool_backward(grad_output, indices, self.shape, _adaptive_windows(self.shape, grad_output, 3))
 
 
 def _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override) -> np.ndarray:

@@ -185,7 +185,9 @@ def c10_rounding(dtype: Any) -> Any:
     return rounded
 
 
-def sum_runs_in_order(values: Any, runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> Any:
+def sum_runs_in_order(
+    values: Any, runs: Sequence[tuple[np.ndarray, np.ndarray]], *, labels: Any = None, targets: Any = None
+) -> Any:
     """Sums of runs of ``values`` along its last ``len(runs)`` dims, rounding each addition to
     ``values.dtype`` (16-bit) as a C++ kernel's ``scalar_t`` accumulator does. ``runs`` holds, per
     dim, ``(sources, count)``: ``sources[i]`` lists (ascending, padded) the positions summed into
@@ -194,7 +196,9 @@ def sum_runs_in_order(values: Any, runs: Sequence[tuple[np.ndarray, np.ndarray]]
     kernel that walks its outputs, or its windows, row by row. Float32 results. One loop step per
     offset of the longest runs: every sum adds its element at that offset, or nothing where its run
     is shorter (adding nothing keeps a rounded value). :func:`contiguous_runs` makes ``runs`` of
-    windows."""
+    windows. With ``labels`` (integers, of ``values``' shape) and ``targets`` (of the result's
+    trailing shape), an element counts only where its label is its sum's target: a scatter to the
+    position an index names, as max pooling's gradient goes to its window's maximum."""
     rounded, lead, rank = c10_rounding(values.dtype), values.ndim - len(runs), len(runs)
     longest = tuple(max(int(count.max()), 1) if count.size else 1 for _, count in runs)
     values = values.astype(jnp.float32)
@@ -205,11 +209,15 @@ def sum_runs_in_order(values: Any, runs: Sequence[tuple[np.ndarray, np.ndarray]]
         return shape
 
     def add_at_offset(k, total):
-        element, present = values, True
+        element, label, present = values, labels, True
         for dim, ((sources, count), offset) in enumerate(zip(runs, jnp.unravel_index(k, longest), strict=True)):
             table = jnp.asarray(np.pad(sources, [(0, 0), (0, max(0, longest[dim] - sources.shape[1]))]))
             element = jnp.take(element, table[:, offset], axis=lead + dim, mode="clip")
+            if labels is not None:
+                label = jnp.take(label, table[:, offset], axis=lead + dim, mode="clip")
             present = present & (offset < jnp.asarray(count)).reshape(along(dim))
+        if labels is not None:
+            present = present & (label == targets)
         return rounded(total + jnp.where(present, element, 0))
 
     shape = (*values.shape[:lead], *(len(sources) for sources, _ in runs))
