@@ -179,6 +179,8 @@ def _max_pool_backward(grad_output, indices, input_shape, windows: Sequence[tupl
     for size, (first, step, count) in zip(sizes, windows, strict=True):
         offsets = np.arange(size)[:, None] - first[None, :]
         covering.append(runs_of((offsets >= 0) & (offsets % step == 0) & (offsets < step * count)))
+    if all(int(count.max(initial=0)) <= 1 for _, count in covering):
+        return _scatter_to_planes(grad_output, indices, input_shape, nd)  # no overlap: nothing to round
     targets = jnp.arange(math.prod(sizes), dtype=indices.dtype).reshape(sizes)
     # Indices of a forward name an input of their window; others (a direct call's own) are summed
     # in float32 rather than dropped.
