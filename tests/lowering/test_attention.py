@@ -106,12 +106,13 @@ def test_16_bit_sdpa_forward_is_the_cpus_flash_kernel(name, dtype):
 
 
 @pytest.mark.parametrize(
-    "name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal", "causal-scale", "causal-and-mask"]
+    "name", ["mask-none", "mask-bool-2d", "mask-float-4d-broadcast", "causal", "causal-scale", "causal-and-mask", "gqa"]
 )
 def test_bfloat16_sdpa_gradients_are_the_cpus_flash_backward(name):
     # cpu_flash_attention_backward rounds the probabilities and dS to bfloat16 for its gemms and
-    # accumulates each gradient in a bfloat16 buffer, block by block: float32 rounded once
-    # differed by up to 118x tolerance. (A mask that requires grad takes the math path instead.)
+    # accumulates each gradient in a bfloat16 buffer, block by block (the query heads of a group
+    # into their key head's, in turn): float32 rounded once differed by up to 118x tolerance. (A
+    # mask that requires grad takes the math path instead.)
     q, k, v, mask, options = _inputs(CASES[name], torch.bfloat16)
     grad_output = torch.randn(q.shape).bfloat16()
 

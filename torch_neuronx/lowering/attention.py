@@ -155,11 +155,7 @@ def _takes_the_cpus_flash_backward(query, key_states, value, attn_bias, dropout_
     took the flash kernel, with as many key heads as query heads (grouped-query gradients, summed
     over each group, keep float32), and the mask's gradient is not wanted (the flash backward gives
     none: the CPU takes its math path for a mask that requires grad)."""
-    return (
-        _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p, is_causal)
-        and key_states.shape[-3] == query.shape[-3]
-        and not bias_grad
-    )
+    return _takes_the_cpus_flash_kernel(query, key_states, value, attn_bias, dropout_p, is_causal) and not bias_grad
 
 
 def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
@@ -208,38 +204,39 @@ def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
 
 def _cpu_flash_attention_backward(grad_out, query, key_states, value, out, logsumexp, attn_bias, is_causal, scale):
     """(grad_query, grad_key, grad_value) as the CPU's ``cpu_flash_attention_backward`` computes
-    16-bit inputs (without grouped-query heads): ``dsum = rowsum(dO * out)``; then, for each block
-    of 32, 64 or 256 queries (by the query length, as its dispatch picks) and each block of 512 keys,
-    ``P = exp(scale * Q K^T + mask - lse)`` in float32, rounded to the dtype for ``grad_value +=
-    P^T dO``; ``dS = P * (dO V^T - dsum)``, rounded for ``grad_query += scale * dS K`` and
-    ``grad_key += scale * dS^T Q``; each gradient is a 16-bit buffer, so every accumulation rounds.
-    Float32 rounded once differed by up to 118 times bfloat16 tolerance. The query blocks run in a
-    ``lax.scan`` (keys in a static loop), so a long sequence compiles to one loop body."""
+    16-bit inputs: ``dsum = rowsum(dO * out)``; then, for each block of 32, 64 or 256 queries (by
+    the query length, as its dispatch picks) and each block of 512 keys, ``P = exp(scale * Q K^T +
+    mask - lse)`` in float32, rounded to the dtype for ``grad_value += P^T dO``; ``dS = P * (dO V^T
+    - dsum)``, rounded for ``grad_query += scale * dS K`` and ``grad_key += scale * dS^T Q``; each
+    gradient is a 16-bit buffer, so every accumulation rounds. With grouped key heads, the query
+    heads of a group add into their key head's buffers one after another. Float32 rounded once
+    differed by up to 118 times bfloat16 tolerance (grouped: in half the key gradients). The query
+    blocks (of each head of a group in turn) run in a ``lax.scan`` (keys in a static loop), so a
+    long sequence compiles to one loop body."""
     dtype = query.dtype
     rounded = c10_rounding(dtype)
     q, k, v, d_out, o = (t.astype(jnp.float32) for t in (query, key_states, value, grad_out, out))
     scale = jnp.float32(_default_scale(q.shape[-1]) if scale is None else scale)
-    length, source = q.shape[-2], k.shape[-2]
+    batch, heads, length, _ = q.shape
+    key_heads, source = k.shape[-3], k.shape[-2]
+    groups = heads // key_heads
     block = 256 if length >= 768 else 64 if length >= 192 else 32
     block = min(block, length)
     blocks = -(-length // block)
     padding = blocks * block - length
-    lead = q.shape[:-2]
 
-    def padded(x, value_=0.0):
-        return jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, padding), (0, 0)], constant_values=value_)
+    def by_block(x, value_=0.0):
+        """(B, H, L, C) padded to whole blocks, as (groups * blocks, B, key heads, block, C): the
+        scan's steps, the heads of a group in turn, each head's blocks in order."""
+        x = jnp.pad(x, [(0, 0), (0, 0), (0, padding), (0, 0)], constant_values=value_)
+        x = x.reshape(x.shape[0], key_heads, groups, blocks, block, x.shape[-1])
+        return jnp.moveaxis(x, (2, 3), (0, 1)).reshape(groups * blocks, x.shape[0], key_heads, block, x.shape[-1])
 
     d_sum = jnp.sum(d_out * o, axis=-1, keepdims=True)
-    # Padded query rows get lse = +inf: their probabilities, and so their contributions, are 0.
-    row_lse = padded(logsumexp.astype(jnp.float32)[..., None], jnp.inf)
     bias = None
     if attn_bias is not None:
-        bias = jnp.broadcast_to(attn_bias, (*attn_bias.shape[:-2], attn_bias.shape[-2], source))
-        bias = jnp.broadcast_to(bias, (*bias.shape[:-2], length, source)) if bias.shape[-2] == 1 else bias
-        bias = jnp.pad(bias, [(0, 0)] * (bias.ndim - 2) + [(0, padding), (0, 0)])
-
-    def by_block(x):
-        return jnp.moveaxis(x.reshape(*x.shape[:-2], blocks, block, x.shape[-1]), -3, 0)
+        mask_shape = (*attn_bias.shape[:-2], length, source) if attn_bias.ndim == 4 else (1, 1, length, source)
+        bias = jnp.broadcast_to(jnp.broadcast_to(attn_bias, mask_shape), (batch, heads, length, source))
 
     def query_block(carry, inputs):
         grad_key, grad_value = carry
@@ -282,17 +279,19 @@ def _cpu_flash_attention_backward(grad_out, query, key_states, value, out, logsu
         return (grad_key, grad_value), grad_query
 
     inputs = (
-        jnp.arange(blocks),
-        by_block(padded(q)),
-        by_block(padded(d_out)),
-        by_block(row_lse),
-        by_block(padded(d_sum)),
+        jnp.tile(jnp.arange(blocks), groups),
+        by_block(q),
+        by_block(d_out),
+        # Padded query rows get lse = +inf: their probabilities, and so their contributions, are 0.
+        by_block(logsumexp.astype(jnp.float32)[..., None], jnp.inf),
+        by_block(d_sum),
         None if bias is None else by_block(bias),
     )
-    zeros = jnp.zeros((*lead, source, k.shape[-1]), jnp.float32)
+    zeros = jnp.zeros((batch, key_heads, source, k.shape[-1]), jnp.float32)
     (grad_key, grad_value), grad_query = jax.lax.scan(query_block, (zeros, jnp.zeros_like(zeros)), inputs)
-    grad_query = jnp.moveaxis(grad_query, 0, -3).reshape(*lead, blocks * block, q.shape[-1])[..., :length, :]
-    return grad_query, grad_key, grad_value
+    grad_query = grad_query.reshape(groups, blocks, batch, key_heads, block, q.shape[-1])
+    grad_query = jnp.moveaxis(grad_query, (0, 1), (2, 3)).reshape(batch, heads, blocks * block, q.shape[-1])
+    return grad_query[..., :length, :], grad_key, grad_value
 
 
 def _cpu_vector_exp(x):
