@@ -217,6 +217,27 @@ def test_16_bit_training_batch_norm_is_the_cpus_bit_for_bit(dtype, channels_last
     assert_matches_cpu(run, x, *(t.to(dtype) for t in parameters), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("layout", ["permuted", "sliced"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_16_bit_batch_norm_of_a_strided_input_takes_the_cpus_generic_path(dtype, layout, training, compiled):
+    # An input neither contiguous nor channels-last takes the CPU's TensorIterator path: the saved
+    # mean rounded before the variance, ((x - mean) * invstd) * weight + bias rounded at each step.
+    # The vectorised kernels' rounding differed in a quarter to a half of the elements.
+    def run(base, weight, bias, mean, var):
+        x = base.permute(0, 1, 3, 2) if layout == "permuted" else base[:, :, ::2]
+        mean, var = mean.clone(), var.clone()  # updated in place
+        return F.batch_norm(x, mean, var, weight, bias, training=training, momentum=0.3), mean, var
+
+    fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
+    base = (torch.randn(4, 6, 5, 3) * 3 + 1).to(dtype)
+    parameters = [torch.randn(6), torch.randn(6), torch.randn(6), torch.rand(6) + 0.5]
+    parameters = [t.to(dtype) for t in parameters]
+    expected = run(base, *parameters)
+    torch.testing.assert_close(to_cpu(fn(*to_neuron((base, *parameters)))), expected, atol=0, rtol=0)
+
+
 def test_batch_norm_of_bfloat16_input_with_float32_module_matches_cpu():
     def run(x, weight, bias, mean, var):
         mean, var = mean.clone(), var.clone()  # updated in place

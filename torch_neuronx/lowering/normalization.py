@@ -191,17 +191,87 @@ def _accurate_mean(input, axes):
 _BATCH_NORM_TENSORS = ("input", "weight", "bias", "running_mean", "running_var")
 
 
-def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps):
+def _cpu_takes_its_fast_kernels(metas) -> bool:
+    """Whether ATen's CPU batch norm takes its vectorised kernels for these arguments' metas
+    (Normalization.cpp: the input contiguous, channels-last or channels-last-3d, the parameters
+    contiguous), rather than its generic TensorIterator path, which rounds each 16-bit step."""
+    input, *parameters = metas[:5]
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    return (
+        input.is_contiguous() or (input.dim() in formats and input.is_contiguous(memory_format=formats[input.dim()]))
+    ) and all(p is None or p.is_contiguous() for p in parameters)
+
+
+def _in_the_cpus_16_bit_kernels(tensors) -> bool:
+    """Whether the CPU computes a batch norm of these tensors (input, weight, bias, running_mean,
+    running_var) in its 16-bit kernels: all of one 16-bit dtype (else float32, as mixed calls)."""
+    dtype = tensors[0].dtype
+    return dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == dtype for t in tensors)
+
+
+def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps, metas):
     """Training batch norm of arguments in their own dtypes (``_BATCH_NORM_TENSORS`` uncast): the
-    CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16, else
-    :func:`_batch_norm` in the computation dtype (float32 for 16-bit floats, mixed calls too)."""
+    CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16 (its
+    vectorised ones or its generic path, by the layout ``metas`` show), else :func:`_batch_norm` in
+    the computation dtype (float32 for 16-bit floats, mixed calls too)."""
     tensors = (input, weight, bias, running_mean, running_var)
-    if input.dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == input.dtype for t in tensors):
+    if _in_the_cpus_16_bit_kernels(tensors):
+        if not _cpu_takes_its_fast_kernels(metas):
+            return _batch_norm_as_the_cpus_generic_16_bit_path(*tensors, True, momentum, eps)
         stats = _bfloat16_batch_stats if input.dtype == jnp.bfloat16 else _float16_batch_stats
         return _batch_norm_as_the_cpus_16_bit_kernels(stats, *tensors, momentum, eps)
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, True, momentum, eps)
+
+
+def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas):
+    """Evaluation batch norm of arguments in their own dtypes: the CPU's generic 16-bit path for a
+    layout its vectorised kernels do not take (:func:`_cpu_takes_its_fast_kernels`), else
+    :func:`_batch_norm` in the computation dtype (those kernels round once)."""
+    tensors = (input, weight, bias, running_mean, running_var)
+    if _in_the_cpus_16_bit_kernels(tensors) and running_mean is not None and running_var is not None:
+        if not _cpu_takes_its_fast_kernels(metas):
+            return _batch_norm_as_the_cpus_generic_16_bit_path(*tensors, False, momentum, eps)
+    compute = opmath_dtype(input.dtype)
+    tensors = (None if t is None else t.astype(compute) for t in tensors)
+    return _batch_norm(*tensors, False, momentum, eps)
+
+
+def _batch_norm_as_the_cpus_generic_16_bit_path(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
+    """Batch norm of a 16-bit input, with parameters of its dtype, in a layout the CPU's vectorised
+    kernels do not take (a permuted or sliced input): ``batch_norm_cpu_update_stats_template``'s
+    and ``batch_norm_cpu_transform_input_template``'s TensorIterator path. The saved mean is the
+    mean rounded to the dtype, the variance summed in float32 from it, invstd rounded; the running
+    statistics move from the rounded mean in wide arithmetic, rounded once. The output is
+    ``((x - mean) * invstd) * weight + bias`` in c10's 16-bit arithmetic, each operation rounded;
+    in evaluation invstd is ``1 / sqrt(running_var + eps)``, each step rounded too. The vectorised
+    kernels' rounding differed in a quarter to a half of the elements, beyond tolerance."""
+    rounded = c10_rounding(input.dtype)
+    shape = _channel_shape(input)
+    x = input.astype(jnp.float32)
+    running_mean, running_var = (None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var))
+    if training:
+        axes, count = _reduction_axes(x), x.size // x.shape[1]
+        mean = rounded(jnp.sum(x, axis=axes) / count)
+        var_sum = jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes)
+        invstd = rounded(_invstd(var_sum / count, eps))
+        new_mean = new_var = None
+        if running_mean is not None:
+            new_mean = rounded(momentum * mean + (1 - momentum) * running_mean)
+        if running_var is not None:
+            new_var = rounded(momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var)
+    else:
+        mean, new_mean, new_var = running_mean, running_mean, running_var
+        invstd = rounded(1 / rounded(jnp.sqrt(rounded(running_var + eps))))
+    out = rounded(rounded(x - mean.reshape(shape)) * invstd.reshape(shape))
+    if weight is not None:
+        out = rounded(out * weight.astype(jnp.float32).reshape(shape))
+    if bias is not None:
+        out = rounded(out + bias.astype(jnp.float32).reshape(shape))
+    return out, mean, invstd, new_mean, new_var
 
 
 def _batch_norm_as_the_cpus_16_bit_kernels(stats, input, weight, bias, running_mean, running_var, momentum, eps):
@@ -333,15 +403,16 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     uncast=_BATCH_NORM_TENSORS,
     static=("training",),
     dtype_rule=_BATCH_NORM_RULE,
+    metas=True,
 )
-def native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+def native_batch_norm_legit_functional(
+    input, weight, bias, running_mean, running_var, training, momentum, eps, *, metas
+):
     """Functional batch norm (what AOTAutograd and the eager layer use for the in-place running-stat
     update): (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
     if training:
-        return _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps)
-    compute = opmath_dtype(input.dtype)
-    tensors = (None if t is None else t.astype(compute) for t in (input, weight, bias, running_mean, running_var))
-    return _batch_norm(*tensors, False, momentum, eps)
+        return _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps, metas)
+    return _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas)
 
 
 @lowering(
@@ -350,19 +421,27 @@ def native_batch_norm_legit_functional(input, weight, bias, running_mean, runnin
     uncast=_BATCH_NORM_TENSORS,
     static=("training",),
     dtype_rule=_BATCH_NORM_RULE,
+    metas=True,
 )
-def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps, *, metas):
     """Batch norm without running statistics (``track_running_stats=False``): batch statistics;
     PyTorch requires ``training`` here, as evaluation needs running statistics."""
     if not training:
         return _batch_norm(input, weight, bias, None, None, training, momentum, eps)[:3]  # raises
-    return _batch_norm_in_training(input, weight, bias, None, None, momentum, eps)[:3]
+    metas = [*metas[:3], None, None]  # no running statistics
+    return _batch_norm_in_training(input, weight, bias, None, None, momentum, eps, metas)[:3]
 
 
-@lowering(aten._native_batch_norm_legit_no_training.default, promotion=Promotion.DEFAULT, dtype_rule=_BATCH_NORM_RULE)
-def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+@lowering(
+    aten._native_batch_norm_legit_no_training.default,
+    promotion=Promotion.DEFAULT,
+    uncast=_BATCH_NORM_TENSORS,
+    dtype_rule=_BATCH_NORM_RULE,
+    metas=True,
+)
+def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Inference batch norm with the running statistics: (output, running_mean, invstd)."""
-    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+    return _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas)[:3]
 
 
 def _empty_reserve():
@@ -374,20 +453,29 @@ def _empty_reserve():
     promotion=Promotion.DEFAULT,
     uncast=_BATCH_NORM_TENSORS,
     dtype_rule=_BATCH_NORM_RULE,
+    metas=True,
 )
-def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps):
+def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Training batch norm of the consolidated API: (output, save_mean, save_invstd, reserve,
     new_running_mean, new_running_var); the reserve is empty (no cuDNN workspace)."""
     out, mean, invstd, new_mean, new_var = _batch_norm_in_training(
-        input, weight, bias, running_mean, running_var, momentum, eps
+        input, weight, bias, running_mean, running_var, momentum, eps, metas
     )
     return out, mean, invstd, _empty_reserve(), new_mean, new_var
 
 
-@lowering(aten._batch_norm_no_update.default, promotion=Promotion.DEFAULT, dtype_rule=_BATCH_NORM_RULE)
-def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+@lowering(
+    aten._batch_norm_no_update.default,
+    promotion=Promotion.DEFAULT,
+    uncast=_BATCH_NORM_TENSORS,
+    dtype_rule=_BATCH_NORM_RULE,
+    metas=True,
+)
+def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Inference batch norm of the consolidated API: (output, save_mean, save_invstd, reserve)."""
-    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+    out, mean, invstd, _, _ = _batch_norm_in_evaluation(
+        input, weight, bias, running_mean, running_var, momentum, eps, metas
+    )
     return out, mean, invstd, _empty_reserve()
 
 
