@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx._compat.torch_internals import suggest_memory_format
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
@@ -479,16 +480,102 @@ def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentu
     return out, mean, invstd, _empty_reserve()
 
 
-@lowering(aten.native_batch_norm_backward.default, promotion=Promotion.DEFAULT, static=("train", "output_mask"))
+def _cpu_takes_its_fast_backward(metas) -> bool:
+    """``batch_norm_backward_cpu_template``'s ``all_contiguous`` for the metas of (grad_out, input):
+    both contiguous or channels-last, in the same format; else its generic TensorIterator path."""
+    grad_out, input = metas[:2]
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+    def dense(t):
+        return t.is_contiguous() or (t.dim() in formats and t.is_contiguous(memory_format=formats[t.dim()]))
+
+    return dense(grad_out) and dense(input) and suggest_memory_format(grad_out) == suggest_memory_format(input)
+
+
+#: The backward's tensor arguments, which reach it in their own dtypes.
+_BATCH_NORM_BACKWARD_TENSORS = (
+    "grad_out",
+    "input",
+    "weight",
+    "running_mean",
+    "running_var",
+    "save_mean",
+    "save_invstd",
+)
+
+
+@lowering(
+    aten.native_batch_norm_backward.default,
+    promotion=Promotion.DEFAULT,
+    uncast=_BATCH_NORM_BACKWARD_TENSORS,
+    static=("train", "output_mask"),
+    metas=True,
+)
 def native_batch_norm_backward(
-    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask, *, metas
 ):
     """Gradients of batch norm with respect to (input, weight, bias); weight and bias where
     ``output_mask`` asks, the input's always (PyTorch's meta kernel always returns it).
 
     In training the batch statistics (save_mean, save_invstd) depend on the input, which adds the
-    mean and projection terms; otherwise the running statistics are constants.
+    mean and projection terms; otherwise the running statistics are constants. 16-bit arguments
+    in a layout the CPU's vectorised kernel does not take follow its generic path
+    (:func:`_batch_norm_backward_as_the_cpus_generic_16_bit_path`); the rest compute in float32.
     """
+    arguments = (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
+    if _in_the_cpus_16_bit_kernels((input, grad_out, weight, running_mean, running_var)) and not (
+        _cpu_takes_its_fast_backward(metas)
+    ):
+        return _batch_norm_backward_as_the_cpus_generic_16_bit_path(*arguments, train, eps, output_mask)
+    compute = opmath_dtype(input.dtype)
+    arguments = (None if t is None else t.astype(compute) for t in arguments)
+    return _batch_norm_backward(*arguments, train, eps, output_mask)
+
+
+def _batch_norm_backward_as_the_cpus_generic_16_bit_path(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
+    """The 16-bit batch norm backward of ``batch_norm_backward_cpu_template``'s generic path (an
+    input or gradient neither contiguous nor channels-last, or in different formats), in c10's
+    16-bit arithmetic: ``dot = sum((x - mean) * dy)`` with each product rounded, summed in float32;
+    in training ``k = dot * invstd * invstd / n`` and ``dx = ((dy - sum(dy) / n - (x - mean) * k)
+    * invstd) * weight``, in evaluation ``dx = (dy * invstd) * weight`` with invstd = 1 / sqrt(var +
+    eps) in double, each operation rounded (``n`` converted to the dtype, as c10 divides);
+    grad_weight ``dot * invstd`` and grad_bias ``sum(dy)`` rounded once. Float32 rounded once
+    differed in a third to a half of the elements, beyond tolerance."""
+    dtype = input.dtype
+    rounded = c10_rounding(dtype)
+    shape, axes = _channel_shape(input), _reduction_axes(input)
+    x, dy = input.astype(jnp.float32), grad_out.astype(jnp.float32)
+    if train:
+        mean, invstd = (rounded(t.astype(jnp.float32)) for t in (save_mean, save_invstd))
+    else:
+        mean = running_mean.astype(jnp.float32)
+        invstd = rounded((1 / jnp.sqrt(running_var.astype(jnp.float64) + eps)).astype(jnp.float32))
+    w = jnp.ones((), jnp.float32) if weight is None else weight.astype(jnp.float32).reshape(shape)
+    centered = rounded(x - mean.reshape(shape))
+    dot = jnp.sum(rounded(centered * dy), axis=axes)
+    wide_sum = jnp.sum(dy, axis=axes)
+    grad_sum = rounded(wide_sum)
+    if train:
+        count = _in_dtype(input.size // input.shape[1], dtype)
+        k = rounded(rounded(rounded(rounded(dot) * invstd) * invstd) / count)
+        projection = rounded(centered * k.reshape(shape))
+        # Fitted: float16's mean gradient divides the float sum, bfloat16's the rounded one.
+        grad_mean = rounded((wide_sum if dtype == jnp.float16 else grad_sum) / count)
+        grad_input = rounded(rounded(rounded(dy - grad_mean.reshape(shape)) - projection) * invstd.reshape(shape))
+    else:
+        grad_input = rounded(dy * invstd.reshape(shape))
+    grad_input = rounded(grad_input * w)
+    grad_weight = rounded(dot * invstd) if output_mask[1] else None
+    grad_bias = grad_sum if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+def _batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
+    """:func:`native_batch_norm_backward` in the computation dtype."""
     shape = _channel_shape(input)
     axes = _reduction_axes(input)
     if train:
@@ -513,14 +600,20 @@ def native_batch_norm_backward(
     return grad_input, grad_weight, grad_bias
 
 
-@lowering(aten.batch_norm_backward.default, promotion=Promotion.DEFAULT, static=("update", "output_mask"))
+@lowering(
+    aten.batch_norm_backward.default,
+    promotion=Promotion.DEFAULT,
+    uncast=(*_BATCH_NORM_BACKWARD_TENSORS[:-1], "save_var"),
+    static=("update", "output_mask"),
+    metas=True,
+)
 def batch_norm_backward(
-    grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve
+    grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve, *, metas
 ):
     """Backward of the consolidated batch norm API (``save_var`` holds the saved invstd, as in
     PyTorch's decomposition); same gradients as native_batch_norm_backward."""
     return native_batch_norm_backward(
-        grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask
+        grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, metas=metas
     )
 
 
