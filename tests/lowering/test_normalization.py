@@ -26,8 +26,8 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 #: Normalization gradients cancel terms of order 1 down to values near 0, so in bfloat16 they agree
 #: with CPU to about an ulp of the cancelling terms rather than of the result. Layer norm's output
-#: and input gradient and training batch norm's forward are the CPU's bit for bit (tests below);
-#: the CPU sums 16-bit weight and bias gradients in 16-bit buffers per thread, neuron in float32.
+#: and input gradient, its weight and bias gradients (summed per thread in 16-bit buffers) and
+#: training batch norm's forward are the CPU's bit for bit (tests below).
 TOLERANCE = {torch.float32: {}, torch.bfloat16: {"atol": 2e-2, "rtol": 1.6e-2}}
 
 
@@ -84,6 +84,21 @@ def test_16_bit_layer_norm_and_its_input_gradient_follow_the_cpus_kernels(dtype,
     x = (torch.randn(6, 5, 48) * 2 + 3).to(dtype).requires_grad_()
     parameters = [torch.randn(48).to(dtype), torch.randn(48).to(dtype)] if affine else []
     assert_matches_cpu(run, x, torch.randn(6, 5, 48).to(dtype), *parameters)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape, normalized", [((37, 24), [24]), ((3, 4, 6), [4, 6])])
+def test_16_bit_layer_norm_parameter_gradients_sum_per_thread_as_the_cpu(dtype, shape, normalized):
+    # Each CPU thread adds its chunk of rows into its own 16-bit buffer, each addition rounded, and
+    # the buffers are summed in float32: float32 rounded once differed in most elements.
+    def gradients(x, weight, bias, grad):
+        x, weight, bias = (t.requires_grad_() for t in (x, weight, bias))
+        out = F.layer_norm(x, normalized, weight, bias)
+        return torch.autograd.grad(out, (weight, bias), grad)
+
+    x = (torch.randn(*shape) * 2 + 1).to(dtype)
+    weight, bias = torch.randn(*normalized).to(dtype), torch.randn(*normalized).to(dtype)
+    assert_matches_cpu(gradients, x, weight, bias, torch.randn(*shape).to(dtype), atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)

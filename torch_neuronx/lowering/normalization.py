@@ -18,6 +18,7 @@ overloads that PyTorch computes through those functional forms.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -120,7 +121,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 @lowering(
     aten.native_layer_norm_backward.default,
     promotion=Promotion.DEFAULT,
-    uncast=("input",),
+    uncast=("input", "weight", "bias"),
     static=("output_mask",),
 )
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
@@ -130,14 +131,17 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     A 16-bit input's gradient is the CPU's ``layer_norm_backward_frame``: ``a * dy * weight + b * x
     + c`` with a = rstd, b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N from the row
     sums ds = sum(dy * x * weight), db = sum(dy * weight), in float32 and rounded once (with the
-    forward's 16-bit statistics, float32 once differed by up to 20 times tolerance). The CPU sums
-    16-bit weight and bias gradients in 16-bit buffers, one per thread: a value of its thread count,
-    which neuron does not follow (it sums in float32)."""
+    forward's 16-bit statistics, float32 once differed by up to 20 times tolerance). With
+    parameters of the input's 16-bit dtype, the weight and bias gradients sum as the CPU's do
+    (:func:`_sum_rows_per_thread`)."""
     axis = input.ndim - len(normalized_shape)
     inner = tuple(range(axis, input.ndim))
     outer = tuple(range(axis))
     count = math.prod(input.shape[axis:])
-    in_16_bit = input.dtype in (jnp.bfloat16, jnp.float16)
+    dtype = input.dtype
+    in_16_bit = dtype in (jnp.bfloat16, jnp.float16)
+    per_thread = in_16_bit and all(p is None or p.dtype == dtype for p in (weight, bias))
+    weight, bias = (None if p is None else p.astype(grad_out.dtype) for p in (weight, bias))
     input = input.astype(grad_out.dtype)
     x_hat = (input - mean) * rstd
     grad_input = grad_weight = grad_bias = None
@@ -156,11 +160,37 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
             - jnp.sum(grad_x_hat, axis=inner, keepdims=True)
             - x_hat * jnp.sum(grad_x_hat * x_hat, axis=inner, keepdims=True)
         )
+    total = functools.partial(_sum_rows_per_thread, dtype=dtype, rows=axis) if per_thread else lambda t: _sum(t, outer)
     if output_mask[1] and weight is not None:
-        grad_weight = _sum(grad_out * x_hat, outer)
+        grad_weight = total(grad_out * x_hat)
     if output_mask[2] and bias is not None:
-        grad_bias = _sum(grad_out, outer)
+        grad_bias = total(grad_out)
     return grad_input, grad_weight, grad_bias
+
+
+def _sum_rows_per_thread(values, dtype, rows: int):
+    """The sum over the leading ``rows`` dims of ``values`` as the CPU's 16-bit layer norm backward
+    sums its weight and bias gradients (layer_norm_kernel.cpp): ``at::parallel_for`` gives each of
+    ``min(torch.get_num_threads(), M)`` threads an equal chunk of the M rows, which it adds in order
+    into its own 16-bit buffer, each addition rounded; the buffers are then summed in float32, in
+    thread order, and rounded. (Fitted at 1, 2 and 3 threads; float32 rounded once differed in most
+    elements. The thread count is read when the call is compiled, as ``arange`` reads it.)"""
+    rounded = c10_rounding(dtype)
+    trailing = values.shape[rows:]
+    flat = values.reshape(-1, *trailing)
+    count = flat.shape[0]
+    threads = max(min(torch.get_num_threads(), count), 1)
+    chunk = -(-count // threads)
+    # Rows past the end add 0 to a rounded buffer, which keeps it.
+    flat = jnp.pad(flat, [(0, threads * chunk - count)] + [(0, 0)] * len(trailing))
+    by_thread = flat.reshape(threads, chunk, *trailing)
+    buffers = jax.lax.fori_loop(
+        0, chunk, lambda i, acc: rounded(acc + by_thread[:, i]), jnp.zeros((threads, *trailing), jnp.float32)
+    )
+    total = buffers[0]
+    for thread in range(1, threads):
+        total = total + buffers[thread]
+    return rounded(total)
 
 
 # --- batch norm -------------------------------------------------------------------------------
