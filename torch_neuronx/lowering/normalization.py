@@ -240,6 +240,16 @@ def _in_the_cpus_16_bit_kernels(tensors) -> bool:
     return dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == dtype for t in tensors)
 
 
+#: The registry options of the batch norm forward lowerings: tensors in their own dtypes, the layout
+#: in ``metas`` (the CPU's kernel for 16-bit tensors depends on both).
+_BATCH_NORM_OPTIONS = {
+    "promotion": Promotion.DEFAULT,
+    "uncast": _BATCH_NORM_TENSORS,
+    "dtype_rule": _BATCH_NORM_RULE,
+    "metas": True,
+}
+
+
 def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps, metas):
     """Training batch norm of arguments in their own dtypes (``_BATCH_NORM_TENSORS`` uncast): the
     CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16 (its
@@ -430,11 +440,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
 
 @lowering(
     aten._native_batch_norm_legit_functional.default,
-    promotion=Promotion.DEFAULT,
-    uncast=_BATCH_NORM_TENSORS,
     static=("training",),
-    dtype_rule=_BATCH_NORM_RULE,
-    metas=True,
+    **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_functional(
     input, weight, bias, running_mean, running_var, training, momentum, eps, *, metas
@@ -448,11 +455,8 @@ def native_batch_norm_legit_functional(
 
 @lowering(
     aten._native_batch_norm_legit.no_stats,
-    promotion=Promotion.DEFAULT,
-    uncast=_BATCH_NORM_TENSORS,
     static=("training",),
-    dtype_rule=_BATCH_NORM_RULE,
-    metas=True,
+    **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps, *, metas):
     """Batch norm without running statistics (``track_running_stats=False``): batch statistics;
@@ -465,10 +469,7 @@ def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, ep
 
 @lowering(
     aten._native_batch_norm_legit_no_training.default,
-    promotion=Promotion.DEFAULT,
-    uncast=_BATCH_NORM_TENSORS,
-    dtype_rule=_BATCH_NORM_RULE,
-    metas=True,
+    **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Inference batch norm with the running statistics: (output, running_mean, invstd)."""
@@ -481,10 +482,7 @@ def _empty_reserve():
 
 @lowering(
     aten._batch_norm_with_update_functional.default,
-    promotion=Promotion.DEFAULT,
-    uncast=_BATCH_NORM_TENSORS,
-    dtype_rule=_BATCH_NORM_RULE,
-    metas=True,
+    **_BATCH_NORM_OPTIONS,
 )
 def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Training batch norm of the consolidated API: (output, save_mean, save_invstd, reserve,
@@ -497,10 +495,7 @@ def batch_norm_with_update_functional(input, weight, bias, running_mean, running
 
 @lowering(
     aten._batch_norm_no_update.default,
-    promotion=Promotion.DEFAULT,
-    uncast=_BATCH_NORM_TENSORS,
-    dtype_rule=_BATCH_NORM_RULE,
-    metas=True,
+    **_BATCH_NORM_OPTIONS,
 )
 def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
     """Inference batch norm of the consolidated API: (output, save_mean, save_invstd, reserve)."""
