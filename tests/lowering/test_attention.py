@@ -48,6 +48,7 @@ CASES = {
     "causal-scale": {"is_causal": True, "scale": 0.3},
     "causal-and-mask": {"is_causal": True, "mask": "bool-2d"},  # the CPU applies both
     "gqa": {"enable_gqa": True, "kv_heads": 2},
+    "gqa-value-head-size": {"enable_gqa": True, "kv_heads": 2, "value_dim": 4},  # backward reshaped it wrongly
     "no-head-dim": {"rank": 3},
 }
 
@@ -58,7 +59,7 @@ def _inputs(case, dtype):
     kv_lead = (B, case.get("kv_heads", H))[: rank - 2]
     q = torch.randn(*lead, L, E).to(dtype)
     k = torch.randn(*kv_lead, S, E).to(dtype)
-    v = torch.randn(*kv_lead, S, E).to(dtype)
+    v = torch.randn(*kv_lead, S, case.get("value_dim", E)).to(dtype)
     mask = MASKS[case.get("mask", "none")]()
     if mask is not None and mask.is_floating_point():
         mask = mask.to(dtype)

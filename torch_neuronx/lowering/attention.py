@@ -432,9 +432,10 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     grad_query = jnp.einsum("...ls,...se->...le", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
     grad_key = jnp.einsum("...ls,...le->...se", d_scores, q, precision=jax.lax.Precision.HIGHEST) * scale
     if groups > 1:  # a key/value head served `groups` query heads: its gradient is their sum
-        grouped = (*grad_key.shape[:-3], grad_key.shape[-3] // groups, groups, *grad_key.shape[-2:])
-        grad_key = grad_key.reshape(grouped).sum(axis=-3)
-        grad_value = grad_value.reshape(grouped).sum(axis=-3)
+        grad_key, grad_value = (
+            g.reshape(*g.shape[:-3], g.shape[-3] // groups, groups, *g.shape[-2:]).sum(axis=-3)
+            for g in (grad_key, grad_value)
+        )
     if attn_bias is not None and attn_bias.dtype != jnp.bool_:
         grad_bias = _sum_to_shape(d_scores, attn_bias.shape)
     else:
