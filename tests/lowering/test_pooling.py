@@ -187,6 +187,34 @@ def test_16_bit_max_pool_backward_of_indices_outside_their_windows_adds_them_as_
     assert_matches_cpu(backward, grad_output, x, indices)
 
 
+@pytest.mark.parametrize("index", [100, 36, -2])
+@pytest.mark.parametrize("pool", ["max_pool2d", "adaptive_max_pool2d"])
+def test_max_pool_backward_of_an_index_outside_the_plane_raises(pool, index):
+    # ATen's kernels write outside the gradient there (the CPU's heap was corrupted); neuron dropped
+    # or wrapped it.
+    indices = torch.zeros(1, 1, 3, 3, dtype=torch.long)
+    indices[0, 0, 1, 1] = index
+    grad_output, x = torch.randn(1, 1, 3, 3).to("neuron"), torch.randn(1, 1, 6, 6).to("neuron")
+    with pytest.raises(IndexError, match=f"index {index} is out of bounds for an input plane of 36 elements"):
+        if pool == "max_pool2d":
+            args = ([2, 2], [2, 2], [0, 0], [1, 1], False)
+            torch.ops.aten.max_pool2d_with_indices_backward(grad_output, x, *args, indices.to("neuron")).cpu()
+        else:
+            torch.ops.aten.adaptive_max_pool2d_backward(grad_output, x, indices.to("neuron")).cpu()
+
+
+def test_max_pool_backward_skips_an_index_of_minus_one_as_the_cpu():
+    # -1 is the CPU kernel's mark for no input; neuron wrapped it to the plane's last element.
+    def backward(grad_output, x, indices):
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            grad_output, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices
+        )
+
+    indices = torch.arange(0, 36, 4).reshape(1, 1, 3, 3)
+    indices[0, 0, 1, 1] = -1
+    assert_matches_cpu(backward, torch.randn(1, 1, 3, 3), torch.randn(1, 1, 6, 6), indices)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_adaptive_max_pool(dtype):
     x = torch.randn(2, 3, 7, 9, 5).to(dtype)

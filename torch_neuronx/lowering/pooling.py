@@ -28,6 +28,7 @@ import torch
 
 from torch_neuronx.lowering.promotion import c10_rounding, contiguous_runs, opmath_dtype, runs_of, sum_runs_in_order
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
 
@@ -159,12 +160,38 @@ def _scatter_to_planes(grad_output, indices, input_shape, nd):
     windows = math.prod(grad_output.shape[-nd:])
     grad = grad_output.astype(opmath_dtype(grad_output.dtype)).reshape(lead, windows)
     flat = indices.reshape(lead, windows)
+    flat = jnp.where(flat < 0, plane, flat)  # dropped, not wrapped: -1 marks no input (checked apart)
     rows = jnp.arange(lead)[:, None]
     result = jnp.zeros((lead, plane), grad.dtype).at[rows, flat].add(grad, mode="drop")
     return result.reshape(input_shape)
 
 
-def _max_pool_backward(grad_output, indices, input_shape, windows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+def _check_plane_indices(indices, input_shape, nd: int, *, skips_minus_one: bool = False) -> None:
+    """Records a device fault for an index outside its input plane (a direct call's own indices):
+    ATen's CPU and CUDA kernels write outside the gradient there (the CPU's heap was corrupted);
+    neuron would drop or wrap it. ``skips_minus_one``: -1 is the CPU's "no input" mark, which
+    max_pool2d/3d's backward skips (its adaptive and fractional kernels do not)."""
+    plane = math.prod(input_shape[-nd:])
+    bad = ((indices < 0) & ~((indices == -1) & skips_minus_one)) | (indices >= plane)
+    if indices.size:
+        first_bad = indices.reshape(-1)[jnp.argmax(bad.reshape(-1))]
+        device_check(
+            jnp.any(bad),
+            first_bad,
+            f"index {{detail}} is out of bounds for an input plane of {plane} elements; pass the indices "
+            "that the pooling's forward returned",
+            IndexError,
+        )
+
+
+def _max_pool_backward(
+    grad_output,
+    indices,
+    input_shape,
+    windows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    skips_minus_one: bool = False,
+):
     """Each output's gradient added to the input element its index names. ``windows`` holds, per
     spatial dim, each output's first input position and its positions' step (dilation) and count.
     A 16-bit gradient adds as the CPU's ``cpu_max_pool_backward`` (and its channels-last and
@@ -172,6 +199,7 @@ def _max_pool_backward(grad_output, indices, input_shape, windows: Sequence[tupl
     windows that hold an input overlap (float32 rounded once differed beyond tolerance in a
     third of the overlaps' sums)."""
     nd = len(windows)
+    _check_plane_indices(indices, input_shape, nd, skips_minus_one=skips_minus_one)
     if grad_output.dtype not in (jnp.bfloat16, jnp.float16) or not grad_output.size or not math.prod(input_shape):
         return _scatter_to_planes(grad_output, indices, input_shape, nd)
     sizes = input_shape[-nd:]
@@ -192,7 +220,7 @@ def _max_pool_backward(grad_output, indices, input_shape, windows: Sequence[tupl
         along[dim] = -1
         first, step, count = (jnp.asarray(a).reshape(along) for a in windows[dim])
         offset = coordinate - first
-        in_windows = in_windows & (offset >= 0) & (offset % step == 0) & (offset < step * count)
+        in_windows = in_windows & (((offset >= 0) & (offset % step == 0) & (offset < step * count)) | (indices == -1))
     return jax.lax.cond(
         jnp.all(in_windows),
         lambda: sum_runs_in_order(grad_output, covering, labels=indices, targets=targets).astype(grad_output.dtype),
@@ -225,14 +253,14 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     """Backward of max_pool2d: each output's gradient goes to the input element its index names
     (:func:`_max_pool_backward`)."""
     windows = _pool_windows(self.shape, grad_output, 2, kernel_size, stride, padding, dilation)
-    return _max_pool_backward(grad_output, indices, self.shape, windows)
+    return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
 @lowering(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool3d (see max_pool2d_with_indices_backward)."""
     windows = _pool_windows(self.shape, grad_output, 3, kernel_size, stride, padding, dilation)
-    return _max_pool_backward(grad_output, indices, self.shape, windows)
+    return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
 @lowering(aten.adaptive_max_pool2d_backward.default)
@@ -594,10 +622,12 @@ def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
 @lowering(aten.fractional_max_pool2d_backward.default)
 def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
     """Backward of fractional_max_pool2d: gradients scattered to the indexed input elements."""
+    _check_plane_indices(indices, self.shape, 2)
     return _scatter_to_planes(grad_output, indices, self.shape, 2)
 
 
 @lowering(aten.fractional_max_pool3d_backward.default)
 def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
     """Backward of fractional_max_pool3d."""
+    _check_plane_indices(indices, self.shape, 3)
     return _scatter_to_planes(grad_output, indices, self.shape, 3)
