@@ -228,7 +228,7 @@ def _max_pool_backward(
     )
 
 
-def _pool_windows(input_shape, grad_output, nd, kernel_size, stride, padding, dilation):
+def _pool_windows(grad_output, nd, kernel_size, stride, padding, dilation):
     """:func:`_max_pool_backward`'s windows of a max pool's arguments."""
     kernel = _per_dim(kernel_size, nd)
     stride, padding, dilation = _per_dim(stride, nd, default=kernel), _per_dim(padding, nd), _per_dim(dilation, nd)
@@ -252,14 +252,14 @@ def _adaptive_windows(input_shape, grad_output, nd):
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool2d: each output's gradient goes to the input element its index names
     (:func:`_max_pool_backward`)."""
-    windows = _pool_windows(self.shape, grad_output, 2, kernel_size, stride, padding, dilation)
+    windows = _pool_windows(grad_output, 2, kernel_size, stride, padding, dilation)
     return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
 @lowering(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool3d (see max_pool2d_with_indices_backward)."""
-    windows = _pool_windows(self.shape, grad_output, 3, kernel_size, stride, padding, dilation)
+    windows = _pool_windows(grad_output, 3, kernel_size, stride, padding, dilation)
     return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
