@@ -70,9 +70,12 @@ def _unpack_key(seed) -> jax.Array:
 
 
 def _scores(q, k, attn_bias, is_causal, scale):
-    """Q K^T * scale with the mask applied, in q's dtype: ``attn_bias`` is additive, or boolean
-    (True = attend); ``is_causal`` keeps ``tril(ones(L, S))``; masked scores are -inf."""
-    scores = jnp.einsum("...le,...se->...ls", q, k, precision=jax.lax.Precision.HIGHEST) * jnp.asarray(scale, q.dtype)
+    """Q K^T * scale with the mask applied, in q's dtype, for queries grouped by key head
+    (:func:`_grouped`: ``(..., key heads, group, L, E)``, keys ``(..., key heads, S, E)``):
+    ``attn_bias`` (grouped too) is additive, or boolean (True = attend); ``is_causal`` keeps
+    ``tril(ones(L, S))``; masked scores are -inf."""
+    scores = jnp.einsum("...gle,...se->...gls", q, k, precision=jax.lax.Precision.HIGHEST)
+    scores = scores * jnp.asarray(scale, q.dtype)
     length, source = scores.shape[-2:]
     if is_causal:
         scores = jnp.where(jnp.tril(jnp.ones((length, source), jnp.bool_)), scores, -jnp.inf)
@@ -84,12 +87,24 @@ def _scores(q, k, attn_bias, is_causal, scale):
     return scores
 
 
-def _repeat_heads(query, key_states, value):
-    """Key and value heads repeated to the query's (grouped-query attention), and the group size."""
-    if query.ndim < 3 or key_states.shape[-3] == query.shape[-3]:
-        return key_states, value, 1
-    groups = query.shape[-3] // key_states.shape[-3]
-    return jnp.repeat(key_states, groups, axis=-3), jnp.repeat(value, groups, axis=-3), groups
+def _grouped(x, key_states):
+    """A query-side array ``(..., H, L, C)`` as ``(..., key heads, H / key heads, L, C)``: the query
+    heads that share a key head (grouped-query attention) on an axis of their own, so that keys and
+    values are contracted as they are, never repeated to the query's heads (XLA's CPU compiler
+    miscompiled rowsum(P * dP) over repeated heads read from a flat buffer: wrong gradients with one
+    key head and 300 keys). Without a head dimension (2-D inputs) the group axis is 1."""
+    if x.ndim < 3 or key_states.ndim < 3:
+        return x[..., None, :, :]
+    heads = key_states.shape[-3]
+    return x.reshape(*x.shape[:-3], heads, x.shape[-3] // heads, *x.shape[-2:])
+
+
+def _grouped_bias(attn_bias, query, key_states):
+    """The mask broadcast to the scores' ``(..., H, L, S)`` and grouped as :func:`_grouped`."""
+    if attn_bias is None:
+        return None
+    full = jnp.broadcast_to(attn_bias, (*query.shape[:-1], key_states.shape[-2]))
+    return _grouped(full, key_states)
 
 
 def _dropout_keep(rng, dropout_p, shape):
@@ -102,19 +117,19 @@ def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale,
     """softmax(Q K^T * scale + bias) V in the opmath type, with PyTorch's math-path semantics.
 
     Returns (output, logsumexp). ``attn_bias`` is additive, or boolean (True = attend); ``is_causal``
-    keeps ``tril(ones(L, S))``; key/value heads are repeated to the query's (grouped-query
+    keeps ``tril(ones(L, S))``; each key/value head serves its group of query heads (grouped-query
     attention); dropout zeroes probabilities with ``rng`` and rescales by 1 / (1 - p).
     """
     dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
-    k, v, _ = _repeat_heads(q, k, v)
     scale = _default_scale(q.shape[-1]) if scale is None else scale
-    probabilities, logsumexp = _softmax_rows(_scores(q, k, attn_bias, is_causal, scale), -1)
+    scores = _scores(_grouped(q, k), k, _grouped_bias(attn_bias, q, k), is_causal, scale)
+    probabilities, logsumexp = _softmax_rows(scores, -1)
     if dropout_p > 0:
-        keep = _dropout_keep(rng, dropout_p, probabilities.shape)
+        keep = _grouped(_dropout_keep(rng, dropout_p, (*q.shape[:-1], k.shape[-2])), k)
         probabilities = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
-    output = jnp.einsum("...ls,...se->...le", probabilities, v, precision=jax.lax.Precision.HIGHEST)
-    return output, logsumexp
+    output = jnp.einsum("...gls,...se->...gle", probabilities, v, precision=jax.lax.Precision.HIGHEST)
+    return output.reshape(*q.shape[:-1], v.shape[-1]), logsumexp.reshape(q.shape[:-1])
 
 
 #: cpu_flash_attention's key block (FlashAttentionKernel.cpp: kv_split_size).
@@ -168,21 +183,23 @@ def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
     dtype = query.dtype
     rounded = c10_rounding(dtype)
     q, k, v = (t.astype(jnp.float32) for t in (query, key_states, value))
-    k, v, _ = _repeat_heads(q, k, v)
     scale = _default_scale(q.shape[-1]) if scale is None else scale
     length, source = q.shape[-2], k.shape[-2]
-    running_max = jnp.full((*q.shape[:-1], 1), -jnp.inf, jnp.float32)
+    grouped_q, grouped_bias = _grouped(q, k), _grouped_bias(attn_bias, q, k)
+    running_max = jnp.full((*grouped_q.shape[:-1], 1), -jnp.inf, jnp.float32)
     total = jnp.zeros_like(running_max)
-    accumulator = jnp.zeros((*q.shape[:-1], v.shape[-1]), jnp.float32)
+    accumulator = jnp.zeros((*grouped_q.shape[:-1], v.shape[-1]), jnp.float32)
     for start in range(0, source, _CPU_FLASH_KEY_BLOCK):
         stop = min(start + _CPU_FLASH_KEY_BLOCK, source)
-        scores = jnp.einsum("...le,...se->...ls", q, k[..., start:stop, :], precision=jax.lax.Precision.HIGHEST)
+        scores = jnp.einsum(
+            "...gle,...se->...gls", grouped_q, k[..., start:stop, :], precision=jax.lax.Precision.HIGHEST
+        )
         scores = scores * jnp.float32(scale)
         if is_causal:
             columns = jnp.arange(start, stop)[None, :]
             scores = jnp.where(columns <= jnp.arange(length)[:, None], scores, -jnp.inf)
-        if attn_bias is not None:
-            bias = jnp.broadcast_to(attn_bias, (*attn_bias.shape[:-1], source))[..., start:stop]
+        if grouped_bias is not None:
+            bias = grouped_bias[..., start:stop]
             scores = jnp.where(bias, scores, -jnp.inf) if bias.dtype == jnp.bool_ else scores + bias.astype(jnp.float32)
         new_max = jnp.maximum(running_max, jnp.max(scores, axis=-1, keepdims=True))
         shift = jnp.where(jnp.isneginf(new_max), jnp.zeros_like(new_max), new_max)  # an all-masked row gives 0s
@@ -192,14 +209,14 @@ def _cpu_flash_attention(query, key_states, value, attn_bias, is_causal, scale):
         if start:
             accumulator = accumulator * correction
         accumulator = accumulator + jnp.einsum(
-            "...ls,...se->...le", rounded(probabilities), v[..., start:stop, :], precision=jax.lax.Precision.HIGHEST
+            "...gls,...se->...gle", rounded(probabilities), v[..., start:stop, :], precision=jax.lax.Precision.HIGHEST
         )
         running_max = new_max
     empty = total == 0
     output = jnp.where(empty, 0, accumulator * (1 / jnp.where(empty, 1, total)))
     # A fully masked row's logsumexp is 0, as the kernel sets its max to 0 and its sum to 1.
     logsumexp = jnp.where(empty, 0, running_max + jnp.log(jnp.where(empty, 1, total)))
-    return output, jnp.squeeze(logsumexp, -1)
+    return output.reshape(*q.shape[:-1], v.shape[-1]), logsumexp.reshape(q.shape[:-1])
 
 
 def _cpu_flash_attention_backward(grad_out, query, key_states, value, out, logsumexp, attn_bias, is_causal, scale):
@@ -408,11 +425,10 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     """
     dtype = opmath_dtype(query.dtype)
     q, k, v = (t.astype(dtype) for t in (query, key_states, value))
-    k, v, groups = _repeat_heads(q, k, v)
     scale = _default_scale(q.shape[-1]) if scale is None else scale
-    d_out = grad_out.astype(dtype)
-    scores = _scores(q, k, attn_bias, is_causal, scale)
-    row_logsumexp = logsumexp.astype(dtype)[..., None]
+    grouped_q, d_out = _grouped(q, k), _grouped(grad_out.astype(dtype), k)
+    scores = _scores(grouped_q, k, _grouped_bias(attn_bias, q, k), is_causal, scale)
+    row_logsumexp = logsumexp.astype(dtype).reshape(*scores.shape[:-1], 1)
     # Rows are renormalised: where the scores are as large as float32's range (a row masked with
     # finfo.min, as Hugging Face masks, gives lse = finfo.min + log(n) == finfo.min), the logsumexp
     # has lost its log-sum and exp(S - lse) is 1, not 1/n. A fully masked row (logsumexp -inf) has
@@ -421,21 +437,19 @@ def _attention_backward(grad_out, query, key_states, value, attn_bias, logsumexp
     total = jnp.sum(unnormalised, axis=-1, keepdims=True)
     empty = jnp.isneginf(row_logsumexp) | (total == 0)
     probabilities = jnp.where(empty, jnp.zeros((), dtype), unnormalised / jnp.where(empty, jnp.ones((), dtype), total))
-    d_probabilities = jnp.einsum("...le,...se->...ls", d_out, v, precision=jax.lax.Precision.HIGHEST)
+    d_probabilities = jnp.einsum("...gle,...se->...gls", d_out, v, precision=jax.lax.Precision.HIGHEST)
     kept = probabilities
     if dropout_p > 0:
-        keep = _dropout_keep(rng, dropout_p, probabilities.shape)
+        keep = _grouped(_dropout_keep(rng, dropout_p, (*q.shape[:-1], k.shape[-2])), k)
         kept = jnp.where(keep, probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
         d_probabilities = jnp.where(keep, d_probabilities / (1.0 - dropout_p), jnp.zeros((), dtype))
-    grad_value = jnp.einsum("...ls,...le->...se", kept, d_out, precision=jax.lax.Precision.HIGHEST)
+    # A key/value head's gradients sum over the query heads of its group (and the rows).
+    grad_value = jnp.einsum("...gls,...gle->...se", kept, d_out, precision=jax.lax.Precision.HIGHEST)
     d_scores = probabilities * (d_probabilities - jnp.sum(probabilities * d_probabilities, axis=-1, keepdims=True))
-    grad_query = jnp.einsum("...ls,...se->...le", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
-    grad_key = jnp.einsum("...ls,...le->...se", d_scores, q, precision=jax.lax.Precision.HIGHEST) * scale
-    if groups > 1:  # a key/value head served `groups` query heads: its gradient is their sum
-        grad_key, grad_value = (
-            g.reshape(*g.shape[:-3], g.shape[-3] // groups, groups, *g.shape[-2:]).sum(axis=-3)
-            for g in (grad_key, grad_value)
-        )
+    grad_query = jnp.einsum("...gls,...se->...gle", d_scores, k, precision=jax.lax.Precision.HIGHEST) * scale
+    grad_query = grad_query.reshape(q.shape)
+    grad_key = jnp.einsum("...gls,...gle->...se", d_scores, grouped_q, precision=jax.lax.Precision.HIGHEST) * scale
+    d_scores = d_scores.reshape(*q.shape[:-1], k.shape[-2])
     if attn_bias is not None and attn_bias.dtype != jnp.bool_:
         grad_bias = _sum_to_shape(d_scores, attn_bias.shape)
     else:
