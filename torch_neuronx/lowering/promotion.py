@@ -130,7 +130,11 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         if rounded_operand and i in chosen:
             args[i] = convert(arg, scalar_dtype).astype(target)
         elif (
-            scalar_dtype is not None and names[i] == _ROUNDED_PARAMETERS.get(entry.op) and is_number(meta) and meta != 1
+            scalar_dtype is not None
+            and names[i] == _ROUNDED_PARAMETERS.get(entry.op)
+            and is_number(meta)
+            # a runtime scalar's meta is its kind (1.0), not its value (a foreach op's alpha)
+            and (isinstance(arg, jax.Array) or meta != 1)
         ):
             args[i] = _rounded_where_it_fits(arg, scalar_dtype)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
