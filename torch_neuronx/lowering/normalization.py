@@ -222,15 +222,23 @@ def _accurate_mean(input, axes):
 _BATCH_NORM_TENSORS = ("input", "weight", "bias", "running_mean", "running_var")
 
 
-def _cpu_takes_its_fast_kernels(metas) -> bool:
-    """Whether ATen's CPU batch norm takes its vectorised kernels for these arguments' metas
-    (Normalization.cpp: the input contiguous, channels-last or channels-last-3d, the parameters
-    contiguous), rather than its generic TensorIterator path, which rounds each 16-bit step."""
-    input, *parameters = metas[:5]
+def _dense(meta) -> bool:
+    """Normalization.cpp's ``is_contiguous``: contiguous, channels-last or channels-last-3d."""
     formats = {4: torch.channels_last, 5: torch.channels_last_3d}
-    return (
-        input.is_contiguous() or (input.dim() in formats and input.is_contiguous(memory_format=formats[input.dim()]))
-    ) and all(p is None or p.is_contiguous() for p in parameters)
+    return meta.is_contiguous() or (meta.dim() in formats and meta.is_contiguous(memory_format=formats[meta.dim()]))
+
+
+def _cpu_collects_stats_fast(metas) -> bool:
+    """Whether ATen's CPU batch norm sums the batch statistics with its vectorised kernel (the input
+    dense, :func:`_dense`), rather than its TensorIterator path (``metas``: the arguments' metas)."""
+    return _dense(metas[0])
+
+
+def _cpu_transforms_fast(metas) -> bool:
+    """Whether ATen's CPU batch norm computes the output with its vectorised kernel: the input dense
+    and the weight, bias and running statistics contiguous; else its TensorIterator path, which
+    rounds each 16-bit step (``batch_norm_cpu_transform_input_template``)."""
+    return _dense(metas[0]) and all(p is None or p.is_contiguous() for p in metas[1:5])
 
 
 def _in_the_cpus_16_bit_kernels(tensors) -> bool:
@@ -252,88 +260,93 @@ _BATCH_NORM_OPTIONS = {
 
 def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps, metas):
     """Training batch norm of arguments in their own dtypes (``_BATCH_NORM_TENSORS`` uncast): the
-    CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16 (its
-    vectorised ones or its generic path, by the layout ``metas`` show), else :func:`_batch_norm` in
-    the computation dtype (float32 for 16-bit floats, mixed calls too)."""
+    CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16 (the
+    statistics and the output each from its vectorised kernel or its generic path, as the layouts
+    ``metas`` show pick them), else :func:`_batch_norm` in the computation dtype (float32 for 16-bit
+    floats, mixed calls too). (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
     tensors = (input, weight, bias, running_mean, running_var)
     if _in_the_cpus_16_bit_kernels(tensors):
-        if not _cpu_takes_its_fast_kernels(metas):
-            return _batch_norm_as_the_cpus_generic_16_bit_path(*tensors, True, momentum, eps)
-        stats = _bfloat16_batch_stats if input.dtype == jnp.bfloat16 else _float16_batch_stats
-        return _batch_norm_as_the_cpus_16_bit_kernels(stats, *tensors, momentum, eps)
+        if not _cpu_collects_stats_fast(metas):
+            stats = _generic_16_bit_batch_stats
+        else:
+            stats = _bfloat16_batch_stats if input.dtype == jnp.bfloat16 else _float16_batch_stats
+        running = [None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var)]
+        mean, invstd, new_mean, new_var = stats(input.astype(jnp.float32), input.dtype, *running, momentum, eps)
+        transform = _fast_16_bit_output if _cpu_transforms_fast(metas) else _generic_16_bit_output
+        return transform(input, weight, bias, mean, invstd), mean, invstd, new_mean, new_var
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, True, momentum, eps)
 
 
 def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas):
-    """Evaluation batch norm of arguments in their own dtypes: the CPU's generic 16-bit path for a
-    layout its vectorised kernels do not take (:func:`_cpu_takes_its_fast_kernels`), else
-    :func:`_batch_norm` in the computation dtype (those kernels round once)."""
+    """Evaluation batch norm of arguments in their own dtypes: the CPU's generic 16-bit path where
+    its vectorised kernel does not take the layouts (:func:`_cpu_transforms_fast`), with invstd =
+    ``1 / sqrt(running_var + eps)``, each step rounded; else :func:`_batch_norm` in the computation
+    dtype (that kernel rounds once)."""
     tensors = (input, weight, bias, running_mean, running_var)
-    if _in_the_cpus_16_bit_kernels(tensors) and running_mean is not None and running_var is not None:
-        if not _cpu_takes_its_fast_kernels(metas):
-            return _batch_norm_as_the_cpus_generic_16_bit_path(*tensors, False, momentum, eps)
+    if (
+        _in_the_cpus_16_bit_kernels(tensors)
+        and running_mean is not None
+        and running_var is not None
+        and not _cpu_transforms_fast(metas)
+    ):
+        rounded = c10_rounding(input.dtype)
+        mean, var = running_mean.astype(jnp.float32), running_var.astype(jnp.float32)
+        invstd = rounded(1 / rounded(jnp.sqrt(rounded(var + eps))))
+        return _generic_16_bit_output(input, weight, bias, mean, invstd), mean, invstd, mean, var
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, False, momentum, eps)
 
 
-def _batch_norm_as_the_cpus_generic_16_bit_path(
-    input, weight, bias, running_mean, running_var, training, momentum, eps
-):
-    """Batch norm of a 16-bit input, with parameters of its dtype, in a layout the CPU's vectorised
-    kernels do not take (a permuted or sliced input): ``batch_norm_cpu_update_stats_template``'s
-    and ``batch_norm_cpu_transform_input_template``'s TensorIterator path. The saved mean is the
-    mean rounded to the dtype, the variance summed in float32 from it, invstd rounded; the running
-    statistics move from the rounded mean in wide arithmetic, rounded once. The output is
-    ``((x - mean) * invstd) * weight + bias`` in c10's 16-bit arithmetic, each operation rounded;
-    in evaluation invstd is ``1 / sqrt(running_var + eps)``, each step rounded too. The vectorised
-    kernels' rounding differed in a quarter to a half of the elements, beyond tolerance."""
+def _generic_16_bit_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
+    """Batch statistics as ``batch_norm_cpu_update_stats_template``'s TensorIterator path rounds
+    them (an input neither contiguous nor channels-last): the mean rounded to the dtype, the
+    variance summed in float32 from it, invstd rounded; the running statistics move from the
+    rounded mean in wide arithmetic, rounded once."""
+    rounded = c10_rounding(dtype)
+    axes, shape, count = _reduction_axes(x), _channel_shape(x), x.size // x.shape[1]
+    mean = rounded(jnp.sum(x, axis=axes) / count)
+    var_sum = jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes)
+    invstd = rounded(_invstd(var_sum / count, eps))
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = rounded(momentum * mean + (1 - momentum) * running_mean)
+    if running_var is not None:
+        new_var = rounded(momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var)
+    return mean, invstd, new_mean, new_var
+
+
+def _generic_16_bit_output(input, weight, bias, mean, invstd):
+    """``((x - mean) * invstd) * weight + bias`` in c10's 16-bit arithmetic, each operation rounded:
+    ``batch_norm_cpu_transform_input_template``'s TensorIterator path, for layouts its vectorised
+    kernel does not take (whose rounding differed in a quarter to a half of the elements)."""
     rounded = c10_rounding(input.dtype)
     shape = _channel_shape(input)
-    x = input.astype(jnp.float32)
-    running_mean, running_var = (None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var))
-    if training:
-        axes, count = _reduction_axes(x), x.size // x.shape[1]
-        mean = rounded(jnp.sum(x, axis=axes) / count)
-        var_sum = jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes)
-        invstd = rounded(_invstd(var_sum / count, eps))
-        new_mean = new_var = None
-        if running_mean is not None:
-            new_mean = rounded(momentum * mean + (1 - momentum) * running_mean)
-        if running_var is not None:
-            new_var = rounded(momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var)
-    else:
-        mean, new_mean, new_var = running_mean, running_mean, running_var
-        invstd = rounded(1 / rounded(jnp.sqrt(rounded(running_var + eps))))
-    out = rounded(rounded(x - mean.reshape(shape)) * invstd.reshape(shape))
+    out = rounded(rounded(input.astype(jnp.float32) - mean.reshape(shape)) * invstd.reshape(shape))
     if weight is not None:
         out = rounded(out * weight.astype(jnp.float32).reshape(shape))
     if bias is not None:
         out = rounded(out + bias.astype(jnp.float32).reshape(shape))
-    return out, mean, invstd, new_mean, new_var
+    return out
 
 
-def _batch_norm_as_the_cpus_16_bit_kernels(stats, input, weight, bias, running_mean, running_var, momentum, eps):
-    """Training batch norm of a 16-bit input with parameters of its dtype, as ATen's CPU kernels
-    compute it for a contiguous or channels-last input (batch_norm_kernel.cpp, Normalization.cpp):
-    ``stats`` gives (save_mean, save_invstd, new_running_mean, new_running_var) with the dtype's
-    rounding; the output is ``x * alpha + beta`` with alpha = save_invstd * weight and beta = bias -
-    save_mean * alpha in float32, rounded once. Computing in float32 and rounding once differed in
-    up to 39% of elements, by up to 7 times assert_close's tolerance (save_invstd rounded to 16
-    bits moves every output of its channel); instance_norm, computed through batch norm, up to 15."""
-    rounded = c10_rounding(input.dtype)
+def _fast_16_bit_output(input, weight, bias, mean, invstd):
+    """The output of a 16-bit batch norm as ATen's vectorised CPU kernel computes it for a
+    contiguous or channels-last input (batch_norm_kernel.cpp): ``x * alpha + beta`` with alpha =
+    invstd * weight and beta = bias - mean * alpha in float32, rounded once; float16's kernel fuses
+    the multiply-add. Computing in float32 and rounding once differed in up to 39% of elements, by
+    up to 7 times assert_close's tolerance (save_invstd rounded to 16 bits moves every output of
+    its channel); instance_norm, computed through batch norm, up to 15."""
     shape = _channel_shape(input)
     x = input.astype(jnp.float32)
-    running = [None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var)]
-    save_mean, save_invstd, new_mean, new_var = stats(x, input.dtype, *running, momentum, eps)
-    alpha = save_invstd * (1 if weight is None else weight.astype(jnp.float32))
-    beta = (0 if bias is None else bias.astype(jnp.float32)) - save_mean * alpha
+    alpha = invstd * (1 if weight is None else weight.astype(jnp.float32))
+    beta = (0 if bias is None else bias.astype(jnp.float32)) - mean * alpha
     scaled = x * alpha.reshape(shape)
     # float16's kernel fuses the multiply-add (one rounding); float64 holds the exact product.
     out = scaled + beta.reshape(shape) if input.dtype == jnp.bfloat16 else _fused_multiply_add(x, alpha, beta, shape)
-    return rounded(out), save_mean, save_invstd, new_mean, new_var
+    return c10_rounding(input.dtype)(out)
 
 
 def _fused_multiply_add(x, alpha, beta, shape):
