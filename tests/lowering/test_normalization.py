@@ -4,6 +4,7 @@ batch norm's running statistics over several training steps."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -462,6 +463,16 @@ def test_batch_norm_of_one_value_per_channel_gives_a_nan_running_var_as_on_cpu(d
     # The CPU's output is fma(x, invstd, -mean * invstd) with invstd = 1 / sqrt(eps) = 316: the
     # rounding error of mean * invstd (up to 3e-5), where neuron's (x - mean) * invstd is 0.
     torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_batch_norm_of_a_1d_input_raises_as_the_cpu(dtype):
+    # Without running statistics the call reached the lowering's input.shape[1] (a bare IndexError).
+    x = torch.randn(5).to(dtype)
+    message = re.escape("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=message):
+            F.batch_norm(x.to(device), None, None, training=True)
 
 
 def test_batch_norm_of_an_offset_input_is_as_accurate_as_cpu():

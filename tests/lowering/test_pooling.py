@@ -20,6 +20,8 @@ from torch import nn
 import torch_neuronx
 from tests.utils import assert_matches_cpu, to_neuron
 
+aten = torch.ops.aten
+
 DTYPES = [torch.float32, torch.bfloat16]
 
 
@@ -201,6 +203,22 @@ def test_max_pool_backward_of_an_index_outside_the_plane_raises(pool, index):
             torch.ops.aten.max_pool2d_with_indices_backward(grad_output, x, *args, indices.to("neuron")).cpu()
         else:
             torch.ops.aten.adaptive_max_pool2d_backward(grad_output, x, indices.to("neuron")).cpu()
+
+
+@pytest.mark.parametrize("pool", ["max_pool2d", "adaptive_max_pool2d", "fractional_max_pool2d"])
+def test_max_pool_backward_of_int32_indices_raises_as_the_cpu(pool):
+    backward = {
+        "max_pool2d": lambda g, x, i: aten.max_pool2d_with_indices_backward(
+            g, x, [2, 2], [2, 2], [0, 0], [1, 1], False, i
+        ),
+        "adaptive_max_pool2d": lambda g, x, i: aten.adaptive_max_pool2d_backward(g, x, i),
+        "fractional_max_pool2d": lambda g, x, i: aten.fractional_max_pool2d_backward(g, x, [2, 2], [2, 2], i),
+    }[pool]
+    arguments = (torch.randn(1, 2, 2, 2), torch.randn(1, 2, 4, 4), torch.zeros(1, 2, 2, 2, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="^expected scalar type Long but found Int$"):
+        backward(*arguments)
+    with pytest.raises(RuntimeError, match="^expected scalar type Long but found Int$"):
+        backward(*to_neuron(arguments))
 
 
 def test_max_pool_backward_skips_an_index_of_minus_one_as_the_cpu():

@@ -970,7 +970,9 @@ def _batch_norm_parameters(
     which refuse another rank; PyTorch's meta kernel broadcast them."""
     if not _static(input):
         return
-    channels = input.shape[1] if input.dim() > 1 else 1
+    if input.dim() < 2:  # the kernels' input.size(1), as maybe_wrap_dim words it (CPU and CUDA)
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    channels = input.shape[1]
     named = (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias))
     for name, parameter in named:
         if parameter is not None and parameter.numel() != channels:
@@ -978,6 +980,13 @@ def _batch_norm_parameters(
     for stat in (running_mean, running_var):
         if stat is not None and stat.dim() != 1:
             raise RuntimeError(f"TensorAccessor expected 1 dims but tensor has {stat.dim()}")
+
+
+def _batch_norm_parameters_without_stats(
+    input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, *_: Any, **__: Any
+) -> None:
+    """:func:`_batch_norm_parameters` of ``_native_batch_norm_legit.no_stats`` (no running statistics)."""
+    _batch_norm_parameters(input, weight, bias, None, None)
 
 
 def _overloads(*packets: torch._ops.OpOverloadPacket) -> list[OpOverload]:
@@ -1044,6 +1053,7 @@ _BY_OVERLOAD: dict[OpOverload, Callable[..., None]] = {
     aten.native_batch_norm.default: _batch_norm_parameters,
     aten.native_batch_norm.out: _batch_norm_parameters,
     aten._native_batch_norm_legit.default: _batch_norm_parameters,
+    aten._native_batch_norm_legit.no_stats: _batch_norm_parameters_without_stats,
     aten._native_batch_norm_legit.out: _batch_norm_parameters,
     aten._native_batch_norm_legit_functional.default: _batch_norm_parameters,
     aten._native_batch_norm_legit_no_training.default: _batch_norm_parameters,

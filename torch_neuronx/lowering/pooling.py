@@ -28,6 +28,7 @@ import torch
 
 from torch_neuronx.lowering.promotion import c10_rounding, contiguous_runs, opmath_dtype, runs_of, sum_runs_in_order
 from torch_neuronx.lowering.registry import lowering
+from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -166,6 +167,14 @@ def _scatter_to_planes(grad_output, indices, input_shape, nd):
     return result.reshape(input_shape)
 
 
+def _long_indices(arguments: dict) -> None:
+    """The max pooling backwards read ``indices`` as int64 (CPU and CUDA: ``data_ptr<int64_t>``),
+    refusing another dtype in these words; neuron computed with them."""
+    dtype = arguments["indices"].dtype
+    if dtype != torch.int64:
+        raise RuntimeError(f"expected scalar type Long but found {aten_name(dtype)}")
+
+
 def _check_plane_indices(indices, input_shape, nd: int, *, skips_minus_one: bool = False) -> None:
     """Records a device fault for an index outside its input plane (a direct call's own indices):
     ATen's CPU and CUDA kernels write outside the gradient there (the CPU's heap was corrupted);
@@ -248,7 +257,7 @@ def _adaptive_windows(input_shape, grad_output, nd):
     return windows
 
 
-@lowering(aten.max_pool2d_with_indices_backward.default)
+@lowering(aten.max_pool2d_with_indices_backward.default, dtype_rule=_long_indices)
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool2d: each output's gradient goes to the input element its index names
     (:func:`_max_pool_backward`)."""
@@ -256,20 +265,20 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
-@lowering(aten.max_pool3d_with_indices_backward.default)
+@lowering(aten.max_pool3d_with_indices_backward.default, dtype_rule=_long_indices)
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     """Backward of max_pool3d (see max_pool2d_with_indices_backward)."""
     windows = _pool_windows(grad_output, 3, kernel_size, stride, padding, dilation)
     return _max_pool_backward(grad_output, indices, self.shape, windows, skips_minus_one=True)
 
 
-@lowering(aten.adaptive_max_pool2d_backward.default)
+@lowering(aten.adaptive_max_pool2d_backward.default, dtype_rule=_long_indices)
 def adaptive_max_pool2d_backward(grad_output, self, indices):
     """Backward of adaptive_max_pool2d: gradients scattered to the indexed input elements."""
     return _max_pool_backward(grad_output, indices, self.shape, _adaptive_windows(self.shape, grad_output, 2))
 
 
-@lowering(aten.adaptive_max_pool3d_backward.default)
+@lowering(aten.adaptive_max_pool3d_backward.default, dtype_rule=_long_indices)
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     """Backward of adaptive_max_pool3d."""
     return _max_pool_backward(grad_output, indices, self.shape, _adaptive_windows(self.shape, grad_output, 3))
@@ -619,14 +628,14 @@ def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
     return _fractional_max_pool(self, tuple(kernel_size), tuple(output_size), random_samples, 3)
 
 
-@lowering(aten.fractional_max_pool2d_backward.default)
+@lowering(aten.fractional_max_pool2d_backward.default, dtype_rule=_long_indices)
 def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
     """Backward of fractional_max_pool2d: gradients scattered to the indexed input elements."""
     _check_plane_indices(indices, self.shape, 2)
     return _scatter_to_planes(grad_output, indices, self.shape, 2)
 
 
-@lowering(aten.fractional_max_pool3d_backward.default)
+@lowering(aten.fractional_max_pool3d_backward.default, dtype_rule=_long_indices)
 def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
     """Backward of fractional_max_pool3d."""
     _check_plane_indices(indices, self.shape, 3)
