@@ -522,12 +522,7 @@ def _cpu_takes_its_fast_backward(metas) -> bool:
     """``batch_norm_backward_cpu_template``'s ``all_contiguous`` for the metas of (grad_out, input):
     both contiguous or channels-last, in the same format; else its generic TensorIterator path."""
     grad_out, input = metas[:2]
-    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
-
-    def dense(t):
-        return t.is_contiguous() or (t.dim() in formats and t.is_contiguous(memory_format=formats[t.dim()]))
-
-    return dense(grad_out) and dense(input) and suggest_memory_format(grad_out) == suggest_memory_format(input)
+    return _dense(grad_out) and _dense(input) and suggest_memory_format(grad_out) == suggest_memory_format(input)
 
 
 #: The backward's tensor arguments, which reach it in their own dtypes.
