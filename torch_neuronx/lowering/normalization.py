@@ -300,24 +300,6 @@ def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, mo
     return _batch_norm(*tensors, False, momentum, eps)
 
 
-def _generic_16_bit_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
-    """Batch statistics as ``batch_norm_cpu_update_stats_template``'s TensorIterator path rounds
-    them (an input neither contiguous nor channels-last): the mean rounded to the dtype, the
-    variance summed in float32 from it, invstd rounded; the running statistics move from the
-    rounded mean in wide arithmetic, rounded once."""
-    rounded = c10_rounding(dtype)
-    axes, shape, count = _reduction_axes(x), _channel_shape(x), x.size // x.shape[1]
-    mean = rounded(jnp.sum(x, axis=axes) / count)
-    var_sum = jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes)
-    invstd = rounded(_invstd(var_sum / count, eps))
-    new_mean = new_var = None
-    if running_mean is not None:
-        new_mean = rounded(momentum * mean + (1 - momentum) * running_mean)
-    if running_var is not None:
-        new_var = rounded(momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var)
-    return mean, invstd, new_mean, new_var
-
-
 def _generic_16_bit_output(input, weight, bias, mean, invstd):
     """``((x - mean) * invstd) * weight + bias`` in c10's 16-bit arithmetic, each operation rounded:
     ``batch_norm_cpu_transform_input_template``'s TensorIterator path, for layouts its vectorised
@@ -381,11 +363,14 @@ def _bfloat16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     return save_mean, save_invstd, new_mean, new_var
 
 
-def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
+def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps, *, running_from_rounded_mean=False):
     """Batch statistics as the CPU's float16 kernels round them: the mean rounded to float16, the
     variance summed in float32 from that rounded mean, invstd = 1 / sqrt(var_sum / n + eps) rounded;
     the running statistics move in wide arithmetic from the float32 mean and ``var_sum / (n - 1)``,
-    rounded once."""
+    rounded once (by the result's dtype). ``running_from_rounded_mean``: the running mean moves from
+    the rounded mean, as ``batch_norm_cpu_update_stats_template``'s TensorIterator path (an input
+    neither contiguous nor channels-last) moves it, in either 16-bit dtype
+    (:data:`_generic_16_bit_batch_stats`)."""
     rounded = c10_rounding(dtype)
     axes, shape = _reduction_axes(x), _channel_shape(x)
     count = x.size // x.shape[1]
@@ -395,10 +380,14 @@ def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     save_invstd = rounded(_invstd(var_sum / count, eps))
     new_mean = new_var = None
     if running_mean is not None:
-        new_mean = momentum * mean + (1 - momentum) * running_mean
+        new_mean = momentum * (save_mean if running_from_rounded_mean else mean) + (1 - momentum) * running_mean
     if running_var is not None:
         new_var = momentum * (var_sum / (count - 1)) + (1 - momentum) * running_var
     return save_mean, save_invstd, new_mean, new_var
+
+
+#: The statistics of the CPU's TensorIterator path: float16's, the running mean from the rounded mean.
+_generic_16_bit_batch_stats = functools.partial(_float16_batch_stats, running_from_rounded_mean=True)
 
 
 def _invstd(var, eps):
