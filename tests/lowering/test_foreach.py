@@ -264,6 +264,46 @@ def test_16_bit_foreach_add_rounds_alpha_as_the_per_tensor_op(op, dtype):
     assert_matches_cpu(step, params, grads, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("scalars", [0.3, [0.3, -1.7], 1e6], ids=["Scalar", "ScalarList", "overflowing"])
+def test_16_bit_foreach_mul_in_place_rounds_the_scalar_as_the_cpu(scalars, dtype):
+    # The CPU's in-place foreach multiply holds the scalar in the tensors' dtype (bfloat16 0.3 is
+    # 0.30078125; float16 1e6 is inf); out of place, and Tensor.mul_, use its value. SGD's momentum
+    # buffer is scaled by _foreach_mul_: a third of bfloat16 elements differed.
+    def scale(tensors):
+        tensors = [t.clone() for t in tensors]
+        torch._foreach_mul_(tensors, scalars)
+        return tensors
+
+    tensors = [torch.randn(1000).to(dtype), torch.randn(6, 7).to(dtype)[:, ::2]]
+    assert_matches_cpu(scale, tensors, atol=0, rtol=0)
+    assert_matches_cpu(lambda t: torch._foreach_mul(t, scalars), tensors, atol=0, rtol=0)
+
+
+def test_foreach_mul_in_place_refuses_a_result_it_cannot_hold():
+    for tensors, scalar, dtype in (([torch.arange(4)], 0.5, "Long"), ([torch.ones(3).bfloat16()], 1j, "BFloat16")):
+        wider = "ComplexFloat" if isinstance(scalar, complex) else "Float"
+        message = f"result type {wider} can't be cast to the desired output type {dtype}"
+        for device in ("cpu", "neuron"):
+            with pytest.raises(RuntimeError, match=message):
+                torch._foreach_mul_([t.to(device) for t in tensors], scalar)
+
+
+def test_16_bit_sgd_momentum_steps_match_cpu_bit_for_bit():
+    def train(params, grads):
+        params = [p.clone() for p in params]
+        optimizer = torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+        for _ in range(3):
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+        return params
+
+    params = [torch.randn(1024).bfloat16(), torch.randn(16, 8).bfloat16()]
+    grads = [torch.randn(1024).bfloat16(), torch.randn(16, 8).bfloat16()]
+    assert_matches_cpu(train, params, grads, atol=0, rtol=0)
+
+
 def test_optimizer_default_uses_foreach_on_neuron():
     model = _model().to("neuron")
     torch_neuronx.clear_op_tracking()

@@ -25,7 +25,7 @@ import torch
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
 from torch_neuronx.eager import dispatched_dtypes, errors, fallback, memory_formats, rules, runners, tracking
 from torch_neuronx.eager.math_bits import resolve_math_bits
-from torch_neuronx.eager.plan import Plan, call, returns
+from torch_neuronx.eager.plan import Plan, call, results_of_in_place, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.dtypes import aten_name
@@ -137,9 +137,12 @@ class EagerKernel:
                 with _meta_resize_warnings_silenced():
                     _empty_outs(plan.op, metas)
                     result_meta = call(plan.op, metas)
-                    functional_result = (
-                        result_meta if plan.functional is plan.op else call(plan.functional, functional_metas)
-                    )
+                    if plan.functional is not plan.op:
+                        functional_result = call(plan.functional, functional_metas)
+                    elif plan.writes and not schema_of(plan.op).returns:  # an in-place lowering returning ()
+                        functional_result = results_of_in_place(plan.op, metas)
+                    else:
+                        functional_result = result_meta
             except AssertionError as error:  # a Python meta kernel's assert where ATen has TORCH_CHECK
                 refused = RuntimeError(str(error))
             except KeyError as error:  # a Python meta kernel's complex counterpart of a real dtype

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from torch_neuronx._compat.torch_internals import OpOverload, schema_of
+from torch_neuronx._compat.torch_internals import OpOverload, overload_name, schema_of
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
 from torch_neuronx.runtime.dtypes import DTYPE_OF, TORCH_DTYPE
@@ -84,6 +84,16 @@ class Plan:
         """Whether the written argument at ``position`` is an in-place ``self`` (positional), as
         opposed to an ``out=`` tensor (keyword-only)."""
         return not schema_of(self.op).arguments[position].kwarg_only
+
+
+def results_of_in_place(op: OpOverload, metas: list[Any]) -> Any:
+    """The results an in-place lowering that returns nothing (``_foreach_mul_.Scalar``) computes:
+    its out-of-place overload's meta results (``_foreach_mul.Scalar``), whose dtypes the kernel
+    checks against the written tensors (an integer list times 0.5 in place raises ATen's "result
+    type Float can't be cast to the desired output type Long")."""
+    packet_name, overload = schema_of(op).name.split("::")[1], overload_name(op)
+    out_of_place = getattr(getattr(aten, packet_name.removesuffix("_")), overload)
+    return call(out_of_place, metas)
 
 
 def split(op: OpOverload, values: list[Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -4,7 +4,8 @@ A ``_foreach_X`` call over N tensors runs as one executable: its lowering applie
 op's own lowering (``aten.X``) to each element through :func:`engine.lower_op`, so every element gets
 exactly the promotion, opmath and result dtype PyTorch gives ``torch.X`` on it (the semantics of
 PyTorch's per-tensor "slow path", which CPU runs). The in-place forms (``_foreach_X_``) are derived
-by the eager layer from these functional lowerings.
+by the eager layer from these functional lowerings, except ``_foreach_mul_`` with scalars, which the
+CPU computes otherwise (its lowering rounds the scalar).
 
 Argument shapes follow the schemas: ``Tensor[]`` arguments give one element per tensor, ``Scalar``
 and ``Tensor`` arguments are shared, ``Scalar[]`` arguments give one scalar per tensor.
@@ -26,7 +27,7 @@ from torch_neuronx.lowering import pointwise, reduction
 from torch_neuronx.lowering.engine import lower_op, schema_values
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
-from torch_neuronx.runtime.dtypes import TORCH_DTYPE
+from torch_neuronx.runtime.dtypes import TORCH_DTYPE, convert
 
 aten = torch.ops.aten
 
@@ -138,6 +139,34 @@ for _name in ("mul", "div"):
     _register(_packet.Scalar, _op.Scalar, "self", "scalar")
     _register(_packet.ScalarList, _op.Scalar, "self", "scalars")
     _register(_packet.Tensor, _op.Tensor, "self", "other")
+
+
+def _multiply_in_place(foreach: OpOverload) -> Callable[..., list[Any]]:
+    """The lowering of the in-place ``foreach`` (``_foreach_mul_.Scalar``/``.ScalarList``): each
+    tensor times its scalar, the scalar first rounded to a 16-bit tensor's dtype. The CPU's in-place
+    foreach kernel multiplies by the scalar held in the tensor's dtype, where ``_foreach_mul`` and
+    ``Tensor.mul_`` use its value (bfloat16 ``x * 0.3`` uses 0.30078125 in place); the rounding
+    overflows to inf as the CPU's does (float16 ``1e6``)."""
+
+    def lower(self: list[Any], given: Any) -> list[Any]:
+        results = []
+        for i, tensor in enumerate(self):
+            scalar = given[i] if isinstance(given, (list, tuple)) else given
+            if tensor.dtype in (jnp.bfloat16, jnp.float16) and not jnp.iscomplexobj(jnp.asarray(scalar)):
+                scalar = convert(scalar, tensor.dtype)
+                results.append(elementwise(aten.mul.Tensor, tensor, scalar))
+            else:
+                results.append(elementwise(aten.mul.Scalar, tensor, scalar))
+        return results
+
+    lower.__qualname__ = lower.__name__ = f"foreach_mul__{overload_name(foreach)}"
+    return lower
+
+
+for _overload, _scalar_name in (("Scalar", "scalar"), ("ScalarList", "scalars")):
+    _foreach = getattr(aten._foreach_mul_, _overload)
+    _ELEMENT_OPS[_foreach] = (aten.mul.Scalar, ("self", _scalar_name))
+    lowering(_foreach)(_multiply_in_place(_foreach))
 
 # maximum/minimum with a scalar are clamp_min/clamp_max, as in PyTorch's kernels.
 for _name, _list_op, _scalar_op in (
