@@ -294,6 +294,37 @@ def test_16_bit_batch_norm_gradients_of_mixed_layouts_take_the_cpus_generic_path
     assert_matches_cpu(gradients, base, *parameters, torch.randn(4, 6, 5, 3).to(dtype), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "parameter_dtype"),
+    [
+        (torch.float32, torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float16),
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float32),
+    ],
+    ids=["float32", "bfloat16", "float16", "bfloat16-mixed", "float16-mixed"],
+)
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "sliced"])
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "no-affine"])
+def test_evaluation_batch_norm_is_the_cpus_bit_for_bit(dtype, parameter_dtype, layout, affine):
+    # Dense layouts: ATen's vectorised kernel, x * alpha + beta fused (beta too with float32
+    # parameters), invstd = 1 / sqrt(var + eps) in float32 (XLA's rsqrt is an ulp off in 40%); half
+    # of float32 elements differed, and 16-bit ones where x sits at the running mean. Sliced: the
+    # TensorIterator path, which adds a missing bias's 0 (-0.0 became 0.0).
+    def run(base, mean, var, weight, bias):
+        x = base[..., ::2] if layout == "sliced" else base
+        return F.batch_norm(x, mean, var, weight, bias, training=False, eps=1e-5)
+
+    base = (torch.randn(3, 6, 5, 8) * 3 + 1).to(dtype)
+    mean, var = torch.randn(6).to(parameter_dtype), (torch.rand(6) * 2 + 0.1).to(parameter_dtype)
+    base[:, :, 0, 0] = mean.to(dtype)  # at the running mean: the fused multiply-add's residue
+    if layout == "channels_last":
+        base = base.to(memory_format=torch.channels_last)
+    weight, bias = (torch.randn(6).to(parameter_dtype), torch.randn(6).to(parameter_dtype)) if affine else (None, None)
+    assert_matches_cpu(run, base, mean, var, weight, bias, atol=0, rtol=0)
+
+
 def test_batch_norm_of_bfloat16_input_with_float32_module_matches_cpu():
     def run(x, weight, bias, mean, var):
         mean, var = mean.clone(), var.clone()  # updated in place

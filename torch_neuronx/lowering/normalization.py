@@ -75,6 +75,13 @@ def _sum(x, axes):
 # --- layer norm -------------------------------------------------------------------------------
 
 
+def _reciprocal_sqrt(x, rounded=lambda value: value):
+    """``1 / sqrt(x)`` with the square root rounded first (by ``rounded`` too: a 16-bit tensor's
+    ``at::sqrt``), as the CPU kernels' ``1 / std::sqrt(x)`` rounds it; XLA would fold it into its
+    rsqrt, an ulp off in 40% of float32 values."""
+    return 1 / jax.lax.optimization_barrier(rounded(jnp.sqrt(x)))
+
+
 @lowering(
     aten.native_layer_norm.default,
     promotion=Promotion.DEFAULT,
@@ -105,7 +112,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         rstd = jax.lax.rsqrt(variance + eps)
         out = centered * rstd
     else:
-        rstd = 1 / jnp.sqrt(variance + eps)
+        rstd = _reciprocal_sqrt(variance + eps)
         out = fused_multiply_add(input, rstd, -rstd * mean)
         if parameters_in_dtype:
             mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
@@ -272,7 +279,7 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
             stats = _bfloat16_batch_stats if input.dtype == jnp.bfloat16 else _float16_batch_stats
         running = [None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var)]
         mean, invstd, new_mean, new_var = stats(input.astype(jnp.float32), input.dtype, *running, momentum, eps)
-        transform = _fast_16_bit_output if _cpu_transforms_fast(metas) else _generic_16_bit_output
+        transform = _fast_16_bit_output if _cpu_transforms_fast(metas) else _generic_output
         return transform(input, weight, bias, mean, invstd), mean, invstd, new_mean, new_var
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
@@ -280,38 +287,60 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
 
 
 def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas):
-    """Evaluation batch norm of arguments in their own dtypes: the CPU's generic 16-bit path where
-    its vectorised kernel does not take the layouts (:func:`_cpu_transforms_fast`), with invstd =
-    ``1 / sqrt(running_var + eps)``, each step rounded; else :func:`_batch_norm` in the computation
-    dtype (that kernel rounds once)."""
+    """Evaluation batch norm of arguments in their own dtypes. Float32 and 16-bit inputs compute as
+    the CPU's kernels for their layouts (:func:`_cpu_transforms_fast`): its vectorised kernel
+    (:func:`_vectorised_output`, invstd = ``1 / sqrt(running_var + eps)`` in float32), or its generic
+    path (:func:`_generic_output`, invstd from tensor ops in the parameters' dtype, each step
+    rounded) where the parameters share the input's dtype; else :func:`_batch_norm` in the
+    computation dtype."""
     tensors = (input, weight, bias, running_mean, running_var)
-    if (
-        _in_the_cpus_16_bit_kernels(tensors)
-        and running_mean is not None
-        and running_var is not None
-        and not _cpu_transforms_fast(metas)
-    ):
-        rounded = c10_rounding(input.dtype)
+    if running_mean is not None and running_var is not None and input.dtype in _VECTORISED_DTYPES:
         mean, var = running_mean.astype(jnp.float32), running_var.astype(jnp.float32)
-        invstd = rounded(1 / rounded(jnp.sqrt(rounded(var + eps))))
-        return _generic_16_bit_output(input, weight, bias, mean, invstd), mean, invstd, mean, var
+        if _cpu_transforms_fast(metas):
+            invstd = _reciprocal_sqrt(var + eps)
+            return _vectorised_output(input, weight, bias, mean, invstd), mean, invstd, mean, var
+        if all(t is None or t.dtype == input.dtype for t in tensors):
+            rounded = c10_rounding(input.dtype)
+            invstd = rounded(_reciprocal_sqrt(rounded(var + eps), rounded))
+            return _generic_output(input, weight, bias, mean, invstd), mean, invstd, mean, var
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, False, momentum, eps)
 
 
-def _generic_16_bit_output(input, weight, bias, mean, invstd):
-    """``((x - mean) * invstd) * weight + bias`` in c10's 16-bit arithmetic, each operation rounded:
-    ``batch_norm_cpu_transform_input_template``'s TensorIterator path, for layouts its vectorised
-    kernel does not take (whose rounding differed in a quarter to a half of the elements)."""
+#: The input dtypes whose evaluation follows the CPU's kernels (float64 computes exactly).
+_VECTORISED_DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
+
+
+def _vectorised_output(input, weight, bias, mean, invstd):
+    """The output of an evaluation batch norm as ATen's vectorised CPU kernel computes it for dense
+    layouts (batch_norm_kernel.cpp; float32 ``mean`` and ``invstd``, any parameter dtype): alpha =
+    invstd * weight, beta = bias - mean * alpha (fused where the bias is float32) and ``x * alpha +
+    beta`` fused, rounded once to the input's dtype. Unfused (and with XLA's rsqrt), half of float32
+    elements differed from the CPU's, and 16-bit ones where x sits at the running mean."""
+    shape = _channel_shape(input)
+    alpha = invstd if weight is None else invstd * weight.astype(jnp.float32)
+    if bias is None or bias.dtype != jnp.float32:  # c10's 16-bit operator- keeps the product apart
+        beta = (0 if bias is None else bias.astype(jnp.float32)) - mean * alpha
+    else:
+        beta = fused_multiply_add(-mean, alpha, bias)
+    out = fused_multiply_add(input.astype(jnp.float32), alpha.reshape(shape), beta.reshape(shape))
+    return c10_rounding(input.dtype)(out)
+
+
+def _generic_output(input, weight, bias, mean, invstd):
+    """``((x - mean) * invstd) * weight + bias`` in the input's arithmetic (c10's for 16-bit
+    inputs), each operation rounded, unfused: ``batch_norm_cpu_transform_input_template``'s
+    TensorIterator path, for layouts its vectorised kernel does not take (whose rounding differed in
+    a quarter to a half of the 16-bit elements, a third of float32 ones)."""
     rounded = c10_rounding(input.dtype)
     shape = _channel_shape(input)
     out = rounded(rounded(input.astype(jnp.float32) - mean.reshape(shape)) * invstd.reshape(shape))
     if weight is not None:
         out = rounded(out * weight.astype(jnp.float32).reshape(shape))
-    if bias is not None:
-        out = rounded(out + bias.astype(jnp.float32).reshape(shape))
-    return out
+    if bias is None:  # the CPU adds a 0 all the same, which makes -0.0 (x at the mean) 0.0
+        return jnp.where(out == 0, jnp.zeros_like(out), out)
+    return rounded(out + bias.astype(jnp.float32).reshape(shape))
 
 
 def _fast_16_bit_output(input, weight, bias, mean, invstd):
