@@ -18,8 +18,28 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
-__all__ = ["fused_multiply_add", "float32_fma_in_float64", "rounded_to_float32"]
+__all__ = [
+    "contracted_multiply_add",
+    "cpu_kernels_contract",
+    "fused_multiply_add",
+    "float32_fma_in_float64",
+    "rounded_to_float32",
+]
+
+
+def cpu_kernels_contract() -> bool:
+    """Whether the host's ATen CPU kernels (its vectorised AVX2 and AVX-512 builds) contract ``a * b
+    + c`` into a fused multiply-add: ``torch.backends.cpu.get_cpu_capability()`` other than
+    DEFAULT, whose build has no FMA instructions."""
+    return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
+
+
+def contracted_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """``a * b + c`` as a vectorised CPU kernel's compiler leaves it: :func:`fused_multiply_add`
+    where :func:`cpu_kernels_contract`, else the product rounded before the sum."""
+    return fused_multiply_add(a, b, c) if cpu_kernels_contract() else a * b + c
 
 
 def fused_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.aten_checks import MAT1_MAT2_DTYPES, SELF_MAT2_DTYPES
+from torch_neuronx.lowering.fused_multiply_add import cpu_kernels_contract
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, cpp_name
@@ -229,7 +230,7 @@ def linalg_cross(self, other, *, dim=-1):
         return jnp.take(x, index, axis=axis)
 
     subtrahend = rounded(take(a, after) * take(b, next_))
-    if self.dtype == jnp.float32 and torch.backends.cpu.get_cpu_capability() != "DEFAULT":
+    if self.dtype == jnp.float32 and cpu_kernels_contract():
         exact = take(a, next_).astype(jnp.float64) * take(b, after).astype(jnp.float64)
         return (exact - subtrahend.astype(jnp.float64)).astype(jnp.float32)
     return rounded(rounded(take(a, next_) * take(b, after)) - subtrahend)

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.torch_internals import suggest_memory_format
-from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
+from torch_neuronx.lowering.fused_multiply_add import contracted_multiply_add, fused_multiply_add
+from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
@@ -177,27 +178,39 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
 
 def _sum_rows_per_thread(values, dtype, rows: int):
     """The sum over the leading ``rows`` dims of ``values`` as the CPU's 16-bit layer norm backward
-    sums its weight and bias gradients (layer_norm_kernel.cpp): ``at::parallel_for`` gives each of
-    ``min(torch.get_num_threads(), M)`` threads an equal chunk of the M rows, which it adds in order
-    into its own 16-bit buffer, each addition rounded; the buffers are then summed in float32, in
-    thread order, and rounded. (Fitted at 1, 2 and 3 threads; float32 rounded once differed in most
-    elements. The thread count is read when the call is compiled, as ``arange`` reads it.)"""
+    sums its weight and bias gradients (layer_norm_kernel.cpp): each thread's chunk of rows
+    (:func:`_thread_buffers`) added in order into its own 16-bit buffer, each addition rounded; the
+    buffers then summed in float32, in thread order, and rounded. (Fitted at 1, 2 and 3 threads;
+    float32 rounded once differed in most elements.)"""
     rounded = c10_rounding(dtype)
+    buffers = _thread_buffers(values, rows, lambda buffer, row: rounded(buffer + row))
+    total = buffers[0]
+    for thread in range(1, buffers.shape[0]):
+        total = total + buffers[thread]
+    return rounded(total)
+
+
+def _thread_buffers(values, rows: int, accumulate):
+    """The float32 buffers, one per thread, into which a CPU kernel's ``at::parallel_for`` over the
+    M rows of ``values`` (its leading ``rows`` dims flattened) folds them: each of ``min(threads,
+    M)`` threads takes an equal chunk of rows and folds it in order, ``buffer = accumulate(buffer,
+    row)`` from zeros. Shape (threads, *trailing). The thread count is
+    ``torch.get_num_threads()`` when the call is compiled, as ``arange`` reads it."""
     trailing = values.shape[rows:]
-    flat = values.reshape(-1, *trailing)
+    flat = values.astype(jnp.float32).reshape(-1, *trailing)
     count = flat.shape[0]
     threads = max(min(torch.get_num_threads(), count), 1)
     chunk = -(-count // threads)
-    # Rows past the end add 0 to a rounded buffer, which keeps it.
-    flat = jnp.pad(flat, [(0, threads * chunk - count)] + [(0, 0)] * len(trailing))
-    by_thread = flat.reshape(threads, chunk, *trailing)
-    buffers = jax.lax.fori_loop(
-        0, chunk, lambda i, acc: rounded(acc + by_thread[:, i]), jnp.zeros((threads, *trailing), jnp.float32)
-    )
-    total = buffers[0]
-    for thread in range(1, threads):
-        total = total + buffers[thread]
-    return rounded(total)
+    padding = threads * chunk - count
+    by_thread = jnp.pad(flat, [(0, padding)] + [(0, 0)] * len(trailing)).reshape(threads, chunk, *trailing)
+    present = (jnp.arange(threads * chunk) < count).reshape(threads, chunk)
+
+    def step(i, buffers):
+        folded = accumulate(buffers, by_thread[:, i])
+        keep = present[:, i].reshape((threads,) + (1,) * len(trailing))
+        return jnp.where(keep, folded, buffers)  # rows past the end leave their thread's buffer
+
+    return jax.lax.fori_loop(0, chunk, step, jnp.zeros((threads, *trailing), jnp.float32))
 
 
 # --- batch norm -------------------------------------------------------------------------------
@@ -267,10 +280,10 @@ _BATCH_NORM_OPTIONS = {
 
 def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps, metas):
     """Training batch norm of arguments in their own dtypes (``_BATCH_NORM_TENSORS`` uncast): the
-    CPU's 16-bit kernels where the input and its parameters are all bfloat16 or all float16 (the
-    statistics and the output each from its vectorised kernel or its generic path, as the layouts
-    ``metas`` show pick them), else :func:`_batch_norm` in the computation dtype (float32 for 16-bit
-    floats, mixed calls too). (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    CPU's kernels where the input and its parameters are all bfloat16, all float16 or all float32
+    (the statistics and the output each from its vectorised kernel or its generic path, as the
+    layouts ``metas`` show pick them), else :func:`_batch_norm` in the computation dtype (float32
+    for mixed 16-bit calls). (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
     tensors = (input, weight, bias, running_mean, running_var)
     if _in_the_cpus_16_bit_kernels(tensors):
         if not _cpu_collects_stats_fast(metas):
@@ -281,9 +294,89 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
         mean, invstd, new_mean, new_var = stats(input.astype(jnp.float32), input.dtype, *running, momentum, eps)
         transform = _fast_16_bit_output if _cpu_transforms_fast(metas) else _generic_output
         return transform(input, weight, bias, mean, invstd), mean, invstd, new_mean, new_var
+    if input.dtype == jnp.float32 and all(t is None or t.dtype == jnp.float32 for t in tensors):
+        if _cpu_collects_stats_fast(metas):
+            stats = _float32_batch_stats(input, running_mean, running_var, momentum, eps, metas[0].is_contiguous())
+        else:
+            stats = _float32_generic_batch_stats(input, running_mean, running_var, momentum, eps)
+        transform = _vectorised_output if _cpu_transforms_fast(metas) else _generic_output
+        return (transform(input, weight, bias, *stats[:2]), *stats)
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, True, momentum, eps)
+
+
+def _float32_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: bool):
+    """Batch statistics of a dense float32 input as the CPU's kernels compute them
+    (batch_norm_kernel.cpp, Normalization.cpp): (save_mean, save_invstd, new_running_mean,
+    new_running_var).
+
+    A contiguous input's sums are float64 (ATen's ``acc_type`` of float); a channels-last one's are
+    float32 buffers, one per thread's chunk of rows (:func:`_thread_buffers`), the squared
+    deviations added with a fused multiply-add, the buffers then summed in float64. The mean
+    rounds to float32 and the squared deviations from it are float32; invstd =
+    ``1 / sqrt(var_sum / n + eps)`` in float64 from the float32 quotient (0 where var and eps are
+    0, ATen's ``InvStd``); the running statistics move in float32 (the variance's momentum term in
+    float64). Float32 sums in XLA's order differed from the CPU's in 60-70% of output elements."""
+    axes, shape, wide = _reduction_axes(x), _channel_shape(x), jnp.float64
+    count = x.size // x.shape[1]
+    if contiguous:
+        mean = true_divide(jnp.sum(x.astype(wide), axis=axes), jnp.float64(count)).astype(jnp.float32)
+        deviations = x - mean.reshape(shape)
+        var_sum = jnp.sum((deviations * deviations).astype(wide), axis=axes).astype(jnp.float32)
+    else:
+        rows = jnp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+        sums = _thread_buffers(rows, 1, lambda buffer, row: buffer + row)
+        mean = true_divide(_in_thread_order(sums), jnp.float64(count)).astype(jnp.float32)
+        squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
+        var_sum = _in_thread_order(squares).astype(jnp.float32)
+    var = true_divide(var_sum, jnp.float32(count))
+    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var.astype(wide) + eps)).astype(jnp.float32)
+    momentum = jnp.asarray(momentum, jnp.float32)
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = momentum * mean + (1 - momentum) * running_mean
+    if running_var is not None:
+        unbiased = true_divide(var_sum, jnp.float32(count - 1)).astype(wide)  # 0 / 0 for one value per channel: NaN
+        new_var = (momentum.astype(wide) * unbiased + ((1 - momentum) * running_var).astype(wide)).astype(jnp.float32)
+    return mean, invstd, new_mean, new_var
+
+
+def _float32_generic_batch_stats(x, running_mean, running_var, momentum, eps):
+    """Batch statistics of a float32 input neither contiguous nor channels-last, as
+    ``batch_norm_cpu_update_stats_template``'s TensorIterator path computes them: the mean is
+    ``at::mean`` (a float32 sum divided by n; taken here as the exact sum rounded), the squared
+    deviations from it summed in float64, invstd and the running statistics in float64, each
+    rounded to float32 once."""
+    axes, shape, wide = _reduction_axes(x), _channel_shape(x), jnp.float64
+    count = x.size // x.shape[1]
+    total = jnp.sum(x.astype(wide), axis=axes).astype(jnp.float32)
+    mean = true_divide(total, jnp.float32(count))
+    deviations = x.astype(wide) - mean.astype(wide).reshape(shape)
+    var_sum = jnp.sum(deviations * deviations, axis=axes)
+    var = true_divide(var_sum, jnp.float64(count))
+    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var + eps)).astype(jnp.float32)
+    momentum = jnp.asarray(momentum, wide)
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = (momentum * mean + (1 - momentum) * running_mean.astype(wide)).astype(jnp.float32)
+    if running_var is not None:
+        unbiased = true_divide(var_sum, jnp.float64(count - 1))
+        new_var = (momentum * unbiased + (1 - momentum) * running_var.astype(wide)).astype(jnp.float32)
+    return mean, invstd, new_mean, new_var
+
+
+def _in_thread_order(buffers):
+    """Per-thread float32 buffers summed in float64, thread by thread (ATen's ``acc_type``)."""
+    total = buffers[0].astype(jnp.float64)
+    for thread in range(1, buffers.shape[0]):
+        total = total + buffers[thread]
+    return total
+
+
+def _squared_deviation_added(deviation, buffer):
+    """``buffer + deviation * deviation`` as the CPU's vectorised builds contract it (one rounding)."""
+    return contracted_multiply_add(deviation, deviation, buffer)
 
 
 def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas):
@@ -323,8 +416,8 @@ def _vectorised_output(input, weight, bias, mean, invstd):
     if bias is None or bias.dtype != jnp.float32:  # c10's 16-bit operator- keeps the product apart
         beta = (0 if bias is None else bias.astype(jnp.float32)) - mean * alpha
     else:
-        beta = fused_multiply_add(-mean, alpha, bias)
-    out = fused_multiply_add(input.astype(jnp.float32), alpha.reshape(shape), beta.reshape(shape))
+        beta = contracted_multiply_add(-mean, alpha, bias)
+    out = contracted_multiply_add(input.astype(jnp.float32), alpha.reshape(shape), beta.reshape(shape))
     return c10_rounding(input.dtype)(out)
 
 

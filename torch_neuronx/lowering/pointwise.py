@@ -266,8 +266,8 @@ def round_decimals(self, *, decimals):
     with np.errstate(over="ignore"):  # 10**39 and up are inf in float32, as in the CPU's opmath
         ten_pow = np.float32(math.inf if exponent > _MAX_DOUBLE_POWER_OF_TEN else 10.0**exponent)
     if decimals >= 0:
-        return _true_divide(jnp.round(self * ten_pow.item()), jnp.asarray(ten_pow, self.dtype))
-    return jnp.round(_true_divide(self, jnp.asarray(ten_pow, self.dtype))) * ten_pow.item()
+        return true_divide(jnp.round(self * ten_pow.item()), jnp.asarray(ten_pow, self.dtype))
+    return jnp.round(true_divide(self, jnp.asarray(ten_pow, self.dtype))) * ten_pow.item()
 
 
 #: The largest power of ten a double holds (1e308).
@@ -436,7 +436,7 @@ def mul(self, other):
     return self * other
 
 
-def _true_divide(dividend, divisor):
+def true_divide(dividend, divisor):
     """``dividend / divisor`` rounded once per element, as PyTorch's kernels divide.
 
     XLA's algebraic simplifier rewrites a division by a broadcast value into a multiplication by its
@@ -457,7 +457,7 @@ def _true_divide(dividend, divisor):
 @lowering(aten.div.Tensor, aten.div.Scalar, promotion=Promotion.INT_TO_FLOAT)
 def div(self, other):
     """torch.div: true division; integers divide as floats."""
-    return _true_divide(self, other)
+    return true_divide(self, other)
 
 
 def _integer_division_check(self, other) -> None:
@@ -474,7 +474,7 @@ def div_mode(self, other, *, rounding_mode):
     error PyTorch's CPU kernels raise.
     """
     if rounding_mode is None:
-        return _true_divide(self, other)
+        return true_divide(self, other)
     if jnp.issubdtype(self.dtype, jnp.integer):
         _integer_division_check(self, other)
         safe = jnp.where(other == 0, 1, other)
@@ -482,7 +482,7 @@ def div_mode(self, other, *, rounding_mode):
             return jnp.floor_divide(self, safe)
         # XLA's integer division truncates, as C's does (abs() of the smallest integer overflows).
         return jax.lax.div(*jnp.broadcast_arrays(self, safe.astype(self.dtype)))
-    quotient = _true_divide(self, other)
+    quotient = true_divide(self, other)
     return jnp.floor(quotient) if rounding_mode == "floor" else jnp.trunc(quotient)
 
 
@@ -827,7 +827,7 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 def addcdiv(self, tensor1, tensor2, *, value=1):
     """torch.addcdiv: self + value * tensor1 / tensor2 (PyTorch rejects integer division here), in
     the CPU kernel's order: ``(value * tensor1) / tensor2``, then the sum."""
-    return self + _true_divide(value * tensor1, tensor2)
+    return self + true_divide(value * tensor1, tensor2)
 
 
 def register_prims_fma() -> None:

@@ -29,6 +29,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.fused_multiply_add import cpu_kernels_contract
+
 __all__ = ["arange_values", "bfloat16_nans_positive", "linspace_values", "range_values", "to_scalar_type"]
 
 #: The CPU range kernel's vector register, in bytes.
@@ -38,11 +40,6 @@ _GRAIN_SIZE = 32768
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 #: Elements computed at a time on the host.
 _BLOCK = 1 << 16
-
-
-def _fuses() -> bool:
-    """Whether the CPU build in use contracts ``a + b * c`` into a fused multiply-add."""
-    return torch.backends.cpu.get_cpu_capability() != "DEFAULT"
 
 
 def bfloat16_nans_positive(values: np.ndarray) -> np.ndarray:
@@ -131,7 +128,7 @@ def linspace_values(start: float | int, end: float | int, steps: int, dtype: np.
             step = (np.float32(step) / np.float32(to_scalar_type(steps - 1, dtype))).astype(dtype)
         else:
             step = dtype.type(dtype.type(last - first) / dtype.type(steps - 1))
-    fused = _fuses()
+    fused = cpu_kernels_contract()
 
     def values(index: np.ndarray) -> np.ndarray:
         low = index < steps // 2
@@ -160,7 +157,7 @@ def arange_values(start: float | int, step: float | int, count: int, dtype: np.d
     threads = torch.get_num_threads()
     if count > _GRAIN_SIZE and threads > 1:
         chunk = math.ceil(count / min(threads, math.ceil(count / _GRAIN_SIZE)))
-    fused = _fuses()
+    fused = cpu_kernels_contract()
     contracted = fused and dtype != _BFLOAT16  # BFloat16 + float is not contracted (measured)
 
     def values(index: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
@@ -579,13 +580,6 @@ def _clip(x, size: int):
     return jnp.where(x <= 0, jnp.zeros_like(x), jnp.where(x >= high, high, x))
 
 
-def _true_divide(x, divisor: float):
-    """``x / divisor`` rounded once, as C++ divides. XLA's simplifier turns a division by a broadcast
-    scalar into a multiplication by its rounded reciprocal (an ulp off, and ``floor(44 / 22)`` becomes
-    1), so the divisor is materialised at ``x``'s shape behind an optimization barrier."""
-    return x / jax.lax.optimization_barrier(jnp.full(x.shape, divisor, x.dtype))
-
-
 def _unrounded(x):
     return x
 
@@ -601,7 +595,7 @@ def _reflect(x, twice_low: int, twice_high: int, step=_unrounded):
     sign = jnp.where(shifted < 0, -1.0, 1.0).astype(x.dtype)
     distance = shifted * sign
     extra = jnp.fmod(distance, span)
-    flips = jnp.floor(step(_true_divide(distance, span))).astype(jnp.int64)
+    flips = jnp.floor(step(true_divide(distance, jnp.asarray(span, distance.dtype)))).astype(jnp.int64)
     return jnp.where(flips % 2 == 0, step(extra + low), step(step(span - extra) + low))
 
 
