@@ -296,6 +296,25 @@ def test_16_bit_batch_norm_gradients_of_mixed_layouts_take_the_cpus_generic_path
     assert_matches_cpu(gradients, base, *parameters, torch.randn(4, 6, 5, 3).to(dtype), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, training):
+    # ATen's vectorised backward sums each plane in 8 float32 lanes and a shuffle tree (contiguous)
+    # or in a float32 buffer per thread (channels-last), adds those in float64, and fuses some of
+    # the products its compiler contracts: float32 in XLA's order differed in a third of the
+    # elements. 11 channels: a leftover one past the 8-lane vectors; 7x9 planes: leftover lanes.
+    def gradients(x, weight, bias, mean, var, grad):
+        x = x.contiguous(memory_format=torch.channels_last) if channels_last else x
+        grad = grad.contiguous(memory_format=torch.channels_last) if channels_last else grad
+        x, weight, bias = (t.requires_grad_() for t in (x, weight, bias))
+        out = F.batch_norm(x, mean.clone(), var.clone(), weight, bias, training=training)
+        return torch.autograd.grad(out, (x, weight, bias), grad)
+
+    x = torch.randn(3, 11, 7, 9) * 3 + 1
+    parameters = [torch.randn(11), torch.randn(11), torch.randn(11), torch.rand(11) + 0.5]
+    assert_matches_cpu(gradients, x, *parameters, torch.randn(3, 11, 7, 9), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize(
     ("dtype", "parameter_dtype"),
     [

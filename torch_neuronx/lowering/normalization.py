@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.torch_internals import suggest_memory_format
-from torch_neuronx.lowering.fused_multiply_add import contracted_multiply_add, fused_multiply_add
+from torch_neuronx.lowering.fused_multiply_add import contracted_multiply_add, cpu_kernels_contract, fused_multiply_add
 from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
@@ -207,6 +207,8 @@ def _thread_buffers(values, rows: int, accumulate):
 
     def step(i, buffers):
         folded = accumulate(buffers, by_thread[:, i])
+        if not padding:
+            return folded
         keep = present[:, i].reshape((threads,) + (1,) * len(trailing))
         return jnp.where(keep, folded, buffers)  # rows past the end leave their thread's buffer
 
@@ -671,9 +673,127 @@ def native_batch_norm_backward(
         _cpu_takes_its_fast_backward(metas)
     ):
         return _batch_norm_backward_as_the_cpus_generic_16_bit_path(*arguments, train, eps, output_mask)
+    if (
+        all(t is None or t.dtype == jnp.float32 for t in arguments)
+        and _cpu_takes_its_fast_backward(metas)
+        and (train or (running_mean is not None and running_var is not None))
+    ):
+        if train:
+            mean, invstd = save_mean, save_invstd
+        else:
+            mean = running_mean
+            invstd = _reciprocal_sqrt(running_var.astype(jnp.float64) + eps).astype(jnp.float32)
+        backward = _float32_contiguous_backward if metas[1].is_contiguous() else _float32_channels_last_backward
+        return backward(grad_out, input, weight, mean, invstd, train, output_mask)
     compute = opmath_dtype(input.dtype)
     arguments = (None if t is None else t.astype(compute) for t in arguments)
     return _batch_norm_backward(*arguments, train, eps, output_mask)
+
+
+#: Float32 lanes of ATen's vectorised batch norm backward on the CPU (its AVX2 kernel, which the
+#: AVX-512 capability runs too; the DEFAULT build's generic vectors hold as many).
+_BACKWARD_LANES = 8
+
+
+def _lane_sums(terms, fused_tail=None):
+    """``vec::reduce_all`` (add) of each row of ``terms`` (float32, last axis), as ATen's vectorised
+    CPU kernel sums it: under 8 terms, in order; else 8 lanes, each adding every 8th term in order
+    (the leftover terms into the first lanes; ``fused_tail``: ``(a, b)`` whose products those
+    leftovers are, added with one rounding as the compiler contracts ``map2_reduce_all``'s tail),
+    then the lanes pairwise at distances 4, 2, 1 (its shuffle tree; in order in the DEFAULT
+    build)."""
+    count = terms.shape[-1]
+    if count < _BACKWARD_LANES:
+        total = terms[..., 0]
+        for i in range(1, count):
+            total = total + terms[..., i]
+        return total
+    whole = count - count % _BACKWARD_LANES
+    chunks = terms[..., :whole].reshape(*terms.shape[:-1], whole // _BACKWARD_LANES, _BACKWARD_LANES)
+    lanes = jax.lax.fori_loop(1, chunks.shape[-2], lambda j, acc: acc + chunks[..., j, :], chunks[..., 0, :])
+    leftover = count - whole
+    if leftover:
+        if fused_tail is None:
+            tail = lanes[..., :leftover] + terms[..., whole:]
+        else:
+            a, b = (t[..., whole:] for t in fused_tail)
+            tail = contracted_multiply_add(a, b, lanes[..., :leftover])
+        lanes = jnp.concatenate([tail, lanes[..., leftover:]], axis=-1)
+    if not cpu_kernels_contract():  # the DEFAULT build's generic vec_reduce_all: lane by lane
+        total = lanes[..., 0]
+        for i in range(1, _BACKWARD_LANES):
+            total = total + lanes[..., i]
+        return total
+    distance = _BACKWARD_LANES // 2
+    while distance:
+        lanes = lanes + lanes[..., jnp.arange(_BACKWARD_LANES) ^ distance]
+        distance //= 2
+    return lanes[..., 0]
+
+
+def _float32_contiguous_backward(grad_out, input, weight, mean, invstd, train, output_mask):
+    """Batch norm's backward of contiguous float32 tensors as ATen's vectorised CPU kernel computes
+    it (``batch_norm_cpu_backward_contiguous_impl``): per channel, each (n, c) plane's ``sum(dy)``
+    and ``sum((x - mean) * dy)`` by :func:`_lane_sums` in float32, added over the batch in float64;
+    ``k = dot * invstd * invstd / count`` and the mean gradient in float32; ``dx = ((dy - mean_grad)
+    - (x - mean) * k) * invstd * weight`` with the subtraction of the product fused; grad_weight
+    ``dot * invstd`` and grad_bias ``sum(dy)`` from float64. ``mean``/``invstd``: the saved batch
+    statistics in training, the running mean and ``1 / sqrt(var + eps)`` otherwise. Float32 sums
+    in XLA's order differed in the last bits of a third of the elements."""
+    batch, channels = input.shape[:2]
+    x, dy = input.reshape(batch, channels, -1), grad_out.reshape(batch, channels, -1)
+    centered = x - mean[:, None]
+    wide = jnp.float64
+    grad_sum = jnp.sum(_lane_sums(dy).astype(wide), axis=0)
+    dot = jnp.sum(_lane_sums(centered * dy, fused_tail=(centered, dy)).astype(wide), axis=0)
+    scale = invstd[:, None]
+    w = jnp.ones((channels, 1), jnp.float32) if weight is None else weight[:, None]
+    if train:
+        count = jnp.float32(x.shape[0] * x.shape[2])
+        k = true_divide(dot.astype(jnp.float32) * invstd * invstd, count)[:, None]
+        mean_grad = true_divide(grad_sum, jnp.float64(x.shape[0] * x.shape[2])).astype(jnp.float32)[:, None]
+        grad_input = contracted_multiply_add(-centered, k, dy - mean_grad) * scale * w
+    else:
+        grad_input = dy * scale * w
+    grad_weight = (dot * invstd).astype(jnp.float32) if output_mask[1] else None
+    grad_bias = grad_sum.astype(jnp.float32) if output_mask[2] else None
+    return grad_input.reshape(input.shape), grad_weight, grad_bias
+
+
+def _float32_channels_last_backward(grad_out, input, weight, mean, invstd, train, output_mask):
+    """Batch norm's backward of channels-last float32 tensors as ATen's vectorised CPU kernel
+    computes it (``batch_norm_cpu_backward_channels_last_impl``): ``sum(dy)`` and ``sum((x - mean)
+    * dy)`` (fused) in a float32 buffer per thread's chunk of positions (:func:`_thread_buffers`),
+    the buffers added in float64 and stored as float32; ``k`` and the mean gradient in float32;
+    ``dx = ((dy - mean_grad) - (x - mean) * k) * invstd * weight``, the subtraction of the product
+    fused for the channels of whole 8-lane vectors (not the leftover ones, which its compiler leaves
+    unfused); grad_weight ``dot * invstd`` in float32."""
+    channels = input.shape[1]
+    x, dy = (jnp.moveaxis(t, 1, -1).reshape(-1, channels) for t in (input, grad_out))
+
+    def accumulate(buffers, row):
+        row_dy, row_x = row[:, 0], row[:, 1]
+        product = contracted_multiply_add(row_x - mean, row_dy, buffers[:, 1])
+        return jnp.stack([buffers[:, 0] + row_dy, product], axis=1)
+
+    buffers = _thread_buffers(jnp.stack([dy, x], axis=1), 1, accumulate)
+    grad_sum = _in_thread_order(buffers[:, 0]).astype(jnp.float32)
+    dot = _in_thread_order(buffers[:, 1]).astype(jnp.float32)
+    w = jnp.ones((channels,), jnp.float32) if weight is None else weight
+    if train:
+        count = jnp.float32(x.shape[0])
+        k = true_divide(dot * invstd * invstd, count)
+        mean_grad = true_divide(grad_sum, count)
+        centered, shifted = x - mean, dy - mean_grad
+        vector_channels = jnp.arange(channels) < channels - channels % _BACKWARD_LANES
+        fused = contracted_multiply_add(-centered, k, shifted)
+        grad_input = jnp.where(vector_channels, fused, shifted - centered * k) * invstd * w
+    else:
+        grad_input = dy * invstd * w
+    grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
+    grad_weight = dot * invstd if output_mask[1] else None
+    grad_bias = grad_sum if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
 
 
 def _batch_norm_backward_as_the_cpus_generic_16_bit_path(
