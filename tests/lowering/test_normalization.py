@@ -315,6 +315,27 @@ def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, tr
     assert_matches_cpu(gradients, x, *parameters, torch.randn(3, 11, 7, 9), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_16_bit_batch_norm_with_float32_parameters_is_the_cpus_bit_for_bit(dtype, channels_last, training):
+    # Autocast's batch norm: a 16-bit activation with the module's float32 parameters. The CPU sums
+    # its statistics and gradients in float32 (8 lanes fed by 16-element vectors, leftovers in a
+    # scalar; per-thread buffers for channels-last), fusing some products: summed in XLA's order,
+    # float32 running statistics and weight/bias gradients differed in a third of the channels.
+    def run(x, weight, bias, mean, var, grad):
+        x = x.contiguous(memory_format=torch.channels_last) if channels_last else x
+        grad = grad.contiguous(memory_format=torch.channels_last) if channels_last else grad
+        x, weight, bias = (t.requires_grad_() for t in (x, weight, bias))
+        mean, var = mean.clone(), var.clone()  # updated in place
+        out = F.batch_norm(x, mean, var, weight, bias, training=training, momentum=0.3)
+        return (out, mean, var, *torch.autograd.grad(out, (x, weight, bias), grad))
+
+    x = (torch.randn(3, 19, 5, 7) * 3 + 1).to(dtype)  # 19 channels, 35-element planes: leftovers
+    parameters = [torch.randn(19), torch.randn(19), torch.randn(19), torch.rand(19) + 0.5]
+    assert_matches_cpu(run, x, *parameters, torch.randn(3, 19, 5, 7).to(dtype), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize(
     ("dtype", "parameter_dtype"),
     [

@@ -303,6 +303,12 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
             stats = _float32_generic_batch_stats(input, running_mean, running_var, momentum, eps)
         transform = _vectorised_output if _cpu_transforms_fast(metas) else _generic_output
         return (transform(input, weight, bias, *stats[:2]), *stats)
+    mixed = input.dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == jnp.float32 for t in tensors[1:])
+    if mixed and _cpu_collects_stats_fast(metas):
+        stats = _mixed_batch_stats(input, running_mean, running_var, momentum, eps, metas[0].is_contiguous())
+        if _cpu_transforms_fast(metas):
+            return (_vectorised_output(input, weight, bias, *stats[:2]), *stats)
+        return (_generic_output(input, weight, bias, *stats[:2], in_float32=True), *stats)
     compute = opmath_dtype(input.dtype)
     tensors = (None if t is None else t.astype(compute) for t in tensors)
     return _batch_norm(*tensors, True, momentum, eps)
@@ -368,12 +374,88 @@ def _float32_generic_batch_stats(x, running_mean, running_var, momentum, eps):
     return mean, invstd, new_mean, new_var
 
 
-def _in_thread_order(buffers):
-    """Per-thread float32 buffers summed in float64, thread by thread (ATen's ``acc_type``)."""
-    total = buffers[0].astype(jnp.float64)
-    for thread in range(1, buffers.shape[0]):
+def _in_thread_order(buffers, dtype=jnp.float64):
+    """Per-thread float32 buffers summed in ``dtype`` from 0, thread by thread (float64: ATen's
+    ``acc_type`` of float; float32 for 16-bit inputs)."""
+    total = jnp.zeros(buffers.shape[1:], dtype)
+    for thread in range(buffers.shape[0]):
         total = total + buffers[thread]
     return total
+
+
+#: Elements of a 16-bit vector in ATen's AVX2 kernels (two float32 vectors of 8 lanes).
+_HALF_VECTOR = 16
+
+
+def _mixed_channel_sums(planes, factor=None, fused_leftovers=True):
+    """Per-channel sums of (N, C, P) float32 ``planes`` (16-bit values) as ATen's CPU kernels for
+    16-bit inputs add them in float32 (``batch_norm_cpu_collect_stats_contiguous_internal``, the
+    backward's ``batch_norm_cpu_backward_contiguous_internal``): each plane's 16-element vectors
+    feed 8 float32 lanes, their two halves in turn, plane after plane; each plane's leftover
+    elements go, in order, into one float32 scalar; the result is that scalar plus the lanes' sum,
+    taken lane by lane (its ``vec_reduce_all`` with a size). With ``factor`` (of ``planes``' shape)
+    the terms are the products ``planes * factor``, each added with one rounding as its compiler
+    contracts them (the leftovers only if ``fused_leftovers``: its bfloat16 build keeps them
+    apart)."""
+    batch, channels, count = planes.shape
+    whole = count - count % _HALF_VECTOR
+
+    def halves_of(values):
+        return jnp.moveaxis(values[:, :, :whole].reshape(batch, channels, whole // 8, 8), 1, 2).reshape(-1, channels, 8)
+
+    def leftovers_of(values):
+        return jnp.moveaxis(values[:, :, whole:], 1, 2).reshape(-1, channels)
+
+    def folded(terms, factors, fused):
+        if not len(terms):
+            return jnp.zeros(terms.shape[1:], jnp.float32)
+
+        def step(i, acc):
+            if factors is None:
+                return acc + terms[i]
+            return contracted_multiply_add(terms[i], factors[i], acc) if fused else acc + terms[i] * factors[i]
+
+        return jax.lax.fori_loop(0, len(terms), step, jnp.zeros(terms.shape[1:], jnp.float32))
+
+    has_factor = factor is not None
+    lanes = folded(halves_of(planes), halves_of(factor) if has_factor else None, True)
+    total = folded(leftovers_of(planes), leftovers_of(factor) if has_factor else None, fused_leftovers)
+    reduced = lanes[:, 0]
+    for lane in range(1, 8):
+        reduced = reduced + lanes[:, lane]
+    return total + reduced
+
+
+def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: bool):
+    """Batch statistics of a dense 16-bit input with float32 parameters (a "mixed" call, as under
+    autocast) as the CPU's kernels compute them: float32 sums (ATen's ``acc_type`` of a 16-bit
+    type), by :func:`_mixed_channel_sums` for a contiguous input, in a float32 buffer per thread
+    for a channels-last one (squared deviations fused there), the buffers added in float32; invstd
+    ``1 / sqrt(var + eps)`` in float64 from the float32 variance; the running statistics in
+    float32. (save_mean, save_invstd, new_running_mean, new_running_var)."""
+    x = x.astype(jnp.float32)
+    channels = x.shape[1]
+    count = x.size // channels
+    if contiguous:
+        planes = x.reshape(x.shape[0], channels, -1)
+        mean = true_divide(_mixed_channel_sums(planes), jnp.float32(count))
+        deviations = planes - mean[:, None]
+        var_sum = _mixed_channel_sums(deviations * deviations)
+    else:
+        rows = jnp.moveaxis(x, 1, -1).reshape(-1, channels)
+        sums = _thread_buffers(rows, 1, lambda buffer, row: buffer + row)
+        mean = true_divide(_in_thread_order(sums, jnp.float32), jnp.float32(count))
+        squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
+        var_sum = _in_thread_order(squares, jnp.float32)
+    var = true_divide(var_sum, jnp.float32(count))
+    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var.astype(jnp.float64) + eps)).astype(jnp.float32)
+    momentum = jnp.asarray(momentum, jnp.float32)
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = momentum * mean + (1 - momentum) * running_mean
+    if running_var is not None:
+        new_var = momentum * true_divide(var_sum, jnp.float32(count - 1)) + (1 - momentum) * running_var
+    return mean, invstd, new_mean, new_var
 
 
 def _squared_deviation_added(deviation, buffer):
@@ -423,12 +505,13 @@ def _vectorised_output(input, weight, bias, mean, invstd):
     return c10_rounding(input.dtype)(out)
 
 
-def _generic_output(input, weight, bias, mean, invstd):
+def _generic_output(input, weight, bias, mean, invstd, *, in_float32=False):
     """``((x - mean) * invstd) * weight + bias`` in the input's arithmetic (c10's for 16-bit
-    inputs), each operation rounded, unfused: ``batch_norm_cpu_transform_input_template``'s
-    TensorIterator path, for layouts its vectorised kernel does not take (whose rounding differed in
-    a quarter to a half of the 16-bit elements, a third of float32 ones)."""
-    rounded = c10_rounding(input.dtype)
+    inputs; float32 with float32 parameters, ``in_float32``), each operation rounded, unfused:
+    ``batch_norm_cpu_transform_input_template``'s TensorIterator path, for layouts its vectorised
+    kernel does not take (whose rounding differed in a quarter to a half of the 16-bit elements, a
+    third of float32 ones)."""
+    rounded = c10_rounding(jnp.float32 if in_float32 else input.dtype)
     shape = _channel_shape(input)
     out = rounded(rounded(input.astype(jnp.float32) - mean.reshape(shape)) * invstd.reshape(shape))
     if weight is not None:
@@ -673,17 +756,26 @@ def native_batch_norm_backward(
         _cpu_takes_its_fast_backward(metas)
     ):
         return _batch_norm_backward_as_the_cpus_generic_16_bit_path(*arguments, train, eps, output_mask)
+    parameters = (weight, running_mean, running_var, save_mean, save_invstd)
+    sixteen_bit = input.dtype in (jnp.bfloat16, jnp.float16) and grad_out.dtype == input.dtype
     if (
-        all(t is None or t.dtype == jnp.float32 for t in arguments)
-        and _cpu_takes_its_fast_backward(metas)
+        _cpu_takes_its_fast_backward(metas)
         and (train or (running_mean is not None and running_var is not None))
+        and (
+            all(t is None or t.dtype == jnp.float32 for t in arguments)
+            or (sixteen_bit and all(t is None or t.dtype in (jnp.float32, input.dtype) for t in parameters))
+        )
     ):
         if train:
-            mean, invstd = save_mean, save_invstd
+            mean, invstd = (t.astype(jnp.float32) for t in (save_mean, save_invstd))
         else:
-            mean = running_mean
+            mean = running_mean.astype(jnp.float32)
             invstd = _reciprocal_sqrt(running_var.astype(jnp.float64) + eps).astype(jnp.float32)
-        backward = _float32_contiguous_backward if metas[1].is_contiguous() else _float32_channels_last_backward
+        contiguous = metas[1].is_contiguous()
+        if sixteen_bit:
+            backward = _16_bit_contiguous_backward if contiguous else _16_bit_channels_last_backward
+        else:
+            backward = _float32_contiguous_backward if contiguous else _float32_channels_last_backward
         return backward(grad_out, input, weight, mean, invstd, train, output_mask)
     compute = opmath_dtype(input.dtype)
     arguments = (None if t is None else t.astype(compute) for t in arguments)
@@ -794,6 +886,80 @@ def _float32_channels_last_backward(grad_out, input, weight, mean, invstd, train
     grad_weight = dot * invstd if output_mask[1] else None
     grad_bias = grad_sum if output_mask[2] else None
     return grad_input, grad_weight, grad_bias
+
+
+def _16_bit_contiguous_backward(grad_out, input, weight, mean, invstd, train, output_mask):
+    """Batch norm's backward of a contiguous 16-bit input and gradient (parameters of its dtype or
+    float32) as ``batch_norm_cpu_backward_contiguous_internal`` computes it in float32: ``sum(dy)``
+    and ``sum((x - mean) * dy)`` by :func:`_mixed_channel_sums` (the products fused, bar the
+    leftover elements' in bfloat16), ``k = dot * invstd * invstd / count``, ``dx = ((dy -
+    mean_grad - (x - mean) * k) * invstd) * weight``, grad_weight ``dot * invstd``; each result
+    rounded once to its dtype. Summed in XLA's order, float32 weight and bias gradients of mixed
+    calls differed in a third of the channels."""
+    batch, channels = input.shape[:2]
+    x, dy = (t.astype(jnp.float32).reshape(batch, channels, -1) for t in (input, grad_out))
+    centered = x - mean[:, None]
+    grad_sum = _mixed_channel_sums(dy)
+    dot = _mixed_channel_sums(centered, dy, fused_leftovers=input.dtype == jnp.float16)
+    grad_input = _16_bit_input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, axis=1)
+    return (
+        grad_input.reshape(input.shape),
+        dot * invstd if output_mask[1] else None,
+        grad_sum if output_mask[2] else None,
+    )
+
+
+def _16_bit_channels_last_backward(grad_out, input, weight, mean, invstd, train, output_mask):
+    """Batch norm's backward of a channels-last 16-bit input and gradient as
+    ``batch_norm_cpu_backward_channels_last_internal`` computes it in float32: ``sum(dy)`` and
+    ``sum((x - mean) * dy)`` (fused) in a float32 buffer per thread's chunk of positions, the
+    buffers added in float32; the input gradient as :func:`_16_bit_contiguous_backward`'s."""
+    channels = input.shape[1]
+    x, dy = (jnp.moveaxis(t.astype(jnp.float32), 1, -1).reshape(-1, channels) for t in (input, grad_out))
+
+    def accumulate(buffers, row):
+        row_dy, row_x = row[:, 0], row[:, 1]
+        product = contracted_multiply_add(row_x - mean, row_dy, buffers[:, 1])
+        return jnp.stack([buffers[:, 0] + row_dy, product], axis=1)
+
+    buffers = _thread_buffers(jnp.stack([dy, x], axis=1), 1, accumulate)
+    grad_sum = _in_thread_order(buffers[:, 0], jnp.float32)
+    dot = _in_thread_order(buffers[:, 1], jnp.float32)
+    vector_channels = channels - channels % _HALF_VECTOR
+    grad_input = _16_bit_input_gradient(
+        x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
+    )
+    grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
+    return grad_input, dot * invstd if output_mask[1] else None, grad_sum if output_mask[2] else None
+
+
+def _16_bit_input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, *, axis, fused_channels=0):
+    """The input gradient of the CPU's 16-bit batch norm backward kernels, in float32 (rounded
+    once by the caller's dtype): ``((dy - sum / count - (x - mean) * k) * invstd) * weight`` with
+    ``k = dot * invstd * invstd / count`` in training, ``(dy * invstd) * weight`` otherwise; the
+    per-channel values broadcast along ``axis`` of ``x``'s flattened layout. The first
+    ``fused_channels`` channels subtract the product with one rounding (the channels-last kernel's
+    whole 16-element vectors)."""
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+
+    def per_channel(value):
+        return value.reshape(shape)
+
+    w = jnp.ones((), jnp.float32) if weight is None else per_channel(weight.astype(jnp.float32))
+    if not train:
+        return dy * per_channel(invstd) * w
+    count = jnp.float32(x.size // x.shape[axis])
+    k = true_divide(dot * invstd * invstd, count)
+    mean_grad = true_divide(grad_sum, count)
+    shifted = dy - per_channel(mean_grad)
+    centered = x - per_channel(mean)
+    difference = shifted - centered * per_channel(k)
+    if fused_channels:  # the channels-last kernel's whole vectors: its compiler fuses the product
+        fused = contracted_multiply_add(-centered, per_channel(k), shifted)
+        vector_channels = per_channel(jnp.arange(x.shape[axis]) < fused_channels)
+        difference = jnp.where(vector_channels, fused, difference)
+    return difference * per_channel(invstd) * w
 
 
 def _batch_norm_backward_as_the_cpus_generic_16_bit_path(
