@@ -284,8 +284,9 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
     """Training batch norm of arguments in their own dtypes (``_BATCH_NORM_TENSORS`` uncast): the
     CPU's kernels where the input and its parameters are all bfloat16, all float16 or all float32
     (the statistics and the output each from its vectorised kernel or its generic path, as the
-    layouts ``metas`` show pick them), else :func:`_batch_norm` in the computation dtype (float32
-    for mixed 16-bit calls). (output, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    layouts ``metas`` show pick them), or a 16-bit input with float32 parameters in a dense layout
+    (:func:`_mixed_batch_stats`); else :func:`_batch_norm` in the computation dtype. (output,
+    save_mean, save_invstd, new_running_mean, new_running_var)."""
     tensors = (input, weight, bias, running_mean, running_var)
     if _in_the_cpus_16_bit_kernels(tensors):
         if not _cpu_collects_stats_fast(metas):
@@ -294,7 +295,7 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
             stats = _bfloat16_batch_stats if input.dtype == jnp.bfloat16 else _float16_batch_stats
         running = [None if t is None else t.astype(jnp.float32) for t in (running_mean, running_var)]
         mean, invstd, new_mean, new_var = stats(input.astype(jnp.float32), input.dtype, *running, momentum, eps)
-        transform = _fast_16_bit_output if _cpu_transforms_fast(metas) else _generic_output
+        transform = _vectorised_output if _cpu_transforms_fast(metas) else _generic_output
         return transform(input, weight, bias, mean, invstd), mean, invstd, new_mean, new_var
     if input.dtype == jnp.float32 and all(t is None or t.dtype == jnp.float32 for t in tensors):
         if _cpu_collects_stats_fast(metas):
@@ -339,7 +340,7 @@ def _float32_batch_stats(x, running_mean, running_var, momentum, eps, contiguous
         squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
         var_sum = _in_thread_order(squares).astype(jnp.float32)
     var = true_divide(var_sum, jnp.float32(count))
-    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var.astype(wide) + eps)).astype(jnp.float32)
+    invstd = _invstd(var, eps)
     momentum = jnp.asarray(momentum, jnp.float32)
     new_mean = new_var = None
     if running_mean is not None:
@@ -363,7 +364,7 @@ def _float32_generic_batch_stats(x, running_mean, running_var, momentum, eps):
     deviations = x.astype(wide) - mean.astype(wide).reshape(shape)
     var_sum = jnp.sum(deviations * deviations, axis=axes)
     var = true_divide(var_sum, jnp.float64(count))
-    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var + eps)).astype(jnp.float32)
+    invstd = _invstd(var, eps).astype(jnp.float32)
     momentum = jnp.asarray(momentum, wide)
     new_mean = new_var = None
     if running_mean is not None:
@@ -448,7 +449,7 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
         squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
         var_sum = _in_thread_order(squares, jnp.float32)
     var = true_divide(var_sum, jnp.float32(count))
-    invstd = jnp.where((var == 0) & (eps == 0), 0, _reciprocal_sqrt(var.astype(jnp.float64) + eps)).astype(jnp.float32)
+    invstd = _invstd(var, eps)
     momentum = jnp.asarray(momentum, jnp.float32)
     new_mean = new_var = None
     if running_mean is not None:
@@ -490,8 +491,9 @@ _VECTORISED_DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
 
 
 def _vectorised_output(input, weight, bias, mean, invstd):
-    """The output of an evaluation batch norm as ATen's vectorised CPU kernel computes it for dense
-    layouts (batch_norm_kernel.cpp; float32 ``mean`` and ``invstd``, any parameter dtype): alpha =
+    """The output of a batch norm as ATen's vectorised CPU kernel computes it for dense layouts
+    (batch_norm_kernel.cpp; ``mean`` and ``invstd`` in float32: the running statistics in
+    evaluation, the saved ones in training; any parameter dtype): alpha =
     invstd * weight, beta = bias - mean * alpha (fused where the bias is float32) and ``x * alpha +
     beta`` fused, rounded once to the input's dtype. Unfused (and with XLA's rsqrt), half of float32
     elements differed from the CPU's, and 16-bit ones where x sits at the running mean."""
@@ -521,31 +523,6 @@ def _generic_output(input, weight, bias, mean, invstd, *, in_float32=False):
     return rounded(out + bias.astype(jnp.float32).reshape(shape))
 
 
-def _fast_16_bit_output(input, weight, bias, mean, invstd):
-    """The output of a 16-bit batch norm as ATen's vectorised CPU kernel computes it for a
-    contiguous or channels-last input (batch_norm_kernel.cpp): ``x * alpha + beta`` with alpha =
-    invstd * weight and beta = bias - mean * alpha in float32, rounded once; float16's kernel fuses
-    the multiply-add. Computing in float32 and rounding once differed in up to 39% of elements, by
-    up to 7 times assert_close's tolerance (save_invstd rounded to 16 bits moves every output of
-    its channel); instance_norm, computed through batch norm, up to 15."""
-    shape = _channel_shape(input)
-    x = input.astype(jnp.float32)
-    alpha = invstd * (1 if weight is None else weight.astype(jnp.float32))
-    beta = (0 if bias is None else bias.astype(jnp.float32)) - mean * alpha
-    scaled = x * alpha.reshape(shape)
-    # float16's kernel fuses the multiply-add (one rounding); float64 holds the exact product.
-    out = scaled + beta.reshape(shape) if input.dtype == jnp.bfloat16 else _fused_multiply_add(x, alpha, beta, shape)
-    return c10_rounding(input.dtype)(out)
-
-
-def _fused_multiply_add(x, alpha, beta, shape):
-    """``fma(x, alpha, beta)`` in float32 for 16-bit ``x``: the product is exact in float64 (11 + 24
-    significant bits), so the sum rounds once there, and once more to float32 (a double rounding
-    that can differ from fma's only on a float32 tie, which the 16-bit rounding after it absorbs)."""
-    wide = x.astype(jnp.float64) * alpha.reshape(shape).astype(jnp.float64) + beta.reshape(shape).astype(jnp.float64)
-    return wide.astype(jnp.float32)
-
-
 def _bfloat16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     """Batch statistics as the CPU's bfloat16 kernels round them: the mean and the sum of squared
     deviations (from the float32 mean) stored as bfloat16, the variance ``var_sum / n`` and the
@@ -558,7 +535,7 @@ def _bfloat16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = rounded(jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes))
-    save_invstd = rounded(_invstd(rounded(var_sum / _in_dtype(count, dtype)), eps))
+    save_invstd = rounded(_invstd(rounded(true_divide(var_sum, _in_dtype(count, dtype))), eps))
     momentum = rounded(jnp.asarray(momentum, jnp.float32))
     keep = rounded(1 - momentum)
     new_mean = new_var = None
@@ -584,7 +561,7 @@ def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps, *, 
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = jnp.sum(jnp.square(x - save_mean.reshape(shape)), axis=axes)
-    save_invstd = rounded(_invstd(var_sum / count, eps))
+    save_invstd = rounded(_invstd(true_divide(var_sum, jnp.float32(count)), eps))
     new_mean = new_var = None
     if running_mean is not None:
         new_mean = momentum * (save_mean if running_from_rounded_mean else mean) + (1 - momentum) * running_mean
@@ -598,9 +575,12 @@ _generic_16_bit_batch_stats = functools.partial(_float16_batch_stats, running_fr
 
 
 def _invstd(var, eps):
-    """1 / sqrt(var + eps) of batch statistics, 0 where both are 0 (a constant channel with eps=0):
-    ATen's ``InvStd`` functor, on the CPU and CUDA alike, so that the output is the bias, not NaN."""
-    return jnp.where((var == 0) & (eps == 0), jnp.zeros((), var.dtype), jax.lax.rsqrt(var + eps))
+    """1 / sqrt(var + eps) of batch statistics in ``var``'s dtype, 0 where both are 0 (a constant
+    channel with eps=0): ATen's ``InvStd`` functor, on the CPU and CUDA alike, so that the output
+    is the bias, not NaN. The sum and root are float64's, as the functor adds its double eps (for
+    float64 ``var`` too); XLA's float32 rsqrt was an ulp off in 40% of values."""
+    wide = _reciprocal_sqrt(var.astype(jnp.float64) + eps).astype(var.dtype)
+    return jnp.where((var == 0) & (eps == 0), jnp.zeros((), var.dtype), wide)
 
 
 def _in_dtype(count: int, dtype):
