@@ -911,13 +911,12 @@ def _16_bit_channels_last_backward(grad_out, input, weight, mean, invstd, train,
     x, dy = (jnp.moveaxis(t.astype(jnp.float32), 1, -1).reshape(-1, channels) for t in (input, grad_out))
 
     def accumulate(buffers, row):
-        row_dy, row_x = row[:, 0], row[:, 1]
-        product = contracted_multiply_add(row_x - mean, row_dy, buffers[:, 1])
-        return jnp.stack([buffers[:, 0] + row_dy, product], axis=1)
+        (grad_sums, dots), (row_dy, row_x) = buffers, row
+        return grad_sums + row_dy, contracted_multiply_add(row_x - mean, row_dy, dots)
 
-    buffers = _thread_buffers(jnp.stack([dy, x], axis=1), 1, accumulate)
-    grad_sum = _in_thread_order(buffers[:, 0], jnp.float32)
-    dot = _in_thread_order(buffers[:, 1], jnp.float32)
+    grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
+    grad_sum = _in_thread_order(grad_sums, jnp.float32)
+    dot = _in_thread_order(dots, jnp.float32)
     vector_channels = channels - channels % _HALF_VECTOR
     grad_input = _16_bit_input_gradient(
         x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
