@@ -26,7 +26,12 @@ import jax.numpy as jnp
 import torch
 
 from torch_neuronx._compat.torch_internals import suggest_memory_format
-from torch_neuronx.lowering.fused_multiply_add import contracted_multiply_add, cpu_kernels_contract, fused_multiply_add
+from torch_neuronx.lowering.fused_multiply_add import (
+    contracted_multiply_add,
+    cpu_kernels_contract,
+    flushed_fused_multiply_add,
+    fused_multiply_add,
+)
 from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
@@ -475,7 +480,13 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
 
 def _squared_deviation_added(deviation, buffer):
     """``buffer + deviation * deviation`` as the CPU's vectorised builds contract it (one rounding)."""
-    return contracted_multiply_add(deviation, deviation, buffer)
+    return _contracted_in_loop(deviation, deviation, buffer)
+
+
+def _contracted_in_loop(a, b, c):
+    """:func:`contracted_multiply_add` of float32 operands that vary at run time (a loop's rows):
+    :func:`flushed_fused_multiply_add`, its cheaper form, where the CPU's kernels contract."""
+    return flushed_fused_multiply_add(a, b, c) if cpu_kernels_contract() else a * b + c
 
 
 def _batch_norm_in_evaluation(input, weight, bias, running_mean, running_var, momentum, eps, metas):
@@ -859,7 +870,7 @@ def _float32_channels_last_backward(grad_out, input, weight, mean, invstd, train
 
     def accumulate(buffers, row):
         (grad_sums, dots), (row_dy, row_x) = buffers, row
-        return grad_sums + row_dy, contracted_multiply_add(row_x - mean, row_dy, dots)
+        return grad_sums + row_dy, _contracted_in_loop(row_x - mean, row_dy, dots)
 
     grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
     grad_sum = _in_thread_order(grad_sums).astype(jnp.float32)
