@@ -433,7 +433,7 @@ def _mixed_channel_sums(planes, factor=None, fused_leftovers=True):
         def step(i, acc):
             if factors is None:
                 return acc + terms[i]
-            return contracted_multiply_add(terms[i], factors[i], acc) if fused else acc + terms[i] * factors[i]
+            return _contracted_in_loop(terms[i], factors[i], acc) if fused else acc + terms[i] * factors[i]
 
         return jax.lax.fori_loop(0, len(terms), step, jnp.zeros(terms.shape[1:], jnp.float32))
 
@@ -923,7 +923,7 @@ def _16_bit_channels_last_backward(grad_out, input, weight, mean, invstd, train,
 
     def accumulate(buffers, row):
         (grad_sums, dots), (row_dy, row_x) = buffers, row
-        return grad_sums + row_dy, contracted_multiply_add(row_x - mean, row_dy, dots)
+        return grad_sums + row_dy, _contracted_in_loop(row_x - mean, row_dy, dots)
 
     grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
     grad_sum = _in_thread_order(grad_sums, jnp.float32)
