@@ -315,6 +315,23 @@ def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, tr
     assert_matches_cpu(gradients, x, *parameters, torch.randn(3, 11, 7, 9), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(7, 19), (7, 19, 1, 1)], ids=["BatchNorm1d", "NC11"])
+def test_batch_norm_of_one_element_planes_takes_the_cpus_channels_last_kernels(dtype, shape):
+    # "NC11 is also channels last" (batch_norm_kernel.cpp): a contiguous input with one element per
+    # plane (BatchNorm1d's (N, C) input) takes the CPU's channels-last kernels, whose per-thread
+    # sums differed from the contiguous kernels' in a third of the elements.
+    def run(x, weight, bias, mean, var, grad):
+        x, weight, bias = (t.requires_grad_() for t in (x, weight, bias))
+        mean, var = mean.clone(), var.clone()  # updated in place
+        out = F.batch_norm(x, mean, var, weight, bias, training=True, momentum=0.3)
+        return (out, mean, var, *torch.autograd.grad(out, (x, weight, bias), grad))
+
+    parameters = [torch.randn(19), torch.randn(19), torch.randn(19), torch.rand(19) + 0.5]
+    x, grad = (torch.randn(shape) * 3 + 1).to(dtype), torch.randn(shape).to(dtype)
+    assert_matches_cpu(run, x, *parameters, grad, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])

@@ -269,6 +269,14 @@ def _dense(meta) -> bool:
     return meta.is_contiguous() or (meta.dim() in formats and meta.is_contiguous(memory_format=formats[meta.dim()]))
 
 
+def _plane_kernel(meta) -> bool:
+    """Whether ATen's vectorised batch norm kernels take a dense input plane by plane (their
+    contiguous kernels) rather than position by position (their channels-last kernels): a
+    contiguous input with more than one element per plane; "NC11 is also channels last"
+    (batch_norm_kernel.cpp), as is a channels-last input."""
+    return meta.is_contiguous() and meta.numel() // max(meta.shape[0] * meta.shape[1], 1) != 1
+
+
 def _cpu_collects_stats_fast(metas) -> bool:
     """Whether ATen's CPU batch norm sums the batch statistics with its vectorised kernel (the input
     dense, :func:`_dense`), rather than its TensorIterator path (``metas``: the arguments' metas)."""
@@ -318,14 +326,14 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
         return transform(input, weight, bias, mean, invstd), mean, invstd, new_mean, new_var
     if input.dtype == jnp.float32 and all(t is None or t.dtype == jnp.float32 for t in tensors):
         if _cpu_collects_stats_fast(metas):
-            stats = _float32_batch_stats(input, running_mean, running_var, momentum, eps, metas[0].is_contiguous())
+            stats = _float32_batch_stats(input, running_mean, running_var, momentum, eps, _plane_kernel(metas[0]))
         else:
             stats = _float32_generic_batch_stats(input, running_mean, running_var, momentum, eps)
         transform = _vectorised_output if _cpu_transforms_fast(metas) else _generic_output
         return (transform(input, weight, bias, *stats[:2]), *stats)
     mixed = input.dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == jnp.float32 for t in tensors[1:])
     if mixed and _cpu_collects_stats_fast(metas):
-        stats = _mixed_batch_stats(input, running_mean, running_var, momentum, eps, metas[0].is_contiguous())
+        stats = _mixed_batch_stats(input, running_mean, running_var, momentum, eps, _plane_kernel(metas[0]))
         if _cpu_transforms_fast(metas):
             return (_vectorised_output(input, weight, bias, *stats[:2]), *stats)
         return (_generic_output(input, weight, bias, *stats[:2], in_float32=True), *stats)
@@ -776,7 +784,7 @@ def native_batch_norm_backward(
         else:
             mean = running_mean.astype(jnp.float32)
             invstd = _reciprocal_sqrt(running_var.astype(jnp.float64) + eps).astype(jnp.float32)
-        contiguous = metas[1].is_contiguous()
+        contiguous = _plane_kernel(metas[1])
         if sixteen_bit:
             backward = _16_bit_contiguous_backward if contiguous else _16_bit_channels_last_backward
         else:
