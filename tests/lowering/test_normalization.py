@@ -315,6 +315,18 @@ def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, tr
     assert_matches_cpu(gradients, x, *parameters, torch.randn(3, 11, 7, 9), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_batch_norm_adds_eps_in_double_as_the_cpu(compiled):
+    # ATen's InvStd computes 1 / sqrt(var + eps) with its double eps; eps reached the lowering as a
+    # float32 runtime scalar, which moved invstd by an ulp in 2 of 64 channels of a small variance.
+    def run(x):
+        return torch.ops.aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+
+    x = torch.randn(8, 64, 6, 6, generator=torch.Generator().manual_seed(0)) * 0.01 + 100
+    fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
+    torch.testing.assert_close(to_cpu(fn(x.to("neuron"))), run(x), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape", [(7, 19), (7, 19, 1, 1)], ids=["BatchNorm1d", "NC11"])
 def test_batch_norm_of_one_element_planes_takes_the_cpus_channels_last_kernels(dtype, shape):

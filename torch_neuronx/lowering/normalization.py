@@ -298,7 +298,9 @@ def _in_the_cpus_16_bit_kernels(tensors) -> bool:
 
 
 #: The registry options of the batch norm forward lowerings: tensors in their own dtypes, the layout
-#: in ``metas`` (the CPU's kernel for 16-bit tensors depends on both).
+#: in ``metas`` (the CPU's kernel for 16-bit tensors depends on both). Each also keeps ``eps``
+#: static: a runtime scalar is promoted to float32, and ATen's InvStd adds the double ``eps``
+#: (1e-5 in float32 moved an invstd by an ulp in a channel of 64).
 _BATCH_NORM_OPTIONS = {
     "promotion": Promotion.DEFAULT,
     "uncast": _BATCH_NORM_TENSORS,
@@ -662,7 +664,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
 
 @lowering(
     aten._native_batch_norm_legit_functional.default,
-    static=("training",),
+    static=("training", "eps"),
     **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_functional(
@@ -677,7 +679,7 @@ def native_batch_norm_legit_functional(
 
 @lowering(
     aten._native_batch_norm_legit.no_stats,
-    static=("training",),
+    static=("training", "eps"),
     **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps, *, metas):
@@ -691,6 +693,7 @@ def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, ep
 
 @lowering(
     aten._native_batch_norm_legit_no_training.default,
+    static=("eps",),
     **_BATCH_NORM_OPTIONS,
 )
 def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
@@ -704,6 +707,7 @@ def _empty_reserve():
 
 @lowering(
     aten._batch_norm_with_update_functional.default,
+    static=("eps",),
     **_BATCH_NORM_OPTIONS,
 )
 def batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
@@ -717,6 +721,7 @@ def batch_norm_with_update_functional(input, weight, bias, running_mean, running
 
 @lowering(
     aten._batch_norm_no_update.default,
+    static=("eps",),
     **_BATCH_NORM_OPTIONS,
 )
 def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps, *, metas):
@@ -750,7 +755,7 @@ _BATCH_NORM_BACKWARD_TENSORS = (
     aten.native_batch_norm_backward.default,
     promotion=Promotion.DEFAULT,
     uncast=_BATCH_NORM_BACKWARD_TENSORS,
-    static=("train", "output_mask"),
+    static=("train", "eps", "output_mask"),
     metas=True,
 )
 def native_batch_norm_backward(
@@ -1045,7 +1050,7 @@ def _batch_norm_backward(
     aten.batch_norm_backward.default,
     promotion=Promotion.DEFAULT,
     uncast=(*_BATCH_NORM_BACKWARD_TENSORS[:-1], "save_var"),
-    static=("update", "output_mask"),
+    static=("update", "eps", "output_mask"),
     metas=True,
 )
 def batch_norm_backward(
