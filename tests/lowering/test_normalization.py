@@ -316,6 +316,24 @@ def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, tr
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_channels_last_batch_norm_follows_a_thread_count_changed_in_the_process(compiled):
+    # The per-thread sums are traced for torch.get_num_threads(); executables were cached by call
+    # signature alone, so after torch.set_num_threads the earlier split came back (80% of elements).
+    def run(x):
+        return torch.ops.aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+
+    x = torch.randn(4, 16, 9, 9).contiguous(memory_format=torch.channels_last)
+    fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
+    device_x, threads = x.to("neuron"), torch.get_num_threads()
+    try:
+        for count in (1, 3):
+            torch.set_num_threads(count)
+            torch.testing.assert_close(to_cpu(fn(device_x)), run(x), atol=0, rtol=0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_batch_norm_adds_eps_in_double_as_the_cpu(compiled):
     # ATen's InvStd computes 1 / sqrt(var + eps) with its double eps; eps reached the lowering as a
     # float32 runtime scalar, which moved invstd by an ulp in 2 of 64 channels of a small variance.

@@ -37,7 +37,7 @@ from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
 from torch_neuronx.runtime.cores import device_entry_point
 from torch_neuronx.runtime.dtypes import CODE_OF
-from torch_neuronx.runtime.executable_cache import EXECUTABLES
+from torch_neuronx.runtime.executable_cache import EXECUTABLES, with_thread_count
 
 _graph_ids = itertools.count()
 
@@ -163,6 +163,7 @@ class CompiledGraph:
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
+        key = with_thread_count(key)
         if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)
             return self(*[resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in args])
         self.metrics.calls += 1

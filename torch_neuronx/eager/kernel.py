@@ -29,7 +29,7 @@ from torch_neuronx.eager.plan import Plan, call, results_of_in_place, returns
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.dtypes import aten_name
-from torch_neuronx.runtime.executable_cache import EXECUTABLES
+from torch_neuronx.runtime.executable_cache import EXECUTABLES, with_thread_count
 
 #: The warning that Python meta kernels give for an ``out=`` tensor they resize (torch._prims_common
 #: ``_maybe_resize_out``); the runner that resizes it gives ATen's own (eager/runners.py), once.
@@ -74,6 +74,7 @@ class EagerKernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
+            key = with_thread_count(key)
         except RuntimeError:
             fallback.refuse_neuron_generator_for_cpu_tensors(args, kwargs)
             raise

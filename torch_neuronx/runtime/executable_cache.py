@@ -25,6 +25,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+import torch
+
 from torch_neuronx import _config
 
 #: Admissions between two counts of the process's memory mappings (a count reads /proc/self/maps:
@@ -33,6 +35,14 @@ _CHECK_EVERY = 32
 #: Shares of ``vm.max_map_count``: above ``_HIGH``, evict until under ``_LOW``. 32 executables of
 #: about 100 mappings each fit in the margin above ``_HIGH``.
 _HIGH, _LOW = 0.75, 0.5
+
+
+def with_thread_count(key: bytes) -> bytes:
+    """A call signature's cache key extended with ``torch.get_num_threads()``: lowerings that
+    follow a CPU kernel's split of its work between threads (batch norm's per-thread sums, arange,
+    softmax's scalar tail) read the count when they are traced, so an executable serves one count
+    (about 80 ns a call)."""
+    return key + torch.get_num_threads().to_bytes(4, "little")
 
 
 def process_mappings() -> int | None:
