@@ -4,6 +4,7 @@ batch norm's running statistics over several training steps."""
 from __future__ import annotations
 
 import copy
+import functools
 import re
 
 import pytest
@@ -546,6 +547,20 @@ def test_batch_norm_of_an_empty_batch_is_empty_as_on_cpu(form):
         return y, *torch.autograd.grad(y.sum(), (x, w, b), allow_unused=True, materialize_grads=True)
 
     assert_matches_cpu(run, x, weight, bias, torch.randn(3), torch.rand(3) + 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+def test_batch_norm_without_channels_gives_empty_statistics(dtype, channels_last):
+    # The per-channel element count divided by zero in the lowerings (ZeroDivisionError). The CPU
+    # refuses any empty input to this op ("input tensor must have at least one element"); the
+    # results take the shapes of PyTorch's meta kernel, as an empty batch's do.
+    x = torch.randn(2, 0, 4, 4).to(dtype)
+    x = x.to(memory_format=torch.channels_last) if channels_last else x
+    call = functools.partial(torch.ops.aten.native_batch_norm, weight=None, bias=None, running_mean=None)
+    expected = call(x.to("meta"), running_var=None, training=True, momentum=0.1, eps=1e-5)
+    actual = call(x.to("neuron"), running_var=None, training=True, momentum=0.1, eps=1e-5)
+    assert [(t.shape, t.dtype) for t in actual] == [(t.shape, t.dtype) for t in expected]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)

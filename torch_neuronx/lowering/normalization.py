@@ -237,6 +237,12 @@ def _thread_buffers(values, rows: int, accumulate):
 # --- batch norm -------------------------------------------------------------------------------
 
 
+def _per_channel(input) -> int:
+    """The elements of an (N, C, *) input per channel (0 for an input with no channels, whose
+    statistics are empty)."""
+    return input.size // input.shape[1] if input.shape[1] else 0
+
+
 def _channel_shape(input) -> tuple[int, ...]:
     """Shape that broadcasts a per-channel vector against an (N, C, *) input."""
     return (1, input.shape[1]) + (1,) * (input.ndim - 2)
@@ -357,7 +363,7 @@ def _float32_batch_stats(x, running_mean, running_var, momentum, eps, contiguous
     0, ATen's ``InvStd``); the running statistics move in float32 (the variance's momentum term in
     float64). Float32 sums in XLA's order differed from the CPU's in 60-70% of output elements."""
     axes, shape, wide = _reduction_axes(x), _channel_shape(x), jnp.float64
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     if contiguous:
         mean = true_divide(jnp.sum(x.astype(wide), axis=axes), jnp.float64(count)).astype(jnp.float32)
         deviations = x - mean.reshape(shape)
@@ -387,7 +393,7 @@ def _float32_generic_batch_stats(x, running_mean, running_var, momentum, eps):
     deviations from it summed in float64, invstd and the running statistics in float64, each
     rounded to float32 once."""
     axes, shape, wide = _reduction_axes(x), _channel_shape(x), jnp.float64
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     total = jnp.sum(x.astype(wide), axis=axes).astype(jnp.float32)
     mean = true_divide(total, jnp.float32(count))
     deviations = x.astype(wide) - mean.astype(wide).reshape(shape)
@@ -465,7 +471,7 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
     float32. (save_mean, save_invstd, new_running_mean, new_running_var)."""
     x = x.astype(jnp.float32)
     channels = x.shape[1]
-    count = x.size // channels
+    count = _per_channel(x)
     if contiguous:
         planes = x.reshape(x.shape[0], channels, -1)
         mean = true_divide(_mixed_channel_sums(planes), jnp.float32(count))
@@ -566,7 +572,7 @@ def _bfloat16_batch_stats(x, dtype, running_mean, running_var, momentum, eps):
     1 - momentum and each product and sum rounded to bfloat16."""
     rounded = c10_rounding(dtype)
     axes, shape = _reduction_axes(x), _channel_shape(x)
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = rounded(jnp.sum(jnp.square(x - mean.reshape(shape)), axis=axes))
@@ -592,7 +598,7 @@ def _float16_batch_stats(x, dtype, running_mean, running_var, momentum, eps, *, 
     (:data:`_generic_16_bit_batch_stats`)."""
     rounded = c10_rounding(dtype)
     axes, shape = _reduction_axes(x), _channel_shape(x)
-    count = x.size // x.shape[1]
+    count = _per_channel(x)
     mean = jnp.sum(x, axis=axes) / count
     save_mean = rounded(mean)
     var_sum = jnp.sum(jnp.square(x - save_mean.reshape(shape)), axis=axes)
@@ -641,7 +647,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         centered = input - mean.reshape(shape)
         var = jnp.mean(centered * centered, axis=axes)
         invstd = _invstd(var, eps)
-        count = input.size // input.shape[1]
+        count = _per_channel(input)
         if running_mean is not None:
             new_mean = (1 - momentum) * running_mean + momentum * mean
         if running_var is not None:
@@ -1004,7 +1010,7 @@ def _batch_norm_backward_as_the_cpus_generic_16_bit_path(
     wide_sum = jnp.sum(dy, axis=axes)
     grad_sum = rounded(wide_sum)
     if train:
-        count = _in_dtype(input.size // input.shape[1], dtype)
+        count = _in_dtype(_per_channel(input), dtype)
         k = rounded(rounded(rounded(rounded(dot) * invstd) * invstd) / count)
         projection = rounded(centered * k.reshape(shape))
         # Fitted: float16's mean gradient divides the float sum, bfloat16's the rounded one.
@@ -1033,7 +1039,7 @@ def _batch_norm_backward(
     dot = jnp.sum(grad_out * centered, axis=axes)
     scale = invstd * weight if weight is not None else invstd
     if train:
-        count = input.size // input.shape[1]
+        count = _per_channel(input)
         projection = centered * (dot * invstd * invstd / count).reshape(shape)
         grad_input = (grad_out - projection - (grad_sum / count).reshape(shape)) * scale.reshape(shape)
     else:
