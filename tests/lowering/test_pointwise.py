@@ -670,6 +670,26 @@ def test_a_wider_0dim_tensor_operand_is_rounded_to_the_16_bit_common_dtype(op, d
     assert_matches_cpu(op, x, other, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, t, s: torch.addcmul(x, t, s),
+        lambda x, t, s: torch.addcmul(x, s, t),
+        lambda x, t, s: torch.addcdiv(x, t, s),
+        lambda x, t, s: torch.lerp(x, t, s),
+        lambda x, t, s: torch._foreach_addcmul([x], [t], [s])[0],
+    ],
+    ids=["addcmul_tensor2", "addcmul_tensor1", "addcdiv", "lerp_weight", "foreach_addcmul"],
+)
+def test_a_wider_0dim_tensor_in_any_operand_position_is_rounded(op, dtype):
+    # Every tensor of a TensorIterator op is an operand, cast to the common dtype: addcmul's 0-dim
+    # float32 tensor1/tensor2 (ASGD's eta) became bfloat16 0.333984375 on the CPU, where neuron
+    # kept 1/3 (a twelfth of the elements differed; helper-49).
+    x, t = torch.randn(64).to(dtype), torch.randn(64).to(dtype)
+    assert_matches_cpu(op, x, t, torch.tensor(1 / 3), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("exponent", [2, 3, -1, -2, 2.0, 0.5, -0.5, 0, 1])
 def test_pow_of_a_number_computes_as_the_cpu_kernel(exponent):
     # ATen's CPU kernel computes 2, 3 and -2 as products, 0.5, -0.5 and -1 as sqrt, rsqrt and the

@@ -122,7 +122,10 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         if arg is None or names[i] in entry.static:
             continue
         wider_tensor = isinstance(meta, torch.Tensor) and meta.dim() == 0 and meta.dtype != common
-        rounded_operand = (is_number(meta) or wider_tensor) and scalar_dtype is not None and names[i] in _OPERAND_NAMES
+        # A wider 0-dim tensor is an iterator operand wherever it stands (addcmul's tensor1/tensor2);
+        # a number only in an operand's position.
+        number_operand = is_number(meta) and names[i] in _OPERAND_NAMES
+        rounded_operand = scalar_dtype is not None and (wider_tensor or number_operand)
         if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
             if rounded_operand:
                 args[i] = convert(arg, scalar_dtype).astype(target)
