@@ -369,11 +369,7 @@ def _float32_batch_stats(x, running_mean, running_var, momentum, eps, contiguous
         deviations = x - mean.reshape(shape)
         var_sum = jnp.sum((deviations * deviations).astype(wide), axis=axes).astype(jnp.float32)
     else:
-        rows = jnp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
-        sums = _thread_buffers(rows, 1, lambda buffer, row: buffer + row)
-        mean = true_divide(_in_thread_order(sums), jnp.float64(count)).astype(jnp.float32)
-        squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
-        var_sum = _in_thread_order(squares).astype(jnp.float32)
+        mean, var_sum = _channels_last_moments(x, jnp.float64)
     var = true_divide(var_sum, jnp.float32(count))
     invstd = _invstd(var, eps)
     momentum = jnp.asarray(momentum, jnp.float32)
@@ -478,11 +474,7 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
         deviations = planes - mean[:, None]
         var_sum = _mixed_channel_sums(deviations * deviations)
     else:
-        rows = jnp.moveaxis(x, 1, -1).reshape(-1, channels)
-        sums = _thread_buffers(rows, 1, lambda buffer, row: buffer + row)
-        mean = true_divide(_in_thread_order(sums, jnp.float32), jnp.float32(count))
-        squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
-        var_sum = _in_thread_order(squares, jnp.float32)
+        mean, var_sum = _channels_last_moments(x, jnp.float32)
     var = true_divide(var_sum, jnp.float32(count))
     invstd = _invstd(var, eps)
     momentum = jnp.asarray(momentum, jnp.float32)
@@ -492,6 +484,20 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
     if running_var is not None:
         new_var = momentum * true_divide(var_sum, jnp.float32(count - 1)) + (1 - momentum) * running_var
     return mean, invstd, new_mean, new_var
+
+
+def _channels_last_moments(x, total_dtype):
+    """(mean, sum of squared deviations) per channel of a float32 ``x`` as ATen's channels-last
+    statistics kernels compute them: a float32 buffer per thread's chunk of positions
+    (:func:`_thread_buffers`), the buffers added thread by thread in ``total_dtype`` (float64 for a
+    float32 input, float32 for a 16-bit one), the mean rounded to float32, the squared deviations
+    from it fused into the buffers."""
+    count = _per_channel(x)
+    rows = jnp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    sums = _thread_buffers(rows, 1, lambda buffer, row: buffer + row)
+    mean = true_divide(_in_thread_order(sums, total_dtype), jnp.asarray(count, total_dtype)).astype(jnp.float32)
+    squares = _thread_buffers(rows, 1, lambda buffer, row: _squared_deviation_added(row - mean, buffer))
+    return mean, _in_thread_order(squares, total_dtype).astype(jnp.float32)
 
 
 def _squared_deviation_added(deviation, buffer):
