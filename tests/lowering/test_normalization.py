@@ -320,16 +320,21 @@ def test_float32_batch_norm_gradients_are_the_cpus_bit_for_bit(channels_last, tr
 def test_channels_last_batch_norm_follows_a_thread_count_changed_in_the_process(compiled):
     # The per-thread sums are traced for torch.get_num_threads(); executables were cached by call
     # signature alone, so after torch.set_num_threads the earlier split came back (80% of elements).
-    def run(x):
-        return torch.ops.aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+    # The backward runs on autograd's device thread, whose own OpenMP count stays what it was at
+    # its start: the main thread's count is the one that holds (helper-50).
+    def run(x, grad):
+        x = x.detach().requires_grad_()
+        out = F.batch_norm(x, None, None, training=True)
+        return out, *torch.autograd.grad(out, x, grad)
 
     x = torch.randn(4, 16, 9, 9).contiguous(memory_format=torch.channels_last)
-    fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
-    device_x, threads = x.to("neuron"), torch.get_num_threads()
+    grad = torch.randn(4, 16, 9, 9).contiguous(memory_format=torch.channels_last)
+    fn = torch.compile(run, backend="neuron") if compiled else run
+    threads = torch.get_num_threads()
     try:
         for count in (1, 3):
             torch.set_num_threads(count)
-            torch.testing.assert_close(to_cpu(fn(device_x)), run(x), atol=0, rtol=0)
+            torch.testing.assert_close(to_cpu(fn(x.to("neuron"), grad.to("neuron"))), run(x, grad), atol=0, rtol=0)
     finally:
         torch.set_num_threads(threads)
 
@@ -344,6 +349,22 @@ def test_batch_norm_adds_eps_in_double_as_the_cpu(compiled):
     x = torch.randn(8, 64, 6, 6, generator=torch.Generator().manual_seed(0)) * 0.01 + 100
     fn = torch.compile(run, backend="neuron", fullgraph=True) if compiled else run
     torch.testing.assert_close(to_cpu(fn(x.to("neuron"))), run(x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_16_bit_contiguous_batch_norm_input_gradient_fuses_as_the_cpu(dtype):
+    # The contiguous kernel's input gradient subtracts (x - mean) * k with one rounding; unfused,
+    # an element in a few thousand was an ulp off (helper-50's seed 5).
+    generator = torch.Generator().manual_seed(5)
+    x = (torch.randn(8, 32, 12, 12, generator=generator) * 2 + 1).to(dtype)
+    grad = torch.randn(8, 32, 12, 12, generator=generator).to(dtype)
+
+    def gradients(x, weight, bias, grad):
+        x, weight, bias = (t.requires_grad_() for t in (x, weight, bias))
+        out = F.batch_norm(x, None, None, weight, bias, training=True)
+        return torch.autograd.grad(out, (x, weight, bias), grad)
+
+    assert_matches_cpu(gradients, x, torch.ones(32), torch.zeros(32), grad, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -551,15 +572,17 @@ def test_batch_norm_of_an_empty_batch_is_empty_as_on_cpu(form):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
-def test_batch_norm_without_channels_gives_empty_statistics(dtype, channels_last):
-    # The per-channel element count divided by zero in the lowerings (ZeroDivisionError). The CPU
-    # refuses any empty input to this op ("input tensor must have at least one element"); the
-    # results take the shapes of PyTorch's meta kernel, as an empty batch's do.
-    x = torch.randn(2, 0, 4, 4).to(dtype)
+@pytest.mark.parametrize("shape", [(2, 0, 4, 4), (0, 3, 4, 4)], ids=["no_channels", "empty_batch"])
+def test_empty_batch_norm_gives_the_meta_kernels_statistics(dtype, channels_last, shape):
+    # The per-channel element count divided by zero in the lowerings (ZeroDivisionError), and a
+    # 16-bit input with float32 parameters reshaped its empty sums by -1 (helper-50). The CPU
+    # refuses any empty input to this op ("input tensor must have at least one element").
+    x = torch.randn(shape).to(dtype)
     x = x.to(memory_format=torch.channels_last) if channels_last else x
-    call = functools.partial(torch.ops.aten.native_batch_norm, weight=None, bias=None, running_mean=None)
-    expected = call(x.to("meta"), running_var=None, training=True, momentum=0.1, eps=1e-5)
-    actual = call(x.to("neuron"), running_var=None, training=True, momentum=0.1, eps=1e-5)
+    weight = torch.ones(shape[1])
+    call = functools.partial(torch.ops.aten.native_batch_norm, bias=None, running_mean=None)
+    expected = call(x.to("meta"), weight=weight.to("meta"), running_var=None, training=True, momentum=0.1, eps=1e-5)
+    actual = call(x.to("neuron"), weight=weight.to("neuron"), running_var=None, training=True, momentum=0.1, eps=1e-5)
     assert [(t.shape, t.dtype) for t in actual] == [(t.shape, t.dtype) for t in expected]
 
 

@@ -19,6 +19,7 @@ import torch
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.host_threads import cpu_thread_count
 
 aten = torch.ops.aten
 
@@ -216,7 +217,7 @@ def _cpu_softmax_scalar_tail(outer: int, inner: int) -> np.ndarray:
     the tail. The thread count is read when the call is compiled (as ``arange`` reads it)."""
     step = 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16
     total = outer * inner
-    chunk = -(-total // max(torch.get_num_threads(), 1))
+    chunk = -(-total // max(cpu_thread_count(), 1))
     position = np.arange(total)
     chunk_start = position // chunk * chunk
     chunk_end = np.minimum(chunk_start + chunk, total)

@@ -36,6 +36,7 @@ from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.host_threads import cpu_thread_count
 
 aten = torch.ops.aten
 
@@ -208,7 +209,7 @@ def _thread_buffers(values, rows: int, accumulate):
     float32 batch norm backward's loop took 4x as long)."""
     leaves = values if isinstance(values, tuple) else (values,)
     count = math.prod(leaves[0].shape[:rows])
-    threads = max(min(torch.get_num_threads(), count), 1)
+    threads = max(min(cpu_thread_count(), count), 1)
     chunk = -(-count // threads)
     padding = threads * chunk - count
     present = (jnp.arange(threads * chunk) < count).reshape(threads, chunk)
@@ -340,7 +341,7 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
         transform = _vectorised_output if _cpu_transforms_fast(metas) else _generic_output
         return (transform(input, weight, bias, *stats[:2]), *stats)
     mixed = input.dtype in (jnp.bfloat16, jnp.float16) and all(t is None or t.dtype == jnp.float32 for t in tensors[1:])
-    if mixed and _cpu_collects_stats_fast(metas):
+    if mixed and _cpu_collects_stats_fast(metas) and input.size:  # an empty input has no sums to order
         stats = _mixed_batch_stats(input, running_mean, running_var, momentum, eps, _plane_kernel(metas[0]))
         if _cpu_transforms_fast(metas):
             return (_vectorised_output(input, weight, bias, *stats[:2]), *stats)
@@ -930,7 +931,9 @@ def _16_bit_contiguous_backward(grad_out, input, weight, mean, invstd, train, ou
     centered = x - mean[:, None]
     grad_sum = _mixed_channel_sums(dy)
     dot = _mixed_channel_sums(centered, dy, fused_leftovers=input.dtype == jnp.float16)
-    grad_input = _16_bit_input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, axis=1)
+    grad_input = _16_bit_input_gradient(
+        x, dy, weight, mean, invstd, grad_sum, dot, train, axis=1, fused_channels=channels
+    )
     return (
         grad_input.reshape(input.shape),
         dot * invstd if output_mask[1] else None,

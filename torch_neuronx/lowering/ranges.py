@@ -27,9 +27,9 @@ import math
 
 import ml_dtypes
 import numpy as np
-import torch
 
 from torch_neuronx.lowering.fused_multiply_add import cpu_kernels_contract
+from torch_neuronx.runtime.host_threads import cpu_thread_count
 
 __all__ = ["arange_values", "bfloat16_nans_positive", "linspace_values", "range_values", "to_scalar_type"]
 
@@ -154,7 +154,7 @@ def arange_values(start: float | int, step: float | int, count: int, dtype: np.d
     first, stride = accumulate.type(start), accumulate.type(step)
     lanes = _VECTOR_BYTES // dtype.itemsize
     chunk = max(count, 1)
-    threads = torch.get_num_threads()
+    threads = cpu_thread_count()
     if count > _GRAIN_SIZE and threads > 1:
         chunk = math.ceil(count / min(threads, math.ceil(count / _GRAIN_SIZE)))
     fused = cpu_kernels_contract()

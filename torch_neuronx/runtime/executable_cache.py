@@ -25,9 +25,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-import torch
-
 from torch_neuronx import _config
+from torch_neuronx.runtime.host_threads import cpu_thread_count
 
 #: Admissions between two counts of the process's memory mappings (a count reads /proc/self/maps:
 #: about 10 ms at 60,000 mappings, against the seconds 32 compilations take).
@@ -42,7 +41,7 @@ def with_thread_count(key: bytes) -> bytes:
     follow a CPU kernel's split of its work between threads (batch norm's per-thread sums, arange,
     softmax's scalar tail) read the count when they are traced, so an executable serves one count
     (about 80 ns a call)."""
-    return key + torch.get_num_threads().to_bytes(4, "little")
+    return key + cpu_thread_count().to_bytes(4, "little")
 
 
 def process_mappings() -> int | None:
