@@ -371,16 +371,7 @@ def _float32_batch_stats(x, running_mean, running_var, momentum, eps, contiguous
         var_sum = jnp.sum((deviations * deviations).astype(wide), axis=axes).astype(jnp.float32)
     else:
         mean, var_sum = _channels_last_moments(x, jnp.float64)
-    var = true_divide(var_sum, jnp.float32(count))
-    invstd = _invstd(var, eps)
-    momentum = jnp.asarray(momentum, jnp.float32)
-    new_mean = new_var = None
-    if running_mean is not None:
-        new_mean = momentum * mean + (1 - momentum) * running_mean
-    if running_var is not None:
-        unbiased = true_divide(var_sum, jnp.float32(count - 1)).astype(wide)  # 0 / 0 for one value per channel: NaN
-        new_var = (momentum.astype(wide) * unbiased + ((1 - momentum) * running_var).astype(wide)).astype(jnp.float32)
-    return mean, invstd, new_mean, new_var
+    return _from_sums(mean, var_sum, count, running_mean, running_var, momentum, eps, wide_running_var=True)
 
 
 def _float32_generic_batch_stats(x, running_mean, running_var, momentum, eps):
@@ -476,14 +467,26 @@ def _mixed_batch_stats(x, running_mean, running_var, momentum, eps, contiguous: 
         var_sum = _mixed_channel_sums(deviations * deviations)
     else:
         mean, var_sum = _channels_last_moments(x, jnp.float32)
-    var = true_divide(var_sum, jnp.float32(count))
-    invstd = _invstd(var, eps)
+    return _from_sums(mean, var_sum, count, running_mean, running_var, momentum, eps, wide_running_var=False)
+
+
+def _from_sums(mean, var_sum, count, running_mean, running_var, momentum, eps, *, wide_running_var):
+    """(save_mean, save_invstd, new_running_mean, new_running_var) from float32 batch sums as
+    ``batch_norm_cpu_update_stats_template`` makes them: invstd from ``var_sum / n`` (ATen's
+    InvStd), the running mean in float32 with the momentum as float32, the running variance from
+    ``var_sum / (n - 1)`` (NaN for one value per channel) with its momentum term in float64 where
+    ``wide_running_var`` (float's ``acc_type``; float32 for 16-bit inputs)."""
+    invstd = _invstd(true_divide(var_sum, jnp.float32(count)), eps)
     momentum = jnp.asarray(momentum, jnp.float32)
     new_mean = new_var = None
     if running_mean is not None:
         new_mean = momentum * mean + (1 - momentum) * running_mean
     if running_var is not None:
-        new_var = momentum * true_divide(var_sum, jnp.float32(count - 1)) + (1 - momentum) * running_var
+        unbiased = true_divide(var_sum, jnp.float32(count - 1))
+        kept = (1 - momentum) * running_var
+        if wide_running_var:
+            unbiased, momentum, kept = (t.astype(jnp.float64) for t in (unbiased, momentum, kept))
+        new_var = (momentum * unbiased + kept).astype(jnp.float32)
     return mean, invstd, new_mean, new_var
 
 
