@@ -200,8 +200,8 @@ def _thread_buffers(values, rows: int, accumulate):
     """The float32 buffers, one per thread, into which a CPU kernel's ``at::parallel_for`` over the
     M rows of ``values`` (its leading ``rows`` dims flattened) folds them: each of ``min(threads,
     M)`` threads takes an equal chunk of rows and folds it in order, ``buffer = accumulate(buffer,
-    row)`` from zeros. Shape (threads, *trailing). The thread count is
-    ``torch.get_num_threads()`` when the call is compiled, as ``arange`` reads it.
+    row)`` from zeros. Shape (threads, *trailing). The thread count is the main thread's
+    (``runtime.host_threads.cpu_thread_count``) when the call is compiled, as ``arange`` reads it.
 
     ``values`` may be a tuple of arrays with the same leading dims, folded together: ``row`` and
     ``buffer`` are then tuples, and so is the result. The loop carries them as separate arrays:
@@ -896,29 +896,27 @@ def _float32_channels_last_backward(grad_out, input, weight, mean, invstd, train
     unfused); grad_weight ``dot * invstd`` in float32."""
     channels = input.shape[1]
     x, dy = (jnp.moveaxis(t, 1, -1).reshape(-1, channels) for t in (input, grad_out))
+    grad_sum, dot = _channels_last_gradient_sums(x, dy, mean, jnp.float64)
+    vector_channels = channels - channels % _BACKWARD_LANES
+    grad_input = _input_gradient(
+        x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
+    )
+    grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
+    return grad_input, dot * invstd if output_mask[1] else None, grad_sum if output_mask[2] else None
+
+
+def _channels_last_gradient_sums(x, dy, mean, total_dtype):
+    """``sum(dy)`` and ``sum((x - mean) * dy)`` per channel of (positions, C) float32 rows as ATen's
+    channels-last backward kernels make them: a float32 buffer per thread's chunk of positions
+    (:func:`_thread_buffers`, the product fused), the buffers added thread by thread in
+    ``total_dtype`` (float64 for float32 inputs, float32 for 16-bit ones) and stored as float32."""
 
     def accumulate(buffers, row):
         (grad_sums, dots), (row_dy, row_x) = buffers, row
         return grad_sums + row_dy, _contracted_in_loop(row_x - mean, row_dy, dots)
 
     grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
-    grad_sum = _in_thread_order(grad_sums).astype(jnp.float32)
-    dot = _in_thread_order(dots).astype(jnp.float32)
-    w = jnp.ones((channels,), jnp.float32) if weight is None else weight
-    if train:
-        count = jnp.float32(x.shape[0])
-        k = true_divide(dot * invstd * invstd, count)
-        mean_grad = true_divide(grad_sum, count)
-        centered, shifted = x - mean, dy - mean_grad
-        vector_channels = jnp.arange(channels) < channels - channels % _BACKWARD_LANES
-        fused = contracted_multiply_add(-centered, k, shifted)
-        grad_input = jnp.where(vector_channels, fused, shifted - centered * k) * invstd * w
-    else:
-        grad_input = dy * invstd * w
-    grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
-    grad_weight = dot * invstd if output_mask[1] else None
-    grad_bias = grad_sum if output_mask[2] else None
-    return grad_input, grad_weight, grad_bias
+    return tuple(_in_thread_order(sums, total_dtype).astype(jnp.float32) for sums in (grad_sums, dots))
 
 
 def _16_bit_contiguous_backward(grad_out, input, weight, mean, invstd, train, output_mask):
@@ -934,9 +932,7 @@ def _16_bit_contiguous_backward(grad_out, input, weight, mean, invstd, train, ou
     centered = x - mean[:, None]
     grad_sum = _mixed_channel_sums(dy)
     dot = _mixed_channel_sums(centered, dy, fused_leftovers=input.dtype == jnp.float16)
-    grad_input = _16_bit_input_gradient(
-        x, dy, weight, mean, invstd, grad_sum, dot, train, axis=1, fused_channels=channels
-    )
+    grad_input = _input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, axis=1, fused_channels=channels)
     return (
         grad_input.reshape(input.shape),
         dot * invstd if output_mask[1] else None,
@@ -951,29 +947,22 @@ def _16_bit_channels_last_backward(grad_out, input, weight, mean, invstd, train,
     buffers added in float32; the input gradient as :func:`_16_bit_contiguous_backward`'s."""
     channels = input.shape[1]
     x, dy = (jnp.moveaxis(t.astype(jnp.float32), 1, -1).reshape(-1, channels) for t in (input, grad_out))
-
-    def accumulate(buffers, row):
-        (grad_sums, dots), (row_dy, row_x) = buffers, row
-        return grad_sums + row_dy, _contracted_in_loop(row_x - mean, row_dy, dots)
-
-    grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
-    grad_sum = _in_thread_order(grad_sums, jnp.float32)
-    dot = _in_thread_order(dots, jnp.float32)
+    grad_sum, dot = _channels_last_gradient_sums(x, dy, mean, jnp.float32)
     vector_channels = channels - channels % _HALF_VECTOR
-    grad_input = _16_bit_input_gradient(
+    grad_input = _input_gradient(
         x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
     )
     grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
     return grad_input, dot * invstd if output_mask[1] else None, grad_sum if output_mask[2] else None
 
 
-def _16_bit_input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, *, axis, fused_channels=0):
-    """The input gradient of the CPU's 16-bit batch norm backward kernels, in float32 (rounded
-    once by the caller's dtype): ``((dy - sum / count - (x - mean) * k) * invstd) * weight`` with
-    ``k = dot * invstd * invstd / count`` in training, ``(dy * invstd) * weight`` otherwise; the
-    per-channel values broadcast along ``axis`` of ``x``'s flattened layout. The first
-    ``fused_channels`` channels subtract the product with one rounding (the channels-last kernel's
-    whole 16-element vectors)."""
+def _input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, *, axis, fused_channels=0):
+    """The input gradient of the CPU's vectorised batch norm backward kernels (16-bit and
+    channels-last float32), in float32 (rounded once by the caller's dtype): ``((dy - sum / count
+    - (x - mean) * k) * invstd) * weight`` with ``k = dot * invstd * invstd / count`` in training,
+    ``(dy * invstd) * weight`` otherwise; the per-channel values broadcast along ``axis`` of
+    ``x``'s flattened layout. The first ``fused_channels`` channels subtract the product with one
+    rounding (the channels of the kernel's whole vectors)."""
     shape = [1] * x.ndim
     shape[axis] = x.shape[axis]
 

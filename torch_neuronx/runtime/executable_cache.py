@@ -37,10 +37,10 @@ _HIGH, _LOW = 0.75, 0.5
 
 
 def with_thread_count(key: bytes) -> bytes:
-    """A call signature's cache key extended with ``torch.get_num_threads()``: lowerings that
-    follow a CPU kernel's split of its work between threads (batch norm's per-thread sums, arange,
-    softmax's scalar tail) read the count when they are traced, so an executable serves one count
-    (about 80 ns a call)."""
+    """A call signature's cache key extended with the host thread count
+    (:func:`~torch_neuronx.runtime.host_threads.cpu_thread_count`): lowerings that follow a CPU
+    kernel's split of its work between threads (batch norm's per-thread sums, arange, softmax's
+    scalar tail) read the count when they are traced, so an executable serves one count."""
     return key + cpu_thread_count().to_bytes(4, "little")
 
 
