@@ -54,6 +54,21 @@ def _read_both(a, b):
     return a + b
 
 
+def _foreach_update_items_that_alias(a, b):
+    torch._foreach_mul_([a, a, b], 0.5)  # the same tensor twice in one list
+    torch._foreach_add_([a[0], a[1]], [a[1], a[0]])  # an item read at another index
+    return a + 1
+
+
+def _foreach_update_disjoint_rows(a, b):
+    torch._foreach_mul_([a[0], a[1], b], 0.5)
+    return a + 1
+
+
+def _matrix_and_vector(device):
+    return torch.arange(1.0, 9.0, device=device).reshape(2, 4), torch.arange(3.0, device=device)
+
+
 def _overlapping_slices(device):
     base = torch.arange(6.0, device=device)
     return base[:5], base[1:]
@@ -134,6 +149,10 @@ CASES = [
     # Sharing a storage without overlapping, or overlapping without a mutation, compiles.
     Case("disjoint_slices_of_one_storage", _mutate_first_read_second, _disjoint_slices_of_one_storage, eager=False),
     Case("overlap_without_mutation", _read_both, _overlapping_slices, eager=False),
+    # Inside the graph: an in-place tensor-list op whose items alias updates them in turn, as eager
+    # does (AOTAutograd computes every item from the values before the call).
+    Case("foreach_items_that_alias", _foreach_update_items_that_alias, _matrix_and_vector, eager=False),
+    Case("foreach_disjoint_rows", _foreach_update_disjoint_rows, _matrix_and_vector, eager=False),
 ]
 
 
@@ -231,14 +250,15 @@ def test_training_step_of_module_with_aliased_buffers_matches_cpu():
         assert neuron_model.window.untyped_storage().data_ptr() == neuron_model.state.untyped_storage().data_ptr()
 
 
+@pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlapping_params", "disjoint_params_one_storage"])
-def test_compiled_optimizer_step_on_params_sharing_storage_matches_cpu(overlap):
+def test_compiled_optimizer_step_on_params_sharing_storage_matches_cpu(overlap, foreach):
     def make(device):
         flat = torch.linspace(-1.0, 1.0, 10, device=device)
         params = [torch.nn.Parameter(flat[0:6]), torch.nn.Parameter(flat[4:10] if overlap else flat[6:10])]
         for param in params:
             param.grad = torch.linspace(0.1, 0.6, param.numel(), device=device)
-        return flat, params, torch.optim.SGD(params, lr=0.1, weight_decay=0.5, foreach=False)
+        return flat, params, torch.optim.SGD(params, lr=0.1, weight_decay=0.5, foreach=foreach)
 
     cpu_flat, _, cpu_opt = make("cpu")
     flat, params, opt = make("neuron")

@@ -196,6 +196,67 @@ def test_one_executable_per_call(call, name):
     assert torch_neuronx.get_executed_ops() == {name: 1}
 
 
+def _amp_unscale(base):
+    found_inf = torch.zeros((), device=base.device)
+    torch._amp_foreach_non_finite_check_and_unscale_([base, base], found_inf, torch.full((), 0.5, device=base.device))
+
+
+#: In-place calls whose items share memory across indices: the CPU updates item by item, so an
+#: item sees the update of an item before it.
+ITEMS_THAT_ALIAS = {
+    "same_tensor_twice": lambda b: torch._foreach_mul_([b, b], 0.5),
+    "view_and_its_base": lambda b: torch._foreach_mul_([b, b[0]], [0.5, 3.0]),
+    "other_is_an_earlier_item": lambda b: torch._foreach_add_([b[0], b[1]], [b[2], b[0]], alpha=2),
+    "lerp": lambda b: torch._foreach_lerp_([b[0], b[1]], [b[1], b[0]], 0.5),
+    "addcmul": lambda b: torch._foreach_addcmul_([b[0], b[1]], [b[1], b[0]], [b[2], b[2]], 2.0),
+    "addcdiv_tensor_scalars": lambda b: torch._foreach_addcdiv_(
+        [b[0], b[1]], [b[1], b[0]], [b[2], b[2]], torch.tensor([2.0, 3.0])
+    ),
+    "copy": lambda b: torch._foreach_copy_([b[0], b[1]], [b[1], b[0]]),
+    "sqrt": lambda b: torch._foreach_sqrt_([b, b[0]]),
+    "other_tensor_is_an_item": lambda b: torch._foreach_mul_([b[1, 0], b[0]], b[1, 0]),
+    "amp_unscale": _amp_unscale,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("call", ITEMS_THAT_ALIAS.values(), ids=ITEMS_THAT_ALIAS.keys())
+def test_in_place_items_that_alias_are_updated_in_turn_as_on_the_cpu(call, dtype):
+    def run(base):
+        base = base.clone()
+        call(base)
+        return base
+
+    assert_matches_cpu(run, torch.arange(1.0, 13.0).reshape(3, 4).to(dtype), atol=0, rtol=0)
+
+
+def test_fused_optimizer_given_a_parameter_twice_updates_it_twice_as_on_the_cpu():
+    def step(param, grad):
+        param, buffer = param.clone(), torch.zeros_like(param)
+        hyper = {"weight_decay": 0.1, "momentum": 0.9, "lr": 0.1, "dampening": 0.0, "nesterov": False}
+        torch._fused_sgd_([param, param], [grad, grad], [buffer, buffer], **hyper, maximize=False, is_first_step=True)
+        return param, buffer
+
+    assert_matches_cpu(step, torch.arange(1.0, 5.0), torch.full((4,), 0.5))
+
+
+def test_in_place_items_run_as_one_executable_unless_they_alias():
+    base = torch.arange(1.0, 13.0, device="neuron").reshape(3, 4)
+    torch_neuronx.clear_op_tracking()
+    torch._foreach_mul_([base[0], base[1], base[2]], 0.5)  # one storage, disjoint items
+    assert torch_neuronx.get_executed_ops() == {"aten::_foreach_mul_.Scalar": 1}
+    torch_neuronx.clear_op_tracking()
+    torch._foreach_mul_([base, base[1], base[2]], 0.5)
+    assert torch_neuronx.get_executed_ops() == {"aten::_foreach_mul_.Scalar": 3}
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_in_place_item_partly_overlapping_what_it_reads_raises_as_on_the_cpu(device):
+    flat = torch.arange(8.0, device=device)
+    with pytest.raises(RuntimeError, match="^unsupported operation: some elements of the input tensor and the written"):
+        torch._foreach_add_([flat[1:5]], [flat[0:4]])
+
+
 # --- optimizers and clipping -------------------------------------------------------------------------
 
 OPTIMIZERS = {

@@ -21,6 +21,13 @@ tensor input; such a call (and every call of a graph AOTAutograd gave synthetic 
 Dynamo graph eagerly, op by op on the device's eager kernels, which read and write the tensors
 themselves and so give eager mode's values, views and gradients. A graph that mutates no input is
 returned unwrapped.
+
+Inside a graph, an in-place tensor-list op whose items alias each other
+(``torch._foreach_mul_([a, a], 0.5)``, ``_foreach_add_([a[0], a[1]], [a[1], a[0]])``) is
+functionalised into one new value per item, each computed from the values before the call, where
+eager mode (the CPU's kernels, item by item) lets an item see the update of an item before it.
+:func:`split_aliased_list_updates` rewrites such a call into one call per item, in order, before
+AOTAutograd sees the graph.
 """
 
 from __future__ import annotations
@@ -30,11 +37,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import aot_input_mutations
+from torch_neuronx._compat.torch_internals import OpOverload, OpOverloadPacket, aot_input_mutations
 
-__all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair"]
+__all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair", "split_aliased_list_updates"]
 
 
 def input_names(graph: torch.fx.GraphModule) -> list[str]:
@@ -156,3 +164,101 @@ def guard_aliasing(graph: torch.fx.GraphModule, example_inputs: list[Any], compi
     if not any(mutated):
         return compiled
     return AliasGuard(graph, compiled, names, mutated, tensor_positions)
+
+
+def _in_place_list_arguments(target: Any) -> frozenset[str] | None:
+    """The names of the tensor-list arguments an in-place tensor-list op (``torch._foreach_mul_``,
+    ``aten._fused_adam_``; the torch function, the packet or an overload) writes, or None for any
+    other call target. Such an op returns nothing in every overload."""
+    if isinstance(target, OpOverload):
+        name = target._schema.name
+    elif isinstance(target, OpOverloadPacket):
+        name = target._qualified_op_name
+    elif getattr(torch, getattr(target, "__name__", ""), None) is target:
+        name = f"aten::{target.__name__}"
+    else:
+        return None
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None) if name.startswith("aten::") else None
+    if packet is None:
+        return None
+    schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    written = {
+        argument.name
+        for schema in schemas
+        for argument in schema.arguments
+        if argument.alias_info is not None and argument.alias_info.is_write and str(argument.type) == "List[Tensor]"
+    }
+    if not written or any(schema.returns for schema in schemas):
+        return None
+    return frozenset(written)
+
+
+def _storage(value: Any) -> Any:
+    """The storage identity of a node's example value (a fake tensor), or None if it has none."""
+    example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
+    return StorageWeakRef(example.untyped_storage()) if isinstance(example, torch.Tensor) else None
+
+
+def _items_alias(node: torch.fx.Node, written: frozenset[str], count: int) -> bool:
+    """Whether an item the call writes shares a storage with a tensor at another index, or with a
+    tensor every item reads; an item without an example value counts as sharing."""
+    schema_names = [a.name for a in _first_schema(node.target).arguments]
+    entries = []  # (index, storage, written)
+    named = list(zip(schema_names, node.args, strict=False)) + list(node.kwargs.items())
+    for name, value in named:
+        if isinstance(value, (list, tuple)) and len(value) == count:
+            entries.extend((i, _storage(item), name in written) for i, item in enumerate(value) if item is not None)
+        elif isinstance(value, torch.fx.Node):
+            entries.append((-1, _storage(value), False))
+    for index, storage, is_written in entries:
+        if not is_written:
+            continue
+        if storage is None:
+            return True
+        if any(other_index != index and other == storage for other_index, other, _ in entries):
+            return True
+    return False
+
+
+def _first_schema(target: Any) -> Any:
+    """A schema of the call's op (every overload of an in-place list op names its arguments alike
+    up to where they differ in kind)."""
+    if isinstance(target, OpOverload):
+        return target._schema
+    packet = target if isinstance(target, OpOverloadPacket) else getattr(torch.ops.aten, target.__name__)
+    return getattr(packet, packet.overloads()[0])._schema
+
+
+def _item(value: Any, index: int, count: int) -> Any:
+    """A call argument for item ``index`` alone: a one-item list of a per-item list, else itself."""
+    return [value[index]] if isinstance(value, (list, tuple)) and len(value) == count else value
+
+
+def split_aliased_list_updates(graph: torch.fx.GraphModule) -> int:
+    """Rewrites each in-place tensor-list call of ``graph`` whose items alias (see
+    :func:`_items_alias`) into one call per item, in index order, each with one-item lists, as the
+    CPU's kernels update item by item. Returns the number of calls rewritten."""
+    rewritten = 0
+    for node in list(graph.graph.nodes):
+        if node.op != "call_function" or node.users:
+            continue
+        written = _in_place_list_arguments(node.target)
+        if written is None or not node.args or not isinstance(node.args[0], (list, tuple)):
+            continue
+        count = len(node.args[0])
+        if count < 2 or not _items_alias(node, written, count):
+            continue
+
+        with graph.graph.inserting_before(node):
+            for index in range(count):
+                call = graph.graph.call_function(
+                    node.target,
+                    tuple(_item(v, index, count) for v in node.args),
+                    {k: _item(v, index, count) for k, v in node.kwargs.items()},
+                )
+                call.meta = dict(node.meta)
+        graph.graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        graph.recompile()
+    return rewritten

@@ -23,7 +23,7 @@ from torch_neuronx._compat.torch_internals import (
     mark_boxed,
     requested_dynamic_dims,
 )
-from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names
+from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names, split_aliased_list_updates
 from torch_neuronx.dynamo.eager_refusals import RefusedCall, find_refusal
 from torch_neuronx.dynamo.fused_ops import restore_fused_ops
 from torch_neuronx.dynamo.graph import CompiledGraph, source_line
@@ -177,6 +177,7 @@ def neuron_backend(
         return lambda gm, inputs: compile_graph(gm, list(inputs), kind)
 
     names = input_names(graph)
+    split_aliased_list_updates(graph)  # before AOTAutograd functionalises them (dynamo/aliasing.py)
     forget_aot_metadata()
     refused = find_refusal(graph, example_inputs)  # also ops AOTAutograd decomposes (dynamo/eager_refusals.py)
     if refused is not None:

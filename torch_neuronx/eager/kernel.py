@@ -23,7 +23,16 @@ from typing import Any
 import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
-from torch_neuronx.eager import dispatched_dtypes, errors, fallback, memory_formats, rules, runners, tracking
+from torch_neuronx.eager import (
+    dispatched_dtypes,
+    errors,
+    fallback,
+    list_items,
+    memory_formats,
+    rules,
+    runners,
+    tracking,
+)
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.eager.plan import Plan, call, results_of_in_place, returns
 from torch_neuronx.lowering import engine, registry
@@ -177,6 +186,7 @@ class EagerKernel:
         rules.check_written_shapes(plan, described, functional_result)
         if torch.Tag.pointwise in plan.functional.tags:
             rules.check_pointwise_overlap(plan, values)
+        list_items.check_item_overlap(plan, values)
         registry.check_dtype_rule(plan.functional, functional_metas)
         all_results = arguments.flat_tensors(functional_result)
         fresh = plan.fresh if plan.writes else len(all_results)
@@ -185,6 +195,8 @@ class EagerKernel:
         # TensorIterator checks that the result casts to an in-place/out= tensor before dispatching.
         rules.check_result_dtypes(self.name, fresh_metas, all_results[fresh:], targets)
         dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, functional_result)
+        if list_items.items_share_memory(plan, values):
+            return list_items.item_by_item_runner(plan)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)

@@ -1,0 +1,133 @@
+"""In-place tensor-list ops (``_foreach_mul_``, ``_fused_adam_``) whose items share memory.
+
+The CPU's kernels of these ops update the list item by item (ATen's ``foreach_tensor_*_slow_``
+loops, ``_fused_adam_kernel_cpu_``): an item that shares memory with an item at another index sees
+that item's update already made, so ``torch._foreach_mul_([t, t], 0.5)`` scales ``t`` by 0.25. One
+executable computes every item from the values before the call. A call signature whose items
+overlap across indices (the key records where the views of one storage sit relative to each other,
+so it decides this once per executable) therefore runs item by item, each a one-item call of the
+same overload; calls without such overlap, every optimizer step over distinct parameters among
+them, keep the one executable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_neuronx._compat.torch_internals import schema_of
+from torch_neuronx.eager import rules
+from torch_neuronx.eager.plan import Plan, call
+from torch_neuronx.runtime.arguments import ArgumentType, argument_type
+from torch_neuronx.runtime.executable import Runner
+
+
+def _written_list_position(plan: Plan) -> int | None:
+    """The schema position of the tensor list an in-place overload returning nothing updates, or
+    None for any other overload (``out=`` lists are written after every item is computed, as the
+    CPU's generated ``out=`` kernels copy the functional results)."""
+    schema = schema_of(plan.op)
+    if schema.returns:
+        return None
+    for position in plan.writes:
+        if plan.is_in_place_self(position) and argument_type(schema.arguments[position]) is ArgumentType.TENSOR_LIST:
+            return position
+    return None
+
+
+def _per_item_tensor(op_name: str, argument: Any) -> bool:
+    """Whether a tensor argument holds one value per item: the ``scalars`` tensor of
+    ``_foreach_addcmul_.Tensor`` / ``_foreach_addcdiv_.Tensor`` (ATen's ``convert_tensor_to_scalar_list``)."""
+    return op_name.startswith("_foreach_") and argument.name == "scalars"
+
+
+def _address_range(tensor: torch.Tensor) -> tuple[int, int]:
+    """The bytes ``[first, end)`` a non-empty tensor's elements span in device memory."""
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    first = tensor.data_ptr()
+    return first, first + extent * tensor.element_size()
+
+
+def _items(plan: Plan, values: list[Any], count: int) -> list[tuple[int, torch.Tensor, bool]]:
+    """(item index, tensor, written) of every non-empty tensor of the call; a tensor every item
+    reads (``_foreach_mul_.Tensor``'s ``other``, ``found_inf``) has index -1."""
+    schema = schema_of(plan.op)
+    name = schema.name.removeprefix("aten::")
+    items = []
+    for position, (argument, value) in enumerate(zip(schema.arguments, values, strict=True)):
+        written = position in plan.writes
+        if isinstance(value, (list, tuple)) and argument_type(argument) is ArgumentType.TENSOR_LIST:
+            items.extend((i, t, written) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
+        elif isinstance(value, torch.Tensor) and value.device.type != "cpu" and not _per_item_tensor(name, argument):
+            items.append((-1, value, written))
+    return [(i, t, written) for i, t, written in items if t.numel() and i < count]
+
+
+def items_share_memory(plan: Plan, values: list[Any]) -> bool:
+    """Whether an in-place tensor-list call must run item by item: it has two items or more, and
+    an item it writes may share memory with a tensor of another index or one every item reads
+    (address ranges that intersect; interleaved views count, which only costs launches)."""
+    position = _written_list_position(plan)
+    if position is None or len(values[position]) < 2:
+        return False
+    items = _items(plan, values, len(values[position]))
+    spans = sorted((*_address_range(tensor), index, written) for index, tensor, written in items)
+    for k, (_, end, index, written) in enumerate(spans):
+        for other_first, _, other_index, other_written in spans[k + 1 :]:
+            if other_first >= end:
+                break
+            if index != other_index and (written or other_written):
+                return True
+    return False
+
+
+def check_item_overlap(plan: Plan, values: list[Any]) -> None:
+    """TensorIterator's check of each item's op on the CPU (``self[i].add_(other[i])``): a written
+    item and what it reads (the items of its index, the tensors every item reads) are the same
+    memory or disjoint, not partly the same.
+
+    Raises:
+        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
+            written-to tensor refer to a single memory location. ..."
+    """
+    position = _written_list_position(plan)
+    if position is None or not schema_of(plan.op).name.startswith("aten::_foreach_"):
+        return
+    count = len(values[position])
+    items = _items(plan, values, count)
+    for index, target, written in items:
+        if written and index >= 0:
+            for other_index, source, _ in items:
+                if source is not target and other_index in (index, -1):
+                    rules.check_no_partial_overlap(target, source)
+
+
+def _item_values(plan: Plan, values: list[Any], index: int, count: int) -> list[Any]:
+    """The call's arguments (schema order) for its item ``index`` alone: one-item lists (a list of
+    another length, such as ``_fused_adam_``'s empty ``max_exp_avg_sqs``, stays as it is)."""
+    schema = schema_of(plan.op)
+    name = schema.name.removeprefix("aten::")
+    item_values = []
+    for argument, value in zip(schema.arguments, values, strict=True):
+        kind = argument_type(argument)
+        per_item_list = kind in (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
+        if per_item_list and isinstance(value, (list, tuple)) and len(value) == count:
+            value = [value[index]]
+        elif isinstance(value, torch.Tensor) and _per_item_tensor(name, argument):
+            value = value[index : index + 1]
+        item_values.append(value)
+    return item_values
+
+
+def item_by_item_runner(plan: Plan) -> Runner:
+    """The CPU's order for a call :func:`items_share_memory` holds for: the overload once per item,
+    in index order."""
+    count_position = _written_list_position(plan)
+
+    def run(inputs, device, slot_tensors, generator, values):
+        count = len(values[count_position])
+        for index in range(count):
+            call(plan.op, _item_values(plan, values, index, count))
+
+    return run
