@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from torch_neuronx.dynamo.aliasing import overlapping_pair
+from torch_neuronx.dynamo.aliasing import overlapping_pair, split_aliased_list_updates
 
 
 @pytest.fixture(autouse=True)
@@ -195,6 +195,22 @@ def test_compiled_call_with_aliased_inputs_matches_eager(case):
     _assert_like_cpu(got, inputs, expected, cpu_inputs)
     ran_eagerly = [w for w in caught if "run eagerly, op by op" in str(w.message)]
     assert bool(ran_eagerly) == case.eager, [str(w.message) for w in caught]
+
+
+def test_list_updates_are_split_only_where_items_overlap():
+    rewritten = []
+
+    def record(graph, example_inputs):
+        rewritten.append(split_aliased_list_updates(graph))
+        return graph
+
+    def update(a):
+        torch._foreach_mul_([a[0], a[1]], 0.5)  # disjoint rows of one input: one call
+        torch._foreach_mul_([a, a[1]], 0.5)  # a row and its base: one call per item
+        return a + 1
+
+    torch.compile(update, backend=record)(torch.ones(2, 3))
+    assert rewritten == [1]
 
 
 def test_warning_names_the_function_and_the_inputs():

@@ -250,6 +250,37 @@ def test_in_place_items_run_as_one_executable_unless_they_alias():
     assert torch_neuronx.get_executed_ops() == {"aten::_foreach_mul_.Scalar": 3}
 
 
+def _version_bumps(device):
+    t, u = torch.ones(3, device=device), torch.ones(3, device=device)
+    calls = [
+        lambda: torch._foreach_mul_([t, u], 2.0),
+        lambda: torch._foreach_add_([t], [u], alpha=2),
+        lambda: torch._foreach_mul_([t, t], 0.5),  # an item given twice is bumped twice
+        lambda: torch._foreach_zero_([u]),
+        lambda: torch._foreach_copy_([t], [u]),
+        lambda: torch._foreach_sqrt_([t, u]),
+    ]
+    versions = []
+    for call in calls:
+        call()
+        versions.append((t._version, u._version))
+    return versions
+
+
+def test_in_place_foreach_ops_bump_each_items_version_as_on_the_cpu():
+    assert _version_bumps("neuron") == _version_bumps("cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_backward_through_a_value_a_foreach_op_overwrote_raises(device):
+    # Without the version bump autograd used the overwritten value: a gradient twice the true one.
+    x = torch.tensor([0.5, 1.0, 2.0], device=device, requires_grad=True)
+    y = x.exp()
+    torch._foreach_mul_([y], 2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_in_place_item_partly_overlapping_what_it_reads_raises_as_on_the_cpu(device):
     flat = torch.arange(8.0, device=device)

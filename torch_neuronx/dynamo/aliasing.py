@@ -193,30 +193,51 @@ def _in_place_list_arguments(target: Any) -> frozenset[str] | None:
     return frozenset(written)
 
 
-def _storage(value: Any) -> Any:
-    """The storage identity of a node's example value (a fake tensor), or None if it has none."""
+def _span(value: Any) -> tuple[Any, int, int] | None:
+    """(storage identity, first byte, end byte) of the memory a node's example value (a fake
+    tensor) spans, or None if it has none; an empty tensor spans nothing."""
     example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
-    return StorageWeakRef(example.untyped_storage()) if isinstance(example, torch.Tensor) else None
+    if not isinstance(example, torch.Tensor):
+        return None
+    size = example.element_size()
+    first = example.storage_offset() * size
+    extent = (
+        0
+        if example.numel() == 0
+        else 1 + sum((n - 1) * s for n, s in zip(example.shape, example.stride(), strict=True))
+    )
+    return StorageWeakRef(example.untyped_storage()), first, first + extent * size
+
+
+def _holds_no_tensor(node: torch.fx.Node) -> bool:
+    """Whether a node's example value is known and not a tensor (a symbolic scalar)."""
+    example = node.meta.get("example_value")
+    return example is not None and not isinstance(example, torch.Tensor)
 
 
 def _items_alias(node: torch.fx.Node, written: frozenset[str], count: int) -> bool:
-    """Whether an item the call writes shares a storage with a tensor at another index, or with a
-    tensor every item reads; an item without an example value counts as sharing."""
+    """Whether an item the call writes may share memory with a tensor at another index, or with a
+    tensor every item reads: their ranges of one storage intersect (interleaved views count); an
+    item without an example value counts as sharing."""
     schema_names = [a.name for a in _first_schema(node.target).arguments]
-    entries = []  # (index, storage, written)
+    entries = []  # (index, span, written)
     named = list(zip(schema_names, node.args, strict=False)) + list(node.kwargs.items())
     for name, value in named:
         if isinstance(value, (list, tuple)) and len(value) == count:
-            entries.extend((i, _storage(item), name in written) for i, item in enumerate(value) if item is not None)
-        elif isinstance(value, torch.fx.Node):
-            entries.append((-1, _storage(value), False))
-    for index, storage, is_written in entries:
+            entries.extend((i, _span(item), name in written) for i, item in enumerate(value) if item is not None)
+        elif isinstance(value, torch.fx.Node) and not _holds_no_tensor(value):
+            entries.append((-1, _span(value), False))
+    for index, span, is_written in entries:
         if not is_written:
             continue
-        if storage is None:
+        if span is None:
             return True
-        if any(other_index != index and other == storage for other_index, other, _ in entries):
-            return True
+        storage, first, end = span
+        for other_index, other, _ in entries:
+            if other_index == index:
+                continue
+            if other is None or (other[0] == storage and other[1] < end and first < other[2]):
+                return True
     return False
 
 

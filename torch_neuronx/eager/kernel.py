@@ -141,6 +141,7 @@ class EagerKernel:
         registry.check_scalar_values(plan.functional, functional_metas)
         registry.check_rule_first(plan.functional, functional_metas)
         rules.check_argument_overlap(self.name, plan, values)
+        list_items.check_item_overlap(plan, values)  # each item's TensorIterator: before shapes and dtypes
         refused = None
         try:
             try:
@@ -186,7 +187,6 @@ class EagerKernel:
         rules.check_written_shapes(plan, described, functional_result)
         if torch.Tag.pointwise in plan.functional.tags:
             rules.check_pointwise_overlap(plan, values)
-        list_items.check_item_overlap(plan, values)
         registry.check_dtype_rule(plan.functional, functional_metas)
         all_results = arguments.flat_tensors(functional_result)
         fresh = plan.fresh if plan.writes else len(all_results)
@@ -196,7 +196,7 @@ class EagerKernel:
         rules.check_result_dtypes(self.name, fresh_metas, all_results[fresh:], targets)
         dispatched_dtypes.check_dispatched_dtype(plan.functional, functional_metas, functional_result)
         if list_items.items_share_memory(plan, values):
-            return list_items.item_by_item_runner(plan)
+            return list_items.item_by_item_runner(plan, self)
         if plan.decomposed:
             try:
                 graph, positions = engine.trace_decomposition(plan.functional, functional_metas)

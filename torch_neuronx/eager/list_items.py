@@ -1,4 +1,5 @@
-"""In-place tensor-list ops (``_foreach_mul_``, ``_fused_adam_``) whose items share memory.
+"""In-place tensor-list ops (``_foreach_mul_``, ``_fused_adam_``): items that share memory, and
+version counters.
 
 The CPU's kernels of these ops update the list item by item (ATen's ``foreach_tensor_*_slow_``
 loops, ``_fused_adam_kernel_cpu_``): an item that shares memory with an item at another index sees
@@ -8,17 +9,25 @@ overlap across indices (the key records where the views of one storage sit relat
 so it decides this once per executable) therefore runs item by item, each a one-item call of the
 same overload; calls without such overlap, every optimizer step over distinct parameters among
 them, keep the one executable.
+
+PyTorch's dispatcher bumps the version counter of a tensor an in-place op writes in its
+``ADInplaceOrView`` kernel, which tensor-list ops do not have: the CPU's ``_foreach_*_`` kernels bump
+each item through the per-tensor ops they call, CUDA's fast path with ``increment_version``. The
+device's do so too (:func:`with_version_bumps`), so autograd refuses a backward through a value a
+foreach op overwrote, as it does on those devices (``_fused_adam_`` and AMP's unscaling bump nothing
+there either).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from torch_neuronx._compat.torch_internals import schema_of
+from torch_neuronx._compat.torch_internals import has_kernel, schema_of
 from torch_neuronx.eager import rules
-from torch_neuronx.eager.plan import Plan, call
+from torch_neuronx.eager.plan import Plan, split
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
 from torch_neuronx.runtime.executable import Runner
 
@@ -50,8 +59,9 @@ def _address_range(tensor: torch.Tensor) -> tuple[int, int]:
 
 
 def _items(plan: Plan, values: list[Any], count: int) -> list[tuple[int, torch.Tensor, bool]]:
-    """(item index, tensor, written) of every non-empty tensor of the call; a tensor every item
-    reads (``_foreach_mul_.Tensor``'s ``other``, ``found_inf``) has index -1."""
+    """(item index, tensor, written) of every non-empty device tensor of the call (a CPU tensor,
+    ``_foreach_copy_``'s source, shares no memory with one); a tensor every item reads
+    (``_foreach_mul_.Tensor``'s ``other``, ``found_inf``) has index -1."""
     schema = schema_of(plan.op)
     name = schema.name.removeprefix("aten::")
     items = []
@@ -59,9 +69,9 @@ def _items(plan: Plan, values: list[Any], count: int) -> list[tuple[int, torch.T
         written = position in plan.writes
         if isinstance(value, (list, tuple)) and argument_type(argument) is ArgumentType.TENSOR_LIST:
             items.extend((i, t, written) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
-        elif isinstance(value, torch.Tensor) and value.device.type != "cpu" and not _per_item_tensor(name, argument):
+        elif isinstance(value, torch.Tensor) and not _per_item_tensor(name, argument):
             items.append((-1, value, written))
-    return [(i, t, written) for i, t, written in items if t.numel() and i < count]
+    return [(i, t, written) for i, t, written in items if t.numel() and t.device.type != "cpu" and i < count]
 
 
 def items_share_memory(plan: Plan, values: list[Any]) -> bool:
@@ -95,6 +105,8 @@ def check_item_overlap(plan: Plan, values: list[Any]) -> None:
     if position is None or not schema_of(plan.op).name.startswith("aten::_foreach_"):
         return
     count = len(values[position])
+    if any(isinstance(v, (list, tuple)) and len(v) != count for v in values):
+        return  # the foreach check of list lengths comes first (PyTorch's meta kernel makes it)
     items = _items(plan, values, count)
     for index, target, written in items:
         if written and index >= 0:
@@ -120,14 +132,40 @@ def _item_values(plan: Plan, values: list[Any], index: int, count: int) -> list[
     return item_values
 
 
-def item_by_item_runner(plan: Plan) -> Runner:
-    """The CPU's order for a call :func:`items_share_memory` holds for: the overload once per item,
-    in index order."""
+def item_by_item_runner(plan: Plan, kernel: Callable[..., Any]) -> Runner:
+    """The CPU's order for a call :func:`items_share_memory` holds for: ``kernel`` (the overload's
+    eager kernel, below the dispatcher's autograd and version handling) once per item, in index
+    order."""
     count_position = _written_list_position(plan)
 
     def run(inputs, device, slot_tensors, generator, values):
         count = len(values[count_position])
         for index in range(count):
-            call(plan.op, _item_values(plan, values, index, count))
+            positional, keywords = split(plan.op, _item_values(plan, values, index, count))
+            kernel(*positional, **keywords)
+
+    return run
+
+
+def bumps_versions(plan: Plan) -> bool:
+    """Whether the overload is an in-place ``_foreach_*_`` one, whose kernels bump each written
+    item's version counter (the dispatcher has no ``ADInplaceOrView`` kernel for it)."""
+    return (
+        _written_list_position(plan) is not None
+        and schema_of(plan.op).name.startswith("aten::_foreach_")
+        and not has_kernel(plan.op, "ADInplaceOrView")
+    )
+
+
+def with_version_bumps(plan: Plan, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``kernel`` followed, when it returns, by one version bump of each item of the list it wrote
+    (an item given twice is bumped twice, as the CPU's per-tensor ops bump it)."""
+    position = _written_list_position(plan)
+    name = schema_of(plan.op).arguments[position].name
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = kernel(*args, **kwargs)
+        torch.autograd.graph.increment_version(args[position] if position < len(args) else kwargs[name])
+        return result
 
     return run

@@ -30,6 +30,7 @@ from torch_neuronx.eager import (
     expanded_writes,
     half_fft,
     host_ops,
+    list_items,
     math_bits,
     metadata,
     redirects,
@@ -250,6 +251,8 @@ def _register_kernels() -> None:
             kernel = determinism.alerting(plan.op, kernel)
         if math_bits.reaches_backend_with_bits(plan.op):
             kernel = math_bits.resolving(plan.op, kernel)
+        if list_items.bumps_versions(plan):
+            kernel = list_items.with_version_bumps(plan, kernel)
         library.impl(plan.op, device_entry_point(kernel))
     _registered.extend([library, autograd])
 
