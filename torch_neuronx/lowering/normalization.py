@@ -1085,7 +1085,7 @@ def batch_norm_backward(
 @lowering(
     aten.native_group_norm.default,
     promotion=Promotion.DEFAULT,
-    static=("N", "C", "HxW", "group"),
+    static=("N", "C", "HxW", "group", "eps"),  # eps: a double in the CPU's kernel, float32 as a runtime scalar
     dtype_rule=LAYER_NORM_RULE,
 )
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
@@ -1093,6 +1093,8 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     channels and spatial positions (biased variance), then the per-channel affine; also returns the
     (N, group) mean and rstd. An empty batch gives empty results. The input is read as (N, C, HxW)
     whatever its shape, as ATen's kernels (CPU and CUDA) read it: only its element count is checked."""
+    if input.dtype == jnp.float32:
+        return _float32_group_norm(input, weight, bias, N, C, HxW, group, eps)
     x = input.reshape(N, group, (C // group) * HxW)
     # An empty group's mean is the CPU's RowwiseMoments' 0 (its rstd stays NaN, as here).
     mean = jnp.mean(x, axis=-1) if x.shape[-1] else jnp.zeros(x.shape[:-1], x.dtype)
@@ -1103,6 +1105,32 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         out = out * weight.reshape(1, C, 1)
     if bias is not None:
         out = out + bias.reshape(1, C, 1)
+    return out.reshape(input.shape), mean, rstd
+
+
+def _float32_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """Float32 group norm as the CPU's ``GroupNormKernelImplInternal`` (a contiguous input; its
+    channels-last kernel sums otherwise, an ulp apart in some elements): each group's statistics
+    are ``RowwiseMoments`` over its channels and positions (lowering/rowwise_moments.py), rstd ``1
+    / sqrt(max(var, 0) + eps)`` in double (its ``eps`` is one); without weight and bias ``(x -
+    mean) * rstd``, else per channel ``scale = rstd * weight`` and ``bias = -scale * mean + beta``,
+    ``scale * x + bias``, with the products the compiler contracts."""
+    per_group = (C // group) * HxW
+    mean, variance = rowwise_moments(input.reshape(N * group, per_group), jnp.float32)
+    # The kernel's eps is a double: max(var, 0) + eps, its root and reciprocal are double operations.
+    rstd = _reciprocal_sqrt(jnp.maximum(variance, 0).astype(jnp.float64) + eps).astype(jnp.float32)
+    mean, rstd = mean.reshape(N, group), rstd.reshape(N, group)
+    x = input.reshape(N, group, C // group, HxW)
+    if weight is None and bias is None:
+        out = (x - mean[..., None, None]) * rstd[..., None, None]
+        return out.reshape(input.shape), mean, rstd
+    scale = rstd[..., None] * (1 if weight is None else weight.reshape(group, C // group))
+    if bias is None:  # fmadd(-scale, mean, 0): the product rounded once, -0.0 + 0 is 0.0 (XLA folds x + 0)
+        shift = -scale * mean[..., None]
+        shift = jnp.where(shift == 0, 0, shift)
+    else:
+        shift = contracted_multiply_add(-scale, mean[..., None], bias.reshape(group, C // group))
+    out = contracted_multiply_add(scale[..., None], x, shift[..., None])
     return out.reshape(input.shape), mean, rstd
 
 
