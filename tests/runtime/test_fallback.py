@@ -19,6 +19,8 @@ _library.define("scaled_cumsum(Tensor self, float scale) -> Tensor")
 _library.define("halve_(Tensor(a!) self) -> Tensor(a!)")
 _library.impl("scaled_cumsum", lambda self, scale: torch.cumsum(self, 0) * scale, "CPU")
 _library.impl("halve_", lambda self: self.mul_(0.5), "CPU")
+_library.define("halve_each_(Tensor(a!)[] tensors) -> ()")
+_library.impl("halve_each_", lambda tensors: [t.mul_(0.5) for t in tensors] and None, "CPU")
 
 
 def test_fallback_runs_on_cpu_with_one_warning_and_is_counted():
@@ -43,6 +45,23 @@ def test_fallback_writes_mutated_arguments_back():
         returned = torch.ops.neuron_fallback_test.halve_(view)
     assert returned is view
     torch.testing.assert_close(y.cpu(), torch.tensor([2.0, 2.0]))
+
+
+@pytest.mark.parametrize(
+    "items",
+    [lambda t: [t, t], lambda t: [t[0:6], t[4:10]], lambda t: [t[0:4], t[4:8]]],
+    ids=["same_tensor_twice", "overlapping_views", "disjoint_views"],
+)
+def test_fallback_keeps_the_memory_its_arguments_share(items):
+    # Each argument copied to the host alone lost the sharing: the CPU kernel halved [t, t] once.
+    def run(device):
+        t = torch.arange(1.0, 11.0, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.ops.neuron_fallback_test.halve_each_(items(t))
+        return t.cpu()
+
+    torch.testing.assert_close(run("neuron"), run("cpu"), atol=0, rtol=0)
 
 
 def test_clear_op_tracking():

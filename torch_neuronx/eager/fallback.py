@@ -146,8 +146,13 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     if device is None:
         refuse_neuron_generator_for_cpu_tensors(args, kwargs)
 
+    shared = _shared_storages(pytree.tree_leaves((args, kwargs)))
+
     def to_cpu(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.device.type == "neuron":
+            storage = value.untyped_storage().data_ptr()
+            if storage in shared:  # a view of the storage's one host copy, as on the device
+                return shared[storage].view(value.dtype).as_strided(value.shape, value.stride(), value.storage_offset())
             return value.cpu()
         if isinstance(value, torch.device) and value.type == "neuron":
             return torch.device("cpu")  # a factory's device= argument
@@ -188,6 +193,24 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             mapped.append(pytree.tree_map(to_device, value))
     _record_fallback(name, device, started)
     return mapped[0] if len(schema.returns) == 1 else tuple(mapped)
+
+
+def _shared_storages(leaves: list[Any]) -> dict[int, torch.Tensor]:
+    """A host copy (bytes) of each device storage that two or more of the call's tensors view, by
+    storage address: the CPU kernel then sees them share memory, as they do on the device (a
+    parameter given twice to ``_fused_adagrad_`` is updated twice, in turn). Tensors alone on
+    their storage are copied as themselves."""
+    viewers: dict[int, list[torch.Tensor]] = {}
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron" and leaf.numel():
+            viewers.setdefault(leaf.untyped_storage().data_ptr(), []).append(leaf)
+    copies = {}
+    for address, tensors in viewers.items():
+        if len(tensors) > 1:
+            storage = tensors[0].untyped_storage()
+            whole = torch.empty(0, dtype=torch.uint8, device=tensors[0].device).set_(storage, 0, (storage.nbytes(),))
+            copies[address] = whole.cpu()
+    return copies
 
 
 def _record_fallback(name: str, device: torch.device | None, started: int) -> None:
