@@ -89,6 +89,23 @@ def test_layer_norm_output_and_statistics_follow_the_cpu_to_the_bit(dtype, param
         assert_matches_cpu(run, x, weight, bias, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("parameters", ["none", "weight", "bias", "both"])
+def test_float32_layer_norm_gradients_follow_the_cpu_to_the_bit(parameters):
+    # The CPU's row sums in 8 lanes with its shuffle tree, its a/b/c form of the input gradient and
+    # its per-thread weight and bias buffers (7 rows: threads take unequal chunks); XLA's order and
+    # the x_hat form differed in most elements.
+    def gradients(x, weight, bias, grad):
+        out, mean, rstd = aten.native_layer_norm(x, x.shape[-1:], weight, bias, 1e-5)
+        mask = [True, weight is not None, bias is not None]
+        return aten.native_layer_norm_backward(grad, x, x.shape[-1:], mean, rstd, weight, bias, mask)
+
+    for length in (5, 129):
+        x, grad = torch.randn(7, length) * 2 + 0.5, torch.randn(7, length)
+        weight = torch.randn(length) if parameters in ("weight", "both") else None
+        bias = torch.randn(length) if parameters in ("bias", "both") else None
+        assert_matches_cpu(gradients, x, weight, bias, grad, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 def test_16_bit_layer_norm_and_its_input_gradient_follow_the_cpus_kernels(dtype, affine):

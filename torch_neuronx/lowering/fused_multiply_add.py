@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import torch
 
 __all__ = [
+    "contracted_in_float64",
     "contracted_multiply_add",
     "cpu_kernels_contract",
     "flushed_fused_multiply_add",
@@ -41,6 +42,19 @@ def contracted_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Arr
     """``a * b + c`` as a vectorised CPU kernel's compiler leaves it: :func:`fused_multiply_add`
     where :func:`cpu_kernels_contract`, else the product rounded before the sum."""
     return fused_multiply_add(a, b, c) if cpu_kernels_contract() else a * b + c
+
+
+def contracted_in_float64(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """``a * b + c`` of float32 operands as a vectorised CPU kernel's compiler leaves it
+    (:func:`cpu_kernels_contract`), the fused form computed through float64, where the product is
+    exact: the sum's float64 rounding, then float32's. That differs from one rounding only where
+    the float64 sum lands exactly halfway between two float32 values without being exact, about
+    2 ** -29 of inexact sums; for whole tensors, where :func:`fused_multiply_add`'s round-to-odd
+    emulation cost ten times as much (layer norm's statistics and gradients)."""
+    if not cpu_kernels_contract():
+        return a * b + c
+    wide = jnp.float64
+    return (jnp.asarray(a, wide) * jnp.asarray(b, wide) + jnp.asarray(c, wide)).astype(jnp.float32)
 
 
 def fused_multiply_add(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:

@@ -23,10 +23,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from torch_neuronx._compat.torch_internals import suggest_memory_format
 from torch_neuronx.lowering.fused_multiply_add import (
+    contracted_in_float64,
     contracted_multiply_add,
     cpu_kernels_contract,
     flushed_fused_multiply_add,
@@ -166,6 +168,8 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     per_thread = in_16_bit and all(p is None or p.dtype == dtype for p in (weight, bias))
     weight, bias = (None if p is None else p.astype(grad_out.dtype) for p in (weight, bias))
     input = input.astype(grad_out.dtype)
+    if dtype == jnp.float32 and grad_out.dtype == jnp.float32:
+        return _float32_layer_norm_backward(grad_out, input, axis, mean, rstd, weight, bias, output_mask)
     x_hat = (input - mean) * rstd
     grad_input = grad_weight = grad_bias = None
     if output_mask[0] and in_16_bit:
@@ -188,6 +192,54 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         grad_weight = total(grad_out * x_hat)
     if output_mask[2] and bias is not None:
         grad_bias = total(grad_out)
+    return grad_input, grad_weight, grad_bias
+
+
+def _float32_layer_norm_backward(grad_out, input, axis, mean, rstd, weight, bias, output_mask):
+    """Float32 layer norm gradients as the CPU's ``layer_norm_backward_frame`` computes them, row by
+    row: ``ds = sum(dy * x * weight)`` and ``db = sum(dy * weight)`` by :func:`_lane_sums` (its
+    vectorised reductions), ``b = (db * mean - ds) * a * a * a / N`` and ``c = -b * mean - db * a /
+    N`` (a = rstd), ``dx = a * dy * weight + b * x + c``; the weight and bias gradients in a float32
+    buffer per thread (:func:`_thread_buffers`), ``buffer + dy * (a * x - a * mean)``, then the
+    buffers added in thread order; each product and sum contracted where the CPU's build contracts
+    it."""
+    rows, count = math.prod(input.shape[:axis]), math.prod(input.shape[axis:])
+    x, dy = input.reshape(rows, count), grad_out.reshape(rows, count)
+    a, mean = rstd.reshape(rows, 1), mean.reshape(rows, 1)
+    w = None if weight is None else weight.reshape(1, count)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        if w is None:
+            ds = _lane_sums(dy * x, fused_tail=(dy, x))
+            db = _lane_sums(dy)
+        else:
+            scaled = dy * x
+            ds = _lane_sums(scaled * w, fused_tail=(scaled, jnp.broadcast_to(w, scaled.shape)))
+            db = _lane_sums(dy * w, fused_tail=(dy, jnp.broadcast_to(w, dy.shape)))
+        ds, db = ds[:, None], db[:, None]
+        scale = np.float32(1) / np.float32(count)
+        b = contracted_multiply_add(db, mean, -ds) * a * a * a * scale
+        c = contracted_multiply_add(-b, mean, -(db * a * scale))
+        weighted = a * dy if w is None else a * dy * w
+        grad_input = (contracted_in_float64(b, x, weighted) + c).reshape(input.shape)
+    if (output_mask[1] and weight is not None) or (output_mask[2] and bias is not None):
+        normalized = contracted_in_float64(a, x, -a * mean)
+
+        def accumulate(buffers, row):
+            return _contracted_in_loop(row[0], row[1], buffers[0]), buffers[1] + row[0]
+
+        gamma_buffers, beta_buffers = _thread_buffers((dy, normalized), 1, accumulate)
+
+        def in_thread_order(buffers):
+            total = jnp.where(buffers[0] == 0, 0, buffers[0])  # 0 + buffer: -0.0 is 0.0 (XLA folds x + 0)
+            for thread in range(1, buffers.shape[0]):
+                total = total + buffers[thread]
+            return total.reshape(input.shape[axis:])
+
+        if output_mask[1] and weight is not None:
+            grad_weight = in_thread_order(gamma_buffers)
+        if output_mask[2] and bias is not None:
+            grad_bias = in_thread_order(beta_buffers)
     return grad_input, grad_weight, grad_bias
 
 
@@ -845,7 +897,10 @@ def _lane_sums(terms, fused_tail=None):
         return total
     whole = count - count % _BACKWARD_LANES
     chunks = terms[..., :whole].reshape(*terms.shape[:-1], whole // _BACKWARD_LANES, _BACKWARD_LANES)
-    lanes = jax.lax.fori_loop(1, chunks.shape[-2], lambda j, acc: acc + chunks[..., j, :], chunks[..., 0, :])
+    # Vector by vector, each vector's rows contiguous: sliced along a middle axis, each step gathered
+    # its elements one by one (layer norm's input gradient took 5x as long).
+    by_vector = jnp.moveaxis(chunks, -2, 0)
+    lanes = jax.lax.fori_loop(1, by_vector.shape[0], lambda j, acc: acc + by_vector[j], by_vector[0], unroll=8)
     leftover = count - whole
     if leftover:
         if fused_tail is None:

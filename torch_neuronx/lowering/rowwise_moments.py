@@ -20,8 +20,8 @@ too):
 Each step is followed to the bit (fitted against torch 2.13's CPU: every mean and variance of
 4,000 rows of 1 to 8,200 elements in float32, bfloat16 and float16 equal), with the fused
 multiply-adds where the host's kernels make them
-(:func:`~torch_neuronx.lowering.fused_multiply_add.cpu_kernels_contract`), computed in float64:
-exact but where a float64 sum lands halfway between two float32 values (:func:`_fused_in_float64`).
+(:func:`~torch_neuronx.lowering.fused_multiply_add.contracted_in_float64`: exact but where a float64
+sum lands halfway between two float32 values).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from torch_neuronx.lowering.fused_multiply_add import cpu_kernels_contract
+from torch_neuronx.lowering.fused_multiply_add import contracted_in_float64
 from torch_neuronx.lowering.pointwise import true_divide
 
 #: Float32 lanes of ATen's vectorised kernel; vectors per Welford chunk (``kChunkSize``).
@@ -180,20 +180,7 @@ def rowwise_moments(x, input_dtype):
     Returns:
         (mean, variance), each (rows,) float32.
     """
-    if not cpu_kernels_contract():  # the DEFAULT build: every fmadd rounds its product
-        return _moments(x, input_dtype, lambda a, b, c: a * b + c)
-    return _moments(x, input_dtype, _fused_in_float64)
-
-
-def _fused_in_float64(a, b, c):
-    """``fma(a, b, c)`` of float32 values through float64, where the product is exact: the sum's
-    float64 rounding, then float32's. The two differ from one rounding only where the float64 sum
-    lands exactly halfway between two float32 values without being exact, about 2 ** -29 of
-    inexact sums; the exact emulation (round to odd,
-    :func:`~torch_neuronx.lowering.fused_multiply_add.fused_multiply_add`) made layer norm ten
-    times slower, for the bit of one row in hundreds of thousands."""
-    wide = jnp.float64
-    return (jnp.asarray(a, wide) * jnp.asarray(b, wide) + jnp.asarray(c, wide)).astype(jnp.float32)
+    return _moments(x, input_dtype, contracted_in_float64)
 
 
 def _moments(x, input_dtype, fma):
