@@ -37,6 +37,9 @@ SAMPLE = (
     ("sin", torch.complex32),
     ("sum", torch.complex32),
     ("nn.functional.conv2d", torch.complex32),
+    # The OpInfo's CPU list is stale: the CPU computes it, each step in bfloat16; float32 rounded
+    # once (the wider reference) was up to 0.125 off in the coverage sweep.
+    ("nn.functional.batch_norm.without_cudnn", torch.bfloat16),
     *tables.CUDA_DTYPE_GAPS,
 )
 
