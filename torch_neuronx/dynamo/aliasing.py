@@ -37,10 +37,15 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import OpOverload, OpOverloadPacket, aot_input_mutations
+from torch_neuronx._compat.torch_internals import (
+    OpOverload,
+    OpOverloadPacket,
+    aot_input_mutations,
+    schema_of,
+    storage_identity,
+)
 
 __all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair", "split_aliased_list_updates"]
 
@@ -171,7 +176,7 @@ def _in_place_list_arguments(target: Any) -> frozenset[str] | None:
     ``aten._fused_adam_``; the torch function, the packet or an overload) writes, or None for any
     other call target. Such an op returns nothing in every overload."""
     if isinstance(target, OpOverload):
-        name = target._schema.name
+        name = schema_of(target).name
     elif isinstance(target, OpOverloadPacket):
         name = target._qualified_op_name
     elif getattr(torch, getattr(target, "__name__", ""), None) is target:
@@ -181,7 +186,7 @@ def _in_place_list_arguments(target: Any) -> frozenset[str] | None:
     packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None) if name.startswith("aten::") else None
     if packet is None:
         return None
-    schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    schemas = [schema_of(getattr(packet, overload)) for overload in packet.overloads()]
     written = {
         argument.name
         for schema in schemas
@@ -206,7 +211,7 @@ def _span(value: Any) -> tuple[Any, int, int] | None:
         if example.numel() == 0
         else 1 + sum((n - 1) * s for n, s in zip(example.shape, example.stride(), strict=True))
     )
-    return StorageWeakRef(example.untyped_storage()), first, first + extent * size
+    return storage_identity(example), first, first + extent * size
 
 
 def _holds_no_tensor(node: torch.fx.Node) -> bool:
@@ -245,9 +250,9 @@ def _first_schema(target: Any) -> Any:
     """A schema of the call's op (every overload of an in-place list op names its arguments alike
     up to where they differ in kind)."""
     if isinstance(target, OpOverload):
-        return target._schema
+        return schema_of(target)
     packet = target if isinstance(target, OpOverloadPacket) else getattr(torch.ops.aten, target.__name__)
-    return getattr(packet, packet.overloads()[0])._schema
+    return schema_of(getattr(packet, packet.overloads()[0]))
 
 
 def _item(value: Any, index: int, count: int) -> Any:

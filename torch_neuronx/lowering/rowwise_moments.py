@@ -180,11 +180,7 @@ def rowwise_moments(x, input_dtype):
     Returns:
         (mean, variance), each (rows,) float32.
     """
-    return _moments(x, input_dtype, contracted_in_float64)
-
-
-def _moments(x, input_dtype, fma):
-    """:func:`rowwise_moments` with ``fma`` as the kernels' fused multiply-add."""
+    fma = contracted_in_float64
     rows, length = x.shape
     vector_width = LANES if input_dtype == jnp.float32 else 2 * LANES
     tail_contracted = input_dtype == jnp.float16
