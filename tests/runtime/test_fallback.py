@@ -49,8 +49,13 @@ def test_fallback_writes_mutated_arguments_back():
 
 @pytest.mark.parametrize(
     "items",
-    [lambda t: [t, t], lambda t: [t[0:6], t[4:10]], lambda t: [t[0:4], t[4:8]]],
-    ids=["same_tensor_twice", "overlapping_views", "disjoint_views"],
+    [
+        lambda t: [t, t],
+        lambda t: [t[0:6], t[4:10]],
+        lambda t: [t[0:4], t[4:8]],
+        lambda t: [t[1:4].view(torch.float16), t[3:8]],  # bytes 4 to 32 of 40, in two dtypes
+    ],
+    ids=["same_tensor_twice", "overlapping_views", "disjoint_views", "views_in_two_dtypes"],
 )
 def test_fallback_keeps_the_memory_its_arguments_share(items):
     # Each argument copied to the host alone lost the sharing: the CPU kernel halved [t, t] once.

@@ -152,7 +152,7 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         if isinstance(value, torch.Tensor) and value.device.type == "neuron":
             storage = value.untyped_storage().data_ptr()
             if storage in shared:  # a view of the storage's one host copy, as on the device
-                return shared[storage].view(value.dtype).as_strided(value.shape, value.stride(), value.storage_offset())
+                return _view_of_copy(value, *shared[storage])
             return value.cpu()
         if isinstance(value, torch.device) and value.type == "neuron":
             return torch.device("cpu")  # a factory's device= argument
@@ -195,22 +195,47 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return mapped[0] if len(schema.returns) == 1 else tuple(mapped)
 
 
-def _shared_storages(leaves: list[Any]) -> dict[int, torch.Tensor]:
-    """A host copy (bytes) of each device storage that two or more of the call's tensors view, by
-    storage address: the CPU kernel then sees them share memory, as they do on the device (a
-    parameter given twice to ``_fused_adagrad_`` is updated twice, in turn). Tensors alone on
-    their storage are copied as themselves."""
+#: Bytes a shared storage's host copy is padded to a multiple of: the widest element (complex128), so
+#: that it can be viewed in any dtype.
+_WIDEST_ELEMENT = 16
+
+
+def _shared_storages(leaves: list[Any]) -> dict[int, tuple[int, torch.Tensor]]:
+    """For each device storage that two or more of the call's tensors view, by storage address:
+    (first byte, host copy of the bytes from there to the end of the last view, padded), so that
+    the CPU kernel sees the tensors share memory as they do on the device (a parameter given twice
+    to ``_fused_adagrad_`` is updated twice, in turn). Tensors alone on their storage are copied as
+    themselves."""
     viewers: dict[int, list[torch.Tensor]] = {}
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor) and leaf.device.type == "neuron" and leaf.numel():
             viewers.setdefault(leaf.untyped_storage().data_ptr(), []).append(leaf)
     copies = {}
     for address, tensors in viewers.items():
-        if len(tensors) > 1:
-            storage = tensors[0].untyped_storage()
-            whole = torch.empty(0, dtype=torch.uint8, device=tensors[0].device).set_(storage, 0, (storage.nbytes(),))
-            copies[address] = whole.cpu()
+        if len(tensors) < 2:
+            continue
+        spans = [_byte_span(t) for t in tensors]
+        first, end = min(s for s, _ in spans), max(e for _, e in spans)
+        first -= first % _WIDEST_ELEMENT
+        storage = tensors[0].untyped_storage()
+        window = torch.empty(0, dtype=torch.uint8, device=tensors[0].device).set_(storage, first, (end - first,))
+        padded = torch.zeros(-(-(end - first) // _WIDEST_ELEMENT) * _WIDEST_ELEMENT, dtype=torch.uint8)
+        padded[: end - first] = window.cpu()
+        copies[address] = (first, padded)
     return copies
+
+
+def _byte_span(tensor: torch.Tensor) -> tuple[int, int]:
+    """The bytes ``[first, end)`` of its storage a non-empty tensor's elements reach."""
+    size = tensor.element_size()
+    extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    return tensor.storage_offset() * size, (tensor.storage_offset() + extent) * size
+
+
+def _view_of_copy(tensor: torch.Tensor, first: int, copy: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as a view of the host copy of its storage's bytes from ``first`` on."""
+    size = tensor.element_size()
+    return copy.view(tensor.dtype).as_strided(tensor.shape, tensor.stride(), tensor.storage_offset() - first // size)
 
 
 def _record_fallback(name: str, device: torch.device | None, started: int) -> None:

@@ -137,9 +137,11 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     if parameters_in_dtype:
         mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
     if weight is not None:
-        return fused_multiply_add(out, weight, 0 if bias is None else bias), mean, rstd
-    if bias is not None:
+        out = fused_multiply_add(out, weight, 0 if bias is None else bias)
+    elif bias is not None:
         out = out + bias
+    if bias is None:  # the kernel's + beta of 0: -0.0 is 0.0 (XLA folds x + 0)
+        out = jnp.where(out == 0, 0, out)
     return out, mean, rstd
 
 
