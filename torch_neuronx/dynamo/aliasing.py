@@ -46,6 +46,7 @@ from torch_neuronx._compat.torch_internals import (
     schema_of,
     storage_identity,
 )
+from torch_neuronx.runtime.spans import byte_span
 
 __all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair", "split_aliased_list_updates"]
 
@@ -204,14 +205,9 @@ def _span(value: Any) -> tuple[Any, int, int] | None:
     example = value.meta.get("example_value") if isinstance(value, torch.fx.Node) else None
     if not isinstance(example, torch.Tensor):
         return None
-    size = example.element_size()
-    first = example.storage_offset() * size
-    extent = (
-        0
-        if example.numel() == 0
-        else 1 + sum((n - 1) * s for n, s in zip(example.shape, example.stride(), strict=True))
-    )
-    return storage_identity(example), first, first + extent * size
+    if not example.numel():
+        return storage_identity(example), 0, 0
+    return storage_identity(example), *byte_span(example)
 
 
 def _holds_no_tensor(node: torch.fx.Node) -> bool:

@@ -28,6 +28,7 @@ from torch_neuronx import _config
 from torch_neuronx._compat.torch_internals import OpOverload, op_name, pytree, schema_of
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import launch_records
+from torch_neuronx.runtime.spans import byte_span
 
 _warned: set[str] = set()
 
@@ -214,7 +215,7 @@ def _shared_storages(leaves: list[Any]) -> dict[int, tuple[int, torch.Tensor]]:
     for address, tensors in viewers.items():
         if len(tensors) < 2:
             continue
-        spans = [_byte_span(t) for t in tensors]
+        spans = [byte_span(t) for t in tensors]
         first, end = min(s for s, _ in spans), max(e for _, e in spans)
         first -= first % _WIDEST_ELEMENT
         storage = tensors[0].untyped_storage()
@@ -223,13 +224,6 @@ def _shared_storages(leaves: list[Any]) -> dict[int, tuple[int, torch.Tensor]]:
         padded[: end - first] = window.cpu()
         copies[address] = (first, padded)
     return copies
-
-
-def _byte_span(tensor: torch.Tensor) -> tuple[int, int]:
-    """The bytes ``[first, end)`` of its storage a non-empty tensor's elements reach."""
-    size = tensor.element_size()
-    extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
-    return tensor.storage_offset() * size, (tensor.storage_offset() + extent) * size
 
 
 def _view_of_copy(tensor: torch.Tensor, first: int, copy: torch.Tensor) -> torch.Tensor:

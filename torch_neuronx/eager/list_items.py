@@ -30,6 +30,7 @@ from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, split
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
 from torch_neuronx.runtime.executable import Runner
+from torch_neuronx.runtime.spans import byte_span
 
 
 def _written_list_position(plan: Plan) -> int | None:
@@ -52,10 +53,10 @@ def _per_item_tensor(op_name: str, argument: Any) -> bool:
 
 
 def _address_range(tensor: torch.Tensor) -> tuple[int, int]:
-    """The bytes ``[first, end)`` a non-empty tensor's elements span in device memory."""
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
-    first = tensor.data_ptr()
-    return first, first + extent * tensor.element_size()
+    """The device addresses ``[first, end)`` a non-empty tensor's elements span."""
+    first, end = byte_span(tensor)
+    base = tensor.untyped_storage().data_ptr()
+    return base + first, base + end
 
 
 def _items(plan: Plan, values: list[Any], count: int) -> list[tuple[int, torch.Tensor, bool]]:
