@@ -135,8 +135,11 @@ def _vector_statistics(vectors, vector_count: int, fma) -> _Moments:
     ``vectors`` (rows, vector_count, halves, LANES)."""
     rows, _, halves, _ = vectors.shape
     chunks = -(-vector_count // CHUNK)
-    padding = chunks * CHUNK - vector_count
-    padded = jnp.pad(vectors, ((0, 0), (0, padding), (0, 0), (0, 0))).reshape(rows, chunks, CHUNK, halves, LANES)
+    if chunks == 1:  # a short row: no padding to a whole chunk (16 times the row for one vector)
+        padded = vectors.reshape(rows, 1, vector_count, halves, LANES)
+    else:
+        padding = chunks * CHUNK - vector_count
+        padded = jnp.pad(vectors, ((0, 0), (0, padding), (0, 0), (0, 0))).reshape(rows, chunks, CHUNK, halves, LANES)
     counts = np.array([CHUNK] * (chunks - 1) + [vector_count - (chunks - 1) * CHUNK])
     m1, m2 = _chunk_statistics(padded, counts, fma)
 
