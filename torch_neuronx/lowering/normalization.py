@@ -868,11 +868,10 @@ def native_batch_norm_backward(
         else:
             mean = running_mean.astype(jnp.float32)
             invstd = _reciprocal_sqrt(running_var.astype(jnp.float64) + eps).astype(jnp.float32)
-        contiguous = _plane_kernel(metas[1])
-        if sixteen_bit:
-            backward = _16_bit_contiguous_backward if contiguous else _16_bit_channels_last_backward
+        if not _plane_kernel(metas[1]):
+            backward = _channels_last_backward
         else:
-            backward = _float32_contiguous_backward if contiguous else _float32_channels_last_backward
+            backward = _16_bit_contiguous_backward if sixteen_bit else _float32_contiguous_backward
         return backward(grad_out, input, weight, mean, invstd, train, output_mask)
     compute = opmath_dtype(input.dtype)
     arguments = (None if t is None else t.astype(compute) for t in arguments)
@@ -952,18 +951,20 @@ def _float32_contiguous_backward(grad_out, input, weight, mean, invstd, train, o
     return grad_input.reshape(input.shape), grad_weight, grad_bias
 
 
-def _float32_channels_last_backward(grad_out, input, weight, mean, invstd, train, output_mask):
-    """Batch norm's backward of channels-last float32 tensors as ATen's vectorised CPU kernel
-    computes it (``batch_norm_cpu_backward_channels_last_impl``): ``sum(dy)`` and ``sum((x - mean)
-    * dy)`` (fused) in a float32 buffer per thread's chunk of positions (:func:`_thread_buffers`),
-    the buffers added in float64 and stored as float32; ``k`` and the mean gradient in float32;
-    ``dx = ((dy - mean_grad) - (x - mean) * k) * invstd * weight``, the subtraction of the product
-    fused for the channels of whole 8-lane vectors (not the leftover ones, which its compiler leaves
-    unfused); grad_weight ``dot * invstd`` in float32."""
+def _channels_last_backward(grad_out, input, weight, mean, invstd, train, output_mask):
+    """Batch norm's backward of a channels-last input as ATen's vectorised CPU kernels compute it
+    (``batch_norm_cpu_backward_channels_last_impl``, ``..._internal`` for 16-bit inputs, in float32):
+    ``sum(dy)`` and ``sum((x - mean) * dy)`` (fused) in a float32 buffer per thread's chunk of
+    positions (:func:`_channels_last_gradient_sums`), the buffers added in float64 for a float32
+    input and in float32 for a 16-bit one, stored as float32; ``k`` and the mean gradient in
+    float32; ``dx = ((dy - mean_grad) - (x - mean) * k) * invstd * weight``, the subtraction of the
+    product fused for the channels of whole vectors (8 float32 lanes, or 16-element 16-bit vectors),
+    not the leftover ones, which the compiler leaves unfused; grad_weight ``dot * invstd``."""
     channels = input.shape[1]
-    x, dy = (jnp.moveaxis(t, 1, -1).reshape(-1, channels) for t in (input, grad_out))
-    grad_sum, dot = _channels_last_gradient_sums(x, dy, mean, jnp.float64)
-    vector_channels = channels - channels % _BACKWARD_LANES
+    in_16_bit = input.dtype != jnp.float32
+    x, dy = (jnp.moveaxis(t.astype(jnp.float32), 1, -1).reshape(-1, channels) for t in (input, grad_out))
+    grad_sum, dot = _channels_last_gradient_sums(x, dy, mean, jnp.float32 if in_16_bit else jnp.float64)
+    vector_channels = channels - channels % (_HALF_VECTOR if in_16_bit else _BACKWARD_LANES)
     grad_input = _input_gradient(
         x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
     )
@@ -1004,22 +1005,6 @@ def _16_bit_contiguous_backward(grad_out, input, weight, mean, invstd, train, ou
         dot * invstd if output_mask[1] else None,
         grad_sum if output_mask[2] else None,
     )
-
-
-def _16_bit_channels_last_backward(grad_out, input, weight, mean, invstd, train, output_mask):
-    """Batch norm's backward of a channels-last 16-bit input and gradient as
-    ``batch_norm_cpu_backward_channels_last_internal`` computes it in float32: ``sum(dy)`` and
-    ``sum((x - mean) * dy)`` (fused) in a float32 buffer per thread's chunk of positions, the
-    buffers added in float32; the input gradient as :func:`_16_bit_contiguous_backward`'s."""
-    channels = input.shape[1]
-    x, dy = (jnp.moveaxis(t.astype(jnp.float32), 1, -1).reshape(-1, channels) for t in (input, grad_out))
-    grad_sum, dot = _channels_last_gradient_sums(x, dy, mean, jnp.float32)
-    vector_channels = channels - channels % _HALF_VECTOR
-    grad_input = _input_gradient(
-        x, dy, weight, mean, invstd, grad_sum, dot, train, axis=-1, fused_channels=vector_channels
-    )
-    grad_input = jnp.moveaxis(grad_input.reshape(input.shape[0], *input.shape[2:], channels), -1, 1)
-    return grad_input, dot * invstd if output_mask[1] else None, grad_sum if output_mask[2] else None
 
 
 def _input_gradient(x, dy, weight, mean, invstd, grad_sum, dot, train, *, axis, fused_channels=0):
