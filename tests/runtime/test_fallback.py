@@ -69,6 +69,21 @@ def test_fallback_keeps_the_memory_its_arguments_share(items):
     torch.testing.assert_close(run("neuron"), run("cpu"), atol=0, rtol=0)
 
 
+def test_fallback_refuses_a_written_argument_whose_elements_share_memory_before_running():
+    # The CPU's _fused_adagrad_ read an expanded gradient past its storage (garbage state sums), and
+    # the write-back then failed after the other arguments had been written.
+    first, second = torch.ones(3, device="neuron"), torch.ones(1, device="neuron")
+    with pytest.raises(RuntimeError) as raised, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.ops.neuron_fallback_test.halve_each_([first, second.expand(3)])
+    assert str(raised.value) == (
+        "neuron_fallback_test::halve_each_.default: tensors[1] (written by the op): unsupported operation: "
+        "more than one element of the written-to tensor refers to a single memory location. Please clone() "
+        "the tensor before performing the operation."
+    )
+    torch.testing.assert_close(first.cpu(), torch.ones(3), atol=0, rtol=0)
+
+
 def test_clear_op_tracking():
     torch.ones(2, device="neuron").add_(1)
     assert torch_neuronx.get_executed_ops()

@@ -28,6 +28,7 @@ from torch_neuronx import _config
 from torch_neuronx._compat.torch_internals import OpOverload, op_name, pytree, schema_of
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import launch_records
+from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE, refers_twice
 from torch_neuronx.runtime.spans import byte_span
 
 _warned: set[str] = set()
@@ -147,6 +148,9 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     if device is None:
         refuse_neuron_generator_for_cpu_tensors(args, kwargs)
 
+    schema = schema_of(op)
+    originals = list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
+    _check_written_arguments(name, schema, originals)
     shared = _shared_storages(pytree.tree_leaves((args, kwargs)))
 
     def to_cpu(value: Any) -> Any:
@@ -164,8 +168,6 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     cpu_args, cpu_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
     result = op(*cpu_args, **cpu_kwargs)
 
-    schema = schema_of(op)
-    originals = list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
     copies = list(cpu_args) + [cpu_kwargs.get(a.name) for a in schema.arguments[len(args) :]]
     aliases: dict[Any, Any] = {}
     for argument, original, copy in zip(schema.arguments, originals, copies, strict=False):
@@ -194,6 +196,23 @@ def run_on_cpu(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             mapped.append(pytree.tree_map(to_device, value))
     _record_fallback(name, device, started)
     return mapped[0] if len(schema.returns) == 1 else tuple(mapped)
+
+
+def _check_written_arguments(name: str, schema: Any, originals: list[Any]) -> None:
+    """ATen's ``assert_no_internal_overlap`` of the tensors ``op`` writes, before the CPU runs it:
+    the result could not be written back into such a tensor (the CPU's ``_fused_adagrad_`` reads an
+    expanded gradient as if it were dense, past its storage's end).
+
+    Raises:
+        RuntimeError: ATen's internal-overlap message, after the op and the argument.
+    """
+    for argument, original in zip(schema.arguments, originals, strict=False):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        for index, tensor in enumerate(pytree.tree_leaves(original)):
+            if isinstance(tensor, torch.Tensor) and refers_twice(tensor.shape, tensor.stride()):
+                where = f"{argument.name}[{index}]" if isinstance(original, (list, tuple)) else argument.name
+                raise RuntimeError(f"{name}: {where} (written by the op): {INTERNAL_OVERLAP_MESSAGE}")
 
 
 #: Bytes a shared storage's host copy is padded to a multiple of: the widest element (complex128), so

@@ -23,7 +23,7 @@ from torch_neuronx.eager import memory_formats
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
-from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE
+from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE, refers_twice
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)
@@ -556,9 +556,7 @@ def check_no_internal_overlap(plan: Plan, values: list[Any]) -> None:
     """
     for i in plan.writes:
         for tensor in arguments.flat_tensors(values[i]):
-            if isinstance(tensor, torch.Tensor) and any(
-                size > 1 and stride == 0 for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
-            ):
+            if isinstance(tensor, torch.Tensor) and refers_twice(tensor.shape, tensor.stride()):
                 raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
 
 

@@ -40,6 +40,13 @@ INTERNAL_OVERLAP_MESSAGE = (
 )
 
 
+def refers_twice(sizes, strides) -> bool:
+    """Whether two elements of a view share memory in the way ATen's ``has_internal_overlap`` sees
+    it: a dimension of size > 1 and stride 0 (as ``expand`` makes); other overlaps are "too hard"
+    for ATen and allowed."""
+    return any(size > 1 and stride == 0 for size, stride in zip(sizes, strides, strict=True))
+
+
 class View(NamedTuple):
     """A tensor's view of its storage: element dtype, sizes, strides (in elements), offset (an int,
     or a traced integer scalar given at launch)."""
@@ -188,7 +195,7 @@ def write(flat: jax.Array | None, nbytes: int, value: jax.Array, view: View) -> 
         raise RuntimeError(f"neuron: a storage of {nbytes} bytes cannot be written as {view.dtype}")
     if math.prod(shape) == 0:
         return bitcast(flat, view.dtype) if flat is not None else jnp.zeros((count,), view.dtype)
-    if any(size > 1 and stride == 0 for size, stride in zip(view.sizes, view.strides, strict=True)):
+    if refers_twice(view.sizes, view.strides):
         raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
     if covers_storage(view, count):  # never for an offset given at launch
         return value.reshape(-1)
