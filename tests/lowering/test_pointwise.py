@@ -172,6 +172,23 @@ def test_floating_conversion_of_special_values_matches_cpu(source, target):
     assert_matches_cpu(convert, x)
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.mul,
+        lambda b, y: y * b.to(y.dtype),
+        torch.xlogy,
+        lambda b, y: torch.compile(lambda b, y: b.float() * y, backend="neuron")(b, y),
+    ],
+    ids=["mul", "converted_mul", "xlogy", "compiled_converted_mul"],
+)
+def test_false_times_a_non_finite_value_is_nan_as_on_cpu(fn):
+    # XLA's simplifier rewrites convert(b) * y as select(b, y, 0): 0 where the CPU's 0 * inf is NaN.
+    b = torch.tensor([False, False, True, True])
+    y = torch.tensor([NAN, INF, NAN, -INF])
+    assert_matches_cpu(fn, b, y, atol=0, rtol=0)
+
+
 def test_full_with_a_value_the_dtype_cannot_hold_raises_as_cpu():
     message = "value cannot be converted to type int8_t without overflow"
     with pytest.raises(RuntimeError, match=message):

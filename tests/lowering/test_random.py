@@ -18,6 +18,8 @@ import torch.nn.functional as F
 import torch_neuronx
 from tests.utils import to_neuron
 
+NAN, INF = float("nan"), float("inf")
+
 N = 20_000  # samples for distribution checks: standard errors of about 1% of the scale
 
 # Every way to draw on neuron that must run natively, as a function of (device, generator).
@@ -437,6 +439,17 @@ def test_dropout_scales_kept_values(dtype):
     torch.testing.assert_close(F.dropout(x.to("neuron"), 0.25, training=False).cpu(), x)
     torch.testing.assert_close(F.dropout(x.to("neuron"), 1.0).cpu(), torch.zeros_like(x))
     torch.testing.assert_close(F.dropout(x.to("neuron"), 0.0).cpu(), x)
+
+
+def test_dropout_of_non_finite_values_gives_nan_where_dropped_as_cpu():
+    # input * mask * scale: a dropped inf or NaN is 0 * inf, NaN on the CPU and CUDA (was 0).
+    x = torch.tensor([INF, NAN, -INF] * 50)
+    out, mask = torch.native_dropout(x.to("neuron"), 0.5, True)
+    out, mask = out.cpu(), mask.cpu()
+    assert 0 < mask.sum() < len(x)
+    torch.testing.assert_close(out, x * mask * 2.0, atol=0, rtol=0, equal_nan=True)
+    grad = torch.ops.aten.native_dropout_backward(x.to("neuron"), mask.to("neuron"), 2.0).cpu()
+    torch.testing.assert_close(grad, x * mask * 2.0, atol=0, rtol=0, equal_nan=True)
 
 
 def test_dropout_gradient_uses_the_same_mask():

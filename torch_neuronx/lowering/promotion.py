@@ -141,7 +141,8 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         ):
             args[i] = _rounded_where_it_fits(arg, scalar_dtype)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
-            args[i] = jnp.asarray(arg).astype(target)
+            value = jnp.asarray(arg)
+            args[i] = convert(value, target) if value.dtype == jnp.bool_ else value.astype(target)
     return args
 
 

@@ -25,7 +25,7 @@ import torch
 
 from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx.lowering.registry import ScalarCheck, lowering
-from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name, convert
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -493,14 +493,14 @@ def native_dropout(input, p, train, *, rng_key):
     keep = 1 - _scalar(p, dtype)
     scale = jnp.where(keep == 0, jnp.zeros((), dtype), 1 / keep)
     mask = _uniform(rng_key, input.shape) < keep
-    return input.astype(dtype) * mask.astype(dtype) * scale, mask
+    return input.astype(dtype) * convert(mask, dtype) * scale, mask
 
 
 @lowering(aten.native_dropout_backward.default)
 def native_dropout_backward(grad_output, mask, scale):
     """Gradient of native_dropout: grad_output * mask * scale."""
     dtype = _sample_dtype(grad_output.dtype)
-    return grad_output.astype(dtype) * mask.astype(dtype) * _scalar(scale, dtype)
+    return grad_output.astype(dtype) * convert(mask, dtype) * _scalar(scale, dtype)
 
 
 # --- permutations and sampling -------------------------------------------------------------------

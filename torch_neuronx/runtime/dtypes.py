@@ -164,6 +164,8 @@ def convert(value, dtype):
     - real -> float8_e4m3fn: saturating to +-448 (infinities included), NaN stays NaN;
     - anything -> :data:`COMPLEX32`: complex64 with each part rounded to float16 (to nearest even, as
       ``c10::complex<Half>``), the value a complex32 tensor holds;
+    - bool -> floating or complex: a select of 1 and 0 (XLA's simplifier would turn ``convert(b) *
+      y`` into ``select(b, y, 0)``, 0 where the CPU's ``False * inf`` is NaN);
     - everything else: XLA's conversion (round to nearest even, integer wrap-around), which matches.
     """
     value = jnp.asarray(value)
@@ -174,6 +176,10 @@ def convert(value, dtype):
         return jax.lax.complex(*(part.astype(jnp.float16).astype(jnp.float32) for part in parts))
     if source == target:
         return value
+    if source == np.bool_ and jnp.issubdtype(target, jnp.inexact):
+        # A select, not XLA's convert: its simplifier turns convert(pred) * y into select(pred, y,
+        # 0), 0 where the CPU's False * inf and False * NaN are NaN.
+        return jnp.where(value, jnp.ones((), target), jnp.zeros((), target))
     if jnp.issubdtype(source, jnp.floating) and jnp.issubdtype(target, jnp.integer):
         through = jnp.int64 if target in _VIA_INT64 else jnp.int32
         info = jnp.iinfo(through)
