@@ -575,6 +575,7 @@ SHARED_META_REFUSALS = {
     "rsub-bool": lambda b, c: torch.rsub(b, 2),
     "sign-complex": lambda b, c: torch.sign(c),
     "heaviside-complex": lambda b, c: torch.heaviside(c, c),
+    "heaviside-into-complex-out": lambda b, c: torch.heaviside(c.real, c.real, out=torch.empty_like(c)),
 }
 
 

@@ -1,6 +1,6 @@
 """What ``torch-neuronx upstream-tests`` installs into PyTorch's test base before a test file imports.
 
-Three things, all applied by :mod:`torch_neuronx.testing.upstream_plugin` in the test file's process
+Five things, all applied by :mod:`torch_neuronx.testing.upstream_plugin` in the test file's process
 and none editing a test file:
 
 - :class:`NeuronTestBase`, PyTorch's ``PrivateUse1TestBase`` declaring the dtypes neuron does not
@@ -16,6 +16,8 @@ and none editing a test file:
 - :func:`install_compat`: the names that test files of an older PyTorch release import from
   ``torch.testing._internal`` (or call in numpy) and that the installed release renamed, moved or
   removed (:data:`RENAMED`), bound to their new homes where the new name does what the old one did.
+- :func:`install_renamed_classes`: an older file's test class that the installed release renamed
+  (:data:`RENAMED_CLASSES`) gets the skips and xfails the installed OpInfos declare for its new name.
 - :func:`install_accelerator_classes`: a class that PyTorch instantiates for a list of accelerators
   naming CUDA (``only_for=("cuda", "hpu", "xpu")``, as test/dynamo's device classes are) is
   instantiated for neuron too, as the vendors of those devices run it (:data:`ACCELERATORS`).
@@ -41,11 +43,13 @@ __all__ = [
     "ACCELERATORS",
     "MISSING_DTYPES",
     "RENAMED",
+    "RENAMED_CLASSES",
     "NeuronTestBase",
     "claim_cuda_dtypes",
     "install_accelerator_classes",
     "install_compat",
     "install_device_base",
+    "install_renamed_classes",
 ]
 
 #: The dtypes neuron does not hold, with why: no test variant is instantiated for them.
@@ -193,6 +197,41 @@ def _with_neuron(only_for: Any, except_for: Any) -> Any:
     if not set(_names(only_for)) & set(ACCELERATORS) or ours & set(named):
         return only_for
     return [*_names(only_for), "privateuse1"]
+
+
+#: Device-generic test classes of an older release's files that the installed release renamed: old
+#: name -> (new name, why). The installed release's OpInfos name the new class in their skips and
+#: xfails (``DecorateInfo.cls_name``), which an old file's class must get as well.
+RENAMED_CLASSES: dict[str, tuple[str, str]] = {
+    "TestBinaryUfuncs": (
+        "TestBinaryUfuncsDevice",
+        "test_binary_ufuncs.py's device-generic class, renamed when PyTorch named device-generic classes "
+        "...Device (torch 2.13's OpInfos name it in 169 skips and xfails, PyTorch's own reasons for "
+        "failures on every device, such as pow's complex small values and heaviside of NaN)",
+    ),
+}
+
+
+def install_renamed_classes() -> None:
+    """Makes each OpInfo skip or xfail that names a class's new name (:data:`RENAMED_CLASSES`) apply
+    to the old name too (call before a test file imports; idempotent), by wrapping
+    ``DecorateInfo.is_active``, which ``instantiate_device_type_tests`` asks with the test class's
+    name."""
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    original = DecorateInfo.is_active
+    if getattr(original, "neuron_renamed_classes", False):
+        return
+    renamed = {old: new for old, (new, _) in RENAMED_CLASSES.items()}
+
+    @functools.wraps(original)
+    def is_active(self: Any, cls_name: str, *args: Any, **kwargs: Any) -> bool:
+        if original(self, cls_name, *args, **kwargs):
+            return True
+        return cls_name in renamed and original(self, renamed[cls_name], *args, **kwargs)
+
+    is_active.neuron_renamed_classes = True  # type: ignore[attr-defined]
+    DecorateInfo.is_active = is_active
 
 
 def install_accelerator_classes() -> None:

@@ -67,6 +67,12 @@ _OUT_DTYPE_REFUSALS: dict[str, tuple[type[Exception], Any, Any]] = {
         lambda r, o: not (o.is_floating_point or o.is_complex),
         lambda o: f"logsumexp(): Expected floating point type for result tensor, but got: {aten_name(o)}",
     ),
+    # heaviside's structured meta checks its output for complex before any dtype mismatch.
+    "heaviside": (
+        RuntimeError,
+        lambda r, o: o.is_complex,
+        lambda o: "heaviside is not yet implemented for complex tensors.",
+    ),
 }
 _OUT_DTYPE_REFUSALS["stack"] = _OUT_DTYPE_REFUSALS["cat"]
 

@@ -98,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if path:
         _record = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole session
     upstream_tests.install_compat()
+    upstream_tests.install_renamed_classes()
     upstream_tests.install_device_base()
     upstream_tests.install_accelerator_classes()
     upstream_tests.claim_cuda_dtypes()
