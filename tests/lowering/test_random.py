@@ -441,6 +441,32 @@ def test_dropout_scales_kept_values(dtype):
     torch.testing.assert_close(F.dropout(x.to("neuron"), 0.0).cpu(), x)
 
 
+EMPTY_SELF_SAMPLERS = {
+    "randn": lambda t: torch.randn(t.shape, dtype=t.dtype, device=t.device),
+    "normal_": lambda t: t.normal_(),
+    "log_normal_": lambda t: t.log_normal_(),
+    "exponential_": lambda t: t.exponential_(),
+    "geometric_": lambda t: t.geometric_(0.5),
+    "bernoulli_": lambda t: t.bernoulli_(0.5),
+    "random_": lambda t: t.random_(),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bool, torch.complex64], ids=str)
+@pytest.mark.parametrize("sample", EMPTY_SELF_SAMPLERS)
+def test_samplers_return_an_empty_tensor_of_any_dtype_as_cpu_and_cuda(sample, dtype):
+    # ATen's CHECK_EMPTY_AND_RETURN comes before the dtype dispatch (test_foreach's randn of an empty
+    # int8 tensor raised "normal_kernel_cuda" not implemented for 'Char').
+    expected = EMPTY_SELF_SAMPLERS[sample](torch.empty(0, 3, dtype=dtype))
+    result = EMPTY_SELF_SAMPLERS[sample](torch.empty(0, 3, dtype=dtype, device="neuron"))
+    assert result.device.type == "neuron" and (result.shape, result.dtype) == (expected.shape, expected.dtype)
+
+
+def test_samplers_check_their_scalars_before_returning_an_empty_tensor():
+    with pytest.raises(RuntimeError, match=re.escape("normal expects std >= 0.0, but found std -1")):
+        torch.empty(0, dtype=torch.int8, device="neuron").normal_(0, -1)
+
+
 def test_dropout_of_non_finite_values_gives_nan_where_dropped_as_cpu():
     # input * mask * scale: a dropped inf or NaN is 0 * inf, NaN on the CPU and CUDA (was 0).
     x = torch.tensor([INF, NAN, -INF] * 50)

@@ -139,6 +139,8 @@ class EagerKernel:
         rules.check_argument_dtypes(self.name, plan, metas)
         functional_metas = plan.functional_args(metas)
         registry.check_scalar_values(plan.functional, functional_metas)
+        if plan.op in runners.RETURNS_EMPTY_SELF and metas[plan.writes[0]].numel() == 0:
+            return runners.empty_self_runner(plan)
         registry.check_rule_first(plan.functional, functional_metas)
         rules.check_argument_overlap(self.name, plan, values)
         list_items.check_item_overlap(plan, values)  # each item's TensorIterator: before shapes and dtypes

@@ -42,6 +42,39 @@ def resize_self_runner(plan: Plan) -> Runner:
     return run
 
 
+_aten = torch.ops.aten
+#: ATen's in-place samplers that return an empty ``self`` unchanged once their Scalar arguments pass
+#: their checks, before any dtype dispatch (``CHECK_EMPTY_AND_RETURN`` in DistributionTemplates.h,
+#: shared by the CPU and CUDA): ``torch.randn(0, dtype=torch.int8)`` is an empty tensor, not
+#: "normal_kernel_cuda" not implemented for 'Char'. (``uniform_`` and ``cauchy_`` check the dtype first.)
+RETURNS_EMPTY_SELF = frozenset(
+    {
+        _aten.normal_.default,
+        _aten.log_normal_.default,
+        _aten.exponential_.default,
+        _aten.geometric_.default,
+        _aten.bernoulli_.float,
+        _aten.random_.default,
+    }
+)
+
+
+def empty_self_runner(plan: Plan) -> Runner:
+    """An op of :data:`RETURNS_EMPTY_SELF` on an empty ``self``: the lowering's scalar checks (a
+    sampler's ``std``, made on each call's values), then ``self`` as it is."""
+    entry = registry.LOWERINGS.get(plan.functional)
+    scalar_checks = entry.scalar_checks if entry is not None else ()
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
+
+    def run(inputs, device, slot_tensors, generator, values):
+        by_name = dict(zip(names, plan.functional_args(values), strict=False))
+        for check in scalar_checks:
+            check.check_number(by_name[check.argument])
+        return values[plan.writes[0]]
+
+    return run
+
+
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 
 
