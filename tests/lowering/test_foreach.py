@@ -485,3 +485,31 @@ def test_foreach_lists_of_other_lengths_raise_the_foreach_check():
     tensors = [torch.ones(3, device="neuron") for _ in range(2)]
     with pytest.raises(RuntimeError, match="^Tensor lists must have the same number of tensors, got 2 and 1$"):
         torch._foreach_mul(tensors, tensors[:1])
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda ts: torch._foreach_add(ts, ts, alpha=2),
+        lambda ts: torch._foreach_mul_(ts, [2.0, 3.0]) or ts,
+        lambda ts: torch._foreach_norm(ts),
+        lambda ts: torch._foreach_lerp_(ts, [t * 2 for t in ts], 0.25) or ts,
+    ],
+    ids=["add", "mul_", "norm", "lerp_"],
+)
+def test_foreach_lists_spanning_two_cores_run_item_by_item_as_cuda(two_cores, op):
+    # CUDA's slow path runs each item's per-tensor op on its own device; one executable here spans
+    # one core, so such a list raised a device mismatch.
+    items = [torch.randn(3, 4), torch.randn(5)]
+    expected = op([t.clone() for t in items])
+    on_cores = [items[0].to("neuron:0"), items[1].to("neuron:1")]
+    result = op(on_cores)
+    assert [t.device for t in result] == [torch.device("neuron:0"), torch.device("neuron:1")]
+    for got, want in zip(result, expected, strict=True):
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+
+
+def test_foreach_item_whose_tensors_sit_on_two_cores_raises_the_device_error(two_cores):
+    first, second = torch.ones(3, device="neuron:0"), torch.ones(3, device="neuron:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._foreach_add([first, second], [second, first])

@@ -86,6 +86,8 @@ class EagerKernel:
             key = with_thread_count(key)
         except RuntimeError:
             fallback.refuse_neuron_generator_for_cpu_tensors(args, kwargs)
+            if list_items.spans_devices(self.op, args, kwargs):
+                return list_items.run_per_item(self.op, self, args, kwargs)
             raise
         run = self.cache.get(key)
         if run is None:

@@ -116,10 +116,10 @@ def check_item_overlap(plan: Plan, values: list[Any]) -> None:
                     rules.check_no_partial_overlap(target, source)
 
 
-def _item_values(plan: Plan, values: list[Any], index: int, count: int) -> list[Any]:
+def _item_values(op: Any, values: list[Any], index: int, count: int) -> list[Any]:
     """The call's arguments (schema order) for its item ``index`` alone: one-item lists (a list of
     another length, such as ``_fused_adam_``'s empty ``max_exp_avg_sqs``, stays as it is)."""
-    schema = schema_of(plan.op)
+    schema = schema_of(op)
     name = schema.name.removeprefix("aten::")
     item_values = []
     for argument, value in zip(schema.arguments, values, strict=True):
@@ -142,10 +142,54 @@ def item_by_item_runner(plan: Plan, kernel: Callable[..., Any]) -> Runner:
     def run(inputs, device, slot_tensors, generator, values):
         count = len(values[count_position])
         for index in range(count):
-            positional, keywords = split(plan.op, _item_values(plan, values, index, count))
+            positional, keywords = split(plan.op, _item_values(plan.op, values, index, count))
             kernel(*positional, **keywords)
 
     return run
+
+
+def spans_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a ``_foreach_*`` call's tensor lists hold tensors of two or more NeuronCores, which
+    CUDA's foreach kernels take through their slow path (the per-tensor op of each item, on its own
+    device) where one executable runs on one core."""
+    if not schema_of(op).name.startswith("aten::_foreach_"):
+        return False
+    lists = [value for value in (*args, *kwargs.values()) if isinstance(value, (list, tuple))]
+    if not lists or len(lists[0]) < 2:  # one item: its own devices' error
+        return False
+    devices = {
+        tensor.device
+        for value in (*args, *kwargs.values())
+        if isinstance(value, (list, tuple))
+        for tensor in value
+        if isinstance(tensor, torch.Tensor) and tensor.device.type == "neuron"
+    }
+    return len(devices) > 1
+
+
+def run_per_item(op: Any, kernel: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """CUDA's foreach slow path for a call :func:`spans_devices` holds for: ``kernel`` (the
+    overload's eager kernel) on each item alone, in index order; the items' results are joined
+    into the lists the overload returns."""
+    schema = schema_of(op)
+    values = [
+        args[i]
+        if i < len(args)
+        else kwargs.get(argument.name, argument.default_value if argument.has_default_value() else None)
+        for i, argument in enumerate(schema.arguments)
+    ]
+    count = len(values[0])
+    if any(isinstance(value, (list, tuple)) and 0 < len(value) != count for value in values[1:]):
+        kernel(*args, **kwargs)  # the lengths' error, in the kernel's words
+    per_item = []
+    for index in range(count):
+        positional, keywords = split(op, _item_values(op, values, index, count))
+        per_item.append(kernel(*positional, **keywords))
+    if not schema.returns:
+        return None
+    if len(schema.returns) == 1:
+        return [result[0] for result in per_item]
+    return tuple([result[k][0] for result in per_item] for k in range(len(schema.returns)))
 
 
 def bumps_versions(plan: Plan) -> bool:
