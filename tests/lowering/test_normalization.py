@@ -76,13 +76,14 @@ def test_native_layer_norm_saved_statistics_match_cpu(dtype):
 @pytest.mark.parametrize("parameters", ["none", "weight", "bias", "both"])
 def test_layer_norm_output_and_statistics_follow_the_cpu_to_the_bit(dtype, parameters):
     # Row lengths reaching each part of the CPU's RowwiseMoments: the scalar tail alone, one chunk
-    # of vectors, three chunks (a remainder block) and a partial last chunk followed by a tail.
+    # of vectors, two chunks (the level-zero loop's one pair and its dummy step), three chunks (a
+    # remainder block) in either vector width, five chunks, and a partial last chunk then a tail.
     # XLA's mean and two-pass variance put rstd an ulp or two off in about a tenth of the rows.
     def run(x, weight, bias):
         out, mean, rstd = aten.native_layer_norm(x, x.shape[-1:], weight, bias, 1e-5)
         return out, mean.to(dtype), rstd.to(dtype)
 
-    for length in (5, 24, 300, 1027):
+    for length in (5, 24, 200, 300, 600, 1027):
         x = (torch.randn(4, 3, length) * 2 + 0.5).to(dtype)
         weight = torch.randn(length).to(dtype) if parameters in ("weight", "both") else None
         bias = torch.randn(length).to(dtype) if parameters in ("bias", "both") else None

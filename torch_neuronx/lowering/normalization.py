@@ -32,7 +32,6 @@ from torch_neuronx.lowering.fused_multiply_add import (
     contracted_multiply_add,
     cpu_kernels_contract,
     flushed_fused_multiply_add,
-    fused_multiply_add,
 )
 from torch_neuronx.lowering.pointwise import true_divide
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
@@ -126,18 +125,18 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     rstd = _reciprocal_sqrt(variance + eps)
     if dtype not in (jnp.bfloat16, jnp.float16):
         if weight is None and bias is not None:  # the loop without gamma: (x - mean) * rstd + beta
-            return contracted_multiply_add(input - mean, rstd, bias), mean, rstd
+            return _contracted_at_run_time(input - mean, rstd, bias), mean, rstd
         out = (input - mean) * rstd
         if weight is not None and bias is not None:
-            return contracted_multiply_add(out, weight, bias), mean, rstd
+            return _contracted_at_run_time(out, weight, bias), mean, rstd
         if weight is not None:
             out = out * weight
         return jnp.where(out == 0, 0, out), mean, rstd  # + 0: -0.0 is 0.0
-    out = fused_multiply_add(input, rstd, -rstd * mean)
+    out = flushed_fused_multiply_add(input, rstd, -rstd * mean)
     if parameters_in_dtype:
         mean, rstd = (c10_rounding(dtype)(s) for s in (mean, rstd))
     if weight is not None:
-        out = fused_multiply_add(out, weight, 0 if bias is None else bias)
+        out = flushed_fused_multiply_add(out, weight, 0 if bias is None else bias)
     elif bias is not None:
         out = out + bias
     if bias is None:  # the kernel's + beta of 0: -0.0 is 0.0 (XLA folds x + 0)
@@ -228,7 +227,7 @@ def _float32_layer_norm_backward(grad_out, input, axis, mean, rstd, weight, bias
         normalized = contracted_in_float64(a, x, -a * mean)
 
         def accumulate(buffers, row):
-            return _contracted_in_loop(row[0], row[1], buffers[0]), buffers[1] + row[0]
+            return _contracted_at_run_time(row[0], row[1], buffers[0]), buffers[1] + row[0]
 
         gamma_buffers, beta_buffers = _thread_buffers((dy, normalized), 1, accumulate)
 
@@ -500,7 +499,7 @@ def _mixed_channel_sums(planes, factor=None, fused_leftovers=True):
         def step(i, acc):
             if factors is None:
                 return acc + terms[i]
-            return _contracted_in_loop(terms[i], factors[i], acc) if fused else acc + terms[i] * factors[i]
+            return _contracted_at_run_time(terms[i], factors[i], acc) if fused else acc + terms[i] * factors[i]
 
         return jax.lax.fori_loop(0, len(terms), step, jnp.zeros(terms.shape[1:], jnp.float32))
 
@@ -569,12 +568,13 @@ def _channels_last_moments(x, total_dtype):
 
 def _squared_deviation_added(deviation, buffer):
     """``buffer + deviation * deviation`` as the CPU's vectorised builds contract it (one rounding)."""
-    return _contracted_in_loop(deviation, deviation, buffer)
+    return _contracted_at_run_time(deviation, deviation, buffer)
 
 
-def _contracted_in_loop(a, b, c):
-    """:func:`contracted_multiply_add` of float32 operands that vary at run time (a loop's rows):
-    :func:`flushed_fused_multiply_add`, its cheaper form, where the CPU's kernels contract."""
+def _contracted_at_run_time(a, b, c):
+    """:func:`contracted_multiply_add` of float32 operands that vary at run time (a loop's rows, an
+    input's elements): :func:`flushed_fused_multiply_add`, its cheaper form, where the CPU's kernels
+    contract."""
     return flushed_fused_multiply_add(a, b, c) if cpu_kernels_contract() else a * b + c
 
 
@@ -980,7 +980,7 @@ def _channels_last_gradient_sums(x, dy, mean, total_dtype):
 
     def accumulate(buffers, row):
         (grad_sums, dots), (row_dy, row_x) = buffers, row
-        return grad_sums + row_dy, _contracted_in_loop(row_x - mean, row_dy, dots)
+        return grad_sums + row_dy, _contracted_at_run_time(row_x - mean, row_dy, dots)
 
     grad_sums, dots = _thread_buffers((dy, x), 1, accumulate)
     return tuple(_in_thread_order(sums, total_dtype).astype(jnp.float32) for sums in (grad_sums, dots))
