@@ -192,6 +192,18 @@ def test_eig_rejects_non_finite_input_at_the_op():
         torch.linalg.eig(a.to("neuron"))
 
 
+@pytest.mark.parametrize("uplo", ["U", "L", "u", "l"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+def test_eigh_reads_the_triangle_its_uplo_names_in_either_case(uplo, dtype):
+    # A non-Hermitian input: only the named triangle may be read. "l" read the upper one (ATen takes
+    # UPLO's first letter in either case; upstream test_eigh_lower_uplo).
+    a = torch.randn(2, 3, 3, dtype=dtype)
+    values = torch.linalg.eigvalsh(a, UPLO=uplo)
+    torch.testing.assert_close(torch.linalg.eigvalsh(a.to("neuron"), UPLO=uplo).cpu(), values, atol=1e-5, rtol=1e-5)
+    _, vectors = torch.linalg.eigh(a.to("neuron"), UPLO=uplo)
+    torch.testing.assert_close(vectors.cpu().abs(), torch.linalg.eigh(a, UPLO=uplo)[1].abs(), atol=1e-5, rtol=1e-5)
+
+
 def test_pinv_gradient_matches_cpu():
     """pinv's neuron composite keeps autograd (registered for AutogradPrivateUse1 as well)."""
     a = _general(2, 5, 3, dtype=torch.float32)

@@ -478,11 +478,12 @@ def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
 @lowering(aten._linalg_eigh.default)
 def linalg_eigh(A, UPLO="L", compute_v=True):
     """torch.linalg.eigh: ascending real eigenvalues and orthonormal eigenvectors of the Hermitian
-    matrix held in the ``UPLO`` triangle of A (the other triangle is not read)."""
+    matrix held in the ``UPLO`` triangle of A (the other triangle is not read; ATen reads UPLO's
+    first letter in either case, so "l" is the lower triangle)."""
     if A.size == 0:
         values = jnp.zeros(A.shape[:-1], jnp.real(A).dtype)
         return values, (A if compute_v else _empty(A))
-    vectors, values = jax.lax.linalg.eigh(A, lower=UPLO == "L", symmetrize_input=False)
+    vectors, values = jax.lax.linalg.eigh(A, lower=UPLO.upper() == "L", symmetrize_input=False)
     return values, (vectors if compute_v else _empty(A))
 
 
