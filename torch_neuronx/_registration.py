@@ -23,7 +23,13 @@ def register() -> None:
     if _library:
         return
     from torch_neuronx import _C
-    from torch_neuronx._compat import accelerate_memory, compiled_optimizers, meta_kernels, transformer_encoder
+    from torch_neuronx._compat import (
+        accelerate_memory,
+        compiled_optimizers,
+        data_parallel,
+        meta_kernels,
+        transformer_encoder,
+    )
     from torch_neuronx._compat.torch_internals import (
         as_nested_tensor_cpu_kernel,
         format_values_on_host,
@@ -55,6 +61,7 @@ def register() -> None:
     accelerate_memory.install()
     transformer_encoder.install()
     compiled_optimizers.install()
+    data_parallel.install()
     # Dynamo runs a graph's fake tensors through the meta kernels before any neuron op has run.
     meta_kernels.register()
     route_default_compiler(_compile_default)
