@@ -291,6 +291,50 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_reference_numerics_extremal_values__refs_heaviside_neuron_bfloat16*": _CPU_TOO
     + "torch.heaviside of a NaN input is 0 (the CPU's kernel and torch._refs.heaviside alike), NumPy's "
     "reference gives NaN; the bfloat16 variant is instantiated for neuron by CUDA's dtype list",
+    # Failures of the 311-tests-a-file run (2026-12-06) that are not device faults (each checked with
+    # the file's tests run on the CPU alone, torch_neuronx not imported, where the class allows):
+    **dict.fromkeys(
+        ("test_autograd_multiple_views_python", "test_autograd_simple_views_python"),
+        _CPU_TOO + "torch 2.13 names the custom Function in its view+inplace error ('Output 0 of ComplexView is a "
+        "view ...'), the v2.4.0 test expects its backward node's name ('ComplexViewBackward')",
+    ),
+    "test_checkpointing_without_reentrant_with_context_fn": _CPU_TOO
+    + "torch 2.13's non-reentrant checkpoint runs the context functions' modes differently from what the v2.4.0 "
+    "test asserts (a CPU-only test)",
+    "test_current_node": _CPU_TOO
+    + "torch 2.13 runs aten.detach.default from within autograd where the v2.4.0 test expects no op (a CPU-only "
+    "test)",
+    "test_increment_version": _CPU_TOO
+    + "torch 2.13 no longer raises for torch.autograd.graph.increment_version of an inference tensor, which the "
+    "v2.4.0 test expects (a CPU-only test)",
+    "test_named_tensor_for_complex_views": _CPU_TOO + "torch 2.13 removed named tensors (Tensor.refine_names)",
+    "test_naughty_anomaly_access": _CPU_TOO
+    + "an expectedFailure of the v2.4.0 test that torch 2.13 fixed (an unexpected success; a CPU-only test)",
+    "test_naughty_autograd_function_stashing_ctx": _CPU_TOO
+    + "torch 2.13 lets a custom Function's stashed ctx be read after backward where the v2.4.0 test expects a "
+    "RuntimeError (a CPU-only test)",
+    "test_unsafe_set_version_counter": _CPU_TOO
+    + "torch 2.13's torch._C._autograd._unsafe_set_version_counter takes tuples of tensors and versions, the "
+    "v2.4.0 test passes one of each (a CPU-only test)",
+    "test_*_logging_tensor": _CPU_TOO
+    + "once test_autograd's earlier tests have run, the log records of torch 2.13's LoggingTensor break pytest's "
+    "log capture ('TypeError: not all arguments converted during string formatting'); each passes alone, "
+    "on neuron too (CPU-only tests)",
+    "test_checkpointing_without_reentrant_dataparallel": (
+        "a CUDA-only assumption: the test moves its module to the accelerator only where torch.cuda is available; "
+        "nn.DataParallel takes the two NeuronCores and refuses the module left on the CPU ('module must have its "
+        "parameters and buffers on device neuron:0'), as it would on two GPUs"
+    ),
+    "test_dataparallel_saved_tensors_hooks": (
+        "a CUDA-only assumption: the test asks torch.cuda.device_count() whether nn.DataParallel runs its replicas in "
+        "threads; over two NeuronCores it does, and the hooks are not called there, as the test expects for two GPUs"
+    ),
+    "test_large_bmm_backward": _CPU_TOO
+    + "a CUDA test without @onlyCUDA: it makes its tensors with device='cuda' whatever device it is instantiated "
+    "for ('Torch not compiled with CUDA enabled')",
+    "test_householder_product_neuron_*": _CPU_TOO
+    + "the test's reference helper calls np.linalg.qr on CPU tensors, which NumPy 2 returns as tensors, and "
+    "torch.from_numpy refuses them ('expected np.ndarray (got Tensor)')",
     "test_shift_limits_neuron_uint8*": _CPU_TOO
     + "the test's NumPy reference shifts a uint8 array by negative Python ints, which NumPy 2 refuses ('Python "
     "integer -100 out of bounds for uint8', NEP 50); the v2.4.0 test was written for NumPy 1's value-based casting",
