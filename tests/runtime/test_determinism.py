@@ -49,3 +49,24 @@ def test_put_warns_its_alert_and_computes_under_warn_only(name):
     (how, result), alerts = _run(_CALLS[name], "neuron", False, warn_only=True)
     assert how == "returned" and len(alerts) == 1
     torch.testing.assert_close(result, expected)
+
+
+_CUDA_KERNEL_ALERTS = {
+    "histc": lambda x: torch.histc(x, bins=4, min=0, max=3),
+    "median_dim": lambda x: torch.median(x, dim=0),
+}
+
+
+@pytest.mark.parametrize("name", list(_CUDA_KERNEL_ALERTS))
+def test_cuda_kernel_alerts_of_pytorchs_meta_kernels_are_not_raised(name):
+    # The meta kernels take a meta tensor for a CUDA one and raised CUDA's alerts for histc and
+    # median on the first call of a shape only (a cached executable skipped the meta call).
+    call = _CUDA_KERNEL_ALERTS[name]
+    x = torch.tensor([0.5, 2.5, 2.5, 1.0, 3.0])
+    with DeterministicGuard(True), warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a warning under warn_only
+        expected = call(x)
+        actual = call(x.to("neuron"))
+    leaves = torch.utils._pytree.tree_leaves
+    for got, want in zip(leaves(actual), leaves(expected), strict=True):
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)

@@ -43,6 +43,7 @@ __all__ = [
     "OpOverloadPacket",
     "SchemaArgument",
     "alert_not_deterministic",
+    "skip_meta_alerts",
     "compute_elementwise_output_strides",
     "suggest_memory_format",
     "aot_autograd",
@@ -335,6 +336,23 @@ def check_before_fake_impl(op: OpOverload, check: Callable[..., None]) -> None:
 def register_device_module(name: str, module: object) -> None:
     """Makes ``module`` available as ``torch.<name>`` (what torch.cuda is to CUDA)."""
     torch._register_device_module(name, module)
+
+
+def skip_meta_alerts(skipped: Callable[[str], bool]) -> None:
+    """Wraps ``torch._prims_common.alert_not_deterministic``, which PyTorch's Python meta kernels and
+    decompositions call through that module, so that it returns without alerting for the callers
+    ``skipped`` names (their words: "_histc_cuda with floating point input"). Once per process: a
+    second call keeps the first filter."""
+    original = torch._prims_common.alert_not_deterministic
+    if getattr(original, "neuron_skipped", None) is not None:
+        return
+
+    def alert(caller: str) -> None:
+        if not skipped(caller):
+            original(caller)
+
+    alert.neuron_skipped = skipped  # type: ignore[attr-defined]
+    torch._prims_common.alert_not_deterministic = alert
 
 
 def format_values_on_host() -> None:

@@ -24,6 +24,7 @@ import torch
 
 from torch_neuronx._compat.torch_internals import dynamo_disabled, op_name, pytree, schema_of
 from torch_neuronx.eager import (
+    determinism,
     dispatched_dtypes,
     errors,
     fallback,
@@ -149,7 +150,7 @@ class EagerKernel:
         refused = None
         try:
             try:
-                with _meta_resize_warnings_silenced():
+                with _meta_resize_warnings_silenced(), determinism.describing_neuron_tensors():
                     _empty_outs(plan.op, metas)
                     result_meta = call(plan.op, metas)
                     if plan.functional is not plan.op:

@@ -210,6 +210,7 @@ def registered() -> bool:
 
 def _register_kernels() -> None:
     load_lowerings()
+    determinism.install()
     math_bits.register_copy_fallthroughs()
     library = torch.library.Library("aten", "IMPL", "PrivateUse1")
     custom = {
