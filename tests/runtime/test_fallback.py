@@ -84,6 +84,14 @@ def test_fallback_refuses_a_written_argument_whose_elements_share_memory_before_
     torch.testing.assert_close(first.cpu(), torch.ones(3), atol=0, rtol=0)
 
 
+def test_fallback_writes_an_empty_expanded_argument_as_the_cpu():
+    # ATen takes an empty tensor for contiguous: no internal overlap (helper-53).
+    empty = torch.zeros(0, 1, device="neuron").expand(0, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.ops.neuron_fallback_test.halve_(empty).shape == (0, 3)
+
+
 def test_clear_op_tracking():
     torch.ones(2, device="neuron").add_(1)
     assert torch_neuronx.get_executed_ops()

@@ -28,8 +28,7 @@ from torch_neuronx import _config
 from torch_neuronx._compat.torch_internals import OpOverload, op_name, pytree, schema_of
 from torch_neuronx.eager import tracking
 from torch_neuronx.runtime import launch_records
-from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE, refers_twice
-from torch_neuronx.runtime.spans import byte_span
+from torch_neuronx.runtime.spans import INTERNAL_OVERLAP_MESSAGE, byte_span, refers_twice
 
 _warned: set[str] = set()
 

@@ -23,7 +23,7 @@ from torch_neuronx.eager import memory_formats
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
-from torch_neuronx.runtime.layout import INTERNAL_OVERLAP_MESSAGE, refers_twice
+from torch_neuronx.runtime.spans import INTERNAL_OVERLAP_MESSAGE, refers_twice
 
 #: Dtypes a neuron tensor never holds (decision 8), though JAX_DTYPE maps them for host conversions.
 _UNHELD = (torch.float64, torch.complex128)

@@ -31,20 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from torch_neuronx.runtime.dtypes import COMPLEX32, convert
-
-#: ATen's ``assert_no_internal_overlap`` (MemoryOverlap.cpp): a written view whose elements share
-#: memory (a dimension of size > 1 and stride 0, as ``expand`` makes).
-INTERNAL_OVERLAP_MESSAGE = (
-    "unsupported operation: more than one element of the written-to tensor refers to a single "
-    "memory location. Please clone() the tensor before performing the operation."
-)
-
-
-def refers_twice(sizes, strides) -> bool:
-    """Whether two elements of a view share memory in the way ATen's ``has_internal_overlap`` sees
-    it: a dimension of size > 1 and stride 0 (as ``expand`` makes); other overlaps are "too hard"
-    for ATen and allowed."""
-    return any(size > 1 and stride == 0 for size, stride in zip(sizes, strides, strict=True))
+from torch_neuronx.runtime.spans import INTERNAL_OVERLAP_MESSAGE, refers_twice
 
 
 class View(NamedTuple):
