@@ -513,3 +513,26 @@ def test_foreach_item_whose_tensors_sit_on_two_cores_raises_the_device_error(two
     first, second = torch.ones(3, device="neuron:0"), torch.ones(3, device="neuron:1")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch._foreach_add([first, second], [second, first])
+
+
+def test_foreach_across_cores_checks_list_lengths_in_atens_words(two_cores):
+    # The length check went back through the device refusal: RecursionError (helper-53).
+    items = [torch.ones(2, device="neuron:0"), torch.ones(2, device="neuron:1")]
+    with pytest.raises(RuntimeError, match="^Tensor list must have same number of elements as scalar list.$"):
+        torch._foreach_mul_(items, [1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="^Tensor lists must have the same number of tensors, got 2 and 1$"):
+        torch._foreach_add(items, items[:1])
+
+
+def test_foreach_scalar_first_and_copies_across_devices_run_item_by_item(two_cores):
+    # _foreach_pow(scalar, list) took its count from the scalar; _foreach_copy_'s slow path is copy_,
+    # which copies between devices (from the CPU too).
+    exponents = [torch.tensor([1.0, 2.0]), torch.tensor([3.0])]
+    result = torch._foreach_pow(2.0, [exponents[0].to("neuron:0"), exponents[1].to("neuron:1")])
+    for got, want in zip(result, torch._foreach_pow(2.0, exponents), strict=True):
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+    targets = [torch.zeros(2, device="neuron:0"), torch.zeros(3, device="neuron:1")]
+    torch._foreach_copy_(targets, [torch.ones(2, device="neuron:1"), torch.arange(3.0)])
+    torch.testing.assert_close(targets[0].cpu(), torch.ones(2), atol=0, rtol=0)
+    torch.testing.assert_close(targets[1].cpu(), torch.arange(3.0), atol=0, rtol=0)
+    assert targets[1].device == torch.device("neuron:1")

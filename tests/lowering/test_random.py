@@ -465,6 +465,8 @@ def test_samplers_return_an_empty_tensor_of_any_dtype_as_cpu_and_cuda(sample, dt
 def test_samplers_check_their_scalars_before_returning_an_empty_tensor():
     with pytest.raises(RuntimeError, match=re.escape("normal expects std >= 0.0, but found std -1")):
         torch.empty(0, dtype=torch.int8, device="neuron").normal_(0, -1)
+    with pytest.raises(RuntimeError, match=re.escape("bernoulli_ expects p to be in [0, 1], but got p=2")):
+        torch.empty(0, dtype=torch.complex64, device="neuron").bernoulli_(2.0)  # helper-53
 
 
 def test_dropout_of_non_finite_values_gives_nan_where_dropped_as_cpu():

@@ -148,39 +148,84 @@ def item_by_item_runner(plan: Plan, kernel: Callable[..., Any]) -> Runner:
     return run
 
 
+def _schema_values(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The call's arguments in schema order, defaults filled in."""
+    return [
+        args[i]
+        if i < len(args)
+        else kwargs.get(argument.name, argument.default_value if argument.has_default_value() else None)
+        for i, argument in enumerate(schema_of(op).arguments)
+    ]
+
+
+def _lists(op: Any, values: list[Any]) -> list[tuple[ArgumentType, list[Any]]]:
+    """(kind, list) of each tensor-list and number-list argument, in schema order."""
+    kinds = (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
+    return [
+        (argument_type(argument), list(value))
+        for argument, value in zip(schema_of(op).arguments, values, strict=True)
+        if argument_type(argument) in kinds and isinstance(value, (list, tuple))
+    ]
+
+
 def spans_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a ``_foreach_*`` call's tensor lists hold tensors of two or more NeuronCores, which
-    CUDA's foreach kernels take through their slow path (the per-tensor op of each item, on its own
-    device) where one executable runs on one core."""
-    if not schema_of(op).name.startswith("aten::_foreach_"):
+    """Whether a ``_foreach_*`` call CUDA's foreach kernels take through their slow path, the
+    per-tensor op of each item on its own device, where one executable runs on one core: its tensor
+    lists hold tensors of two or more NeuronCores, or (``_foreach_copy_``, whose slow path is
+    ``copy_``) an item copies between devices."""
+    name = schema_of(op).name
+    if not name.startswith("aten::_foreach_"):
         return False
-    lists = [value for value in (*args, *kwargs.values()) if isinstance(value, (list, tuple))]
-    if not lists or len(lists[0]) < 2:  # one item: its own devices' error
+    tensor_lists = [
+        items for kind, items in _lists(op, _schema_values(op, args, kwargs)) if kind is ArgumentType.TENSOR_LIST
+    ]
+    if not tensor_lists:
+        return False
+    if name == "aten::_foreach_copy_":
+        return len(tensor_lists) == 2 and any(
+            isinstance(t, torch.Tensor) and isinstance(s, torch.Tensor) and t.device != s.device
+            for t, s in zip(*tensor_lists, strict=False)
+        )
+    if len(tensor_lists[0]) < 2:  # one item: its own devices' error
         return False
     devices = {
         tensor.device
-        for value in (*args, *kwargs.values())
-        if isinstance(value, (list, tuple))
-        for tensor in value
+        for items in tensor_lists
+        for tensor in items
         if isinstance(tensor, torch.Tensor) and tensor.device.type == "neuron"
     }
     return len(devices) > 1
 
 
+def _check_lengths(lists: list[tuple[ArgumentType, list[Any]]], count: int) -> None:
+    """ATen's foreach check of the lists' lengths (``check_foreach_api_restrictions``), in its words."""
+    for kind, items in lists[1:]:
+        if len(items) == count:
+            continue
+        if kind is ArgumentType.NUMBER_LIST:
+            raise RuntimeError("Tensor list must have same number of elements as scalar list.")
+        if items:  # an empty list of another role (_fused_adam_'s max_exp_avg_sqs) is not per item
+            raise RuntimeError(f"Tensor lists must have the same number of tensors, got {count} and {len(items)}")
+
+
 def run_per_item(op: Any, kernel: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """CUDA's foreach slow path for a call :func:`spans_devices` holds for: ``kernel`` (the
-    overload's eager kernel) on each item alone, in index order; the items' results are joined
-    into the lists the overload returns."""
+    overload's eager kernel) on each item alone, in index order (``copy_`` for ``_foreach_copy_``);
+    the items' results are joined into the lists the overload returns.
+
+    Raises:
+        RuntimeError: lists of other lengths, in ATen's words.
+    """
     schema = schema_of(op)
-    values = [
-        args[i]
-        if i < len(args)
-        else kwargs.get(argument.name, argument.default_value if argument.has_default_value() else None)
-        for i, argument in enumerate(schema.arguments)
-    ]
-    count = len(values[0])
-    if any(isinstance(value, (list, tuple)) and 0 < len(value) != count for value in values[1:]):
-        kernel(*args, **kwargs)  # the lengths' error, in the kernel's words
+    values = _schema_values(op, args, kwargs)
+    lists = _lists(op, values)
+    count = next(len(items) for kind, items in lists if kind is ArgumentType.TENSOR_LIST)
+    _check_lengths(lists, count)
+    if schema.name == "aten::_foreach_copy_":
+        non_blocking = values[2] if len(values) > 2 else False
+        for target, source in zip(values[0], values[1], strict=True):
+            target.copy_(source, non_blocking=bool(non_blocking))
+        return None
     per_item = []
     for index in range(count):
         positional, keywords = split(op, _item_values(op, values, index, count))

@@ -53,7 +53,6 @@ RETURNS_EMPTY_SELF = frozenset(
         _aten.log_normal_.default,
         _aten.exponential_.default,
         _aten.geometric_.default,
-        _aten.bernoulli_.float,
         _aten.random_.default,
     }
 )

@@ -323,15 +323,24 @@ def _bernoulli(rng_key, shape, p) -> jax.Array:
     aten.bernoulli_.float,
     random=True,
     static=("p",),
-    dtype_rule=_dispatched("bernoulli_scalar_cuda_", _ALL_TYPES_AND_BOOL),
+    dtype_rule=lambda arguments: (
+        None if arguments["self"].numel() == 0 else _check_bernoulli_dtype(arguments["self"].dtype)
+    ),
 )
 def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
     ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
-    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN."""
+    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN. Then, as there, an empty ``self``
+    returns as it is, whatever its dtype."""
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(p)}")
+    if self.size == 0:
+        return self
     return _bernoulli(rng_key, self.shape, jnp.asarray(p))
+
+
+def _check_bernoulli_dtype(dtype: torch.dtype) -> None:
+    _check_dispatched("bernoulli_scalar_cuda_", dtype, _ALL_TYPES_AND_BOOL)
 
 
 def _outside_unit_interval(p: jax.Array) -> jax.Array:
