@@ -23,9 +23,11 @@ from torch_neuronx.lowering import overflow, registry
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.executable import Runner
 
+aten = torch.ops.aten
+
 #: In-place overloads whose CPU and CUDA kernels resize ``self`` to the result's shape (through
 #: their ``out=`` form, without a warning) instead of refusing a ``self`` the result does not fit.
-RESIZES_SELF = frozenset({torch.ops.aten.addbmm_.default})
+RESIZES_SELF = frozenset({aten.addbmm_.default})
 
 
 def resize_self_runner(plan: Plan) -> Runner:
@@ -42,18 +44,17 @@ def resize_self_runner(plan: Plan) -> Runner:
     return run
 
 
-_aten = torch.ops.aten
 #: ATen's in-place samplers that return an empty ``self`` unchanged once their Scalar arguments pass
 #: their checks, before any dtype dispatch (``CHECK_EMPTY_AND_RETURN`` in DistributionTemplates.h,
 #: shared by the CPU and CUDA): ``torch.randn(0, dtype=torch.int8)`` is an empty tensor, not
 #: "normal_kernel_cuda" not implemented for 'Char'. (``uniform_`` and ``cauchy_`` check the dtype first.)
 RETURNS_EMPTY_SELF = frozenset(
     {
-        _aten.normal_.default,
-        _aten.log_normal_.default,
-        _aten.exponential_.default,
-        _aten.geometric_.default,
-        _aten.random_.default,
+        aten.normal_.default,
+        aten.log_normal_.default,
+        aten.exponential_.default,
+        aten.geometric_.default,
+        aten.random_.default,
     }
 )
 
