@@ -316,10 +316,6 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_unsafe_set_version_counter": _CPU_TOO
     + "torch 2.13's torch._C._autograd._unsafe_set_version_counter takes tuples of tensors and versions, the "
     "v2.4.0 test passes one of each (a CPU-only test)",
-    "test_*_logging_tensor": _CPU_TOO
-    + "once test_autograd's earlier tests have run, the log records of torch 2.13's LoggingTensor break pytest's "
-    "log capture ('TypeError: not all arguments converted during string formatting'); each passes alone, "
-    "on neuron too (CPU-only tests)",
     "test_checkpointing_without_reentrant_dataparallel": (
         "a CUDA-only assumption: the test moves its module to the accelerator only where torch.cuda is available; "
         "nn.DataParallel takes the two NeuronCores and refuses the module left on the CPU ('module must have its "

@@ -163,8 +163,12 @@ class _FileRun:
         # --noconftest: PyTorch's test/conftest.py serves its CI (sharding, step-current resumes,
         # JUnit XML, importing files as __main__), which this run does in its own way, and its hook
         # signatures follow the pytest of its release, so a newer pytest refuses to load it.
+        # -p no:logging: pytest's log capture formats every record it sees, and LoggingTensor's records
+        # (torch.testing._internal.logging_tensor) do not format once an earlier test has lowered a
+        # logger's level: test_autograd's 60 LoggingTensor tests then failed on any device, the CPU too.
         command = [sys.executable, "-m", "pytest", str(self.path), "-q", "-p", "no:cacheprovider", "--noconftest"]
-        command += ["-p", "torch_neuronx.testing.upstream_plugin", "--rootdir", str(self.path.parent)]
+        command += ["-p", "no:logging", "-p", "torch_neuronx.testing.upstream_plugin"]
+        command += ["--rootdir", str(self.path.parent)]
         return command + (["-k", self.keyword] if self.keyword else [])
 
     def _environment(self) -> dict[str, str]:
