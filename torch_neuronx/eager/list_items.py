@@ -28,6 +28,7 @@ import torch
 from torch_neuronx._compat.torch_internals import has_kernel, schema_of
 from torch_neuronx.eager import rules
 from torch_neuronx.eager.plan import Plan, split
+from torch_neuronx.lowering import engine
 from torch_neuronx.runtime.arguments import ArgumentType, argument_type
 from torch_neuronx.runtime.executable import Runner
 from torch_neuronx.runtime.spans import byte_span
@@ -148,16 +149,6 @@ def item_by_item_runner(plan: Plan, kernel: Callable[..., Any]) -> Runner:
     return run
 
 
-def _schema_values(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """The call's arguments in schema order, defaults filled in."""
-    return [
-        args[i]
-        if i < len(args)
-        else kwargs.get(argument.name, argument.default_value if argument.has_default_value() else None)
-        for i, argument in enumerate(schema_of(op).arguments)
-    ]
-
-
 def _lists(op: Any, values: list[Any]) -> list[tuple[ArgumentType, list[Any]]]:
     """(kind, list) of each tensor-list and number-list argument, in schema order."""
     kinds = (ArgumentType.TENSOR_LIST, ArgumentType.NUMBER_LIST)
@@ -177,7 +168,7 @@ def spans_devices(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
     if not name.startswith("aten::_foreach_"):
         return False
     tensor_lists = [
-        items for kind, items in _lists(op, _schema_values(op, args, kwargs)) if kind is ArgumentType.TENSOR_LIST
+        items for kind, items in _lists(op, engine.schema_values(op, args, kwargs)) if kind is ArgumentType.TENSOR_LIST
     ]
     if not tensor_lists:
         return False
@@ -217,14 +208,14 @@ def run_per_item(op: Any, kernel: Callable[..., Any], args: tuple[Any, ...], kwa
         RuntimeError: lists of other lengths, in ATen's words.
     """
     schema = schema_of(op)
-    values = _schema_values(op, args, kwargs)
+    values = engine.schema_values(op, args, kwargs)
     lists = _lists(op, values)
     count = next(len(items) for kind, items in lists if kind is ArgumentType.TENSOR_LIST)
     _check_lengths(lists, count)
     if schema.name == "aten::_foreach_copy_":
-        non_blocking = values[2] if len(values) > 2 else False
-        for target, source in zip(values[0], values[1], strict=True):
-            target.copy_(source, non_blocking=bool(non_blocking))
+        targets, sources, non_blocking = values
+        for target, source in zip(targets, sources, strict=True):
+            target.copy_(source, non_blocking=non_blocking)
         return None
     per_item = []
     for index in range(count):
