@@ -449,6 +449,11 @@ EMPTY_SELF_SAMPLERS = {
     "geometric_": lambda t: t.geometric_(0.5),
     "bernoulli_": lambda t: t.bernoulli_(0.5),
     "random_": lambda t: t.random_(),
+    "normal_mean_tensor": lambda t: torch.normal(t, 1.0),
+    "normal_std_tensor": lambda t: torch.normal(0.0, t.real if t.is_complex() else t),
+    "normal_mean_std_tensors": lambda t: torch.normal(t, t.real if t.is_complex() else t),
+    "bernoulli_probabilities": torch.bernoulli,
+    "bernoulli_tensor_p_": lambda t: t.bernoulli_(torch.full(t.shape, 0.5, device=t.device)),
 }
 
 
@@ -459,6 +464,22 @@ def test_samplers_return_an_empty_tensor_of_any_dtype_as_cpu_and_cuda(sample, dt
     # int8 tensor raised "normal_kernel_cuda" not implemented for 'Char').
     expected = EMPTY_SELF_SAMPLERS[sample](torch.empty(0, 3, dtype=dtype))
     result = EMPTY_SELF_SAMPLERS[sample](torch.empty(0, 3, dtype=dtype, device="neuron"))
+    assert result.device.type == "neuron" and (result.shape, result.dtype) == (expected.shape, expected.dtype)
+
+
+EMPTY_BEFORE_KERNEL_CHECKS = {
+    # cauchy_impl_ refuses integers, then returns an empty self before its kernel refuses float8.
+    "cauchy_float8": lambda d: torch.empty(0, dtype=torch.float8_e4m3fn, device=d).cauchy_(),
+    # uniform_impl_ returns an empty complex self before it checks the bounds of its real view.
+    "uniform_complex_from_above_to": lambda d: torch.empty(0, dtype=torch.complex64, device=d).uniform_(2, 1),
+}
+
+
+@pytest.mark.parametrize("name", EMPTY_BEFORE_KERNEL_CHECKS)
+def test_samplers_return_an_empty_self_before_their_kernels_checks(name):
+    # helper-53: both raised, cauchy_ with CUDA's "cauchy_cuda" refusal of float8.
+    expected = EMPTY_BEFORE_KERNEL_CHECKS[name]("cpu")
+    result = EMPTY_BEFORE_KERNEL_CHECKS[name]("neuron")
     assert result.device.type == "neuron" and (result.shape, result.dtype) == (expected.shape, expected.dtype)
 
 

@@ -89,22 +89,37 @@ def _continuous(name: str, kernel: str, type_meta: bool = False) -> Callable[[di
                 f"{name} distribution is a continuous probability distribution. "
                 f"dtype must be a floating point but you specified {shown}"
             )
+        if arguments["self"].numel():  # CHECK_EMPTY_AND_RETURN comes before the kernel's dispatch
+            _check_dispatched(kernel, dtype, _FLOATING)
+
+    return rule
+
+
+def _real_view_dispatched(
+    kernel: str, name: str = "self", *, empty_returns_first: bool = False
+) -> Callable[[dict[str, Any]], None]:
+    """A ``dtype_rule`` of uniform_ and normal_ (``uniform_impl_``, ``normal_impl_``): a complex
+    tensor (argument ``name``; torch.normal's result takes that argument's dtype) draws into its real
+    view; any other dtype is CUDA's dispatch of ``kernel`` over the floating dtypes. With
+    ``empty_returns_first`` (normal_impl_; uniform_impl_ dispatches its bounds check first), an
+    empty result is returned before that dispatch."""
+
+    def rule(arguments: dict[str, Any]) -> None:
+        dtype = arguments[name].dtype
+        if dtype.is_complex or (empty_returns_first and _result_is_empty(arguments)):
+            return
         _check_dispatched(kernel, dtype, _FLOATING)
 
     return rule
 
 
-def _real_view_dispatched(kernel: str, name: str = "self") -> Callable[[dict[str, Any]], None]:
-    """A ``dtype_rule`` of uniform_ and normal_ (``uniform_impl_``, ``normal_impl_``): a complex
-    tensor (argument ``name``; torch.normal's result takes that argument's dtype) draws into its real
-    view; any other dtype is CUDA's dispatch of ``kernel`` over the floating dtypes."""
-
-    def rule(arguments: dict[str, Any]) -> None:
-        dtype = arguments[name].dtype
-        if not dtype.is_complex:
-            _check_dispatched(kernel, dtype, _FLOATING)
-
-    return rule
+def _result_is_empty(arguments: dict[str, Any]) -> bool:
+    """Whether a sampler's result is empty: ``self`` (in place), or torch.normal's broadcast of
+    ``mean`` and ``std``. ATen's samplers return an empty result before their kernel dispatches its
+    dtype (``CHECK_EMPTY_AND_RETURN``, CPU and CUDA alike), so that
+    ``torch.normal(torch.empty(0, dtype=torch.int8), 1.0)`` is an empty int8 tensor."""
+    tensors = [value for value in arguments.values() if isinstance(value, torch.Tensor)]
+    return any(tensor.numel() == 0 for tensor in tensors)
 
 
 # --- continuous distributions ------------------------------------------------------------------
@@ -153,6 +168,8 @@ def uniform(self, from_=0.0, to=1.0, *, generator=None, rng_key, metas):
     messages; integer tensors are rejected as on CPU and CUDA."""
     dtype = metas[0].dtype
     if dtype.is_complex:
+        if self.size == 0:  # uniform_impl_ returns an empty complex tensor before the bounds checks
+            return self
         part = torch.float16 if dtype == torch.complex32 else torch.float32
         _check_uniform_bounds(from_, to, part)
         parts = _uniform_in(rng_key, (*self.shape, 2), from_, to, JAX_DTYPE[part]).astype(jnp.float32)
@@ -176,7 +193,7 @@ _GEOMETRIC_P = ScalarCheck("p", lambda p: (p > 0) & (p < 1), "geometric_ expects
     aten.normal_functional.default,
     aten.normal_.default,
     random=True,
-    dtype_rule=_real_view_dispatched("normal_kernel_cuda"),
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", empty_returns_first=True),
     scalar_checks=(_NORMAL_STD,),
 )
 def normal(self, mean=0.0, std=1.0, *, generator=None, rng_key):
@@ -200,6 +217,8 @@ def _check_tensor_std(std: jax.Array) -> None:
 
 
 def _normal_tensors(mean, std, shape, rng_key):
+    if math.prod(shape) == 0:  # normal_impl_ returns an empty result before its kernel, in any dtype
+        return jnp.zeros(shape, jnp.float32)
     dtype = jnp.result_type(_sample_dtype(jnp.asarray(mean).dtype), _sample_dtype(jnp.asarray(std).dtype))
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
@@ -207,7 +226,7 @@ def _normal_tensors(mean, std, shape, rng_key):
 @lowering(
     aten.normal.Tensor_float,
     random=True,
-    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"),
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True),
     scalar_checks=(_NORMAL_STD,),
 )
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
@@ -218,7 +237,7 @@ def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
 @lowering(
     aten.normal.float_Tensor,
     random=True,
-    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std"),
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "std", empty_returns_first=True),
     checked=("mean",),
 )
 def normal_float_tensor(mean, std, *, generator=None, rng_key):
@@ -229,7 +248,11 @@ def normal_float_tensor(mean, std, *, generator=None, rng_key):
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
-@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean"))
+@lowering(
+    aten.normal.Tensor_Tensor,
+    random=True,
+    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True),
+)
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     _check_tensor_std(std)
@@ -270,6 +293,8 @@ def log_normal(self, mean=1.0, std=2.0, *, generator=None, rng_key):
 )
 def cauchy(self, median=0.0, sigma=1.0, *, generator=None, rng_key):
     """torch.Tensor.cauchy_: median + sigma * tan(pi * (U - 1/2)); sigma <= 0 raises as on CPU."""
+    if self.size == 0:  # cauchy_impl_ returns an empty self before its kernel, float8 included
+        return self
     dtype = _sample_dtype(self.dtype)
     median, sigma = _scalar(median, dtype), _scalar(sigma, dtype)
     return median + sigma * jnp.tan(jnp.pi * (_uniform(rng_key, self.shape) - 0.5))
@@ -350,6 +375,8 @@ def _outside_unit_interval(p: jax.Array) -> jax.Array:
 
 def _bernoulli_tensor_dtypes(arguments: dict[str, Any]) -> None:
     """CUDA's bernoulli_kernel(self, p): floating probabilities, then its dispatch of ``self``."""
+    if arguments["self"].numel() == 0:  # bernoulli_impl_ returns an empty self before any check
+        return
     p = arguments.get("p", arguments["self"])
     if not p.dtype.is_floating_point:
         raise RuntimeError(f"expected probabilities tensor to have floating type, got {aten_name(p.dtype)}")
