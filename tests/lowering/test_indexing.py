@@ -268,7 +268,35 @@ INDEX_ADDS = {
 @pytest.mark.parametrize("form", INDEX_ADDS)
 def test_index_add(dtype, form):
     x, source = _values((5, 3), dtype), _values((4, 5), dtype)[:, :3]
-    assert_matches_cpu(INDEX_ADDS[form], x, _index([4, 0, 4, 2]), source, float32_reference=True)  # 4 twice
+    assert_matches_cpu(INDEX_ADDS[form], x, _index([4, 0, 4, 2]), source, atol=0, rtol=0)  # 4 twice
+
+
+SIXTEEN_BIT_ACCUMULATIONS = {
+    # the CPU's own loop rounds each addition (and source * alpha, rounded to the dtype first)
+    "index_add_1d": lambda x, i, s: x[:, 0].index_add(0, i, s[:, 0]),
+    "index_add_1d_alpha": lambda x, i, s: x[:, 0].index_add(0, i, s[:, 0], alpha=0.3),
+    "index_add_int32_index": lambda x, i, s: x.index_add(0, i.int(), s),
+    "index_add_alpha": lambda x, i, s: x.index_add(0, i, s, alpha=2.5),
+    "index_add_middle_dim": lambda x, i, s: x[None].index_add(1, i, s[None]),
+    # handed to scatter_add_, which accumulates in float and rounds once
+    "index_add_first_dim": lambda x, i, s: x.index_add(0, i, s),
+    "index_add_last_dim": lambda x, i, s: x.T.index_add(1, i, s.T),
+    "scatter_add": lambda x, i, s: x.scatter_add(0, i[:, None].expand(s.shape).contiguous(), s),
+    "index_put_accumulate": lambda x, i, s: x.index_put((i,), s, accumulate=True),
+    "embedding_backward": lambda x, i, s: torch.ops.aten.embedding_dense_backward(s, i, x.shape[0], 2, False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", SIXTEEN_BIT_ACCUMULATIONS)
+def test_16_bit_accumulation_of_duplicate_indices_rounds_as_the_cpu(case, dtype):
+    # 300 additions into 7 rows: index_add accumulated in float32 and rounded once, where the CPU's
+    # loop rounds each addition (6 of 7 elements differed; test_put's float16 put/index_add pair).
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(7, 4, generator=generator).to(dtype)
+    source = torch.randn(300, 4, generator=generator).to(dtype)
+    index = torch.randint(0, 7, (300,), generator=generator)
+    assert_matches_cpu(SIXTEEN_BIT_ACCUMULATIONS[case], x, index, source, atol=0, rtol=0)
 
 
 def test_index_add_of_integers_with_a_float_alpha_as_cpu():

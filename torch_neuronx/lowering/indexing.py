@@ -23,7 +23,7 @@ import torch
 
 from torch_neuronx._compat.aten_checks import check_index_count
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
-from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.dtypes import JAX_DTYPE, aten_name
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -445,12 +445,42 @@ def _index_func_rule(name: str, then: Any = None) -> Any:
 def index_add(self, dim, index, source, *, alpha=1, metas):
     """torch.index_add: ``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``;
     duplicates accumulate; indices must lie in [0, size), else the CPU's error (see
-    :func:`_check_index_add_indices`)."""
+    :func:`_check_index_add_indices`).
+
+    16-bit floats round as the CPU's paths do (index_add_cpu_): what it hands to scatter_add
+    (:func:`_hands_to_scatter_add`, alpha 1) accumulates in float32 and rounds once; its own loop
+    rounds ``source * alpha`` and then each addition to the 16-bit dtype, in index order, as XLA's
+    scatter in that dtype does. (Its n-d loop adds ``alpha * source`` in float with one rounding:
+    for an ``alpha`` other than 1 the product is rounded first here, within an ulp.)"""
     x = _at_least_1d(self)
     dim = dim % x.ndim
     idx = _check_index_add_indices(index.reshape(-1), x.shape[dim], dim, alpha, metas)
-    updates = _at_least_1d(source) * alpha
-    return _reduce_at(x, _along(dim, idx), updates).reshape(self.shape)
+    key, source = _along(dim, idx), _at_least_1d(source)
+    updates = source * alpha
+    if metas[0].dtype not in (torch.bfloat16, torch.float16):
+        return _reduce_at(x, key, updates).reshape(self.shape)
+    dtype = JAX_DTYPE[metas[0].dtype]
+    each_rounded = (
+        x.astype(dtype).at[key].add(source.astype(dtype) * jnp.asarray(alpha).astype(dtype), mode="promise_in_bounds")
+    )
+    result = each_rounded.astype(x.dtype)
+    if _hands_to_scatter_add(metas, dim):
+        result = jnp.where(jnp.asarray(alpha) == 1, _reduce_at(x, key, updates), result)
+    return result.reshape(self.shape)
+
+
+def _hands_to_scatter_add(metas: list[Any], dim: int) -> bool:
+    """Whether the CPU's index_add (``index_add_cpu_``) hands the call to ``scatter_add_`` when
+    ``alpha`` is 1: a ``self`` of two or more dimensions, added into along its first or last one,
+    with an int64 index (and not complex32)."""
+    self_meta, index_meta, alpha_meta = metas[0], metas[2], metas[4]
+    return (
+        self_meta.ndim > 1
+        and dim in (0, self_meta.ndim - 1)
+        and index_meta.dtype == torch.int64
+        and self_meta.dtype != torch.complex32
+        and not isinstance(alpha_meta, bool)  # c10's Scalar.equal(1.0) is false for a bool
+    )
 
 
 def _check_index_add_indices(index: jax.Array, size: int, dim: int, alpha: Any, metas: list[Any]) -> jax.Array:
@@ -460,17 +490,9 @@ def _check_index_add_indices(index: jax.Array, size: int, dim: int, alpha: Any, 
     whose check raises RuntimeError("index 5 is out of bounds for dimension 1 with size 3"); the
     kernel's own loop raises IndexError("index out of range in self"), detailed here; an empty such
     ``self`` returns before checking. CUDA asserts on the device; its message cannot be caught."""
-    self_meta, index_meta, alpha_meta = metas[0], metas[2], metas[4]
-    if self_meta.ndim > 1 and self_meta.numel() == 0:
+    if metas[0].ndim > 1 and metas[0].numel() == 0:
         return jnp.clip(index, 0, max(size - 1, 0))
-    scatter = (
-        self_meta.ndim > 1
-        and dim in (0, self_meta.ndim - 1)
-        and index_meta.dtype == torch.int64
-        and self_meta.dtype != torch.complex32
-        and not isinstance(alpha_meta, bool)  # c10's Scalar.equal(1.0) is false for a bool
-    )
-    if not scatter:
+    if not _hands_to_scatter_add(metas, dim):
         return _checked(index, size, _OUT_OF_RANGE, IndexError, negative=False, dim=dim)
     one = jnp.asarray(alpha) == 1
     _checked(index, size, _OUT_OF_BOUNDS, RuntimeError, negative=False, dim=dim, when=one)
@@ -686,18 +708,25 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return _take(weight, idx, 0, mode="clip")
 
 
-@lowering(aten.embedding_dense_backward.default, promotion=Promotion.DEFAULT, promote=("grad_output",))
-def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """The gradient of F.embedding's weight: each row sums the gradients of its lookups (16-bit floats
-    accumulate in float32); the padding_idx row gets none; ``scale_grad_by_freq`` divides each
-    lookup's gradient by how often its index occurs."""
+@lowering(aten.embedding_dense_backward.default, promotion=Promotion.DEFAULT, promote=("grad_output",), metas=True)
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, *, metas):
+    """The gradient of F.embedding's weight: each row sums the gradients of its lookups, in their
+    order; the padding_idx row gets none; ``scale_grad_by_freq`` multiplies each lookup's gradient by
+    1 / how often its index occurs.
+
+    16-bit floats round each addition, as the CPU's loop does (``embedding_dense_backward_cpu``:
+    ``grad_weight[k].add_(grad[i], scale)``), by XLA's scatter in that dtype, which adds in update
+    order; with ``scale_grad_by_freq`` the scaled gradient is rounded before it is added, where the
+    CPU adds it in float (within an ulp of each addition)."""
     grad = grad_output.reshape(indices.size, grad_output.shape[-1])  # not -1: the dimension may be 0
     idx = _checked(indices.reshape(-1), num_weights, _OUT_OF_RANGE, IndexError, negative=False)
     if scale_grad_by_freq:
         counts = jnp.zeros(num_weights, grad.dtype).at[idx].add(jnp.ones((), grad.dtype), mode="promise_in_bounds")
-        grad = grad / counts[idx][:, None]
+        grad = grad * (1 / counts)[idx][:, None]
     grad = jnp.where((indices.reshape(-1) == padding_idx)[:, None], jnp.zeros((), grad.dtype), grad)
-    return jnp.zeros((num_weights, grad.shape[-1]), grad.dtype).at[idx].add(grad, mode="promise_in_bounds")
+    dtype = JAX_DTYPE[metas[0].dtype] if metas[0].dtype in (torch.bfloat16, torch.float16) else grad.dtype
+    weight = jnp.zeros((num_weights, grad.shape[-1]), dtype).at[idx].add(grad.astype(dtype), mode="promise_in_bounds")
+    return weight.astype(grad.dtype)
 
 
 @lowering(aten.take.default)
