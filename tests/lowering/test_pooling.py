@@ -11,6 +11,7 @@ kernels round each step far outside those defaults, match the CPU's 16-bit kerne
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -95,6 +96,19 @@ def test_max_pool_index_rules():
 def test_max_pool2d_integer():
     x = torch.randint(-50, 50, (2, 3, 6, 6))
     _assert_matches(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True), x, grad=False)
+
+
+def test_max_pool1d_of_integers_refuses_without_indices_as_cpu_and_cuda():
+    # It computed through max_pool1d_with_indices (upstream test_dtypes_nn_functional_max_pool1d);
+    # with indices it computes, as on the CPU.
+    x = torch.randint(-50, 50, (2, 3, 8))
+    with pytest.raises(
+        NotImplementedError, match=re.escape("\"max_pool2d_with_indices_out_cuda_frame\" not implemented for 'Long'")
+    ):
+        F.max_pool1d(x.to("neuron"), 2)
+    _assert_matches(lambda t: F.max_pool1d(t, 3, 2, 1, return_indices=True), x, grad=False)
+    with pytest.raises(RuntimeError, match="kernel_size must be greater than zero"):  # its argument checks first
+        F.max_pool1d(x.to("neuron"), 0)
 
 
 AVG_POOL_2D = {

@@ -20,6 +20,10 @@ saved statistics as tensors of the same accumulate type, float64 for float32: th
 computes that case's result (``input * weight[0] + bias[0]``, running statistics untouched) itself and
 hands every other input to PyTorch's ``_batch_norm_impl_index``. ``instance_norm`` reaches it too.
 
+``max_pool1d`` (without indices) computes through ``max_pool1d_with_indices`` off the CPU, which
+neuron computes for integers as the CPU does; its composite here refuses integers, as the CPU's own
+kernel and CUDA's do.
+
 ``linalg.lstsq`` has no meta kernel and, for the ``gelsd``/``gelss`` drivers, a residuals result
 whose shape depends on the computed ranks. Its kernel here (:data:`BACKEND_KERNELS`, PrivateUse1
 only, so PyTorch's autograd formula stays) solves through the SVD and reads the ranks back when
@@ -328,6 +332,32 @@ def batch_norm(
     return aten._batch_norm_impl_index.default(*arguments)[0]
 
 
+def max_pool1d(
+    input: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int] = (),
+    padding: list[int] = (0,),
+    dilation: list[int] = (1,),
+    ceil_mode: bool = False,
+) -> torch.Tensor:
+    """``F.max_pool1d`` without indices. PyTorch's composite computes it on the CPU with its own
+    kernel (``max_pool1d_impl``) and elsewhere through ``max_pool1d_with_indices``, which on neuron
+    computes integers as the CPU's ``max_pool2d`` does; here it refuses them, as both the CPU and
+    CUDA do (CUDA's ``max_pool2d_with_indices`` dispatches the floating dtypes), after PyTorch's
+    argument checks. ``F.max_pool1d(..., return_indices=True)`` of integers computes, as on the CPU.
+
+    Raises:
+        NotImplementedError: ``input`` is not floating point, with CUDA's message.
+    """
+    arguments = (kernel_size, stride, padding, dilation, ceil_mode)
+    aten.max_pool1d.default(_meta(input), *arguments)
+    if not input.is_floating_point():
+        raise NotImplementedError(
+            f"\"max_pool2d_with_indices_out_cuda_frame\" not implemented for '{aten_name(input.dtype)}'"
+        )
+    return aten.max_pool1d_with_indices.default(input, *arguments)[0]
+
+
 def linalg_ldl_factor(A: torch.Tensor, *, hermitian: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.linalg.ldl_factor``: ``ldl_factor_ex`` with its check. PyTorch's composite checks
     ``info`` with ``_linalg_check_errors``, which has no message for LAPACK's ``?sytrf`` and fails
@@ -356,5 +386,6 @@ KERNELS = {
     aten.linalg_matrix_rank.out_tol_tensor: linalg_matrix_rank_tol_tensor,
     aten.linalg_pinv.out: linalg_pinv_out,
     aten.renorm.default: renorm,
+    aten.max_pool1d.default: max_pool1d,
     aten.batch_norm.default: batch_norm,
 }
