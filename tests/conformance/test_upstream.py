@@ -231,12 +231,29 @@ def test_publish_keeps_the_hand_written_parts_of_the_conformance_summary(tmp_pat
         ("did not work in backward but are listed by the OpInfo: {torch.float64, torch.complex128}", True),
         ("did not work in forward but are listed by the OpInfo: {torch.float64, torch.float16}", False),
         ("worked in forward but are not listed by the OpInfo: {torch.complex64}", False),
+        (
+            "worked in forward but are not listed by the OpInfo: {torch.bool}.\nThe following dtypes did not "
+            "work in forward but are listed by the OpInfo: {torch.float64}",
+            False,
+        ),
     ],
 )
 def test_dtype_claims_failing_by_fp64_alone_count_as_the_policy(claims, fp64_only):
     # test_ops' test_dtypes: the OpInfo's dtypes for a PrivateUse1 device are the CPU's, FP64 included.
     message = f"The supported dtypes for add on device type neuron are incorrect! The following dtypes {claims}."
     assert upstream_plugin._only_fp64_claims(message) is fp64_only
+
+
+def test_a_python_reference_working_in_more_dtypes_than_it_claims_is_not_a_failure():
+    # test_dtypes fails a reference only for claimed dtypes that did not work; its message lists the
+    # unclaimed ones that worked too (_refs.cumprod of bool, the FP64 policy alone otherwise).
+    message = (
+        "The supported dtypes for _refs.cumprod on device type neuron are incorrect!\nThe following dtypes "
+        "worked in forward but are not listed by the OpInfo: {torch.bool}.\nThe following dtypes did not work "
+        "in forward but are listed by the OpInfo: {torch.complex128, torch.float64}."
+    )
+    assert upstream_plugin._only_fp64_claims(message)
+    assert not upstream_plugin._only_fp64_claims(message.replace("torch.complex128, ", "torch.float16, "))
 
 
 def test_each_finished_file_is_reported_while_the_run_goes_on(tmp_path, monkeypatch):
