@@ -103,6 +103,23 @@ def test_polygamma_matches_cpu(n, dtype):
     assert_matches_cpu(lambda t: (torch.polygamma(n, t), torch.special.polygamma(n, t)), x)
 
 
+@pytest.mark.parametrize("n", [20, 34, 35, 40, 60])
+def test_polygamma_whose_zeta_sum_is_subnormal_follows_the_cpu(n):
+    # XLA flushes subnormal float32 terms the CPU keeps: polygamma(20, 60.) was 20% low, (20, 100.)
+    # -0.0 for -1.3e-23, (40, 10.) NaN where n! (inf in float32) makes the CPU's -inf. The CPU's own
+    # subnormal sum is coarse near 2**-149: (20, 100.) is 2.5e-4 from it, the exact value's side.
+    x = torch.tensor([2.5, 10.0, 30.0, 60.0, 100.0, 200.0, 1e4])
+    expected = torch.polygamma(n, x)
+    torch.testing.assert_close(torch.polygamma(n, x.to("neuron")).cpu(), expected, rtol=3e-4, atol=0, equal_nan=True)
+
+
+def test_zeta_whose_terms_are_subnormal_follows_the_cpu():
+    # zeta(2., 1e20) was 0 for 1e-20: each term (k + q)**-2 is a subnormal XLA flushes.
+    x, q = torch.tensor([21.0, 30.0, 2.0, 10.0, 1.5]), torch.tensor([60.0, 10.0, 1e20, 5.0, 3.0])
+    expected = torch.special.zeta(x, q)
+    torch.testing.assert_close(torch.special.zeta(x.to("neuron"), q.to("neuron")).cpu(), expected, rtol=3e-7, atol=0)
+
+
 def test_polygamma_of_negative_order_raises_as_cpu():
     with pytest.raises(RuntimeError, match="polygamma"):
         torch.polygamma(-1, torch.ones(2, device="neuron")).cpu()
