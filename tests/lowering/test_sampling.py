@@ -155,6 +155,35 @@ def test_interpolate_lanczos_of_uint8_is_the_cpus_fixed_point(size, scale):
     _assert_matches(lambda t: F.interpolate(t, mode="lanczos", antialias=True, **options), x, grad=False)
 
 
+@pytest.mark.parametrize("antialias", [False, True], ids=["plain", "antialias"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize(("size", "channels_last"), [((5, 13), False), ((32, 3), True), ((1, 9), False)])
+def test_interpolate_bilinear_and_bicubic_of_uint8_are_the_cpus_fixed_point(
+    mode, align_corners, antialias, size, channels_last
+):
+    # They raised CUDA's refusal; the CPU computes them (torchvision's Resize of uint8 images, and
+    # test_nn's 768 test_upsamplingBiMode2d_consistency tests). Without antialias the taps are the
+    # float kernels' with their border weights summed, not normalised windows (bicubic with
+    # align_corners was 2 off near the borders).
+    x = torch.randint(0, 256, (2, 3, 9, 11), dtype=torch.uint8)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    options = {"size": size, "mode": mode, "align_corners": align_corners, "antialias": antialias}
+    _assert_matches(lambda t: F.interpolate(t, **options), x, grad=False)
+
+
+def test_interpolate_uint8_to_a_width_of_one_is_right_where_the_cpu_is_not():
+    # The CPU's generic uint8 kernel (more than 4 contiguous channels), resizing both dimensions to a
+    # width of 1, fills each output column with its first row's value; neuron gives the float
+    # result's rounding, within 1 (the fixed point's rounding).
+    x = torch.randint(0, 256, (1, 5, 16, 16), dtype=torch.uint8)
+    expected = F.interpolate(x.float(), size=(9, 1), mode="bilinear").round()
+    got = F.interpolate(x.to("neuron"), size=(9, 1), mode="bilinear").cpu()
+    torch.testing.assert_close(got.float(), expected, rtol=0, atol=1)
+    assert not torch.equal(F.interpolate(x, size=(9, 1), mode="bilinear").float(), expected)  # still wrong there
+
+
 def test_interpolate_lanczos_refuses_other_integers_in_the_cpus_words():
     x = torch.ones(1, 1, 6, 6, dtype=torch.int32)
     for device in ("cpu", "neuron"):
@@ -195,15 +224,16 @@ def test_interpolate_integer_nearest():
     [
         ("nearest", torch.int64),
         ("nearest-exact", torch.int8),
-        ("bilinear", torch.uint8),
+        ("bilinear", torch.int16),
         ("bicubic", torch.int32),
         ("linear", torch.uint8),
     ],
 )
 @pytest.mark.parametrize("antialias", [False, True])
 def test_interpolation_dtypes_cuda_refuses_raise_its_dispatch_error(mode, dtype, antialias):
-    # CUDA interpolates floating-point inputs, and uint8 in the nearest modes; test_nn's
-    # test_upsamplingBiMode2d_nonsupported_dtypes expects "not implemented for" for the rest.
+    # CUDA interpolates floating-point inputs, and uint8 in the nearest modes (the CPU also in
+    # bilinear and bicubic, below); test_nn's test_upsamplingBiMode2d_nonsupported_dtypes expects
+    # "not implemented for" for the rest.
     if antialias and mode not in ("bilinear", "bicubic"):
         pytest.skip("antialias is for bilinear and bicubic")
     shape = (1, 2, 6) if mode == "linear" else (1, 2, 6, 6)

@@ -21,8 +21,8 @@ host (numpy, in float32 like PyTorch's ``opmath_t``) with PyTorch's formulas fro
   border (``get_cubic_upsample_coefficients``).
 - antialias: the filters and windows of ``UpSampleKernel.cpp`` (``_compute_indices_min_size_weights_aa``);
   the forward copies a dimension whose size does not change, whatever the scale, the backward does
-  not; uint8 (Lanczos only: CUDA's bilinear and bicubic kernels refuse it) in Pillow's int16 fixed
-  point.
+  not; uint8 (bilinear, bicubic and Lanczos, with or without antialias, as the CPU computes it;
+  CUDA's bilinear and bicubic kernels refuse it) in Pillow's int16 fixed point.
 
 The dimensions are contracted last to first, as PyTorch's separable CPU kernel nests them; 16-bit
 inputs interpolate in float32 and round once. Backward ops are the transposes (``jax.vjp``) of the
@@ -156,15 +156,16 @@ def _sinc(x: np.ndarray) -> np.ndarray:
     return np.where(x == 0, real(1), np.sin(t.astype(np.float64)).astype(x.dtype) / t).astype(x.dtype)
 
 
-def _aa_filter(x: np.ndarray, kind: str) -> np.ndarray:
-    """The antialias filter ``kind`` (a key of ``_AA_SUPPORT``) at ``x``, in x's dtype."""
+def _aa_filter(x: np.ndarray, kind: str, antialias: bool = True) -> np.ndarray:
+    """The antialias filter ``kind`` (a key of ``_AA_SUPPORT``) at ``x``, in x's dtype; the cubic one
+    with A = -0.5 (Pillow's), or without ``antialias`` (uint8's fixed-point bicubic) PyTorch's -0.75."""
     real = x.dtype.type
     x = np.abs(x)
     if kind == "linear":
         return np.where(x < 1, real(1) - x, real(0)).astype(x.dtype)
     if kind == "lanczos":
         return np.where(x < 3, _sinc(x) * _sinc(x / real(3)), real(0)).astype(x.dtype)
-    a = real(-0.5)
+    a = real(-0.5 if antialias else -0.75)
     near = ((a + real(2)) * x - (a + real(3))) * x * x + real(1)
     far = (((x - real(5)) * x + real(8)) * x - real(4)) * a
     return np.where(x < 1, near, np.where(x < 2, far, real(0))).astype(x.dtype)
@@ -205,6 +206,41 @@ def _aa(x_shape, output_size, align_corners, scales, kind, *, forward=True) -> l
     ]
 
 
+def _unfiltered_taps(size: int, out: int, align_corners: bool, scale: float | None, kind: str):
+    """``_compute_indices_min_size_weights``, the taps of the CPU's uint8 bilinear and bicubic
+    without antialias, in float64: the float kernels' source index and fraction
+    (``area_pixel_compute_source_index``, ``guard_index_and_lambda``), the filter's 2 or 4 weights
+    around it (cubic's A = -0.75), those of taps past a border added to the border tap's (as the
+    float kernels clamp their indices); not normalised."""
+    width = 2 * _AA_SUPPORT[kind]
+    support = width // 2
+    step = _area_scale(size, out, align_corners, scale, np.float64)
+    index = np.zeros((width, out), np.int64)
+    weights = np.zeros((width, out), np.float64)
+    for o in range(out):
+        if align_corners:
+            real = step * o
+        else:
+            real = step * (o + 0.5) - 0.5
+            real = real if kind == "cubic" else max(real, 0.0)
+        below = min(math.floor(real), size - 1)
+        fraction = min(max(real - below, 0.0), 1.0)
+        unbound = below - support + 1
+        start = max(unbound, 0)
+        count = min(max(min(below + support + 1, size) - start, 0), width)
+        slot = 0
+        for j in range(width):
+            if unbound + j <= 0:
+                slot = 0
+            elif unbound + j >= size - 1:
+                slot = count - 1
+            w = _aa_filter(np.array([j + 1 - support - fraction]), kind, antialias=False)[0]
+            weights[slot, o] += w
+            slot += 1
+        index[:, o] = np.minimum(start + np.arange(width), size - 1)
+    return index, weights
+
+
 def _int16_weights(weights: np.ndarray) -> tuple[np.ndarray, int]:
     """``_compute_indices_int16_weights_aa`` (Pillow's fixed point): float64 weights as int16 with the
     most fraction bits (up to 22) that keep the largest weight under 2**15, rounded half away from 0."""
@@ -216,17 +252,25 @@ def _int16_weights(weights: np.ndarray) -> tuple[np.ndarray, int]:
     return np.where(scaled < 0, np.trunc(scaled - 0.5), np.trunc(scaled + 0.5)).astype(np.int32), bits
 
 
-def _upsample_uint8_aa(x, output_size, align_corners, scales, kind):
-    """The CPU's uint8 antialiased resampling (Pillow's): each dimension whose size changes, last
-    first, sums int16 weights times the pixels in int32, adds half of the last fraction bit, shifts
-    and saturates to uint8 before the next dimension."""
+def _upsample_uint8(x, output_size, align_corners, scales, kind, antialias=True):
+    """The CPU's uint8 resampling (Pillow's, ``_separable_upsample_generic_Nd_kernel_impl_single_dim``
+    and its AVX2 twin alike): each dimension whose size changes, last first, sums int16 weights
+    (:func:`_aa_taps` in float64, or :func:`_unfiltered_taps`) times the pixels in int32, adds half of
+    the last fraction bit, shifts and saturates to uint8 before the next dimension.
+
+    Where the CPU's value is wrong, neuron's is right: the CPU's generic kernel (more than 4
+    channels, contiguous), resizing both dimensions to a width of 1, fills each output column with
+    its first row's value (130 off the float result); neuron's is the float result's, within 1."""
     nd = len(output_size)
     for dim in reversed(range(nd)):
         axis = x.ndim - nd + dim
         size, out = x.shape[axis], output_size[dim]
         if size == out:
             continue
-        index, weights = _aa_taps(size, out, align_corners, scales[dim], kind, real=np.float64)
+        if antialias:
+            index, weights = _aa_taps(size, out, align_corners, scales[dim], kind, np.float64)
+        else:
+            index, weights = _unfiltered_taps(size, out, align_corners, scales[dim], kind)
         fixed, bits = _int16_weights(weights)
         shape = [1] * x.ndim
         shape[axis] = -1
@@ -460,7 +504,7 @@ def upsample_linear1d(self, output_size, align_corners, scales=None):
 @lowering(
     aten.upsample_bilinear2d.default,
     static=("scales_h", "scales_w"),
-    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_out_frame"),
+    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_out_frame", uint8=True, like="as the CPU does"),
 )
 def upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bilinear") (antialias=False): linear taps along H and W.
@@ -473,7 +517,11 @@ def upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_
     differed in 31-48% of elements, by up to 4 times tolerance; these differ from the CPU in under
     1% of elements, by one unit in the last place (its vector code's order of additions). The CPU
     also takes the vectorised kernel for channels-last inputs of more than 3 channels, and for 3
-    channels on one thread; neuron, which does not see the layout, takes the NCHW choice."""
+    channels on one thread; neuron, which does not see the layout, takes the NCHW choice.
+
+    uint8 resamples in the CPU's fixed point, to the bit (:func:`_upsample_uint8`); CUDA refuses it."""
+    if self.dtype == jnp.uint8:
+        return _upsample_uint8(self, output_size, align_corners, [scales_h, scales_w], "linear", antialias=False)
     if self.dtype in (jnp.bfloat16, jnp.float16) and output_size[0] + output_size[1] <= 128:
         taps = _linear(self.shape, output_size, align_corners, [scales_h, scales_w])
         return _corner_products(self.astype(jnp.float32), *taps)
@@ -509,11 +557,14 @@ def upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales
 @lowering(
     aten.upsample_bicubic2d.default,
     static=("scales_h", "scales_w"),
-    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_out_frame"),
+    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_out_frame", uint8=True, like="as the CPU does"),
 )
 def upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bicubic") (antialias=False): four taps per dimension with Keys' cubic
-    convolution weights (A = -0.75), border-clamped (results may overshoot the input range)."""
+    convolution weights (A = -0.75), border-clamped (results may overshoot the input range). uint8
+    resamples in the CPU's fixed point, to the bit, saturating (:func:`_upsample_uint8`)."""
+    if self.dtype == jnp.uint8:
+        return _upsample_uint8(self, output_size, align_corners, [scales_h, scales_w], "cubic", antialias=False)
     return _upsample(self, _cubic(self.shape, output_size, align_corners, [scales_h, scales_w], self.dtype))
 
 
@@ -772,22 +823,27 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
 @lowering(
     aten._upsample_bilinear2d_aa.default,
     static=("scales_h", "scales_w"),
-    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_aa_out_frame"),
+    dtype_rule=_interpolated_dtypes("upsample_bilinear2d_aa_out_frame", uint8=True, like="as the CPU does"),
 )
 def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bilinear", antialias=True): a triangle filter widened by the downsampling
-    factor (Pillow's resampling, as PyTorch implements it)."""
+    factor (Pillow's resampling, as PyTorch implements it); uint8 in the CPU's fixed point, to the
+    bit (torchvision's Resize of uint8 images)."""
+    if self.dtype == jnp.uint8:
+        return _upsample_uint8(self, output_size, align_corners, [scales_h, scales_w], "linear")
     return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], "linear"))
 
 
 @lowering(
     aten._upsample_bicubic2d_aa.default,
     static=("scales_h", "scales_w"),
-    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_aa_out_frame"),
+    dtype_rule=_interpolated_dtypes("upsample_bicubic2d_aa_out_frame", uint8=True, like="as the CPU does"),
 )
 def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     """F.interpolate(mode="bicubic", antialias=True): Keys' cubic filter (A = -0.5) widened by the
-    downsampling factor."""
+    downsampling factor; uint8 in the CPU's fixed point, to the bit."""
+    if self.dtype == jnp.uint8:
+        return _upsample_uint8(self, output_size, align_corners, [scales_h, scales_w], "cubic")
     return _upsample(self, _aa(self.shape, output_size, align_corners, [scales_h, scales_w], "cubic"))
 
 
@@ -825,7 +881,7 @@ def _upsample_lanczos2d_aa(self, output_size, align_corners, scales_h=None, scal
     float32 (the CPU refuses float16 and bfloat16)."""
     scales = [scales_h, scales_w]
     if self.dtype == jnp.uint8:
-        return _upsample_uint8_aa(self, output_size, align_corners, scales, "lanczos")
+        return _upsample_uint8(self, output_size, align_corners, scales, "lanczos")
     return _upsample(self, _aa(self.shape, output_size, align_corners, scales, "lanczos"))
 
 

@@ -238,9 +238,9 @@ _NO_COW = (
     "tests on XLA alike (skipXLA)"
 )
 _UINT8_INTERPOLATION = (
-    "compares bilinear/bicubic interpolation of uint8 images with float32's; neuron interpolates "
-    "floating-point tensors only, as CUDA does (it raises CUDA's 'not implemented for' error), and the "
-    "test skips itself on CUDA ('CUDA implementation is not yet supporting uint8')"
+    "expects a device other than the CPU to refuse bilinear/bicubic interpolation of uint8, as CUDA "
+    "does; neuron interpolates uint8 as the CPU does, in its fixed point, to the bit (it computes "
+    "what the CPU or CUDA computes; test_upsamplingBiMode2d_consistency checks those values and passes)"
 )
 _NO_INDUCTOR = (
     "tests inductor itself on neuron tensors (a debug_backend_override rule naming inductor's compile_fx, "
@@ -382,8 +382,7 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_dataloader_vitals": _CPU_TOO + _VITALS_GONE,
     "test_masked_scatter": _DEFERRED_CHECK
     + " (a source with fewer elements than the mask's count; the test checks that part on every device but CUDA)",
-    "test_upsamplingBiMode2d_consistency_*": _UINT8_INTERPOLATION,
-    "test_upsamplingBiLinear2d_consistency_interp_size_bug_*": _UINT8_INTERPOLATION,
+    "test_upsamplingBiMode2d_nonsupported_dtypes_*_mode_bi*_uint8": _UINT8_INTERPOLATION,
     "test_tensor_storage_type": (
         "the v2.4.0 test expects torch's CPU storage classes (torch.FloatStorage) for every device but "
         "CUDA; torch 2.13's storage_type() looks a PrivateUse1 device's classes up in torch.neuron, "
