@@ -53,6 +53,37 @@ def test_cdist_pdist_gradients_match_cpu(p):
     torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
 
 
+def _scaled_minkowski(diff: torch.Tensor, p: float) -> torch.Tensor:
+    """The p-norm over the last axis in float64 with the largest magnitude factored out: exact where
+    |d| ** p leaves even float64's range."""
+    magnitude = diff.double().abs()
+    largest = magnitude.amax(-1, keepdim=True)
+    return largest.squeeze(-1) * ((magnitude / largest) ** p).sum(-1) ** (1 / p)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 5.0])
+@pytest.mark.parametrize("p", [50.0, 200.0])
+def test_cdist_of_a_large_p_keeps_its_powers_in_range(p, scale):
+    # 0.6 ** 200 is a subnormal XLA flushes (cdist gave 0 for 0.6, its gradient NaN); 5 ** 50
+    # overflows (the CPU gives inf, and NaN gradients). The largest magnitude is factored out there.
+    x, y = _general(6, 4) * scale, _general(5, 4) * scale + scale
+    diff = x[:, None, :] - y[None, :, :]
+    expected = _scaled_minkowski(diff, p)
+    a = x.to("neuron").requires_grad_()
+    distance = torch.cdist(a, y.to("neuron"), p=p)
+    torch.testing.assert_close(distance.detach().cpu().double(), expected, rtol=1e-6, atol=0)
+    distance.sum().backward()
+    ratio = diff.double().abs() / expected[..., None]
+    gradient = (diff.double().sign() * ratio ** (p - 1)).sum(1)
+    torch.testing.assert_close(a.grad.cpu().double(), gradient, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(
+        torch.pdist(x.to("neuron"), p=p).cpu().double(),
+        _scaled_minkowski(x[torch.triu_indices(6, 6, 1)[0]] - x[torch.triu_indices(6, 6, 1)[1]], p),
+        rtol=1e-6,
+        atol=0,
+    )
+
+
 def test_cdist_gradient_of_an_empty_broadcast_is_zeros_of_x1():
     """The CPU's _cdist_backward returns zeros shaped like x1 itself when the broadcast batch is empty."""
     grads = []

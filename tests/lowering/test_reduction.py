@@ -223,6 +223,21 @@ class _no_warning:
         return False
 
 
+@pytest.mark.parametrize("ord", [50.0, 200.0])
+def test_vector_norm_of_a_large_order_keeps_its_powers_in_range(ord):
+    # 0.6 ** 200 is a subnormal XLA flushes: the norm of [0.5, 0.3, 0.6] was 0 (the CPU's 0.59995 is
+    # its subnormal sum's rounding); 3 ** 200 overflows (the CPU's inf). Exact: 0.6 * (1 + ...) ** (1 / p).
+    for values in ([0.5, 0.3, 0.6], [3.0, 2.0, 0.5]):
+        x = torch.tensor(values)
+        largest = x.abs().max().double()
+        expected = largest * ((x.double().abs() / largest) ** ord).sum() ** (1 / ord)
+        got = torch.linalg.vector_norm(x.to("neuron"), ord).cpu()
+        torch.testing.assert_close(got.double(), expected, rtol=2e-7, atol=0)
+    rows = torch.tensor([[0.5, 0.3, 0.6], [1.0, 2.0, 0.25]])
+    got = torch.linalg.vector_norm(rows.to("neuron"), ord, dim=1, keepdim=True).cpu()
+    assert got.shape == (2, 1) and torch.isfinite(got).all() and (got > 0).all()
+
+
 @pytest.mark.parametrize("ord", [0, 1, 2, 3, 0.5, math.inf, -math.inf])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_vector_norm_orders_match_cpu(ord, dtype):

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from torch_neuronx.lowering.reduction import NORMAL_POWER_SUM, power_norm
 from torch_neuronx.lowering.registry import lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name
 
@@ -25,7 +26,7 @@ def _minkowski(diff: jax.Array, p: float) -> jax.Array:
         return jnp.sum(magnitude, axis=-1)
     if p == 2:
         return jnp.sqrt(jnp.sum(magnitude * magnitude, axis=-1))
-    return jnp.sum(magnitude**p, axis=-1) ** (1 / p)
+    return power_norm(magnitude, p, axis=-1)
 
 
 _same_cdist_dtypes = same_dtype(("x1", "x2"), "expected scalar type {0} but found {1}")
@@ -76,10 +77,21 @@ def _minkowski_backward(diff: jax.Array, dist: jax.Array, grad: jax.Array, p: fl
         return grad * jnp.sign(diff) * (jnp.abs(diff) == dist)
     if p == 2:
         return jnp.where(zero, 0, grad * diff / safe)
+    # Where dist ** (p - 1) leaves float32's range (a large p), the ratio |diff| / dist <= 1 is
+    # raised instead: dist ** 199 of 0.6 flushed to 0 and the gradient was NaN; so is a quotient
+    # by a dist ** (p - 1) past 2**100, which XLA takes as a product with its (subnormal, flushed)
+    # reciprocal (a distance of 6.06 at p = 50 had a zero gradient).
+    ratio = jnp.abs(diff) / safe
+    denominator = safe ** (p - 1)
+    wide = (denominator < NORMAL_POWER_SUM) | (denominator > 1 / NORMAL_POWER_SUM)
     if p < 2:
-        step = jnp.sign(diff) * jnp.abs(diff) ** (p - 1) * grad / safe ** (p - 1)
+        step = jnp.sign(diff) * jnp.abs(diff) ** (p - 1) * grad / denominator
+        step = jnp.where(wide | ~jnp.isfinite(step), jnp.sign(diff) * ratio ** (p - 1) * grad, step)
         return jnp.where(zero | ((diff == 0) & (p < 1)), 0, step)
-    return jnp.where(zero, 0, diff * jnp.abs(diff) ** (p - 2) * grad / safe ** (p - 1))
+    step = diff * jnp.abs(diff) ** (p - 2) * grad / denominator
+    wide = wide | ~jnp.isfinite(step)  # |diff| ** (p - 1) overflowing where dist ** (p - 1) does not
+    step = jnp.where(wide, jnp.sign(diff) * ratio ** (p - 1) * grad, step)
+    return jnp.where(zero, 0, step)
 
 
 @lowering(aten._cdist_backward.default, static=("p",))

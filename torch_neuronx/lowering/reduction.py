@@ -349,8 +349,31 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
         return jnp.sum(magnitude, axis=axes, keepdims=keepdim)
     if ord == 2:
         return jnp.sqrt(jnp.sum(magnitude * magnitude, axis=axes, keepdims=keepdim))
-    order = jnp.asarray(ord, magnitude.dtype)
-    return jnp.sum(magnitude**order, axis=axes, keepdims=keepdim) ** (1 / order)
+    return power_norm(magnitude, ord, axes, keepdim)
+
+
+#: A p-th power sum below this may have lost subnormal terms to XLA's flush (2**-126) beyond
+#: float32's precision (:func:`power_norm`).
+NORMAL_POWER_SUM = 2.0**-100
+
+
+def power_norm(magnitude: jax.Array, p: float, axis, keepdims: bool = False) -> jax.Array:
+    """(sum |x| ** p) ** (1 / p) of ``magnitude`` (|x|) over ``axis``, as the CPU computes it. For a
+    positive p, where the power sum leaves float32's range, the largest magnitude is factored out
+    first: |x| ** p of ordinary values does at a large p (0.6 ** 200 is a subnormal, which XLA
+    flushes and the CPU keeps: vector_norm and cdist gave 0 for 0.6; 2 ** 200 overflows, to the
+    CPU's inf where the norm is 2)."""
+    order = jnp.asarray(p, magnitude.dtype)
+    power_sum = jnp.sum(magnitude**order, axis=axis, keepdims=keepdims)
+    plain = power_sum ** (1 / order)
+    if not p > 0:
+        return plain
+    largest = jnp.max(magnitude, axis=axis, keepdims=True, initial=0)
+    divisor = jnp.where(largest == 0, jnp.ones((), largest.dtype), largest)
+    largest = largest if keepdims else jnp.squeeze(largest, axis=axis)
+    scaled = largest * jnp.sum((magnitude / divisor) ** order, axis=axis, keepdims=keepdims) ** (1 / order)
+    out_of_range = (power_sum < NORMAL_POWER_SUM) | jnp.isinf(power_sum)
+    return jnp.where(out_of_range & (largest > 0) & jnp.isfinite(largest), scaled, plain)
 
 
 @lowering(aten.renorm.default, static=("p", "maxnorm"))
