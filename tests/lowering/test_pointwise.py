@@ -677,6 +677,36 @@ def test_a_resized_out_takes_tensor_iterators_layout(layout, case):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "op", [torch.add, torch.mul, torch.div, torch.floor_divide, torch.pow, torch.atan2], ids=lambda op: op.__name__
+)
+def test_an_integer_tensor_beside_a_16_bit_one_is_rounded_to_it_first(op, dtype):
+    # TensorIterator casts each operand to the common dtype before the kernel widens it to float:
+    # int32 2049 beside float16 is 2048; neuron widened the integer directly (13 of 60 products differed).
+    integers = torch.arange(2040, 2100, dtype=torch.int32)
+    assert_matches_cpu(op, integers, torch.full((60,), 1.0009765625, dtype=dtype), atol=0, rtol=0)
+
+
+FLOOR_DIVISIONS = {
+    "tensor": lambda a, b: torch.floor_divide(a, b),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "python_number": lambda a, b: torch.floor_divide(a, 0.1),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", FLOOR_DIVISIONS)
+def test_floor_division_is_pythons_through_fmod_as_the_cpu(case, dtype):
+    # c10's div_floor_floating: 1 // 0.1 is 9 (floor(1 / 0.1) is 10), 1e-30 // -1e10 is -1 (the
+    # quotient flushed to -0); 16-bit tensors round each step, by a Python number once.
+    generator = torch.Generator().manual_seed(0)
+    a = torch.cat([torch.randn(4000, generator=generator) * 10, torch.tensor([1.0, 1e-30, 7.0, -0.0, 5.5, 0.0])])
+    b = torch.cat([torch.randn(4000, generator=generator), torch.tensor([0.1, -1e10, 0.7, 3.0, 0.0, -2.0])])
+    assert_matches_cpu(FLOOR_DIVISIONS[case], a.to(dtype), b.to(dtype), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("op", [torch.add, torch.sub, torch.mul, torch.div, torch.maximum], ids=lambda op: op.__name__)
 @pytest.mark.parametrize("other_dtype", [torch.float32, torch.int64], ids=str)
 def test_a_wider_0dim_tensor_operand_is_rounded_to_the_16_bit_common_dtype(op, dtype, other_dtype):

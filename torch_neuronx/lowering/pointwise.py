@@ -18,8 +18,9 @@ import torch
 
 from torch_neuronx.lowering import complex_math, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
+from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
-from torch_neuronx.runtime.dtypes import aten_name
+from torch_neuronx.runtime.dtypes import aten_name, jax_dtype
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -466,8 +467,10 @@ def _integer_division_check(self, other) -> None:
     device_check(jnp.any(by_zero), jnp.int64(0), "ZeroDivisionError", RuntimeError)
 
 
-@lowering(aten.div.Tensor_mode, aten.div.Scalar_mode, promotion=Promotion.DEFAULT, static=("rounding_mode",))
-def div_mode(self, other, *, rounding_mode):
+@lowering(
+    aten.div.Tensor_mode, aten.div.Scalar_mode, promotion=Promotion.DEFAULT, static=("rounding_mode",), metas=True
+)
+def div_mode(self, other, *, rounding_mode, metas=None):
     """torch.div with rounding_mode None (true division), "trunc" or "floor".
 
     Integer division by zero is a device fault raising ``RuntimeError: ZeroDivisionError``, the
@@ -482,14 +485,36 @@ def div_mode(self, other, *, rounding_mode):
             return jnp.floor_divide(self, safe)
         # XLA's integer division truncates, as C's does (abs() of the smallest integer overflows).
         return jax.lax.div(*jnp.broadcast_arrays(self, safe.astype(self.dtype)))
-    quotient = true_divide(self, other)
-    return jnp.floor(quotient) if rounding_mode == "floor" else jnp.trunc(quotient)
+    # The CPU's 16-bit kernel rounds each step (c10::BFloat16/Half arithmetic); with a Python number
+    # divisor it computes in float with the number's original value and rounds once.
+    by_tensor = metas is not None and not isinstance(metas[1], (bool, int, float))
+    step = c10_rounding(jax_dtype(torch.result_type(*metas[:2]))) if by_tensor else (lambda value: value)
+    if rounding_mode == "floor":
+        return _div_floor_floating(self, other, step)
+    return jnp.trunc(step(true_divide(self, other)))
 
 
-@lowering(aten.floor_divide.default, aten.floor_divide.Scalar, promotion=Promotion.DEFAULT)
-def floor_divide(self, other):
+def _div_floor_floating(a: jax.Array, b: jax.Array, step=lambda value: value) -> jax.Array:
+    """c10's ``div_floor_floating`` (generic_math.h, the CPU's scalar and vector kernels and CUDA's):
+    Python's floor division through ``fmod``, not floor(a / b), whose rounded quotient can reach the
+    next integer (1 // 0.1 is 9, floor(1 / 0.1) 10) or flush to 0 (1e-30 // -1e10 is -1). ``step``
+    rounds each arithmetic result, as the CPU's 16-bit kernel computes in c10::BFloat16/Half
+    (:func:`.promotion.c10_rounding`; in float32 and rounded once, 0.8% of bfloat16 quotients
+    differed by a unit of the last place); by a Python number it computes in float and rounds once."""
+    mod = step(jnp.fmod(a, b))
+    div = step(true_divide(step(a - mod), b))
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), step(div - 1), div)
+    floored = jnp.floor(div)
+    floored = jnp.where(step(div - floored) > 0.5, step(floored + 1), floored)
+    quotient = true_divide(a, b)
+    result = jnp.where(div != 0, floored, jnp.copysign(jnp.zeros_like(floored), quotient))
+    return jnp.where(b == 0, quotient, result)
+
+
+@lowering(aten.floor_divide.default, aten.floor_divide.Scalar, promotion=Promotion.DEFAULT, metas=True)
+def floor_divide(self, other, *, metas):
     """torch.floor_divide: rounds the quotient down (Python semantics)."""
-    return div_mode(self, other, rounding_mode="floor")
+    return div_mode(self, other, rounding_mode="floor", metas=metas)
 
 
 @lowering(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, promotion=Promotion.DEFAULT)

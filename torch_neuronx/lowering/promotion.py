@@ -118,6 +118,7 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         if common in (torch.bfloat16, torch.float16, torch.complex32) and entry.op not in _ORIGINAL_SCALAR_OPS
         else None
     )
+    narrow_common = view_dtype(common) if common in (torch.bfloat16, torch.float16, torch.complex32) else None
     for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
         if arg is None or names[i] in entry.static:
             continue
@@ -142,6 +143,11 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
             args[i] = _rounded_where_it_fits(arg, scalar_dtype)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             value = jnp.asarray(arg)
+            if narrow_common is not None and isinstance(meta, torch.Tensor) and meta.dim() and meta.dtype != common:
+                # TensorIterator casts each operand to the common dtype before the kernel widens it:
+                # int32 2049 beside float16 is 2048 (mul gave 2051 for 2049 * 1.001). (A 0-dim one
+                # is a scalar, rounded or not above.)
+                value = convert(value, narrow_common)
             args[i] = convert(value, target) if value.dtype == jnp.bool_ else value.astype(target)
     return args
 
