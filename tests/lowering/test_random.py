@@ -483,6 +483,42 @@ def test_samplers_return_an_empty_self_before_their_kernels_checks(name):
     assert result.device.type == "neuron" and (result.shape, result.dtype) == (expected.shape, expected.dtype)
 
 
+def test_bernoulli_of_an_empty_self_reads_no_probability():
+    # bernoulli_impl_ returns an empty self first: a p of another shape raised JAX's broadcast
+    # ValueError, and p = 1.5 faulted at the next synchronisation, in another op (helper-54).
+    for probabilities in (torch.full((3,), 0.5), torch.full((1,), 1.5)):
+        result = torch.zeros(0, device="neuron").bernoulli_(probabilities.to("neuron"))
+        assert result.shape == (0,)
+    assert torch.bernoulli(torch.full((0,), 1.5, device="neuron")).shape == (0,)
+    assert (torch.ones(2, device="neuron") * 3).tolist() == [3.0, 3.0]
+
+
+def test_bernoulli_with_probabilities_that_do_not_expand_raises_atens_error():
+    with pytest.raises(
+        RuntimeError, match=re.escape("The expanded size of the tensor (3) must match the existing size (2)")
+    ):
+        torch.zeros(3, device="neuron").bernoulli_(torch.full((2,), 0.5, device="neuron"))
+    with pytest.raises(RuntimeError, match=re.escape("the number of sizes provided (1) must be greater or equal")):
+        torch.zeros(3, device="neuron").bernoulli_(torch.full((2, 3), 0.5, device="neuron"))
+
+
+def test_bernoulli_checks_p_before_the_dtype_as_aten():
+    for call in (lambda t: t.bernoulli_(1.5), lambda t: torch.bernoulli(t, p=1.5)):
+        with pytest.raises(RuntimeError, match=re.escape("bernoulli_ expects p to be in [0, 1], but got p=1.5")):
+            call(torch.zeros(3, dtype=torch.uint16, device="neuron"))
+
+
+@pytest.mark.parametrize(("mean_dtype", "std_dtype"), [(torch.int8, torch.float32), (torch.bool, torch.bfloat16)])
+def test_normal_of_an_empty_integer_mean_and_a_float_std_refuses_the_cast_as_the_cpu(mean_dtype, std_dtype):
+    # normal_out_impl returns the empty sample and then multiplies it by std in place (helper-54).
+    mean, std = torch.zeros(0, dtype=mean_dtype), torch.ones(0, dtype=std_dtype)
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.normal(mean, std)
+    with pytest.raises(RuntimeError) as on_neuron:
+        torch.normal(mean.to("neuron"), std.to("neuron"))
+    assert str(on_neuron.value) == str(on_cpu.value)
+
+
 def test_samplers_check_their_scalars_before_returning_an_empty_tensor():
     with pytest.raises(RuntimeError, match=re.escape("normal expects std >= 0.0, but found std -1")):
         torch.empty(0, dtype=torch.int8, device="neuron").normal_(0, -1)

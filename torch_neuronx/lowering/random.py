@@ -14,6 +14,7 @@ arguments, at the next synchronisation for runtime scalars and tensors (device c
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -248,11 +249,22 @@ def normal_float_tensor(mean, std, *, generator=None, rng_key):
     return _normal_tensors(jnp.asarray(mean), std, std.shape, rng_key)
 
 
-@lowering(
-    aten.normal.Tensor_Tensor,
-    random=True,
-    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True),
-)
+def _normal_of_tensors_dtypes(arguments: dict[str, Any]) -> None:
+    """torch.normal(mean, std)'s ``normal_out_impl``: the result takes mean's dtype; an empty one
+    returns from the sampler before its dtype dispatch and is then multiplied by ``std`` in place,
+    which refuses a dtype it cannot cast to (an int8 mean with a float std)."""
+    _real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True)(arguments)
+    mean, std = arguments["mean"], arguments["std"]
+    if std.is_complex():  # CHECK_NORMAL_TENSOR_STD refuses it first, in the lowering
+        return
+    result = torch.result_type(torch.empty(0, dtype=mean.dtype), std)
+    if not torch.can_cast(result, mean.dtype):
+        raise RuntimeError(
+            f"result type {aten_name(result)} can't be cast to the desired output type {aten_name(mean.dtype)}"
+        )
+
+
+@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_of_tensors_dtypes)
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     _check_tensor_std(std)
@@ -348,24 +360,30 @@ def _bernoulli(rng_key, shape, p) -> jax.Array:
     aten.bernoulli_.float,
     random=True,
     static=("p",),
-    dtype_rule=lambda arguments: (
-        None if arguments["self"].numel() == 0 else _check_bernoulli_dtype(arguments["self"].dtype)
-    ),
+    dtype_rule=lambda arguments: _check_bernoulli_p(arguments),
 )
 def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
     """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
     ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
-    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN. Then, as there, an empty ``self``
-    returns as it is, whatever its dtype."""
-    if not 0 <= p <= 1:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(p)}")
+    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN (:func:`_check_bernoulli_p`). Then,
+    as there, an empty ``self`` returns as it is, whatever its dtype."""
+    _check_p_range(p)  # a compiled graph's call, which makes no dtype rule's checks
     if self.size == 0:
         return self
     return _bernoulli(rng_key, self.shape, jnp.asarray(p))
 
 
-def _check_bernoulli_dtype(dtype: torch.dtype) -> None:
-    _check_dispatched("bernoulli_scalar_cuda_", dtype, _ALL_TYPES_AND_BOOL)
+def _check_p_range(p: float) -> None:
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(p)}")
+
+
+def _check_bernoulli_p(arguments: dict[str, Any]) -> None:
+    """``bernoulli_impl_(self, double p)``'s order: p in [0, 1], an empty ``self`` returned, then
+    CUDA's dispatch of ``self``'s dtype (uint16 with p = 1.5 named the dtype)."""
+    _check_p_range(arguments["p"])
+    if arguments["self"].numel():
+        _check_dispatched("bernoulli_scalar_cuda_", arguments["self"].dtype, _ALL_TYPES_AND_BOOL)
 
 
 def _outside_unit_interval(p: jax.Array) -> jax.Array:
@@ -380,12 +398,20 @@ def _bernoulli_tensor_dtypes(arguments: dict[str, Any]) -> None:
     p = arguments.get("p", arguments["self"])
     if not p.dtype.is_floating_point:
         raise RuntimeError(f"expected probabilities tensor to have floating type, got {aten_name(p.dtype)}")
+    try:  # expand_inplace(self, p): ATen's expand errors (a p of 2 beside a self of 3 raised JAX's)
+        torch.empty(p.shape, device="meta").expand(arguments["self"].shape)
+    except RuntimeError as error:
+        raise RuntimeError(re.sub(r"Meta(\w+)Type", r"torch.neuron.\1Tensor", str(error))) from None
     _check_dispatched("bernoulli_tensor_cuda_self_", arguments["self"].dtype, _ALL_TYPES_AND_BOOL)
 
 
 @lowering(aten.bernoulli.Tensor, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli_tensor(self, p, *, generator=None, rng_key):
-    """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype."""
+    """Tensor.bernoulli_(p: Tensor): 1 with probability p (broadcast to ``self``), in ``self``'s dtype.
+    An empty ``self`` returns before ``p`` is read, as ``bernoulli_impl_`` does (its values were
+    checked, and faulted at the next synchronisation)."""
+    if self.size == 0:
+        return self
     device_check(_outside_unit_interval(p), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, jnp.broadcast_to(p, self.shape))
 
@@ -393,6 +419,8 @@ def bernoulli_tensor(self, p, *, generator=None, rng_key):
 @lowering(aten.bernoulli.default, random=True, dtype_rule=_bernoulli_tensor_dtypes)
 def bernoulli(self, *, generator=None, rng_key):
     """torch.bernoulli(input): 1 with probability input[i], in ``input``'s dtype."""
+    if self.size == 0:
+        return self
     device_check(_outside_unit_interval(self), 0, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return _bernoulli(rng_key, self.shape, self)
 
