@@ -519,6 +519,12 @@ def test_normal_of_an_empty_integer_mean_and_a_float_std_refuses_the_cast_as_the
     assert str(on_neuron.value) == str(on_cpu.value)
 
 
+def test_normal_of_tensors_that_do_not_broadcast_raises_atens_error():
+    # PyTorch's meta kernel's "Attempting to broadcast a dimension of length 2" (helper-54).
+    with pytest.raises(RuntimeError, match=re.escape("The size of tensor a (3) must match the size of tensor b (2)")):
+        torch.normal(torch.zeros(3, device="neuron"), torch.ones(2, device="neuron"))
+
+
 def test_samplers_check_their_scalars_before_returning_an_empty_tensor():
     with pytest.raises(RuntimeError, match=re.escape("normal expects std >= 0.0, but found std -1")):
         torch.empty(0, dtype=torch.int8, device="neuron").normal_(0, -1)

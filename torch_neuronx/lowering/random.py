@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from torch_neuronx._compat.aten_checks import stream_text
+from torch_neuronx._compat.torch_internals import infer_size
 from torch_neuronx.lowering.registry import ScalarCheck, lowering
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name, convert
 from torch_neuronx.runtime.tracing import device_check
@@ -250,11 +251,13 @@ def normal_float_tensor(mean, std, *, generator=None, rng_key):
 
 
 def _normal_of_tensors_dtypes(arguments: dict[str, Any]) -> None:
-    """torch.normal(mean, std)'s ``normal_out_impl``: the result takes mean's dtype; an empty one
-    returns from the sampler before its dtype dispatch and is then multiplied by ``std`` in place,
-    which refuses a dtype it cannot cast to (an int8 mean with a float std)."""
-    _real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True)(arguments)
+    """torch.normal(mean, std)'s ``normal_impl``: the broadcast of the two shapes, with ATen's
+    ``infer_size`` error (PyTorch's meta kernel words it otherwise); the result takes mean's dtype;
+    an empty one returns from the sampler before its dtype dispatch and is then multiplied by
+    ``std`` in place, which refuses a dtype it cannot cast to (an int8 mean with a float std)."""
     mean, std = arguments["mean"], arguments["std"]
+    infer_size(mean.shape, std.shape)
+    _real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True)(arguments)
     if std.is_complex():  # CHECK_NORMAL_TENSOR_STD refuses it first, in the lowering
         return
     result = torch.result_type(torch.empty(0, dtype=mean.dtype), std)
@@ -264,7 +267,7 @@ def _normal_of_tensors_dtypes(arguments: dict[str, Any]) -> None:
         )
 
 
-@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_of_tensors_dtypes)
+@lowering(aten.normal.Tensor_Tensor, random=True, dtype_rule=_normal_of_tensors_dtypes, rule_first=True)
 def normal_tensor_tensor(mean, std, *, generator=None, rng_key):
     """torch.normal(mean: Tensor, std: Tensor): one sample per element of their broadcast shape."""
     _check_tensor_std(std)
