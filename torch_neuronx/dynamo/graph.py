@@ -191,10 +191,16 @@ class CompiledGraph:
         try:
             engine.check_lowerable(graph)
         except engine.Unsupported as unsupported:
-            node = next(n for n in graph.graph.nodes if n.op == "call_function" and n.target is unsupported.op)
+            node = next(  # in the graph or in one of its control-flow subgraphs
+                n
+                for module in graph.modules()
+                if isinstance(module, torch.fx.GraphModule)
+                for n in module.graph.nodes
+                if n.op == "call_function" and n.target is unsupported.op
+            )
             raise CompileError(
                 f"torch.compile(backend='neuron') cannot compile node {node.format_node()}: "
-                f"{unsupported.op} has no neuron lowering or decomposition. It comes from: {source_line(node)}. "
+                f"{unsupported.op} {unsupported.reason}. It comes from: {source_line(node)}. "
                 "Set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to run such graphs eagerly instead."
             ) from unsupported
 

@@ -38,14 +38,17 @@ from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
 #: AOTAutograd's wrappers of a mutating op in a functional graph (their outputs: the op's results,
 #: then the new values of its mutated arguments, or of the bases those are views of).
 AUTO_FUNCTIONALIZED = (torch.ops.higher_order.auto_functionalized, torch.ops.higher_order.auto_functionalized_v2)
+#: Control-flow operators, whose branches or bodies are subgraphs of the graph (``get_attr`` nodes).
+CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 
 
 class Unsupported(Exception):
     """An op, or an op in its decomposition, has no lowering: the caller falls back."""
 
-    def __init__(self, op: object) -> None:
+    def __init__(self, op: object, reason: str = "has no neuron lowering or decomposition") -> None:
         super().__init__(f"no lowering for {op}")
         self.op = op
+        self.reason = reason
 
 
 def schema_values(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -231,12 +234,25 @@ def trace_decomposition(op: OpOverload, metas: list[Any]) -> tuple[torch.fx.Grap
     return graph, positions
 
 
-def check_lowerable(graph: torch.fx.GraphModule) -> None:
-    """Raises Unsupported for the first node that has no lowering."""
+def _subgraphs(graph: torch.fx.GraphModule, node: torch.fx.Node) -> list[torch.fx.GraphModule]:
+    """The subgraphs a control-flow node runs (cond's branches, while_loop's condition and body)."""
+    return [getattr(graph, arg.target) for arg in node.args if isinstance(arg, torch.fx.Node) and arg.op == "get_attr"]
+
+
+def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> None:
+    """Raises Unsupported for the first node that has no lowering; within a control-flow
+    subgraph (``nested``), also for a random op, whose draws the generator counts per graph."""
     for node in graph.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        if node.target in AUTO_FUNCTIONALIZED:
+        if node.target in CONTROL_FLOW:
+            for subgraph in _subgraphs(graph, node):
+                check_lowerable(subgraph, nested=True)
+        elif nested and isinstance(node.target, OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
+            raise Unsupported(
+                node.target, "is a random op inside torch.cond or while_loop, which neuron cannot compile"
+            )
+        elif node.target in AUTO_FUNCTIONALIZED:
             entry = registry.LOWERINGS.get(node.args[0])
             if entry is None or not entry.returns_mutated:
                 raise Unsupported(node.args[0])
@@ -290,6 +306,9 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
             if node.target in AUTO_FUNCTIONALIZED:
                 env[node] = lower_auto_functionalized(node, env)
                 continue
+            if node.target in CONTROL_FLOW:
+                env[node] = _lower_control_flow(graph, node, env)
+                continue
             if not isinstance(node.target, OpOverload):
                 raise Unsupported(node.target)
             values = schema_values(node.target, node.args, node.kwargs)
@@ -300,9 +319,48 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
             env[node] = lower_op(node.target, args, metas, result_meta)
         elif node.op == "output":
             return [env[leaf] if isinstance(leaf, torch.fx.Node) else leaf for leaf in pytree.tree_leaves(node.args[0])]
+        elif node.op == "get_attr" and all(user.target in CONTROL_FLOW for user in node.users):
+            continue  # a control-flow subgraph, which its node runs
         else:
             raise Unsupported(node.op)
     raise RuntimeError("graph has no output node")
+
+
+def _lower_control_flow(graph: torch.fx.GraphModule, node: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> list[Any]:
+    """``torch.cond`` as ``jax.lax.cond`` and ``while_loop`` as ``jax.lax.while_loop``, each subgraph
+    interpreted by :func:`run_graph` (a Python-bool predicate picks its branch at trace time)."""
+
+    def value(arg: Any) -> Any:
+        return pytree.tree_map_only(torch.fx.Node, env.__getitem__, arg)
+
+    if node.target is torch.ops.higher_order.cond:
+        predicate, _, _, operands = node.args
+        on_true, on_false = _subgraphs(graph, node)
+        operands, predicate = list(value(operands)), value(predicate)
+        if isinstance(predicate, bool):
+            return run_graph(on_true if predicate else on_false, operands)
+        return list(
+            jax.lax.cond(
+                jnp.asarray(predicate).reshape(()).astype(jnp.bool_),
+                lambda xs: tuple(run_graph(on_true, list(xs))),
+                lambda xs: tuple(run_graph(on_false, list(xs))),
+                tuple(operands),
+            )
+        )
+    _, _, carried, additional = node.args
+    condition, body = _subgraphs(graph, node)
+    carried, additional = list(value(carried)), list(value(additional))
+    dtypes = [jnp.asarray(c).dtype for c in carried]
+
+    def proceed(state: tuple[Any, ...]) -> Any:
+        (flag,) = run_graph(condition, [*state, *additional])
+        return jnp.asarray(flag).reshape(()).astype(jnp.bool_)
+
+    def step(state: tuple[Any, ...]) -> tuple[Any, ...]:
+        results = run_graph(body, [*state, *additional])
+        return tuple(jnp.asarray(r).astype(d) for r, d in zip(results, dtypes, strict=True))
+
+    return list(jax.lax.while_loop(proceed, step, tuple(jnp.asarray(c) for c in carried)))
 
 
 def _strided_view(base: Any, base_meta: torch.Tensor, size: Any, stride: Any, offset: int) -> layout.View:
