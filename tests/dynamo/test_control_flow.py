@@ -56,3 +56,29 @@ def test_a_random_op_inside_cond_is_refused_by_name():
 
     with pytest.raises(Exception, match="rand_like.default is a random op inside torch.cond or while_loop"):
         torch.compile(noisy, backend="neuron")(torch.randn(3, device="neuron"))
+
+
+def test_cond_of_a_predicate_of_several_elements_raises_eagers_error():
+    # It failed in JAX's reshape (helper-55).
+    def branches(x):
+        return torch.cond(x[:2] > 0, lambda x: x * 2, lambda x: x - 1, (x,))
+
+    with pytest.raises(
+        Exception, match=r"Expected pred to be bool or single-element tensor, but got a tensor of shape \[2\]"
+    ):
+        torch.compile(branches, backend="neuron")(torch.randn(4, device="neuron"))
+
+
+def test_training_through_while_loop_breaks_the_graph_as_on_the_cpu():
+    # Dynamo graph-breaks a while_loop that needs gradients; neuron's cat meta check guarded on its
+    # data-dependent sizes first (GuardOnDataDependentSymNode; helper-55).
+    def loss(x, w):
+        start = torch.zeros((), dtype=torch.int64, device=x.device)
+        _, y = while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * w), (start, x))
+        return y.sum()
+
+    x, w = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+    on_neuron = [t.detach().to("neuron").requires_grad_() for t in (x, w)]
+    loss(x, w).backward()
+    torch.compile(loss, backend="neuron")(*on_neuron).backward()
+    torch.testing.assert_close([t.grad.cpu() for t in on_neuron], [x.grad, w.grad])

@@ -847,8 +847,10 @@ def _cat(tensors: list[torch.Tensor], dim: int = 0, **_: Any) -> None:
     1-D empty one (``legacy_cat_wrap_dim``), then ``check_cat_shape_except_dim`` of each such tensor
     against that first one. PyTorch's meta compared with another tensor, so its message named the
     sizes in another order or another tensor's position."""
+    if not _static(*tensors):  # data-dependent sizes (a while_loop's backward) would guard on them
+        return
     kept = [(position, t) for position, t in enumerate(tensors) if not (t.dim() == 1 and t.shape[0] == 0)]
-    if not kept or any(t.dim() == 0 for t in tensors) or not _static(*tensors):
+    if not kept or any(t.dim() == 0 for t in tensors):
         return  # no tensor to check, or check_cat_no_zero_dim's error (eager/rules.py) comes first
     first = kept[0][1]
     torch._check_index(

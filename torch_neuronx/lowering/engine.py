@@ -335,6 +335,11 @@ def _lower_control_flow(graph: torch.fx.GraphModule, node: torch.fx.Node, env: d
 
     if node.target is torch.ops.higher_order.cond:
         predicate, _, _, operands = node.args
+        if isinstance(predicate, torch.fx.Node) and _meta(predicate).numel() != 1:
+            raise RuntimeError(  # eager torch.cond's check, the shape for the values it prints
+                "Expected pred to be bool or single-element tensor, but got a tensor of shape "
+                f"{list(_meta(predicate).shape)}."
+            )
         on_true, on_false = _subgraphs(graph, node)
         operands, predicate = list(value(operands)), value(predicate)
         if isinstance(predicate, bool):
