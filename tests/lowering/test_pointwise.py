@@ -681,10 +681,29 @@ def test_a_resized_out_takes_tensor_iterators_layout(layout, case):
     "op", [torch.add, torch.mul, torch.div, torch.floor_divide, torch.pow, torch.atan2], ids=lambda op: op.__name__
 )
 def test_an_integer_tensor_beside_a_16_bit_one_is_rounded_to_it_first(op, dtype):
+    """(The second operand of mul, div and floor_divide, when it has one element, is read at its own
+    value: see the next test.)"""
     # TensorIterator casts each operand to the common dtype before the kernel widens it to float:
     # int32 2049 beside float16 is 2048; neuron widened the integer directly (13 of 60 products differed).
     integers = torch.arange(2040, 2100, dtype=torch.int32)
     assert_matches_cpu(op, integers, torch.full((60,), 1.0009765625, dtype=dtype), atol=0, rtol=0)
+
+
+SINGLE_ELEMENT_OPERANDS = {
+    "mul_int_0dim_first": lambda h: torch.mul(torch.tensor(2049, device=h.device), h),
+    "true_divide_number_first": lambda h: torch.true_divide(2049, h),
+    "mul_one_element_int_second": lambda h: h * torch.tensor([2049], dtype=torch.int32, device=h.device),
+    "floor_divide_one_element_int_second": lambda h: h // torch.tensor([2049], device=h.device),
+    "mul_float32_0dim_second": lambda h: h * torch.tensor(2049.0, device=h.device),
+}
+
+
+@pytest.mark.parametrize("case", SINGLE_ELEMENT_OPERANDS)
+def test_a_single_element_operand_of_mul_and_div_is_read_as_the_cpu_reads_it(case):
+    # ATen's mul/div kernels read a single-element second operand at its own value (is_scalar(2),
+    # original_scalar_value); a first operand is cast to the 16-bit common dtype (helper-55).
+    h = torch.tensor([-0.2080078125, 4.2578125, 4096.0], dtype=torch.float16)
+    assert_matches_cpu(SINGLE_ELEMENT_OPERANDS[case], h, atol=0, rtol=0)
 
 
 FLOOR_DIVISIONS = {
@@ -692,6 +711,12 @@ FLOOR_DIVISIONS = {
     "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
     "python_number": lambda a, b: torch.floor_divide(a, 0.1),
     "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    # a single-element divisor is read at its own value, in float, once (is_scalar(2); helper-55)
+    "0dim_float32_divisor": lambda a, b: a // torch.tensor(0.3, device=a.device),
+    "one_element_divisor": lambda a, b: a // b[:1],
+    "trunc_by_one_element": lambda a, b: torch.div(a, b[:1], rounding_mode="trunc"),
+    # a number on the left is rounded to the 16-bit dtype first (0.1 // bf16(0.1) is 1)
+    "number_dividend": lambda a, b: 0.7 // b,
 }
 
 

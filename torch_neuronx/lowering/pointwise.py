@@ -485,9 +485,10 @@ def div_mode(self, other, *, rounding_mode, metas=None):
             return jnp.floor_divide(self, safe)
         # XLA's integer division truncates, as C's does (abs() of the smallest integer overflows).
         return jax.lax.div(*jnp.broadcast_arrays(self, safe.astype(self.dtype)))
-    # The CPU's 16-bit kernel rounds each step (c10::BFloat16/Half arithmetic); with a Python number
-    # divisor it computes in float with the number's original value and rounds once.
-    by_tensor = metas is not None and not isinstance(metas[1], (bool, int, float))
+    # The CPU's 16-bit kernel rounds each step (c10::BFloat16/Half arithmetic); by a single-element
+    # divisor (a number, a 0-dim or one-element tensor: is_scalar(2)) it computes in float with the
+    # divisor's own value and rounds once.
+    by_tensor = metas is not None and isinstance(metas[1], torch.Tensor) and metas[1].numel() != 1
     step = c10_rounding(jax_dtype(torch.result_type(*metas[:2]))) if by_tensor else (lambda value: value)
     if rounding_mode == "floor":
         return _div_floor_floating(self, other, step)
@@ -500,7 +501,8 @@ def _div_floor_floating(a: jax.Array, b: jax.Array, step=lambda value: value) ->
     next integer (1 // 0.1 is 9, floor(1 / 0.1) 10) or flush to 0 (1e-30 // -1e10 is -1). ``step``
     rounds each arithmetic result, as the CPU's 16-bit kernel computes in c10::BFloat16/Half
     (:func:`.promotion.c10_rounding`; in float32 and rounded once, 0.8% of bfloat16 quotients
-    differed by a unit of the last place); by a Python number it computes in float and rounds once."""
+    differed by a unit of the last place); by a single-element divisor it computes in float and rounds
+    once."""
     mod = step(jnp.fmod(a, b))
     div = step(true_divide(step(a - mod), b))
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), step(div - 1), div)

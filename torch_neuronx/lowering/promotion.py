@@ -113,12 +113,7 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
     _, common = elementwise_dtypes(*participants, type_promotion_kind=Promotion.DEFAULT.value)
     # So is a 0-dim tensor of a wider dtype (float32 beside a float16 tensor: TensorIterator reads it
     # as a scalar of the common dtype; float16 [1.] + tensor(2049.) is 2048).
-    scalar_dtype = (
-        view_dtype(common)
-        if common in (torch.bfloat16, torch.float16, torch.complex32) and entry.op not in _ORIGINAL_SCALAR_OPS
-        else None
-    )
-    narrow_common = view_dtype(common) if common in (torch.bfloat16, torch.float16, torch.complex32) else None
+    scalar_dtype = view_dtype(common) if common in (torch.bfloat16, torch.float16, torch.complex32) else None
     for i, (arg, meta) in enumerate(zip(args, metas, strict=True)):
         if arg is None or names[i] in entry.static:
             continue
@@ -126,7 +121,15 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
         # A wider 0-dim tensor is an iterator operand wherever it stands (addcmul's tensor1/tensor2);
         # a number only in an operand's position.
         number_operand = is_number(meta) and names[i] in _OPERAND_NAMES
-        rounded_operand = scalar_dtype is not None and (wider_tensor or number_operand)
+        # The kernels of _ORIGINAL_SCALAR_OPS read a single-element second operand (a number, a
+        # 0-dim or a one-element tensor: TensorIterator's is_scalar(2)) at its own value; the first
+        # is cast to the common dtype (2049 * float16 is 2048 * it, float16 * [2049] is not).
+        original = (
+            entry.op in _ORIGINAL_SCALAR_OPS
+            and names[i] == "other"
+            and (is_number(meta) or (isinstance(meta, torch.Tensor) and meta.numel() == 1))
+        )
+        rounded_operand = scalar_dtype is not None and (wider_tensor or number_operand) and not original
         if names[i] in entry.uncast:  # reaches the lowering as it is, rounded as an operand would be
             if rounded_operand:
                 args[i] = convert(arg, scalar_dtype).astype(target)
@@ -143,11 +146,17 @@ def promote(entry: Any, args: list[Any], metas: list[Any]) -> list[Any]:
             args[i] = _rounded_where_it_fits(arg, scalar_dtype)
         elif i in chosen or (is_number(meta) and isinstance(arg, jax.Array)):
             value = jnp.asarray(arg)
-            if narrow_common is not None and isinstance(meta, torch.Tensor) and meta.dim() and meta.dtype != common:
+            if (
+                scalar_dtype is not None
+                and isinstance(meta, torch.Tensor)
+                and meta.dim()
+                and meta.dtype != common
+                and not original
+            ):
                 # TensorIterator casts each operand to the common dtype before the kernel widens it:
                 # int32 2049 beside float16 is 2048 (mul gave 2051 for 2049 * 1.001). (A 0-dim one
                 # is a scalar, rounded or not above.)
-                value = convert(value, narrow_common)
+                value = convert(value, scalar_dtype)
             args[i] = convert(value, target) if value.dtype == jnp.bool_ else value.astype(target)
     return args
 
