@@ -118,13 +118,11 @@ def _shifted_q(x: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
     return total + compensation, q
 
 
-def _zeta_of_subnormal_terms(x: jax.Array, q: jax.Array) -> jax.Array:
-    """zeta(x, q) summed in float64 and rounded to float32's subnormal grid (2**-149; 0 where the
-    CPU's sum is), for where :func:`_zeta`'s float32 sum is below :data:`_SUBNORMAL_TERMS`: its
-    terms there are subnormals, which the CPU keeps and XLA flushes to 0 (zeta(2., 1e20) was 0 for
-    1e-20, zeta(21., 60.) 20% low)."""
-    wide = _zeta(x.astype(jnp.float64), q.astype(jnp.float64))
-    return jnp.round(wide * 2.0**149) * 2.0**-149
+def _zeta_in_float64(x: jax.Array, q: jax.Array) -> jax.Array:
+    """zeta(x, q) summed in float64, for where :func:`_zeta`'s float32 sum is below
+    :data:`_SUBNORMAL_TERMS`: its terms there are subnormals, which the CPU keeps (to a few bits) and
+    XLA flushes to 0 (zeta(2., 1e20) was 0 for 1e-20, zeta(21., 60.) 20% low)."""
+    return _zeta(x.astype(jnp.float64), q.astype(jnp.float64))
 
 
 def _zeta(x: jax.Array, q: jax.Array) -> jax.Array:
@@ -147,11 +145,11 @@ def _zeta(x: jax.Array, q: jax.Array) -> jax.Array:
 )
 def zeta(self: jax.Array, other: jax.Array) -> jax.Array:
     """torch.special.zeta(x, q): the Hurwitz zeta function sum_k (k + q)**-x (in float64 where the
-    float32 sum loses subnormal terms: :func:`_zeta_of_subnormal_terms`)."""
+    float32 sum loses subnormal terms: :func:`_zeta_in_float64`)."""
     value = _zeta(self, other)
     if value.dtype == jnp.float64:
         return value
-    small = _zeta_of_subnormal_terms(*jnp.broadcast_arrays(self, other)).astype(value.dtype)
+    small = _zeta_in_float64(*jnp.broadcast_arrays(self, other)).astype(value.dtype)
     return jnp.where(jnp.abs(value) < _SUBNORMAL_TERMS, small, value)
 
 
@@ -327,11 +325,14 @@ def polygamma(n: int, self: jax.Array) -> jax.Array:
         sign = 1 if n % 2 else -1
         zeta = _zeta(jnp.full_like(direct, n + 1), direct)
         value = sign * factorial * zeta
-        # Where the zeta sum loses subnormal terms (polygamma(20, 60.) was 20% low, (20, 100.) -0.0
-        # for -1.3e-23, (40, 10.) NaN for -inf), its float64 sum scaled by the same float32 n!.
-        small = _zeta_of_subnormal_terms(jnp.full_like(direct, n + 1), direct)
-        rescued = (sign * np.float64(factorial) * small).astype(value.dtype)
-        value = jnp.where(jnp.abs(zeta) < _SUBNORMAL_TERMS, rescued, value)
+        # Where the float32 zeta sum loses subnormal terms (polygamma(20, 60.) was 20% low, (20,
+        # 100.) -0.0 for -1.3e-23), or n! overflows float32 (the CPU's inf or NaN where the value is
+        # finite), the exact value: zeta and n! in float64, rounded once. The CPU's sum there keeps
+        # subnormals of a few bits, 10-50% off for (32, 22.7) or (12, 4400.).
+        if n < 171:  # n! within float64's range
+            wide_zeta = _zeta_in_float64(jnp.full_like(direct, n + 1), direct)
+            exact = (sign * math.exp(log_factorial) * wide_zeta).astype(value.dtype)
+            value = jnp.where(np.isinf(factorial) | (jnp.abs(zeta) < _SUBNORMAL_TERMS), exact, value)
     # The others take a half-integer whose 1 - x needs no direct zeta terms (and no loop steps).
     wide = jnp.where(reflected, self, -10.5 - n).astype(jnp.float64)
     return jnp.where(reflected, _reflected_polygamma(n, wide).astype(self.dtype), value)
