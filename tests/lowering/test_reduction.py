@@ -223,6 +223,19 @@ class _no_warning:
         return False
 
 
+@pytest.mark.parametrize(
+    "values",
+    [[1e20, 2e20, 3e20], [1e20, 1e19], [1e-20, 2.0], [1e-30, 1e-30]],
+    ids=["huge", "huge_pair", "tiny", "tinier"],
+)
+def test_vector_norm_of_a_negative_order_keeps_its_powers_in_range(values):
+    # 1e20 ** -2 is a subnormal XLA flushes: the norm was inf (helper-55); 1e-20 ** -2 overflows (the
+    # CPU's 0). The smallest magnitude is factored out there; float64 gives the reference.
+    x = torch.tensor(values)
+    expected = torch.linalg.vector_norm(x.double(), -2)
+    torch.testing.assert_close(torch.linalg.vector_norm(x.to("neuron"), -2).cpu().double(), expected, rtol=2e-7, atol=0)
+
+
 @pytest.mark.parametrize("ord", [50.0, 200.0])
 def test_vector_norm_of_a_large_order_keeps_its_powers_in_range(ord):
     # 0.6 ** 200 is a subnormal XLA flushes: the norm of [0.5, 0.3, 0.6] was 0 (the CPU's 0.59995 is

@@ -358,22 +358,24 @@ NORMAL_POWER_SUM = 2.0**-100
 
 
 def power_norm(magnitude: jax.Array, p: float, axis, keepdims: bool = False) -> jax.Array:
-    """(sum |x| ** p) ** (1 / p) of ``magnitude`` (|x|) over ``axis``, as the CPU computes it. For a
-    positive p, where the power sum leaves float32's range, the largest magnitude is factored out
-    first: |x| ** p of ordinary values does at a large p (0.6 ** 200 is a subnormal, which XLA
+    """(sum |x| ** p) ** (1 / p) of ``magnitude`` (|x|) over ``axis``, as the CPU computes it. Where
+    the power sum leaves float32's range, the largest magnitude (the smallest, for a negative p) is
+    factored out first: |x| ** p of ordinary values does at a large p (0.6 ** 200 is a subnormal, which XLA
     flushes and the CPU keeps: vector_norm and cdist gave 0 for 0.6; 2 ** 200 overflows, to the
     CPU's inf where the norm is 2)."""
     order = jnp.asarray(p, magnitude.dtype)
     power_sum = jnp.sum(magnitude**order, axis=axis, keepdims=keepdims)
     plain = power_sum ** (1 / order)
-    if not p > 0:
+    if p == 0 or math.isnan(p):
         return plain
-    largest = jnp.max(magnitude, axis=axis, keepdims=True, initial=0)
-    divisor = jnp.where(largest == 0, jnp.ones((), largest.dtype), largest)
-    largest = largest if keepdims else jnp.squeeze(largest, axis=axis)
-    scaled = largest * jnp.sum((magnitude / divisor) ** order, axis=axis, keepdims=keepdims) ** (1 / order)
+    # The term that dominates the sum: the largest magnitude for a positive p, the smallest for a
+    # negative one (1e20 ** -2 is a subnormal: vector_norm([1e20, 2e20], -2) was inf).
+    extreme = (jnp.max if p > 0 else jnp.min)(magnitude, axis=axis, keepdims=True, initial=0 if p > 0 else jnp.inf)
+    divisor = jnp.where((extreme == 0) | jnp.isinf(extreme), jnp.ones((), extreme.dtype), extreme)
+    extreme = extreme if keepdims else jnp.squeeze(extreme, axis=axis)
+    scaled = extreme * jnp.sum((magnitude / divisor) ** order, axis=axis, keepdims=keepdims) ** (1 / order)
     out_of_range = (power_sum < NORMAL_POWER_SUM) | jnp.isinf(power_sum)
-    return jnp.where(out_of_range & (largest > 0) & jnp.isfinite(largest), scaled, plain)
+    return jnp.where(out_of_range & (extreme > 0) & jnp.isfinite(extreme), scaled, plain)
 
 
 @lowering(aten.renorm.default, static=("p", "maxnorm"))
