@@ -21,13 +21,6 @@ import torch._dynamo
 from torch_neuronx.dynamo.aliasing import overlapping_pair, split_aliased_list_updates
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _mutate_first_read_second(a, b):
     a.mul_(2)
     return b + 1

@@ -10,13 +10,6 @@ from torch._higher_order_ops import while_loop
 import torch_neuronx
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _branches(x, y):
     return torch.cond(x.sum() > 0, lambda x, y: x.sin() + y, lambda x, y: x.cos() * y, (x, y))
 

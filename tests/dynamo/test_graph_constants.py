@@ -10,13 +10,6 @@ import torch
 import torch._dynamo
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _scaled_and_extended(x: torch.Tensor) -> torch.Tensor:
     # an empty constant (what transformers' KV cache starts from) and a constant with values
     empty = torch.tensor([], dtype=x.dtype, device=x.device)
