@@ -81,17 +81,15 @@ def _minkowski_backward(diff: jax.Array, dist: jax.Array, grad: jax.Array, p: fl
     # raised instead: dist ** 199 of 0.6 flushed to 0 and the gradient was NaN; so is a quotient
     # by a dist ** (p - 1) past 2**100, which XLA takes as a product with its (subnormal, flushed)
     # reciprocal (a distance of 6.06 at p = 50 had a zero gradient).
-    ratio = jnp.abs(diff) / safe
     denominator = safe ** (p - 1)
-    wide = (denominator < NORMAL_POWER_SUM) | (denominator > 1 / NORMAL_POWER_SUM)
     if p < 2:
         step = jnp.sign(diff) * jnp.abs(diff) ** (p - 1) * grad / denominator
-        step = jnp.where(wide | ~jnp.isfinite(step), jnp.sign(diff) * ratio ** (p - 1) * grad, step)
-        return jnp.where(zero | ((diff == 0) & (p < 1)), 0, step)
-    step = diff * jnp.abs(diff) ** (p - 2) * grad / denominator
-    wide = wide | ~jnp.isfinite(step)  # |diff| ** (p - 1) overflowing where dist ** (p - 1) does not
-    step = jnp.where(wide, jnp.sign(diff) * ratio ** (p - 1) * grad, step)
-    return jnp.where(zero, 0, step)
+    else:
+        step = diff * jnp.abs(diff) ** (p - 2) * grad / denominator
+    # (a non-finite step: |diff| ** (p - 1) overflowing where dist ** (p - 1) does not)
+    wide = (denominator < NORMAL_POWER_SUM) | (denominator > 1 / NORMAL_POWER_SUM) | ~jnp.isfinite(step)
+    step = jnp.where(wide, jnp.sign(diff) * (jnp.abs(diff) / safe) ** (p - 1) * grad, step)
+    return jnp.where(zero | ((diff == 0) & (p < 1)), 0, step)
 
 
 @lowering(aten._cdist_backward.default, static=("p",))

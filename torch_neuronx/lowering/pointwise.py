@@ -470,7 +470,7 @@ def _integer_division_check(self, other) -> None:
 @lowering(
     aten.div.Tensor_mode, aten.div.Scalar_mode, promotion=Promotion.DEFAULT, static=("rounding_mode",), metas=True
 )
-def div_mode(self, other, *, rounding_mode, metas=None):
+def div_mode(self, other, *, rounding_mode, metas):
     """torch.div with rounding_mode None (true division), "trunc" or "floor".
 
     Integer division by zero is a device fault raising ``RuntimeError: ZeroDivisionError``, the
@@ -488,14 +488,14 @@ def div_mode(self, other, *, rounding_mode, metas=None):
     # The CPU's 16-bit kernel rounds each step (c10::BFloat16/Half arithmetic); by a single-element
     # divisor (a number, a 0-dim or one-element tensor: is_scalar(2)) it computes in float with the
     # divisor's own value and rounds once.
-    by_tensor = metas is not None and isinstance(metas[1], torch.Tensor) and metas[1].numel() != 1
+    by_tensor = isinstance(metas[1], torch.Tensor) and metas[1].numel() != 1
     step = c10_rounding(jax_dtype(torch.result_type(*metas[:2]))) if by_tensor else (lambda value: value)
     if rounding_mode == "floor":
         return _div_floor_floating(self, other, step)
     return jnp.trunc(step(true_divide(self, other)))
 
 
-def _div_floor_floating(a: jax.Array, b: jax.Array, step=lambda value: value) -> jax.Array:
+def _div_floor_floating(a: jax.Array, b: jax.Array, step: Callable[[jax.Array], jax.Array]) -> jax.Array:
     """c10's ``div_floor_floating`` (generic_math.h, the CPU's scalar and vector kernels and CUDA's):
     Python's floor division through ``fmod``, not floor(a / b), whose rounded quotient can reach the
     next integer (1 // 0.1 is 9, floor(1 / 0.1) 10) or flush to 0 (1e-30 // -1e10 is -1). ``step``

@@ -225,10 +225,14 @@ def _normal_tensors(mean, std, shape, rng_key):
     return mean.astype(dtype) + std.astype(dtype) * jax.random.normal(rng_key, shape, dtype)
 
 
+#: CUDA's dispatch of a normal sample that takes the mean's dtype.
+_normal_of_mean_dispatched = _real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True)
+
+
 @lowering(
     aten.normal.Tensor_float,
     random=True,
-    dtype_rule=_real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True),
+    dtype_rule=_normal_of_mean_dispatched,
     scalar_checks=(_NORMAL_STD,),
 )
 def normal_tensor_float(mean, std=1.0, *, generator=None, rng_key):
@@ -257,7 +261,7 @@ def _normal_of_tensors_dtypes(arguments: dict[str, Any]) -> None:
     ``std`` in place, which refuses a dtype it cannot cast to (an int8 mean with a float std)."""
     mean, std = arguments["mean"], arguments["std"]
     infer_size(mean.shape, std.shape)
-    _real_view_dispatched("normal_kernel_cuda", "mean", empty_returns_first=True)(arguments)
+    _normal_of_mean_dispatched(arguments)
     if std.is_complex():  # CHECK_NORMAL_TENSOR_STD refuses it first, in the lowering
         return
     result = torch.result_type(torch.empty(0, dtype=mean.dtype), std)
@@ -358,24 +362,6 @@ def _bernoulli(rng_key, shape, p) -> jax.Array:
     return _uniform(rng_key, shape) < p.astype(jnp.float32)
 
 
-@lowering(
-    aten.bernoulli.p,
-    aten.bernoulli_.float,
-    random=True,
-    static=("p",),
-    dtype_rule=lambda arguments: _check_bernoulli_p(arguments),
-)
-def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
-    """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
-    ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
-    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN (:func:`_check_bernoulli_p`). Then,
-    as there, an empty ``self`` returns as it is, whatever its dtype."""
-    _check_p_range(p)  # a compiled graph's call, which makes no dtype rule's checks
-    if self.size == 0:
-        return self
-    return _bernoulli(rng_key, self.shape, jnp.asarray(p))
-
-
 def _check_p_range(p: float) -> None:
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(p)}")
@@ -387,6 +373,24 @@ def _check_bernoulli_p(arguments: dict[str, Any]) -> None:
     _check_p_range(arguments["p"])
     if arguments["self"].numel():
         _check_dispatched("bernoulli_scalar_cuda_", arguments["self"].dtype, _ALL_TYPES_AND_BOOL)
+
+
+@lowering(
+    aten.bernoulli.p,
+    aten.bernoulli_.float,
+    random=True,
+    static=("p",),
+    dtype_rule=_check_bernoulli_p,
+)
+def bernoulli_p(self, p=0.5, *, generator=None, rng_key):
+    """torch.bernoulli(input, p) and Tensor.bernoulli_(p): 0/1 in ``self``'s dtype, 1 with probability
+    ``p``. ``p`` is a compile-time constant, so that ATen's host check of it (``bernoulli_impl_``,
+    CPU and CUDA alike) raises at the call: outside [0, 1] or NaN (:func:`_check_bernoulli_p`). Then,
+    as there, an empty ``self`` returns as it is, whatever its dtype."""
+    _check_p_range(p)  # a compiled graph's call, which makes no dtype rule's checks
+    if self.size == 0:
+        return self
+    return _bernoulli(rng_key, self.shape, jnp.asarray(p))
 
 
 def _outside_unit_interval(p: jax.Array) -> jax.Array:

@@ -71,19 +71,23 @@ def _area_scale(size: int, out: int, align_corners: bool, scale: float | None, r
     return _scale_value(scale, size, out, real)
 
 
-def _source_index(scale: np.float32, out: int, align_corners: bool, cubic: bool) -> np.ndarray:
-    """``area_pixel_compute_source_index`` for every output position, in float32."""
-    dst = np.arange(out, dtype=_F32)
+def _source_index(scale: np.floating, out: int, align_corners: bool, cubic: bool) -> np.ndarray:
+    """``area_pixel_compute_source_index`` for every output position, in ``scale``'s dtype (float32,
+    the kernels' opmath; float64 for uint8's weights)."""
+    real = type(scale)
+    dst = np.arange(out, dtype=real)
     if align_corners:
         return scale * dst
-    src = scale * (dst + _F32(0.5)) - _F32(0.5)
-    return src if cubic else np.maximum(src, _F32(0))
+    src = scale * (dst + real(0.5)) - real(0.5)
+    return src if cubic else np.maximum(src, real(0))
 
 
 def _guard(real: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``guard_index_and_lambda``: the integer tap below ``real`` and the fraction past it."""
+    """``guard_index_and_lambda``: the integer tap below ``real`` and the fraction past it, in
+    ``real``'s dtype."""
+    kind = real.dtype.type
     index = np.minimum(np.floor(real).astype(np.int64), size - 1)
-    fraction = np.clip(real - index.astype(_F32), _F32(0), _F32(1)).astype(_F32)
+    fraction = np.clip(real - index.astype(kind), kind(0), kind(1)).astype(kind)
     return index, fraction
 
 
@@ -215,16 +219,10 @@ def _unfiltered_taps(size: int, out: int, align_corners: bool, scale: float | No
     width = 2 * _AA_SUPPORT[kind]
     support = width // 2
     step = _area_scale(size, out, align_corners, scale, np.float64)
+    belows, fractions = _guard(_source_index(step, out, align_corners, cubic=kind == "cubic"), size)
     index = np.zeros((width, out), np.int64)
     weights = np.zeros((width, out), np.float64)
-    for o in range(out):
-        if align_corners:
-            real = step * o
-        else:
-            real = step * (o + 0.5) - 0.5
-            real = real if kind == "cubic" else max(real, 0.0)
-        below = min(math.floor(real), size - 1)
-        fraction = min(max(real - below, 0.0), 1.0)
+    for o, (below, fraction) in enumerate(zip(belows.tolist(), fractions.tolist(), strict=True)):
         unbound = below - support + 1
         start = max(unbound, 0)
         count = min(max(min(below + support + 1, size) - start, 0), width)
