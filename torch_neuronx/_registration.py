@@ -27,6 +27,7 @@ def register() -> None:
         accelerate_memory,
         compiled_optimizers,
         data_parallel,
+        jit_trace_check,
         meta_kernels,
         transformer_encoder,
     )
@@ -62,6 +63,7 @@ def register() -> None:
     transformer_encoder.install()
     compiled_optimizers.install()
     data_parallel.install()
+    jit_trace_check.install()
     # Dynamo runs a graph's fake tensors through the meta kernels before any neuron op has run.
     meta_kernels.register()
     route_default_compiler(_compile_default)

@@ -212,6 +212,37 @@ def histc_out(self, bins=100, min=0, max=0, *, out):
     return out.copy_(result)
 
 
+def convolution_recorded_by_tracer(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::convolution`` for the eager ``kernel``; under ``torch.jit.trace`` it runs as
+    ``aten::_convolution``, which the tracer records. PyTorch's tracer does not record
+    ``convolution`` (``DONT_RECORD_TRACE`` in tools/autograd/gen_trace_type.py) and keeps tracing
+    through it, expecting ATen's kernel to call ``_convolution``; without the redirect nothing records
+    the convolution and neuron's kernel would see traced sizes. The backend flags are ATen's
+    (``at::native::convolution``: cuDNN's benchmark, deterministic, enabled and TF32 settings)."""
+
+    def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+        if torch._C._get_tracing_state() is None:
+            return kernel(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+        cudnn = torch.backends.cudnn
+        return aten._convolution.default(
+            input,
+            weight,
+            bias,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            cudnn.benchmark,
+            cudnn.deterministic or torch.are_deterministic_algorithms_enabled(),
+            cudnn.enabled,
+            cudnn.allow_tf32,
+        )
+
+    return convolution
+
+
 def multi_head_attention_weights(kernel: Callable[..., tuple]) -> Callable[..., tuple]:
     """``aten::_native_multi_head_attention`` for the eager ``kernel``: without ``need_weights``, and
     for an empty query, the CPU and CUDA kernels return an undefined weights tensor (``None`` in
