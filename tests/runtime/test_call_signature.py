@@ -86,3 +86,20 @@ def test_a_static_number_only_uint64_holds_reaches_the_op():
             call()
     with pytest.raises(RuntimeError, match="^invalid size, possible overflow\\?$"):
         torch.arange(0, 1e20, device="neuron")
+
+
+def test_numbers_are_checked_at_every_call_that_can_change_them():
+    # A number at its default is a constant of the executable, checked when it is built; a runtime
+    # number is checked at each call, though the executable is the same.
+    x = torch.ones(3, dtype=torch.int8, device="neuron")
+    overflow = "^value cannot be converted to type int8_t without overflow$"
+    torch.testing.assert_close(torch.add(x, x).cpu(), torch.full((3,), 2, dtype=torch.int8))
+    torch.testing.assert_close(torch.add(x, x, alpha=3).cpu(), torch.full((3,), 4, dtype=torch.int8))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=overflow):
+            torch.add(x, x, alpha=1000)
+        with pytest.raises(RuntimeError, match="^For integral input tensors, argument alpha must not be a floating"):
+            torch.add(x, x, alpha=1.0)
+        # A static argument's check refuses the call each time, compiling nothing.
+        with pytest.raises(RuntimeError, match="^value cannot be converted to type int64_t without overflow$"):
+            torch.arange(0, 2**63, device="neuron")

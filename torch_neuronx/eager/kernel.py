@@ -66,6 +66,10 @@ def _meta_resize_warnings_silenced() -> Iterator[None]:
         yield
 
 
+#: Descriptions of arguments whose values change between calls of one executable.
+_RUNTIME_SCALARS = (arguments.NumberArg, arguments.NumberListArg, arguments.HostScalarArg)
+
+
 class EagerKernel:
     """The PrivateUse1 kernel of one ATen overload (registered with torch.library)."""
 
@@ -214,6 +218,12 @@ class EagerKernel:
         host_checks = [] if graph is not None else runners.host_checked_scalars(plan, values, functional_result)
         lowered = registry.LOWERINGS.get(plan.functional) if graph is None else None
         checked_on_host = bool(host_checks) or (lowered is not None and bool(lowered.scalar_checks))
+        check = runners.host_checker(host_checks, plan) if checked_on_host else None
+        # Where every number is a constant of the executable (a default or a static argument), the
+        # checks give the same answer at each call: they are made once, here, before compiling.
+        checked_once = check is not None and not any(isinstance(d, _RUNTIME_SCALARS) for d in described)
+        if checked_once:
+            check(values)
 
         def compute(context: Any, args: list[Any]) -> list[Any]:
             functional_args = plan.functional_args(args)
@@ -238,4 +248,6 @@ class EagerKernel:
             counter=tracking.executed,
             ahead_of_time=False,
         )
-        return runners.with_host_checks(built.launch, host_checks, plan) if checked_on_host else built.launch
+        if check is None or checked_once:
+            return built.launch
+        return runners.with_host_checks(built.launch, check)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,24 +163,34 @@ def host_checked_scalars(plan: Plan, values: list[Any], functional_result: Any) 
     ]
 
 
-def with_host_checks(runner: Runner, host_checks: list[tuple[int, Any, bool]], plan: Plan) -> Runner:
-    """``runner`` preceded by the lowering's dtype rule, which may refuse a runtime scalar's kind
-    (index_fill: a complex value for a real tensor) and must come first, as in ATen, by c10's
-    overflow check of the runtime scalars ``host_checks`` names, and by the lowering's scalar checks
-    (a sampler's ``lambd``), made on each call's values in double precision, as ATen makes them."""
+def with_host_checks(runner: Runner, check: Callable[[list[Any]], None]) -> Runner:
+    """``runner`` preceded by ``check`` (a :func:`host_checker`) of each call's values."""
+
+    def run(inputs, device, slot_tensors, generator, values):
+        check(values)
+        return runner(inputs, device, slot_tensors, generator, values)
+
+    return run
+
+
+def host_checker(host_checks: list[tuple[int, Any, bool]], plan: Plan) -> Callable[[list[Any]], None]:
+    """The checks made on the host before a launch, as a function of the call's values: the
+    lowering's dtype rule, which may refuse a runtime scalar's kind (index_fill: a complex value for a
+    real tensor) and must come first, as in ATen, c10's overflow check of the numbers
+    ``host_checks`` names, and the lowering's scalar checks (a sampler's ``lambd``), made in double
+    precision, as ATen makes them. The function raises their RuntimeError."""
     entry = registry.LOWERINGS[plan.functional]
     dtype_rule, scalar_checks = entry.dtype_rule, entry.scalar_checks
     names = [argument.name for argument in schema_of(plan.functional).arguments]
 
-    def run(inputs, device, slot_tensors, generator, values):
+    def check(values: list[Any]) -> None:
         if dtype_rule is not None or scalar_checks:
             by_name = dict(zip(names, plan.functional_args(values), strict=False))
-            for check in scalar_checks:  # ATen checks the Scalar before it dispatches on the dtype
-                check.check_number(by_name[check.argument])
+            for scalar_check in scalar_checks:  # ATen checks the Scalar before it dispatches on the dtype
+                scalar_check.check_number(by_name[scalar_check.argument])
             if dtype_rule is not None:
                 dtype_rule(by_name)
         for position, dtype, negated in host_checks:
             overflow.raise_if_overflows(overflow.negated(values[position]) if negated else values[position], dtype)
-        return runner(inputs, device, slot_tensors, generator, values)
 
-    return run
+    return check
