@@ -50,9 +50,11 @@ def test_trace_check_still_reports_outputs_that_differ():
         torch.jit.trace(noisy, torch.ones(3, device="neuron"))
 
 
-def test_trace_check_of_integer_and_bool_outputs():
+def test_trace_check_of_python_numbers_and_integer_and_bool_outputs():
+    # The graph's Python numbers (x * 2 + 1) are what the check's traced run could not take under a
+    # dispatch mode.
     def counts(x):
-        return (x > 0).sum(dim=0), x > 0
+        return (x > 0).sum(dim=0) + 1, x * 2 + 1 > 1, (x * 2 + 1) / 2
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", torch.jit.TracerWarning)

@@ -8,9 +8,10 @@ would raise the policy's ``TypeError`` from a check the user did not write. Whil
 neuron tensors, their widening to float64 or complex128 is done on the host: the same exact values,
 compared on the CPU. Nothing else changes; a check without neuron tensors runs as PyTorch wrote it.
 
-The widening is a dispatch mode, and the check's second trace runs with it suspended: the tracer
-names values by the Python frames above each op and records what reaches its dispatch key, and a
-mode changes both, so the two traces would differ and the check would fail on that alone.
+The widening is a torch function mode (a dispatch mode would also see the ops of the TorchScript
+graph the check runs, and the graph's interpreter cannot run under one), and the check's second
+trace runs with it suspended: the tracer names values by the Python frames above each op, and the
+mode's frame would make the two traces differ, failing the check on that alone.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode, _pop_mode_temporarily
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 
 _WIDE = (torch.float64, torch.complex128)
 #: The entry points ``_check_trace`` traces again through (module attributes of ``torch.jit``).
@@ -91,18 +92,30 @@ def _holds_neuron_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool
     return False
 
 
-class _WideningOnHost(TorchDispatchMode):
-    """``aten::_to_copy`` of a neuron tensor to float64 or complex128 on its own device (what
-    ``Tensor.double()`` and ``Tensor.to(torch.cdouble)`` reach) copies it to the host and widens
-    there; every other op runs as it would."""
+class _WideningOnHost(TorchFunctionMode):
+    """``neuron_tensor.double()`` and ``neuron_tensor.to(torch.float64 / torch.complex128)`` (the
+    widenings the check makes) run on a host copy of the tensor; every other call runs as it would."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if (
-            func is torch.ops.aten._to_copy.default
+            args
+            and isinstance(args[0], torch.Tensor)
             and args[0].device.type == "neuron"
-            and kwargs.get("dtype") in _WIDE
-            and kwargs.get("device") in (None, args[0].device)
+            and _widens(func, args, kwargs)
         ):
-            return func(args[0].cpu(), **{**kwargs, "device": torch.device("cpu")})
+            return func(args[0].cpu(), *args[1:], **kwargs)
         return func(*args, **kwargs)
+
+
+def _widens(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``func(*args, **kwargs)`` is ``Tensor.double()`` or a ``Tensor.to`` of a float64 or
+    complex128 dtype alone (no device)."""
+    if func is torch.Tensor.double:
+        return True
+    if func is not torch.Tensor.to or "device" in kwargs:
+        return False
+    requested = [
+        value for value in (*args[1:], kwargs.get("dtype")) if isinstance(value, (torch.dtype, torch.device, str))
+    ]
+    return len(requested) == 1 and requested[0] in _WIDE
