@@ -287,6 +287,16 @@ ATEN_CHECKED = {
     "vector_norm_repeated_dims": lambda d: torch.linalg.vector_norm(_ones(1, 3, device=d), dim=(0, -2)),
     # ATen checks beta on every call; neuron computed
     "smooth_l1_loss_negative_beta": lambda d: F.smooth_l1_loss(_ones(3, device=d), _ones(3, device=d), beta=-1.0),
+    # Found by helper-57: clamp's Scalar overloads build a unary TensorIterator that wants one dtype
+    # ("Found dtype ..."); neuron named a cast, or computed into a wider out=.
+    "clamp_scalar_out_of_the_input_dtype": lambda d: torch.clamp(
+        _labels(4, device=d), min=0.5, out=_labels(4, device=d)
+    ),
+    "clamp_min_scalar_out_wider": lambda d: torch.clamp_min(_labels(4, device=d), 1, out=_ones(4, device=d)),
+    "clamp_max_scalar_out_half": lambda d: torch.clamp_max(
+        _ones(4, device=d), 1, out=_ones(4, device=d, dtype=torch.float16)
+    ),
+    "clamp_in_place_promoting": lambda d: _labels(4, device=d).clamp_(min=0.5),
 }
 
 

@@ -38,6 +38,12 @@ _SAME_DTYPE_UNARY = frozenset(
     }
 )  # fmt: skip
 
+#: Overloads with a Scalar bound whose structured meta (TensorCompare.cpp) builds a unary
+#: TensorIterator that checks every dtype is the same: ``out=`` raises "Found dtype ...", and an
+#: in-place call that would promote raises the meta's own check, naming self's TypeMeta.
+_CLAMP_SCALAR_OUT = frozenset({"clamp.out", "clamp_min.out", "clamp_max.out"})
+_CLAMP_SCALAR_IN_PLACE = frozenset({"clamp_.default", "clamp_min_.default", "clamp_max_.default"})
+
 #: Ops whose ``out=`` must have exactly the result's dtype: structured kernels that are not
 #: TensorIterator ops (ATen's generated ``set_output`` checks each ``out=`` tensor's dtype) and the
 #: generated ``out=`` forms of functional ops (``copy_arg``), on CPU and CUDA alike; their Python
@@ -598,7 +604,7 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     """
     overload = name.removeprefix("aten::")
     base = overload.split(".")[0].removesuffix("_")
-    same_dtype = base in _SAME_DTYPE_UNARY
+    same_dtype = base in _SAME_DTYPE_UNARY or overload in _CLAMP_SCALAR_OUT
     same_dtype_message = _SAME_DTYPE_OUT_MESSAGES.get(overload, _SAME_DTYPE_OUT_MESSAGES.get(base))
     for position, (result, target) in enumerate(zip(written, targets, strict=True)):
         if target is None or not isinstance(result, torch.Tensor):
@@ -633,9 +639,9 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
                 f"{TYPE_META_NAMES[destination]} instead"
             )
         if not torch.can_cast(result.dtype, destination):
+            desired = TYPE_META_NAMES[destination] if overload in _CLAMP_SCALAR_IN_PLACE else aten_name(destination)
             raise RuntimeError(
-                f"result type {aten_name(result.dtype)} can't be cast to the desired output type "
-                f"{aten_name(destination)}"
+                f"result type {aten_name(result.dtype)} can't be cast to the desired output type {desired}"
             )
     for result in fresh:
         # JAX_DTYPE maps float64/complex128 too (host-side conversions), so they are named here.
