@@ -127,11 +127,12 @@ def _all_reduce_avg_check(dtype_name: str) -> None:
         dtype = DTYPES[dtype_name]
         cpu = make_input((4, 3), dtype, rank)
         neuron = cpu.to("neuron")
-        total = cpu.clone()
-        dist.all_reduce(total)
-        if dtype.is_floating_point:
-            expected = total / world_size
-        else:
+        if dtype.is_floating_point:  # NCCL's pre-multiplied sum: each input times 1 / size
+            expected = cpu * (1 / world_size)
+            dist.all_reduce(expected)
+        else:  # the sum, divided and truncated
+            total = cpu.clone()
+            dist.all_reduce(total)
             expected = torch.div(total, world_size, rounding_mode="trunc")
         dist.all_reduce(neuron, op=dist.ReduceOp.AVG)
         assert_close(neuron.cpu(), expected)
@@ -141,6 +142,15 @@ def _all_reduce_avg_check(dtype_name: str) -> None:
 
 for _dtype in (*FLOATS, *INTEGERS):
     _all_reduce_avg_check(_dtype)
+
+
+@check("all_reduce_AVG_near_the_largest_float16")
+def _avg_near_max(rank: int, world_size: int) -> None:
+    # The sum of 60000s overflows float16; NCCL scales each input by 1 / size first, and so does neuron.
+    for dtype, large in ((torch.float16, 60000.0), (torch.float32, 3e38)):
+        tensor = torch.tensor([large, 1.0], dtype=dtype, device="neuron")
+        dist.all_reduce(tensor, op=dist.ReduceOp.AVG)
+        assert_close(tensor.cpu(), torch.tensor([large, 1.0], dtype=dtype))
 
 
 def _complex_input(dtype: torch.dtype, rank: int) -> torch.Tensor:
@@ -211,6 +221,34 @@ def _async(rank: int, world_size: int) -> None:
     assert_close(later.cpu(), expected + 1)
     future_value = work.get_future().value()
     assert future_value[0] is neuron
+
+
+@check("all_reduce_async_then_sync_on_one_tensor")
+def _async_then_sync(rank: int, world_size: int) -> None:
+    # NCCL runs a group's collectives in order: the second reduces the first's result.
+    for _ in range(4):
+        tensor = torch.ones(4, device="neuron")
+        first = dist.all_reduce(tensor, async_op=True)
+        dist.all_reduce(tensor)
+        first.wait()
+        assert_close(tensor.cpu(), torch.full((4,), float(world_size**2)))
+    gathered = torch.empty(world_size, 4, device="neuron")
+    source = torch.ones(4, device="neuron")
+    pending = dist.all_reduce(source, async_op=True)
+    dist.all_gather_into_tensor(gathered, source)
+    pending.wait()
+    assert_close(gathered.cpu(), torch.full((world_size, 4), float(world_size)))
+
+
+@check("work_result_is_the_output")
+def _work_result(rank: int, world_size: int) -> None:
+    tensor = torch.ones(1 << 16, device="neuron")
+    work = dist.all_reduce(tensor, async_op=True)
+    (result,) = work.result()  # NCCL's work returns its outputs, waited for or not
+    assert result is tensor
+    work.wait()
+    assert work.is_completed() and work.is_success()
+    assert_close(work.result()[0].cpu(), torch.full((1 << 16,), float(world_size)))
 
 
 @check("all_reduce_on_stream")
@@ -448,6 +486,25 @@ def _all_to_all_single_uneven(rank: int, world_size: int) -> None:
     assert_close(output.cpu(), expected)
 
 
+@check("all_to_all_single_mismatched_splits_raise")
+def _all_to_all_single_mismatched_splits(rank: int, world_size: int) -> None:
+    # Rank 0 sends rank 1 three rows, rank 1 expects one: gloo alone aborts rank 1's process.
+    input_splits = [1, 3] if rank == 0 else [1, 1]
+    tensor = torch.arange(float(sum(input_splits)), device="neuron")
+    output = torch.zeros(2, device="neuron")
+    try:
+        dist.all_to_all_single(output, tensor, [1, 1], input_splits)
+    except RuntimeError as error:
+        assert "rank 0 sends 3 elements to rank 1, which expects 1" in str(error), error
+    else:
+        raise AssertionError("mismatched all_to_all splits did not raise")
+    try:
+        dist.all_to_all_single(output, tensor, [1, 1, 0], input_splits)
+    except RuntimeError as error:
+        assert str(error) == "Number of tensor splits not equal to group size", error
+    dist.barrier()
+
+
 @check("all_to_all")
 def _all_to_all(rank: int, world_size: int) -> None:
     inputs = [make_input((s + 1, 2), torch.float32, rank, s) for s in range(world_size)]
@@ -654,24 +711,64 @@ def _expect_disagreement(call: Callable[[], object], wanted: str) -> None:
 def _mismatched_shapes(rank: int, world_size: int) -> None:
     # gloo itself would abort the process ("Received data size doesn't match expected size").
     tensor = torch.ones(4 + rank, device="neuron")
-    _expect_disagreement(lambda: dist.all_reduce(tensor), "rank 1: all_reduce of float32, 5 elements")
+    _expect_disagreement(
+        lambda: dist.all_reduce(tensor), "rank 1: all_reduce (SUM) of float32, tensor of shape (5,), 5 elements"
+    )
 
 
 @check("mismatched_dtypes_raise")
 def _mismatched_dtypes(rank: int, world_size: int) -> None:
     # Equal byte sizes: gloo itself would add float32 bits to int32 bits (a wrong value).
     tensor = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32, device="neuron")
-    _expect_disagreement(lambda: dist.all_reduce(tensor), "rank 1: all_reduce of int32")
+    _expect_disagreement(lambda: dist.all_reduce(tensor), "rank 1: all_reduce (SUM) of int32")
     # torch.distributed hands complex tensors to the backend as view_as_real: float16 pairs here.
     halves = torch.ones(4, dtype=torch.complex32 if rank == 0 else torch.float32, device="neuron")
-    _expect_disagreement(lambda: dist.all_reduce(halves), "rank 0: all_reduce of float16, 8 elements")
+    _expect_disagreement(
+        lambda: dist.all_reduce(halves), "rank 0: all_reduce (SUM) of float16, tensor of shape (4, 2), 8 elements"
+    )
+
+
+@check("mismatched_reductions_raise")
+def _mismatched_reductions(rank: int, world_size: int) -> None:
+    tensor = torch.ones(2, 3, device="neuron")
+    op = dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX
+    wanted = "rank 1: all_reduce (MAX) of float32, tensor of shape (2, 3), 6 elements"
+    _expect_disagreement(lambda: dist.all_reduce(tensor, op=op), wanted)
+
+
+@check("dtypes_nccl_lacks_raise")
+def _dtypes_nccl_lacks(rank: int, world_size: int) -> None:
+    # NCCL's dtypes, and its errors: int16 and the wide unsigned types are refused, float8 travels as
+    # bytes but is not reduced.
+    for dtype, name in ((torch.int16, "Short"), (torch.uint32, "UInt32")):
+        try:
+            dist.all_reduce(torch.ones(4, device="neuron").to(dtype))
+        except TypeError as error:
+            assert str(error) == f"Input tensor data type is not supported for NCCL process group: {name}", error
+        else:
+            raise AssertionError(f"all_reduce of {dtype} did not raise")
+
+    def values(rank: int) -> torch.Tensor:
+        return torch.tensor([0.5, -2.0, 448.0 / (rank + 1)]).to(torch.float8_e4m3fn)
+
+    gathered = torch.empty(world_size, 3, dtype=torch.float8_e4m3fn, device="neuron")
+    dist.all_gather_into_tensor(gathered, values(rank).to("neuron"))
+    expected = torch.stack([values(r) for r in range(world_size)])
+    assert torch.equal(gathered.cpu().view(torch.uint8), expected.view(torch.uint8))
+    try:
+        dist.all_reduce(values(rank).to("neuron"))
+    except RuntimeError as error:
+        assert str(error) == "Float8 dtypes are not currenlty supported for NCCL reductions", error
+    else:
+        raise AssertionError("all_reduce of float8 did not raise")
 
 
 @check("mismatched_collectives_raise")
 def _mismatched_collectives(rank: int, world_size: int) -> None:
     tensor = torch.ones(4, device="neuron")
     _expect_disagreement(
-        lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0), "rank 1: broadcast"
+        lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0),
+        "rank 0: all_reduce (SUM) of float32, tensor of shape (4,), 4 elements; rank 1: broadcast of float32",
     )
 
 

@@ -7,15 +7,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-__all__ = ["backend_registered", "device_id_being_bound", "register_device_backend", "work_from_future"]
-
-
-def work_from_future(future: torch.futures.Future) -> dist.Work:
-    """A ``dist.Work`` that completes with ``future``: ``wait()`` waits for it and raises its error,
-    ``get_future()`` returns it. torch 2.13 offers this to Python process groups only as the private
-    ``torch._C._distributed_c10d._create_work_from_future`` (its docstring names it "the preferred
-    way of constructing Work objects when writing a custom ProcessGroup in python")."""
-    return torch._C._distributed_c10d._create_work_from_future(future)
+__all__ = ["backend_registered", "device_id_being_bound", "register_device_backend"]
 
 
 def register_device_backend(group: dist.ProcessGroup, device: str, backend: object) -> None:

@@ -1,11 +1,13 @@
-"""Checks that every rank calls the same collective on tensors of the same dtypes and sizes.
+"""Checks that every rank calls the same collective, with the same reduction, on tensors of the same
+dtypes and sizes, and that what an all-to-all sends each rank is what that rank expects.
 
 gloo trusts its callers: ranks whose tensors differ in size make it abort the process ("Received
 data size doesn't match expected size", a C++ ``terminate``), and tensors of different dtypes but
 equal byte sizes are reduced as if they were the same (a wrong value). Before each collective, the
-neuron group therefore all-gathers a four-number fingerprint of the call (the collective, the first
-tensor's dtype, the number of elements, a checksum of every dtype and shape) through gloo and
-raises, on every rank, when the ranks disagree. It costs one small round trip per collective.
+neuron group therefore all-gathers a fingerprint of the call through gloo (:data:`FINGERPRINT`
+numbers plus two per rank, one layout for every collective, so that ranks calling different ones
+still exchange equal sizes) and raises, on every rank, when the ranks disagree. It costs one small
+round trip per collective.
 """
 
 from __future__ import annotations
@@ -18,7 +20,22 @@ import torch.distributed as dist
 
 __all__ = ["check_agreement", "dtype_code", "dtype_name"]
 
-_COLLECTIVES: dict[str, int] = {}
+#: Every collective the neuron group checks, so that any rank can name what another one called.
+COLLECTIVES = (
+    "all_reduce",
+    "all_reduce_coalesced",
+    "reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_coalesced",
+    "all_gather_into_tensor",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+    "all_to_all",
+)
 _DTYPES = [
     torch.float32,
     torch.bfloat16,
@@ -35,7 +52,13 @@ _DTYPES = [
     torch.uint32,
     torch.uint64,
     torch.bool,
+    torch.float8_e4m3fnuz,
+    torch.float8_e5m2fnuz,
 ]
+_DIMS = 6  # dimensions of the first tensor named in a disagreement
+#: Fingerprint layout: collective, reduction, dtype, elements, tensors, dims, _DIMS sizes, checksum;
+#: then the elements sent to each rank and received from each (an all-to-all's; -1 otherwise).
+FINGERPRINT = 6 + _DIMS + 1
 
 
 def dtype_code(dtype: torch.dtype) -> int:
@@ -48,39 +71,96 @@ def dtype_name(code: int) -> str:
     return str(_DTYPES[code]).removeprefix("torch.") if 0 <= code < len(_DTYPES) else "?"
 
 
-def _fingerprint(collective: str, tensors: Sequence[torch.Tensor], sizes: bool) -> torch.Tensor:
-    code = _COLLECTIVES.setdefault(collective, zlib.crc32(collective.encode()))
-    dtype = dtype_code(tensors[0].dtype) if tensors else -1
-    numel = sum(tensor.numel() for tensor in tensors) if sizes else -1
+def _reduction_code(op: dist.ReduceOp | None) -> int:
+    if op is None:
+        return -1
+    return int(getattr(op, "op", op))
+
+
+def _fingerprint(
+    collective: str,
+    op: dist.ReduceOp | None,
+    tensors: Sequence[torch.Tensor],
+    sizes: bool,
+    exchange: tuple[Sequence[int], Sequence[int]] | None,
+    world_size: int,
+) -> torch.Tensor:
+    first = tensors[0] if tensors else None
+    shape = list(first.shape) if first is not None and sizes else []
     described = repr([(str(t.dtype), tuple(t.shape) if sizes else ()) for t in tensors])
-    return torch.tensor([code, dtype, numel, zlib.crc32(described.encode())], dtype=torch.int64)
+    sent, received = exchange if exchange is not None else ([-1] * world_size, [-1] * world_size)
+    return torch.tensor(
+        [
+            COLLECTIVES.index(collective),
+            _reduction_code(op),
+            dtype_code(first.dtype) if first is not None else -1,
+            sum(t.numel() for t in tensors) if sizes else -1,
+            len(tensors),
+            len(shape) if sizes else -1,
+            *(shape + [-1] * _DIMS)[:_DIMS],
+            zlib.crc32(described.encode()),
+            *sent,
+            *received,
+        ],
+        dtype=torch.int64,
+    )
 
 
 def check_agreement(
-    gloo: dist.ProcessGroup, collective: str, tensors: Sequence[torch.Tensor], sizes: bool = True
+    gloo: dist.ProcessGroup,
+    collective: str,
+    tensors: Sequence[torch.Tensor],
+    sizes: bool = True,
+    op: dist.ReduceOp | None = None,
+    exchange: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> None:
-    """Raises on every rank unless all ranks call ``collective`` with tensors of the same dtypes and,
-    with ``sizes``, the same shapes (``sizes=False`` for collectives whose sizes may differ per rank,
-    such as an uneven ``all_to_all_single``).
+    """Raises on every rank unless all ranks call ``collective`` with the same reduction ``op`` on
+    tensors of the same dtypes and, with ``sizes``, the same shapes (``sizes=False`` for collectives
+    whose sizes may differ per rank, such as an uneven ``all_to_all_single``). ``exchange`` is an
+    all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
+    rank ``r`` must be what ``r`` expects from ``s``.
 
     Raises:
-        RuntimeError: the ranks disagree; the message lists what each rank passed.
+        RuntimeError: the ranks disagree; the message says what each rank passed.
     """
-    if gloo.size() == 1:
+    size = gloo.size()
+    if size == 1:
         return
-    mine = _fingerprint(collective, tensors, sizes)
-    everyone = torch.empty(gloo.size() * mine.numel(), dtype=torch.int64)
+    mine = _fingerprint(collective, op, tensors, sizes, exchange, size)
+    everyone = torch.empty(size * mine.numel(), dtype=torch.int64)
     gloo._allgather_base(everyone, mine).wait()
-    rows = everyone.view(gloo.size(), -1)
-    if bool((rows == mine).all()):
-        return
-    described = []
-    for rank, (code, dtype, numel, _) in enumerate(rows.tolist()):
-        name = next((n for n, c in _COLLECTIVES.items() if c == code), "another collective")
-        count = f"{numel} elements" if numel >= 0 else "any size"
-        described.append(f"rank {rank}: {name} of {dtype_name(dtype)}, {count}")
-    raise RuntimeError(
-        f"neuron {collective}: the ranks disagree on the collective or its tensors' dtypes and shapes "
-        f"({'; '.join(described)}); every rank must call the same collective with tensors of the same "
-        "dtype and shape"
-    )
+    rows = everyone.view(size, -1)
+    calls = rows[:, :FINGERPRINT]
+    sent, received = rows[:, FINGERPRINT : FINGERPRINT + size], rows[:, FINGERPRINT + size :]
+    if not bool((calls == mine[:FINGERPRINT]).all()):
+        described = "; ".join(f"rank {rank}: {_describe(row)}" for rank, row in enumerate(calls.tolist()))
+        raise RuntimeError(
+            f"neuron {collective}: the ranks disagree on the collective, its reduction or its tensors' dtypes "
+            f"and shapes ({described}); every rank must call the same collective with tensors of the same "
+            "dtype and shape"
+        )
+    if exchange is not None and not bool((sent == received.t()).all()):
+        wrong = [
+            f"rank {source} sends {sent[source, target]} elements to rank {target}, which expects "
+            f"{received[target, source]}"
+            for source in range(size)
+            for target in range(size)
+            if sent[source, target] != received[target, source]
+        ]
+        raise RuntimeError(
+            f"neuron {collective}: the ranks disagree on the split sizes ({'; '.join(wrong)}); what each rank "
+            "sends another must be what that rank's output splits expect from it"
+        )
+
+
+def _describe(row: list[int]) -> str:
+    collective, reduction, dtype, numel, count, ndim, *rest = row
+    dims = rest[:_DIMS]
+    name = COLLECTIVES[collective] if 0 <= collective < len(COLLECTIVES) else "another collective"
+    if reduction >= 0:
+        name += f" ({dist.ReduceOp.RedOpType(reduction).name})"
+    if numel < 0:
+        return f"{name} of {dtype_name(dtype)}, any size"
+    shape = f"({', '.join(map(str, dims[:ndim]))}{',' if ndim == 1 else ''})" if ndim <= _DIMS else f"{ndim} dims"
+    tensors = f"{count} tensors, the first" if count > 1 else "tensor"
+    return f"{name} of {dtype_name(dtype)}, {tensors} of shape {shape}, {numel} element{'' if numel == 1 else 's'}"

@@ -15,12 +15,14 @@ the results are bound to the tensors, so every op launched after it reads them.
 from __future__ import annotations
 
 import datetime
+import math
+import threading
 from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
 
-from torch_neuronx._compat.distributed_internals import register_device_backend, work_from_future
+from torch_neuronx._compat.distributed_internals import register_device_backend
 from torch_neuronx.distributed import agreement, point_to_point, reduce_ops, staging
 from torch_neuronx.runtime import launch_records
 
@@ -30,10 +32,49 @@ __all__ = ["NeuronProcessGroup"]
 Finish = Callable[[], None]
 
 
+class CollectiveWork(dist.Work):
+    """The work of a collective of the neuron group: done when ``future`` is (gloo finished and the
+    results are copied back), which ``wait()`` waits for (raising gloo's error) and ``get_future()``
+    returns. ``result()`` returns the collective's output tensors at any time, as NCCL's work does
+    (``WorkNCCL::result``): they hold the results after ``wait()``."""
+
+    def __init__(self, future: torch.futures.Future, result: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._future = future
+        self._result = result
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        self._future.wait()
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._future
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def is_success(self) -> bool:
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:  # noqa: BLE001 (a failed collective is not a success)
+            return False
+        return True
+
+    def result(self) -> list[torch.Tensor]:
+        return self._result
+
+
 def _done(result: list[torch.Tensor]) -> dist.Work:
     future = torch.futures.Future()
     future.set_result(result)
-    return work_from_future(future)
+    return CollectiveWork(future, result)
+
+
+def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
+    """The device addresses of the storages under ``tensors``."""
+    return frozenset(tensor.untyped_storage().data_ptr() for tensor in tensors)
 
 
 class NeuronProcessGroup(dist.ProcessGroup):
@@ -53,6 +94,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._cpu_allowed: bool | None = None
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
+        self._pending: list[tuple[frozenset[int], torch.futures.Future]] = []
+        self._pending_lock = threading.Lock()
         register_device_backend(self, "neuron", self._gloo)
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
@@ -85,10 +128,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
         launch: Callable[[], dist.Work],
         finish: Finish,
         result: list[torch.Tensor],
+        touched: Sequence[torch.Tensor],
     ) -> dist.Work:
         """Runs the host-staged part of a collective (``launch``: stage, then start gloo), then
         ``finish`` (copy the results back) once gloo is done: before returning, or, with
-        ``async_op``, when gloo completes (the returned work's future completes after it)."""
+        ``async_op``, when gloo completes (the returned work's future completes after it).
+
+        ``touched`` (the tensors the collective reads or writes) orders it after this group's
+        unfinished async collectives on the same storages, as NCCL orders a group's collectives on
+        its stream: ``all_reduce(t, async_op=True); all_reduce(t)`` reduces the first result."""
+        self._after_pending(touched)
         with launch_records.collective(collective, device, nbytes):
             work = launch()
             if not async_op:
@@ -101,7 +150,22 @@ class NeuronProcessGroup(dist.ProcessGroup):
             finish()
             return result
 
-        return self._coalesced(work_from_future(work.get_future().then(completed)))
+        finished = work.get_future().then(completed)
+        with self._pending_lock:
+            self._pending.append((_storages(touched), finished))
+        return self._coalesced(CollectiveWork(finished, result))
+
+    def _after_pending(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Waits for the unfinished async collectives of this group that touch ``tensors``' storages
+        (their results copied back), raising their error if one failed."""
+        with self._pending_lock:
+            self._pending = [(touched, future) for touched, future in self._pending if not future.done()]
+            if not self._pending:
+                return
+            storages = _storages(tensors)
+            earlier = [future for touched, future in self._pending if touched & storages]
+        for future in earlier:
+            future.wait()
 
     def _coalesced(self, work: dist.Work) -> dist.Work:
         """``work``, kept for ``_end_coalescing`` while a coalescing manager is open."""
@@ -114,8 +178,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions) -> dist.Work:
         if self._on_cpu("all_reduce", tensors):
             return self._gloo.allreduce(tensors, opts)
-        device = staging.check_tensors("all_reduce", tensors)
-        agreement.check_agreement(self._gloo, "all_reduce", tensors)
+        device = staging.check_tensors("all_reduce", tensors, reduces=True)
+        agreement.check_agreement(self._gloo, "all_reduce", tensors, op=opts.reduceOp)
         state = {}
 
         def launch() -> dist.Work:
@@ -131,13 +195,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
             state["post"](state["hosts"])
             staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("all_reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+        return self._run("all_reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: dist.AllreduceCoalescedOptions) -> dist.Work:
         if self._on_cpu("all_reduce_coalesced", tensors):
             return self._gloo.allreduce_coalesced(tensors, opts)
-        device = staging.check_tensors("all_reduce_coalesced", tensors)
-        agreement.check_agreement(self._gloo, "all_reduce_coalesced", tensors)
+        device = staging.check_tensors("all_reduce_coalesced", tensors, reduces=True)
+        agreement.check_agreement(self._gloo, "all_reduce_coalesced", tensors, op=opts.reduceOp)
         state = {}
 
         def launch() -> dist.Work:
@@ -153,13 +217,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
             state["post"](state["hosts"])
             staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("all_reduce_coalesced", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+        return self._run(
+            "all_reduce_coalesced", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors
+        )
 
     def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
         if self._on_cpu("reduce", tensors):
             return self._gloo.reduce(tensors, opts)
-        device = staging.check_tensors("reduce", tensors)
-        agreement.check_agreement(self._gloo, "reduce", tensors)
+        device = staging.check_tensors("reduce", tensors, reduces=True)
+        agreement.check_agreement(self._gloo, "reduce", tensors, op=opts.reduceOp)
         is_root = self.rank() == opts.rootRank
         state = {}
 
@@ -180,7 +246,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 state["post"](state["hosts"])
                 staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+        return self._run("reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
         if self._on_cpu("broadcast", tensors):
@@ -199,7 +265,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             if not is_root:
                 staging.copy_back(list(zip(tensors, hosts, strict=True)))
 
-        return self._run("broadcast", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors)
+        return self._run("broadcast", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
 
     # ---------------------------------------------------------------- gathers
 
@@ -219,7 +285,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
-        return self._run("all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+        return self._run(
+            "all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+        )
 
     def allgather_coalesced(
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: dist.AllgatherOptions
@@ -237,7 +305,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
-        return self._run("all_gather_coalesced", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+        return self._run(
+            "all_gather_coalesced",
+            device,
+            staging.nbytes(inputs),
+            opts.asyncOp,
+            launch,
+            finish,
+            outputs,
+            inputs + outputs,
+        )
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: dist.AllgatherOptions) -> dist.Work:
         """``all_gather_into_tensor``: every rank's ``input`` concatenated (or stacked) into ``output``."""
@@ -255,7 +332,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
             staging.copy_back([(output, host_output)])
 
         return self._run(
-            "all_gather_into_tensor", device, staging.nbytes([input]), opts.asyncOp, launch, finish, [output]
+            "all_gather_into_tensor",
+            device,
+            staging.nbytes([input]),
+            opts.asyncOp,
+            launch,
+            finish,
+            [output],
+            [output, input],
         )
 
     _allgather_base = all_gather_single
@@ -285,7 +369,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
-        return self._run("gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+        return self._run(
+            "gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+        )
 
     # ---------------------------------------------------------------- scatters
 
@@ -306,7 +392,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def finish() -> None:
             staging.copy_back(list(zip(outputs, host_outputs, strict=True)))
 
-        return self._run("scatter", device, staging.nbytes(outputs), opts.asyncOp, launch, finish, outputs)
+        return self._run(
+            "scatter", device, staging.nbytes(outputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+        )
 
     def reduce_scatter(
         self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: dist.ReduceScatterOptions
@@ -326,16 +414,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
             )
         if self._on_cpu("reduce_scatter", inputs + outputs):
             return self._gloo.reduce_scatter(outputs, input_lists, opts)
-        staging.check_tensors("reduce_scatter", inputs + outputs)
-        agreement.check_agreement(self._gloo, "reduce_scatter", inputs + outputs)
+        staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
+        agreement.check_agreement(self._gloo, "reduce_scatter", inputs + outputs, op=opts.reduceOp)
         for position, tensor in enumerate(inputs):
             if tensor.shape != outputs[0].shape or tensor.dtype != outputs[0].dtype:
                 raise ValueError(
                     f"neuron reduce_scatter: input {position} is {tensor.dtype} {tuple(tensor.shape)}, the output "
                     f"{outputs[0].dtype} {tuple(outputs[0].shape)}; every input must match the output"
                 )
-        stacked = torch.stack(inputs) if inputs else outputs[0]
-        return self._reduce_scatter_stacked("reduce_scatter", outputs[0], stacked, opts)
+        return self._reduce_scatter_stacked("reduce_scatter", outputs[0], inputs, opts, stack=True)
 
     def reduce_scatter_single(
         self, output: torch.Tensor, input: torch.Tensor, opts: dist.ReduceScatterOptions
@@ -343,25 +430,32 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``reduce_scatter_tensor``: ``input`` is every rank's part, concatenated (or stacked)."""
         if self._on_cpu("reduce_scatter_tensor", [output, input]):
             return self._gloo._reduce_scatter_base(output, input, opts)
-        staging.check_tensors("reduce_scatter_tensor", [output, input])
-        agreement.check_agreement(self._gloo, "reduce_scatter_tensor", [output, input])
+        staging.check_tensors("reduce_scatter_tensor", [output, input], reduces=True)
+        agreement.check_agreement(self._gloo, "reduce_scatter_tensor", [output, input], op=opts.reduceOp)
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
             raise ValueError(
                 f"neuron reduce_scatter_tensor: input {input.dtype} {tuple(input.shape)} must hold {self.size()} "
                 f"times the elements of output {output.dtype} {tuple(output.shape)}, in the same dtype"
             )
-        return self._reduce_scatter_stacked("reduce_scatter_tensor", output, input, opts)
+        return self._reduce_scatter_stacked("reduce_scatter_tensor", output, [input], opts, stack=False)
 
     _reduce_scatter_base = reduce_scatter_single
 
     def _reduce_scatter_stacked(
-        self, collective: str, output: torch.Tensor, stacked: torch.Tensor, opts: dist.ReduceScatterOptions
+        self,
+        collective: str,
+        output: torch.Tensor,
+        sources: list[torch.Tensor],
+        opts: dist.ReduceScatterOptions,
+        stack: bool,
     ) -> dist.Work:
+        """Every rank's part of ``sources`` (one tensor per rank to ``stack``, else one tensor holding
+        them all) all-reduced on the host; this rank's part copied back into ``output``."""
         device = output.device.index
         state = {}
 
         def launch() -> dist.Work:
-            host = staging.to_host(stacked)
+            host = staging.to_host(torch.stack(sources) if stack else sources[0])
             gloo_op, state["post"] = reduce_ops.prepare(collective, opts.reduceOp, [host], self.size())
             state["host"] = host
             gloo_opts = dist.AllreduceOptions()
@@ -374,7 +468,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
             state["post"]([part])
             staging.copy_back([(output, part.reshape(output.shape))])
 
-        return self._run(collective, device, staging.nbytes([stacked]), opts.asyncOp, launch, finish, [output])
+        return self._run(
+            collective, device, staging.nbytes(sources), opts.asyncOp, launch, finish, [output], [output, *sources]
+        )
 
     def reduce_scatter_single_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: dist.ReduceScatterOptions
@@ -400,7 +496,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
         device = staging.check_tensors("all_to_all_single", [output, input])
         even = not output_split_sizes and not input_split_sizes
-        agreement.check_agreement(self._gloo, "all_to_all_single", [output, input], sizes=even)
+        exchange = None if even else _split_elements(self.size(), output, input, output_split_sizes, input_split_sizes)
+        agreement.check_agreement(self._gloo, "all_to_all_single", [output, input], sizes=even, exchange=exchange)
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
@@ -410,7 +507,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def finish() -> None:
             staging.copy_back([(output, host_output)])
 
-        return self._run("all_to_all_single", device, staging.nbytes([input]), opts.asyncOp, launch, finish, [output])
+        return self._run(
+            "all_to_all_single",
+            device,
+            staging.nbytes([input]),
+            opts.asyncOp,
+            launch,
+            finish,
+            [output],
+            [output, input],
+        )
 
     alltoall_base = all_to_all_single
 
@@ -425,11 +531,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_to_all", inputs + outputs):
             return self._gloo.alltoall(outputs, inputs, opts)
         device = staging.check_tensors("all_to_all", inputs + outputs)
-        agreement.check_agreement(self._gloo, "all_to_all", inputs + outputs, sizes=False)
+        if len(inputs) != self.size() or len(outputs) != self.size():
+            raise ValueError(
+                f"neuron all_to_all: {len(inputs)} input and {len(outputs)} output tensors; it needs one of each "
+                f"per rank ({self.size()})"
+            )
+        exchange = ([t.numel() for t in inputs], [t.numel() for t in outputs])
+        agreement.check_agreement(self._gloo, "all_to_all", inputs + outputs, sizes=False, exchange=exchange)
         dtypes = {tensor.dtype for tensor in inputs + outputs}
         if len(dtypes) != 1:
             raise TypeError(f"neuron all_to_all: the tensors must share one dtype, got {sorted(map(str, dtypes))}")
-        host_output = torch.empty(sum(tensor.numel() for tensor in outputs), dtype=outputs[0].dtype)
+        host_output = torch.empty(sum(t.numel() for t in outputs), dtype=staging.wire_dtype(outputs[0].dtype))
 
         def launch() -> dist.Work:
             host_input = torch.cat([staging.to_host(tensor).reshape(-1) for tensor in inputs])
@@ -441,7 +553,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
             parts = host_output.split([tensor.numel() for tensor in outputs])
             staging.copy_back([(t, part.reshape(t.shape)) for t, part in zip(outputs, parts, strict=True)])
 
-        return self._run("all_to_all", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs)
+        return self._run(
+            "all_to_all", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+        )
 
     # ---------------------------------------------------------------- point to point, barrier
 
@@ -451,6 +565,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         device = staging.check_tensors("send", tensors)
         point_to_point.check_tag("send", tag)
         (tensor,) = tensors  # c10d passes one tensor
+        self._after_pending(tensors)
         with launch_records.collective("send", device, staging.nbytes(tensors)):
             return point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
 
@@ -469,6 +584,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         device = staging.check_tensors("recv", tensors)
         point_to_point.check_tag("recv", tag)
         (tensor,) = tensors  # c10d passes one tensor
+        self._after_pending(tensors)
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
             return point_to_point.StagedReceive(self._gloo, tensor, src, tag)
 
@@ -488,6 +604,32 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._gloo.barrier(gloo_opts)
 
 
+def _split_elements(
+    size: int, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int]
+) -> tuple[list[int], list[int]]:
+    """An uneven ``all_to_all_single``'s elements sent to each rank and received from each: its
+    splits (rows of dimension 0; an even split where a list is empty) times a row's elements.
+
+    Raises:
+        RuntimeError: c10d's ``checkSplitSizes`` errors (a list not one per rank, or not summing to
+            dimension 0, or a dimension 0 the ranks do not divide).
+    """
+
+    def per_rank(tensor: torch.Tensor, splits: list[int]) -> list[int]:
+        rows = tensor.shape[0] if tensor.dim() else 1
+        if not splits:
+            if tensor.numel() and rows % size:
+                raise RuntimeError("Tensor's dim 0 does not divide equally across group size")
+            splits = [rows // size] * size
+        elif len(splits) != size:
+            raise RuntimeError("Number of tensor splits not equal to group size")
+        elif sum(splits) != rows:
+            raise RuntimeError("Split sizes doesn't match total dim 0 size")
+        return [split * math.prod(tensor.shape[1:]) for split in splits]
+
+    return per_rank(input, input_splits), per_rank(output, output_splits)
+
+
 def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:
     """One work for several: completes when all of ``works`` have, with ``result`` as its value."""
 
@@ -496,4 +638,4 @@ def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:
             each.value()
         return result
 
-    return work_from_future(torch.futures.collect_all([work.get_future() for work in works]).then(completed))
+    return CollectiveWork(torch.futures.collect_all([work.get_future() for work in works]).then(completed), result)

@@ -1,8 +1,10 @@
 """Reduction operators of the neuron group, mapped onto the ones gloo runs.
 
 gloo reduces SUM, PRODUCT, MIN, MAX, BAND, BOR and BXOR itself. The two NCCL adds are computed on
-the staged host tensors around a gloo SUM, as NCCL computes them around its sum: AVG divides the
-sum by the group's size afterwards (integers truncate, as NCCL's integer average does), PREMUL_SUM
+the staged host tensors around a gloo SUM, as NCCL computes them around its sum (``ncclAvg`` in
+NCCL's enqueue.cc): AVG of floating-point tensors multiplies each rank's input by 1 / size first
+(NCCL's pre-multiplied sum, so an average of values near the dtype's largest does not overflow),
+AVG of integers divides the sum afterwards, truncating (NCCL's sum-then-divide); PREMUL_SUM
 (``torch.distributed._make_nccl_premul_sum(factor)``) multiplies each rank's input by ``factor``
 first.
 """
@@ -48,7 +50,10 @@ def prepare(
     if kind == dist.ReduceOp.AVG:
         if torch.bool in dtypes:
             raise TypeError(f"neuron {collective}: cannot use ReduceOp.AVG with boolean inputs")
-        return dist.ReduceOp.SUM, lambda results: _divide(results, size)
+        for host in hosts:
+            if host.dtype.is_floating_point or host.dtype.is_complex:
+                host.mul_(1 / size)
+        return dist.ReduceOp.SUM, lambda results: _divide_integers(results, size)
     if kind == dist.ReduceOp.PREMUL_SUM:
         if any(not dtype.is_floating_point for dtype in dtypes):
             raise TypeError(
@@ -67,9 +72,7 @@ def _nothing(results: Sequence[torch.Tensor]) -> None:
     return None
 
 
-def _divide(results: Sequence[torch.Tensor], size: int) -> None:
+def _divide_integers(results: Sequence[torch.Tensor], size: int) -> None:
     for result in results:
-        if result.dtype.is_floating_point or result.dtype.is_complex:
-            result.div_(size)
-        else:
+        if not (result.dtype.is_floating_point or result.dtype.is_complex):
             result.div_(size, rounding_mode="trunc")

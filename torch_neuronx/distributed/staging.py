@@ -7,6 +7,11 @@ stream (every stream of a core shares the core's queue, decision 10). The host t
 and owned by this call, since gloo writes into it; the copy back makes that host memory the neuron
 tensor's new buffer (no copy, ``buffers.host_to_device_adopting``), or writes it into the tensor's
 view of its buffer, which binds a new buffer that every later launch reads.
+
+The dtypes are NCCL's (``getNcclDataType`` in ProcessGroupNCCL.cpp), which CUDA code is written
+for: others raise its ``TypeError``, float8 travels as its bytes (gloo has no float8; NCCL sends it
+as uint8) and is refused in reductions with NCCL's words. Complex tensors reach the group as their
+``view_as_real`` pairs, as they reach NCCL.
 """
 
 from __future__ import annotations
@@ -16,18 +21,44 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from torch_neuronx._compat.aten_checks import scalar_type_name
 from torch_neuronx.runtime import buffers
 
-__all__ = ["check_tensors", "copy_back", "empty_host", "nbytes", "to_host"]
+__all__ = ["check_tensors", "copy_back", "empty_host", "nbytes", "to_host", "wire_dtype"]
+
+_FLOAT8 = frozenset({torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz})
+#: NCCL's dtypes (ProcessGroupNCCL.cpp, ``ncclDataType``), and the complex ones it takes as real pairs.
+_NCCL_DTYPES = frozenset(
+    {
+        torch.int8,
+        torch.uint8,
+        torch.float32,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bool,
+        torch.bfloat16,
+        torch.complex64,
+        torch.complex32,
+        *_FLOAT8,
+    }
+)
 
 
-def check_tensors(collective: str, tensors: Sequence[torch.Tensor], device: int | None = None) -> int:
-    """Checks that every tensor of ``collective`` is a dense neuron tensor on one core, as NCCL checks
-    that its tensors are CUDA and dense, and returns that core's index.
+def check_tensors(
+    collective: str, tensors: Sequence[torch.Tensor], device: int | None = None, reduces: bool = False
+) -> int:
+    """Checks that every tensor of ``collective`` is a dense neuron tensor on one core, of a dtype
+    NCCL carries (and reduces, for a collective that ``reduces``), as NCCL checks its tensors, and
+    returns that core's index.
 
     Raises:
         ValueError: a tensor is on another device or is sparse (NCCL raises ValueError too), or the
             tensors are on different cores.
+        TypeError: a dtype NCCL has not: "Input tensor data type is not supported for NCCL process
+            group: Short".
+        RuntimeError: a float8 tensor in a reduction (NCCL's "Float8 dtypes are not currenlty
+            supported for NCCL reductions", its spelling).
     """
     for position, tensor in enumerate(tensors):
         if tensor.device.type != "neuron" or tensor.layout != torch.strided:
@@ -44,7 +75,19 @@ def check_tensors(collective: str, tensors: Sequence[torch.Tensor], device: int 
                 f"neuron {collective}: tensor {position} is on neuron:{tensor.device.index} but the others "
                 f"are on neuron:{device}; a process's tensors of one collective must be on one NeuronCore"
             )
+    for tensor in tensors:
+        if tensor.dtype not in _NCCL_DTYPES:
+            raise TypeError(
+                f"Input tensor data type is not supported for NCCL process group: {scalar_type_name(tensor.dtype)}"
+            )
+        if reduces and tensor.dtype in _FLOAT8:
+            raise RuntimeError("Float8 dtypes are not currenlty supported for NCCL reductions")
     return -1 if device is None else device
+
+
+def wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype gloo carries a tensor of ``dtype`` in: float8 as its bytes."""
+    return torch.uint8 if dtype in _FLOAT8 else dtype
 
 
 def to_host(tensor: torch.Tensor) -> torch.Tensor:
@@ -53,7 +96,7 @@ def to_host(tensor: torch.Tensor) -> torch.Tensor:
     earlier work of ``tensor``'s core."""
     host = empty_host(tensor)
     if tensor.is_conj() or tensor.is_neg():
-        host.copy_(tensor)  # the copy applies the lazy conjugate / negative bit
+        host.view(tensor.dtype).copy_(tensor)  # the copy applies the lazy conjugate / negative bit
         return host
     value = np.ascontiguousarray(buffers.device_to_host(tensor))
     np.copyto(host.view(-1).view(torch.uint8).numpy(), value.reshape(-1).view(np.uint8))
@@ -61,9 +104,9 @@ def to_host(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def empty_host(tensor: torch.Tensor) -> torch.Tensor:
-    """A contiguous CPU tensor of ``tensor``'s shape and dtype, for gloo to write a result into, in
-    memory a core can adopt without a copy (``buffers.empty_adoptable``)."""
-    return buffers.empty_adoptable(tuple(tensor.shape), tensor.dtype)
+    """A contiguous CPU tensor of ``tensor``'s shape and dtype (float8's bytes: uint8), for gloo to
+    write a result into, in memory a core can adopt without a copy (``buffers.empty_adoptable``)."""
+    return buffers.empty_adoptable(tuple(tensor.shape), wire_dtype(tensor.dtype))
 
 
 def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -77,6 +120,8 @@ def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """
     with torch.no_grad():
         for destination, host in pairs:
+            if host.dtype != destination.dtype and host.dtype == wire_dtype(destination.dtype):
+                host = host.view(destination.dtype)  # float8 came as its bytes
             if (
                 host.dtype != destination.dtype
                 or host.shape != destination.shape

@@ -34,7 +34,10 @@ def _survivor(rank: int, world_size: int, fault: str) -> tuple[str, float]:
 def test_a_dead_rank_makes_the_others_raise():
     outcome = harness.spawn(_survivor, 2, args=("dies",), timeout=90, expect_failure={1})
     message, seconds = outcome[0]
-    assert "Connection closed by peer" in message or "Timed out" in message, message
+    # gloo words a dead peer by how its socket ended: closed (FIN) or reset (RST), as timing has it.
+    assert any(words in message for words in ("Connection closed by peer", "Connection reset by peer", "Timed out")), (
+        message
+    )
     assert seconds < 15
 
 
