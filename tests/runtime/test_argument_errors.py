@@ -297,6 +297,10 @@ ATEN_CHECKED = {
         _ones(4, device=d), 1, out=_ones(4, device=d, dtype=torch.float16)
     ),
     "clamp_in_place_promoting": lambda d: _labels(4, device=d).clamp_(min=0.5),
+    # TensorIterator computes shapes before it compares devices (add's device_check: NoCheck): a
+    # CPU operand that does not fit raises the shape error; neuron raised the device error.
+    "in_place_result_too_large_beside_a_cpu_tensor": lambda d: torch.ones((), device=d).add_(torch.ones(3)),
+    "no_broadcast_beside_a_cpu_tensor": lambda d: torch.ones(2, device=d).mul(torch.ones(3)),
 }
 
 

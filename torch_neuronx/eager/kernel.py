@@ -93,6 +93,7 @@ class EagerKernel:
             fallback.refuse_neuron_generator_for_cpu_tensors(args, kwargs)
             if list_items.spans_devices(self.op, args, kwargs):
                 return list_items.run_per_item(self.op, self, args, kwargs)
+            rules.check_shapes_before_devices(self.plan, engine.schema_values(self.op, args, kwargs))
             raise
         run = self.cache.get(key)
         if run is None:

@@ -277,6 +277,28 @@ def output_shape_error(output: Sequence[int], broadcast: Sequence[int]) -> Runti
     return RuntimeError(f"output with shape {list(output)} doesn't match the broadcast shape {list(broadcast)}")
 
 
+def check_shapes_before_devices(plan: Plan, values: Sequence[Any]) -> None:
+    """TensorIterator's broadcast check of a pointwise call (``values`` in schema order) whose
+    tensors the call signature refused for being on different devices. TensorIterator computes the
+    shape before it compares devices (its ops declare ``device_check: NoCheck`` in
+    native_functions.yaml), so ``neuron_scalar.add_(torch.ones(3))`` raises "output with shape []
+    doesn't match the broadcast shape [3]" on CPU and CUDA, not the device error.
+
+    Raises:
+        RuntimeError: the shapes do not broadcast, or the result does not fit an in-place ``self``.
+    """
+    if torch.Tag.pointwise not in plan.functional.tags:
+        return
+    outs = {position for position in plan.writes if not plan.is_in_place_self(position)}
+    inputs = [
+        tuple(value.shape)
+        for position, value in enumerate(values)
+        if isinstance(value, torch.Tensor) and position not in outs
+    ]
+    in_place = [tuple(values[position].shape) for position in plan.writes if plan.is_in_place_self(position)]
+    check_broadcast(inputs, in_place)
+
+
 def check_broadcast(inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]] = ()) -> list[int]:
     """The broadcast shape of ``inputs`` (in operand order), checked as TensorIterator checks it
     (ATen's TensorIterator.cpp ``compute_shape``, ExpandUtils.cpp ``infer_size``).
