@@ -836,3 +836,14 @@ def test_nonzero_is_column_major_as_cpu_and_cuda_write_it(out):
     expected, actual = nonzero("cpu"), nonzero("neuron")
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_cpu_tensor_indexed_by_neuron_indices_raises_atens_error():
+    # ATen's index meta: indices on the CPU or on the indexed tensor's device (as with CUDA indices).
+    x = torch.randn(3, 4, 4)
+    indices = torch.tensor([0, 2, 1], device="neuron")
+    message = r"^indices should be either on cpu or on the same device as the indexed tensor \(cpu\)$"
+    for index in (lambda: x[indices], lambda: x[:, indices, None], lambda: x[indices.cpu(), indices]):
+        with pytest.raises(RuntimeError, match=message):
+            index()
+    torch.testing.assert_close(x.to("neuron")[indices.cpu()].cpu(), x[indices.cpu()])

@@ -388,10 +388,16 @@ def index_with_masks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch
 
     A k-dimensional mask selects the positions where it is true, so the result's length depends on
     the data: each mask becomes k int64 index tensors (its ``nonzero`` coordinates, a
-    synchronisation point) and the integer indexing runs on the device.
+    synchronisation point) and the integer indexing runs on the device. A CPU ``self`` with neuron
+    indices raises ATen's error (``index``'s meta: indices on the CPU or on self's device), as CUDA
+    indices of a CPU tensor do.
     """
 
     def index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> torch.Tensor:
+        if self.device.type != "neuron":  # a CPU tensor indexed by neuron indices reaches neuron's kernel
+            raise RuntimeError(
+                f"indices should be either on cpu or on the same device as the indexed tensor ({self.device})"
+            )
         if not any(_is_mask(i) for i in indices):
             return kernel(self, indices)
         return kernel(self, _mask_coordinates(self, indices))

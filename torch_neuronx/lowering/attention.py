@@ -17,6 +17,7 @@ import torch
 
 from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
+from torch_neuronx.lowering.random import flat
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import jax_dtype
 
@@ -110,7 +111,7 @@ def _grouped_bias(attn_bias, query, key_states):
 def _dropout_keep(rng, dropout_p, shape):
     """The mask of the probabilities dropout keeps: the same for a forward and its backward, which
     rebuild it from the same key."""
-    return jax.random.bernoulli(rng, 1.0 - dropout_p, shape)
+    return flat(shape, lambda n: jax.random.bernoulli(rng, 1.0 - dropout_p, n))
 
 
 def _attention(query, key_states, value, attn_bias, dropout_p, is_causal, scale, rng):
