@@ -516,11 +516,15 @@ def _index_reduce_reduction(arguments: dict) -> None:
     promote=("self", "source"),
     dtype_rule=_index_func_rule("index_reduce", then=_index_reduce_reduction),
     rule_first=True,
+    metas=True,
 )
-def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+def index_reduce(self, dim, index, source, reduce, *, include_self=True, metas):
     """torch.index_reduce: reduces ``source[..., i, ...]`` into ``self[..., index[i], ...]`` along
     ``dim`` with prod, mean, amax or amin; ``include_self=False`` leaves the indexed elements' old
-    values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU."""
+    values out. NaN propagates through amax/amin; an integer mean rounds down (floor), as on CPU.
+
+    16-bit floats round as the CPU's kernel (``index_reduce_func_impl``) does: each product or sum
+    in the 16-bit dtype, in index order (XLA's scatter in that dtype), then a mean's one division."""
     x = _at_least_1d(self)
     dim = dim % x.ndim
     # include_self=False fills the indexed slices first: index_fill_'s check and words on the CPU.
@@ -528,7 +532,13 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     idx = _checked(index.reshape(-1), x.shape[dim], message, IndexError, negative=False, dim=dim)
     key, updates = _along(dim, idx), _at_least_1d(source)
     base = x if include_self else x.at[key].set(_identity(reduce, x.dtype), mode="promise_in_bounds")
-    result = _reduce_at(base, key, updates, reduce)
+    narrow = JAX_DTYPE[metas[0].dtype] if metas[0].dtype in (torch.bfloat16, torch.float16) else None
+    if narrow is not None and reduce in ("prod", "mean"):
+        scattered = base.astype(narrow).at[key]
+        step = scattered.multiply if reduce == "prod" else scattered.add
+        result = step(updates.astype(narrow), mode="promise_in_bounds").astype(x.dtype)
+    else:
+        result = _reduce_at(base, key, updates, reduce)
     if reduce == "mean":
         count = jnp.full(x.shape[dim], 1 if include_self else 0, x.dtype).at[idx].add(1, mode="promise_in_bounds")
         count = jnp.maximum(count, 1).reshape((-1,) + (1,) * (x.ndim - dim - 1))
