@@ -297,6 +297,13 @@ ATEN_CHECKED = {
         _ones(4, device=d), 1, out=_ones(4, device=d, dtype=torch.float16)
     ),
     "clamp_in_place_promoting": lambda d: _labels(4, device=d).clamp_(min=0.5),
+    # complex_check_dtype: out= of exactly the inputs' complex dtype (v2.4.0's test_tensor_creation_ops)
+    "complex_out_of_a_real_dtype": lambda d: torch.complex(
+        _ones(2, device=d), _ones(2, device=d), out=_ones(2, device=d)
+    ),
+    "polar_out_of_complex32": lambda d: torch.polar(
+        _ones(2, device=d), _ones(2, device=d), out=_ones(2, device=d, dtype=torch.complex32)
+    ),
     # TensorIterator computes shapes before it compares devices (add's device_check: NoCheck): a
     # CPU operand that does not fit raises the shape error; neuron raised the device error.
     "in_place_result_too_large_beside_a_cpu_tensor": lambda d: torch.ones((), device=d).add_(torch.ones(3)),

@@ -140,6 +140,13 @@ _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
     # type), in words not checked here. histc is not listed: CUDA's copies its result into any out=
     # (eager/redirects.py).
     "kthvalue": lambda r, o: "output values must be of same type as input",
+    # TensorFactories.cpp complex_check_dtype: the complex counterpart of the inputs' dtype exactly
+    "complex": lambda r, o: (
+        f"Expected object of scalar type {aten_name(r)} but got scalar type {aten_name(o)} for argument 'out'"
+    ),
+    "polar": lambda r, o: (
+        f"Expected object of scalar type {aten_name(r)} but got scalar type {aten_name(o)} for argument 'out'"
+    ),
     "mode": lambda r, o: f"expected scalar type '{aten_name(r)}' but got '{aten_name(o)}' for values output",
     "log_sigmoid_forward": _scalar_type_matches_found,
     "index_select": lambda r, o: "index_select(): self and result must have the same scalar type",
