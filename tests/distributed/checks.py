@@ -13,6 +13,7 @@ one job serves many tests.
 from __future__ import annotations
 
 import datetime
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -726,6 +727,53 @@ def _mismatched_dtypes(rank: int, world_size: int) -> None:
     _expect_disagreement(
         lambda: dist.all_reduce(halves), "rank 0: all_reduce (SUM) of float16, tensor of shape (4, 2), 8 elements"
     )
+
+
+@check("arguments_refused_on_one_rank_raise_on_every_rank")
+def _refused_on_one_rank(rank: int, world_size: int) -> None:
+    # A rank whose own checks refuse its arguments must not leave the others waiting (for the
+    # group's timeout, 30 minutes by default): it raises its error, the others raise too, at once.
+    started = time.monotonic()
+    calls = {
+        "split sum": lambda: dist.all_to_all_single(
+            torch.empty(2, 3, device="neuron"), torch.ones(2, 3, device="neuron"), [1, 1], [1, 1 + rank]
+        ),
+        "dtype": lambda: dist.all_reduce(torch.ones(4, device="neuron").to(torch.int16 if rank else torch.int32)),
+        "list length": lambda: dist.all_to_all(
+            [torch.empty(1, device="neuron") for _ in range(world_size)],
+            [torch.ones(1, device="neuron") for _ in range(world_size + rank)],
+        ),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except (RuntimeError, TypeError, ValueError) as error:
+            if rank == 0:
+                assert "rank 1 refused its arguments" in str(error), (name, error)
+        else:
+            raise AssertionError(f"{name}: no error")
+    assert time.monotonic() - started < 20
+    # Even splits of a dimension 0 the ranks do not divide: c10d's error (gloo tore the floats).
+    try:
+        dist.all_to_all_single(torch.empty(3, device="neuron"), torch.arange(3.0, device="neuron"))
+    except RuntimeError as error:
+        assert str(error) == "Tensor's dim 0 does not divide equally across group size", error
+    else:
+        raise AssertionError("an even all_to_all_single of 3 rows did not raise")
+
+
+@check("point_to_point_works_have_futures_and_results")
+def _point_to_point_futures(rank: int, world_size: int) -> None:
+    tensor = torch.full((3,), float(rank), device="neuron")
+    if rank == 0:
+        work = dist.isend(tensor, 1)
+    elif rank == 1:
+        work = dist.irecv(tensor, 0)
+    else:
+        return
+    (value,) = work.get_future().wait()
+    assert value is tensor and work.result()[0] is tensor
+    assert_close(tensor.cpu(), torch.zeros(3))
 
 
 @check("mismatched_reductions_raise")

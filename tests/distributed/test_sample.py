@@ -26,6 +26,7 @@ SAMPLE = [
     "all_gather_object",
     "cpu_tensor_on_neuron_group_raises",
     "dtypes_nccl_lacks_raise",
+    "arguments_refused_on_one_rank_raise_on_every_rank",
     "profiled_all_reduce_is_a_device_event",
     "ddp_step_matches_one_cpu_process",
 ]

@@ -56,9 +56,11 @@ _DTYPES = [
     torch.float8_e5m2fnuz,
 ]
 _DIMS = 6  # dimensions of the first tensor named in a disagreement
-#: Fingerprint layout: collective, reduction, dtype, elements, tensors, dims, _DIMS sizes, checksum;
-#: then the elements sent to each rank and received from each (an all-to-all's; -1 otherwise).
-FINGERPRINT = 6 + _DIMS + 1
+#: Fingerprint layout: collective, reduction, dtype, elements, tensors, dims, _DIMS sizes, checksum,
+#: whether this rank refused its arguments; then the elements sent to each rank and received from
+#: each (an all-to-all's; -1 otherwise).
+FINGERPRINT = 6 + _DIMS + 2
+_REFUSED = FINGERPRINT - 1
 
 
 def dtype_code(dtype: torch.dtype) -> int:
@@ -84,6 +86,7 @@ def _fingerprint(
     sizes: bool,
     exchange: tuple[Sequence[int], Sequence[int]] | None,
     world_size: int,
+    refused: bool,
 ) -> torch.Tensor:
     first = tensors[0] if tensors else None
     shape = list(first.shape) if first is not None and sizes else []
@@ -99,6 +102,7 @@ def _fingerprint(
             len(shape) if sizes else -1,
             *(shape + [-1] * _DIMS)[:_DIMS],
             zlib.crc32(described.encode()),
+            int(refused),
             *sent,
             *received,
         ],
@@ -113,23 +117,39 @@ def check_agreement(
     sizes: bool = True,
     op: dist.ReduceOp | None = None,
     exchange: tuple[Sequence[int], Sequence[int]] | None = None,
+    refused: Exception | None = None,
 ) -> None:
     """Raises on every rank unless all ranks call ``collective`` with the same reduction ``op`` on
     tensors of the same dtypes and, with ``sizes``, the same shapes (``sizes=False`` for collectives
     whose sizes may differ per rank, such as an uneven ``all_to_all_single``). ``exchange`` is an
     all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
-    rank ``r`` must be what ``r`` expects from ``s``.
+    rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
+    arguments, raised here after the other ranks learnt of it, so that none of them waits for a
+    collective that will not come (NCCL's ranks would, until the group's timeout).
 
     Raises:
-        RuntimeError: the ranks disagree; the message says what each rank passed.
+        RuntimeError: the ranks disagree, the message saying what each rank passed; or another rank
+            refused its arguments.
+        Exception: ``refused``, on the rank that refused.
     """
     size = gloo.size()
     if size == 1:
+        if refused is not None:
+            raise refused
         return
-    mine = _fingerprint(collective, op, tensors, sizes, exchange, size)
+    mine = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
     everyone = torch.empty(size * mine.numel(), dtype=torch.int64)
     gloo._allgather_base(everyone, mine).wait()
     rows = everyone.view(size, -1)
+    if refused is not None:
+        raise refused
+    refusing = [rank for rank, flag in enumerate(rows[:, _REFUSED].tolist()) if flag]
+    if refusing:
+        ranks = ", ".join(map(str, refusing))
+        raise RuntimeError(
+            f"neuron {collective}: rank {ranks} refused its arguments (its error says why), so this rank raises "
+            "too instead of waiting for a collective that will not come"
+        )
     calls = rows[:, :FINGERPRINT]
     sent, received = rows[:, FINGERPRINT : FINGERPRINT + size], rows[:, FINGERPRINT + size :]
     if not bool((calls == mine[:FINGERPRINT]).all()):
@@ -154,7 +174,7 @@ def check_agreement(
 
 
 def _describe(row: list[int]) -> str:
-    collective, reduction, dtype, numel, count, ndim, *rest = row
+    collective, reduction, dtype, numel, count, ndim, *rest = row[:_REFUSED]
     dims = rest[:_DIMS]
     name = COLLECTIVES[collective] if 0 <= collective < len(COLLECTIVES) else "another collective"
     if reduction >= 0:

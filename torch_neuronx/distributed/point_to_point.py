@@ -96,6 +96,7 @@ class StagedSend(dist.Work):
 
     def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, dst: int, tag: int, tags: PayloadTags) -> None:
         super().__init__()
+        self._tensor = tensor
         payload_tag = tags.next(dst)
         # gloo reads these until the sends complete: the work keeps them.
         self._buffers = [_header(payload_tag, tensor), staging.to_host(tensor)]
@@ -120,6 +121,30 @@ class StagedSend(dist.Work):
 
     def is_success(self) -> bool:
         return self._done
+
+    def result(self) -> list[torch.Tensor]:
+        """The sent tensor, as NCCL's send work returns it."""
+        return [self._tensor]
+
+    def get_future(self) -> torch.futures.Future:
+        return _future_of(self)
+
+
+def _future_of(work: dist.Work) -> torch.futures.Future:
+    """A future completed with ``work.result()`` once ``work.wait()`` returns (or with its error),
+    waited for on a thread of its own: gloo's point-to-point works have no future to chain."""
+    future: torch.futures.Future = torch.futures.Future()
+
+    def complete() -> None:
+        try:
+            work.wait()
+        except BaseException as error:  # noqa: BLE001 (handed to the future's waiter)
+            future.set_exception(error)
+        else:
+            future.set_result(work.result())
+
+    threading.Thread(target=complete, name="neuron-p2p-future", daemon=True).start()
+    return future
 
 
 class StagedReceive(dist.Work):
@@ -194,6 +219,13 @@ class StagedReceive(dist.Work):
 
     def is_success(self) -> bool:
         return self._done and self._mismatch is None
+
+    def result(self) -> list[torch.Tensor]:
+        """The receive tensor, as NCCL's receive work returns it (it holds the message after ``wait()``)."""
+        return [self._tensor]
+
+    def get_future(self) -> torch.futures.Future:
+        return _future_of(self)
 
     def _source_rank(self) -> int:
         """The rank the receive got its data from (after ``wait()``)."""

@@ -15,6 +15,7 @@ the results are bound to the tensors, so every op launched after it reads them.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -119,6 +120,29 @@ class NeuronProcessGroup(dist.ProcessGroup):
             self._cpu_allowed = "cpu:" in config
         return self._cpu_allowed
 
+    def _agree(
+        self,
+        collective: str,
+        check: Callable[[], int],
+        tensors: Sequence[torch.Tensor],
+        exchange: Callable[[], tuple[list[int], list[int]]] | None = None,
+        **fingerprint: object,
+    ) -> int:
+        """This rank's argument checks (``check``, returning the core; ``exchange``, an all-to-all's
+        elements sent and received), then the agreement with the other ranks
+        (``agreement.check_agreement``), which a refusal reaches first: the refusing rank raises its
+        error there and every other rank raises too, so that none waits for the collective until
+        the group's timeout."""
+        try:
+            device, refused = check(), None
+            sent_and_received = exchange() if exchange is not None else None
+        except (ValueError, TypeError, RuntimeError) as error:
+            device, sent_and_received, refused = -1, None, error
+        agreement.check_agreement(
+            self._gloo, collective, tensors, exchange=sent_and_received, refused=refused, **fingerprint
+        )
+        return device
+
     def _run(
         self,
         collective: str,
@@ -178,8 +202,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions) -> dist.Work:
         if self._on_cpu("all_reduce", tensors):
             return self._gloo.allreduce(tensors, opts)
-        device = staging.check_tensors("all_reduce", tensors, reduces=True)
-        agreement.check_agreement(self._gloo, "all_reduce", tensors, op=opts.reduceOp)
+        check = functools.partial(staging.check_tensors, "all_reduce", tensors, reduces=True)
+        device = self._agree("all_reduce", check, tensors, op=opts.reduceOp)
         state = {}
 
         def launch() -> dist.Work:
@@ -200,8 +224,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: dist.AllreduceCoalescedOptions) -> dist.Work:
         if self._on_cpu("all_reduce_coalesced", tensors):
             return self._gloo.allreduce_coalesced(tensors, opts)
-        device = staging.check_tensors("all_reduce_coalesced", tensors, reduces=True)
-        agreement.check_agreement(self._gloo, "all_reduce_coalesced", tensors, op=opts.reduceOp)
+        check = functools.partial(staging.check_tensors, "all_reduce_coalesced", tensors, reduces=True)
+        device = self._agree("all_reduce_coalesced", check, tensors, op=opts.reduceOp)
         state = {}
 
         def launch() -> dist.Work:
@@ -224,8 +248,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
         if self._on_cpu("reduce", tensors):
             return self._gloo.reduce(tensors, opts)
-        device = staging.check_tensors("reduce", tensors, reduces=True)
-        agreement.check_agreement(self._gloo, "reduce", tensors, op=opts.reduceOp)
+        check = functools.partial(staging.check_tensors, "reduce", tensors, reduces=True)
+        device = self._agree("reduce", check, tensors, op=opts.reduceOp)
         is_root = self.rank() == opts.rootRank
         state = {}
 
@@ -251,8 +275,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
         if self._on_cpu("broadcast", tensors):
             return self._gloo.broadcast(tensors, opts)
-        device = staging.check_tensors("broadcast", tensors)
-        agreement.check_agreement(self._gloo, "broadcast", tensors)
+        device = self._agree("broadcast", functools.partial(staging.check_tensors, "broadcast", tensors), tensors)
         is_root = self.rank() == opts.rootRank
         hosts: list[torch.Tensor] = []
 
@@ -275,8 +298,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather", inputs + outputs):
             return self._gloo.allgather(output_lists, inputs, opts)
-        device = staging.check_tensors("all_gather", inputs + outputs)
-        agreement.check_agreement(self._gloo, "all_gather", inputs + outputs)
+        check = functools.partial(staging.check_tensors, "all_gather", inputs + outputs)
+        device = self._agree("all_gather", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -295,8 +318,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
             return self._gloo.allgather_coalesced(output_lists, inputs, opts)
-        device = staging.check_tensors("all_gather_coalesced", inputs + outputs)
-        agreement.check_agreement(self._gloo, "all_gather_coalesced", inputs + outputs)
+        check = functools.partial(staging.check_tensors, "all_gather_coalesced", inputs + outputs)
+        device = self._agree("all_gather_coalesced", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -320,8 +343,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``all_gather_into_tensor``: every rank's ``input`` concatenated (or stacked) into ``output``."""
         if self._on_cpu("all_gather_into_tensor", [output, input]):
             return self._gloo._allgather_base(output, input, opts)
-        device = staging.check_tensors("all_gather_into_tensor", [output, input])
-        agreement.check_agreement(self._gloo, "all_gather_into_tensor", [output, input])
+        check = functools.partial(staging.check_tensors, "all_gather_into_tensor", [output, input])
+        device = self._agree("all_gather_into_tensor", check, [output, input])
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
@@ -359,8 +382,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("gather", inputs + outputs):
             return self._gloo.gather(output_lists, inputs, opts)
-        device = staging.check_tensors("gather", inputs + outputs)
-        agreement.check_agreement(self._gloo, "gather", inputs)
+        device = self._agree("gather", functools.partial(staging.check_tensors, "gather", inputs + outputs), inputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -381,8 +403,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         inputs = [tensor for inputs in input_lists for tensor in inputs]
         if self._on_cpu("scatter", inputs + outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
-        device = staging.check_tensors("scatter", inputs + outputs)
-        agreement.check_agreement(self._gloo, "scatter", outputs)
+        device = self._agree("scatter", functools.partial(staging.check_tensors, "scatter", inputs + outputs), outputs)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
         def launch() -> dist.Work:
@@ -404,18 +425,21 @@ class NeuronProcessGroup(dist.ProcessGroup):
         gloo has no reduce-scatter of its own, so the inputs are staged into one contiguous host
         buffer, all-reduced there, and each rank copies back only its own part.
         """
-        if len(outputs) != 1 or len(input_lists) != 1:
-            raise ValueError(f"neuron reduce_scatter: expected one output and one input list, got {len(outputs)}")
-        inputs = input_lists[0]
-        if len(inputs) != self.size():
-            raise ValueError(
-                f"neuron reduce_scatter: the input list holds {len(inputs)} tensors; it needs one per rank "
-                f"({self.size()})"
-            )
+        inputs = [tensor for tensors in input_lists for tensor in tensors]
         if self._on_cpu("reduce_scatter", inputs + outputs):
             return self._gloo.reduce_scatter(outputs, input_lists, opts)
-        staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
-        agreement.check_agreement(self._gloo, "reduce_scatter", inputs + outputs, op=opts.reduceOp)
+
+        def check() -> int:
+            if len(outputs) != 1 or len(input_lists) != 1:
+                raise ValueError(f"neuron reduce_scatter: expected one output and one input list, got {len(outputs)}")
+            if len(inputs) != self.size():
+                raise ValueError(
+                    f"neuron reduce_scatter: the input list holds {len(inputs)} tensors; it needs one per rank "
+                    f"({self.size()})"
+                )
+            return staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
+
+        self._agree("reduce_scatter", check, inputs + outputs, op=opts.reduceOp)
         for position, tensor in enumerate(inputs):
             if tensor.shape != outputs[0].shape or tensor.dtype != outputs[0].dtype:
                 raise ValueError(
@@ -430,8 +454,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``reduce_scatter_tensor``: ``input`` is every rank's part, concatenated (or stacked)."""
         if self._on_cpu("reduce_scatter_tensor", [output, input]):
             return self._gloo._reduce_scatter_base(output, input, opts)
-        staging.check_tensors("reduce_scatter_tensor", [output, input], reduces=True)
-        agreement.check_agreement(self._gloo, "reduce_scatter_tensor", [output, input], op=opts.reduceOp)
+        check = functools.partial(staging.check_tensors, "reduce_scatter_tensor", [output, input], reduces=True)
+        self._agree("reduce_scatter_tensor", check, [output, input], op=opts.reduceOp)
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
             raise ValueError(
                 f"neuron reduce_scatter_tensor: input {input.dtype} {tuple(input.shape)} must hold {self.size()} "
@@ -494,10 +518,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``all_to_all_single``: splits along dimension 0, even or given per rank (uneven)."""
         if self._on_cpu("all_to_all_single", [output, input]):
             return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-        device = staging.check_tensors("all_to_all_single", [output, input])
+        check = functools.partial(staging.check_tensors, "all_to_all_single", [output, input])
+        exchange = functools.partial(_split_elements, self.size(), output, input, output_split_sizes, input_split_sizes)
         even = not output_split_sizes and not input_split_sizes
-        exchange = None if even else _split_elements(self.size(), output, input, output_split_sizes, input_split_sizes)
-        agreement.check_agreement(self._gloo, "all_to_all_single", [output, input], sizes=even, exchange=exchange)
+        device = self._agree("all_to_all_single", check, [output, input], exchange=exchange, sizes=even)
         host_output = staging.empty_host(output)
 
         def launch() -> dist.Work:
@@ -530,14 +554,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """
         if self._on_cpu("all_to_all", inputs + outputs):
             return self._gloo.alltoall(outputs, inputs, opts)
-        device = staging.check_tensors("all_to_all", inputs + outputs)
-        if len(inputs) != self.size() or len(outputs) != self.size():
-            raise ValueError(
-                f"neuron all_to_all: {len(inputs)} input and {len(outputs)} output tensors; it needs one of each "
-                f"per rank ({self.size()})"
-            )
-        exchange = ([t.numel() for t in inputs], [t.numel() for t in outputs])
-        agreement.check_agreement(self._gloo, "all_to_all", inputs + outputs, sizes=False, exchange=exchange)
+
+        def check() -> int:
+            if len(inputs) != self.size() or len(outputs) != self.size():
+                raise ValueError(
+                    f"neuron all_to_all: {len(inputs)} input and {len(outputs)} output tensors; it needs one of "
+                    f"each per rank ({self.size()})"
+                )
+            return staging.check_tensors("all_to_all", inputs + outputs)
+
+        def exchange() -> tuple[list[int], list[int]]:
+            return [t.numel() for t in inputs], [t.numel() for t in outputs]
+
+        device = self._agree("all_to_all", check, inputs + outputs, exchange=exchange, sizes=False)
         dtypes = {tensor.dtype for tensor in inputs + outputs}
         if len(dtypes) != 1:
             raise TypeError(f"neuron all_to_all: the tensors must share one dtype, got {sorted(map(str, dtypes))}")
