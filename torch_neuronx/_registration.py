@@ -27,6 +27,7 @@ def register() -> None:
         accelerate_memory,
         compiled_optimizers,
         data_parallel,
+        jit_load,
         jit_trace_check,
         meta_kernels,
         transformer_encoder,
@@ -64,6 +65,7 @@ def register() -> None:
     compiled_optimizers.install()
     data_parallel.install()
     jit_trace_check.install()
+    jit_load.install()
     # Dynamo runs a graph's fake tensors through the meta kernels before any neuron op has run.
     meta_kernels.register()
     route_default_compiler(_compile_default)

@@ -104,3 +104,27 @@ def test_script_with_control_flow():
     scripted = torch.jit.script(copy.deepcopy(cpu_model).to("neuron"))
     x = torch.randn(2, 3, 8, 8)
     torch.testing.assert_close(scripted(x.to("neuron")).cpu(), cpu_model(x))
+
+
+@pytest.mark.parametrize("traced_on", ["cpu", "neuron"])
+def test_saved_trace_with_python_floats_loads_onto_neuron(traced_on):
+    # The tracer keeps 2.5 as a float64 CPU constant; map_location="neuron" moved it to neuron, which
+    # has no FP64, and the load raised the policy's TypeError.
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Linear(4, 3)
+
+    def scaled(x):
+        return cpu_model(x) * 2.5 + 0.5
+
+    x = torch.randn(2, 4)
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.trace(copy.deepcopy(cpu_model).to(traced_on), x.to(traced_on)), buffer)
+    traced = torch.jit.trace(lambda t: t * 2.5 + 0.5, torch.randn(2, 3, device=traced_on))
+    constants = io.BytesIO()
+    torch.jit.save(traced, constants)
+    for archive in (buffer, constants):
+        archive.seek(0)
+    linear = torch.jit.load(buffer, map_location="neuron")
+    scale = torch.jit.load(constants, map_location="neuron:0")
+    assert all(p.device == torch.device("neuron", 0) for p in linear.parameters())
+    torch.testing.assert_close(scale(linear(x.to("neuron"))).cpu(), scaled(x))
