@@ -985,3 +985,25 @@ def test_a_neuron_generator_for_cpu_tensors_raises_the_cpus_error(draw):
     torch.poisson(torch.ones(3, device="neuron"), generator=generator)
     with pytest.raises(RuntimeError, match="^Expected a 'cpu' device type for generator but found 'neuron'$"):
         draw(generator)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        torch.poisson,
+        torch._standard_gamma,
+        torch._sample_dirichlet,
+        lambda x: torch.nn.functional.rrelu(x - 2, training=True),
+    ],
+    ids=["poisson", "standard_gamma", "sample_dirichlet", "rrelu"],
+)
+def test_samplers_of_a_permuted_input_are_contiguous_as_on_cpu(sample):
+    # The CPU's samplers allocate at::empty(sizes): contiguous, so .view(-1) works on the result.
+    base = torch.arange(120.0).reshape(4, 5, 6) % 3  # rates 0, 1 and 2
+    permuted = base.permute(2, 0, 1)
+    expected = sample(permuted)
+    result = sample(permuted.to("neuron"))
+    assert result.stride() == expected.stride()
+    zero = permuted == 0  # a zero rate draws zero
+    if sample is torch.poisson:
+        torch.testing.assert_close(result.view(-1).cpu()[zero.reshape(-1)], torch.zeros(int(zero.sum())))

@@ -103,12 +103,27 @@ def _cuda_selects_cudnn_batch_norm(op: Any, arguments: list[Any]) -> bool:
     return input.shape[0] <= (880801 if training else 65535) and input.numel() < 2**31 - 1
 
 
+#: Ops whose CPU and CUDA kernels allocate their (first) result contiguous whatever the input's
+#: layout (``at::empty(self.sizes())`` in the samplers of Distributions.cpp; rrelu_with_noise's
+#: LEGACY_CONTIGUOUS_MEMORY_FORMAT), where PyTorch's meta kernels keep the input's strides.
+_CONTIGUOUS_FIRST_RESULT = frozenset(
+    {
+        aten.poisson.default,
+        aten._standard_gamma.default,
+        aten._sample_dirichlet.default,
+        aten.rrelu_with_noise_functional.default,
+    }
+)
+
+
 def result_metas(op: Any, arguments: list[Any], results: list[Any]) -> list[Any]:
     """``results`` (the meta kernel's new results of ``op`` called with ``arguments``) in the memory
     format CPU and CUDA give them: a convolution's output channels_last (channels_last_3d) when its
     input or weight is; TensorIterator's strides for the ops of ``_TENSOR_ITERATOR_LAYOUT``; a
-    contiguous ``pow(scalar, tensor)``; a batch norm's output as cuDNN lays it out where CUDA calls
-    cuDNN; ``linalg_eig``'s eigenvectors column-major."""
+    contiguous ``pow(scalar, tensor)`` and sampler output; a batch norm's output as cuDNN lays it out
+    where CUDA calls cuDNN; ``linalg_eig``'s eigenvectors column-major."""
+    if op in _CONTIGUOUS_FIRST_RESULT and results and isinstance(results[0], torch.Tensor):
+        return [results[0].contiguous(), *results[1:]]
     if op is aten.linalg_eig.default and len(results) == 2:
         return [results[0], results[1].mT.contiguous().mT]
     if op in _BATCH_NORMS and _cuda_selects_cudnn_batch_norm(op, arguments):
