@@ -221,7 +221,7 @@ def convolution_recorded_by_tracer(kernel: Callable[..., torch.Tensor]) -> Calla
     (``at::native::convolution``: cuDNN's benchmark, deterministic, enabled and TF32 settings)."""
 
     def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-        if torch._C._get_tracing_state() is None:
+        if not torch.jit.is_tracing():
             return kernel(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
         cudnn = torch.backends.cudnn
         return aten._convolution.default(
