@@ -274,6 +274,18 @@ def _coalesced(rank: int, world_size: int) -> None:
     dist.all_reduce_coalesced(neurons)
     for got, want in zip(neurons, expected, strict=True):
         assert_close(got.cpu(), want)
+    # A coalescing manager hands NCCL mixed dtypes in one coalesced all-reduce (gloo refuses them):
+    # the same sums, dtype by dtype.
+    mixed = [make_input((3,), torch.float32, rank, 3), make_input((4,), torch.bfloat16, rank, 4)]
+    neurons = [t.to("neuron") for t in mixed]
+    with dist._coalescing_manager(async_ops=True) as manager:
+        for tensor in neurons:
+            dist.all_reduce(tensor)
+    manager.wait()
+    for got, cpu in zip(neurons, mixed, strict=True):
+        want = cpu.clone()
+        dist.all_reduce(want)
+        assert_close(got.cpu(), want)
 
 
 @check("coalescing_manager")

@@ -235,7 +235,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
             gloo_opts = dist.AllreduceCoalescedOptions()
             gloo_opts.reduceOp = gloo_op
             gloo_opts.timeout = opts.timeout
-            return self._gloo.allreduce_coalesced(hosts, gloo_opts)
+            # gloo coalesces tensors of one dtype only; NCCL takes any mix: one gloo call per dtype,
+            # in the order of first appearance (the same on every rank, whose dtypes agree).
+            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+            for host in hosts:
+                by_dtype.setdefault(host.dtype, []).append(host)
+            if len(by_dtype) == 1:
+                return self._gloo.allreduce_coalesced(hosts, gloo_opts)
+            return _gathered([self._gloo.allreduce_coalesced(group, gloo_opts) for group in by_dtype.values()], hosts)
 
         def finish() -> None:
             state["post"](state["hosts"])
