@@ -297,6 +297,11 @@ ATEN_CHECKED = {
         _ones(4, device=d), 1, out=_ones(4, device=d, dtype=torch.float16)
     ),
     "clamp_in_place_promoting": lambda d: _labels(4, device=d).clamp_(min=0.5),
+    # matrix_rank_impl: the int64 count must cast safely to out= (v2.4.0's test_linalg); neuron counted
+    # into a bool out=
+    "matrix_rank_out_of_bool": lambda d: torch.linalg.matrix_rank(
+        torch.eye(2, device=d), out=torch.empty(0, dtype=torch.bool, device=d)
+    ),
     # complex_check_dtype: out= of exactly the inputs' complex dtype (v2.4.0's test_tensor_creation_ops)
     "complex_out_of_a_real_dtype": lambda d: torch.complex(
         _ones(2, device=d), _ones(2, device=d), out=_ones(2, device=d)

@@ -78,7 +78,13 @@ def linalg_matrix_rank_tensor(
     """``torch.linalg.matrix_rank``: the number of singular values (eigenvalue magnitudes when
     ``hermitian``) above max(atol, rtol * largest); atol defaults to 0, rtol to eps * max(m, n), or
     0 where a given atol is positive. With ``out``, counted into it as ATen's ``matrix_rank_impl``
-    does (``sum_out``: resized with its warning, any dtype the count casts to)."""
+    does (``sum_out``: resized with its warning, any dtype the int64 count casts to safely; ATen's
+    ``matrix_rank_impl`` checks that first)."""
+    if out is not None and not torch.can_cast(torch.int64, out.dtype):
+        raise RuntimeError(
+            "torch.linalg.matrix_rank: Expected result to be safely castable from Long dtype, but got result with "
+            f"dtype {aten_name(out.dtype)}"
+        )
     result = aten.linalg_matrix_rank.atol_rtol_tensor(
         _meta(input), atol=_meta(atol), rtol=_meta(rtol), hermitian=hermitian
     )

@@ -398,6 +398,16 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_print": _CPU_TOO + "torch 2.13 prints tensor([100.0000, 0.0100]) with less padding than v2.4.0 expects",
     "test_storage_dead_weak_ref": _CPU_TOO
     + "torch 2.13 raises no 'Got a null Storage' error for a storage whose weak reference died",
+    "test_large_bmm_mm_backward": (
+        "a CUDA-only assumption: the test, in the class for every device, makes its tensors on device='cuda'"
+    ),
+    "test_ormqr_errors_and_warnings": _CPU_TOO
+    + "torch 2.13 words the tau check 'tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])'",
+    "test_solve": _CPU_TOO
+    + "NumPy 2's np.linalg.solve takes a right-hand side of two dimensions as a matrix, where the v2.4.0 test "
+    "expects a batch of vectors (the empty-batch cases differ in shape)",
+    "test_nuclear_norm_axes_small_brute_force_old": _CPU_TOO
+    + "the test calls np.array(..., copy=False), which NumPy 2 refuses where a copy is needed",
     "test_lazy_clone": _NO_COW,
     "test_lazy_clone_view": _NO_COW,
     "test_lazy_clone_view_materialize": _NO_COW,
