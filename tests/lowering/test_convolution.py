@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import re
 
+import jax
+import jax.numpy as jnp
 import pytest
 import torch
 import torch.nn.functional as F
@@ -283,3 +285,36 @@ def test_convolution_argument_errors_are_atens(case):
     neuron = [t.to("neuron") if t is not None else None for t in tensors]
     with pytest.raises(RuntimeError, match=f"^{re.escape(str(expected.value))}$"):
         run(*neuron)
+
+
+@pytest.mark.parametrize(
+    ("make_input", "make_weight", "options"),
+    [
+        ((2, 6, 9), (6, 1, 4), {"padding": 3, "groups": 6}),  # a causal short convolution
+        ((2, 3, 10), (6, 1, 3), {"stride": 2, "padding": 1, "dilation": 2, "groups": 3}),  # multiplier 2
+        ((1, 4, 7, 6), (4, 1, 3, 2), {"stride": (2, 1), "padding": (1, 0), "groups": 4}),
+        ((1, 2, 4, 5, 3), (4, 1, 2, 3, 2), {"padding": 1, "dilation": (1, 2, 1), "groups": 2}),
+    ],
+    ids=["1d-causal", "1d-multiplier", "2d", "3d"],
+)
+def test_depthwise_convolution_gradients_match_cpu(make_input, make_weight, options):
+    # XLA's CPU weight gradient of a grouped convolution made a temporary that grows with the square
+    # of the channels (a model's 24576-channel short convolution: 18 GiB, and the process was
+    # killed); depthwise weight gradients are now summed over the kernel offsets.
+    spatial = len(make_input) - 2
+    conv = [F.conv1d, F.conv2d, F.conv3d][spatial - 1]
+    x, w, b = torch.randn(make_input), torch.randn(make_weight), torch.randn(make_weight[0])
+    _assert_grads_match(lambda x, w, b: conv(x, w, b, **options), x, w, b)
+    _assert_grads_match(lambda x, w: conv(x, w, None, **options), x, w, requires_grad=[False, True])
+
+
+def test_wide_depthwise_convolution_weight_gradient_compiles_small():
+    from torch_neuronx.lowering import convolution
+
+    x, w, g = (jnp.zeros(shape, jnp.float32) for shape in ((2, 24576, 8), (24576, 1, 4), (2, 24576, 11)))
+
+    def gradients(x, w, g):
+        return convolution.convolution_backward(g, x, w, [24576], [1], [3], [1], False, [0], 24576, [True, True, True])
+
+    temporary = jax.jit(gradients).lower(x, w, g).compile().memory_analysis().temp_size_in_bytes
+    assert temporary < 64 * 2**20, temporary  # 18 GiB through XLA's grouped-convolution transpose
