@@ -302,6 +302,14 @@ ATEN_CHECKED = {
     "matrix_rank_out_of_bool": lambda d: torch.linalg.matrix_rank(
         torch.eye(2, device=d), out=torch.empty(0, dtype=torch.bool, device=d)
     ),
+    # elu_backward's and leaky_relu_backward's metas refuse a gradient through an in-place forward with
+    # a negative slope (v2.4.0's test_nn); neuron computed one
+    "elu_in_place_negative_alpha_backward": lambda d: (
+        F.elu_(_ones(2, device=d).neg().requires_grad_().clone(), alpha=-2).sum().backward()
+    ),
+    "leaky_relu_in_place_negative_slope_backward": lambda d: (
+        F.leaky_relu_(_ones(2, device=d).neg().requires_grad_().clone(), -2).sum().backward()
+    ),
     # complex_check_dtype: out= of exactly the inputs' complex dtype (v2.4.0's test_tensor_creation_ops)
     "complex_out_of_a_real_dtype": lambda d: torch.complex(
         _ones(2, device=d), _ones(2, device=d), out=_ones(2, device=d)

@@ -320,10 +320,15 @@ SHARED_MEMORY_TENSORS = {
 }
 
 
-@pytest.mark.parametrize("fill", [lambda t: t.fill_(3), lambda t: t.zero_()], ids=["fill_", "zero_"])
+@pytest.mark.parametrize(
+    "fill",
+    [lambda t: t.fill_(3), lambda t: t.zero_(), lambda t: torch.nn.functional.threshold_(t, 5.0, -1.0)],
+    ids=["fill_", "zero_", "threshold_"],
+)
 @pytest.mark.parametrize("make", SHARED_MEMORY_TENSORS.values(), ids=SHARED_MEMORY_TENSORS)
 def test_fills_of_tensors_whose_elements_share_memory(make, fill):
-    # ATen's fill_ runs without the internal-overlap check (Fill.cpp): every element gets one value.
+    # ATen's fill_ and threshold_ (idempotent) run without the internal-overlap check (Fill.cpp,
+    # Activation.cpp): every element of a location gets one value.
     expected, actual = make("cpu"), make("neuron")
     fill(expected)
     assert fill(actual) is actual

@@ -8,7 +8,9 @@ a dimension of stride 0 (runtime/layout.py). A few ops ATen lets through, on the
   Fill.cpp): every element gets one value, so the result is well defined. ``fill_(value: Tensor)``
   does so only for a ``value`` on another device (CUDA's case for a CPU scalar tensor:
   ``fill_out(self, value.item())``); one on the same device is ``copy_``, which refuses the overlap.
-  Here the fill writes the same memory through the view without those dimensions.
+  ``threshold_`` likewise (Activation.cpp: "threshold is idempotent, so overlap is okay"): each
+  location's new value depends on its own value alone. Here the op writes the same memory through
+  the view without those dimensions.
 * ``masked_fill_``, ``index_fill_`` and ``index_put_`` warn that the use is deprecated
   (TensorAdvancedIndexing.cpp, cuda/Indexing.cu) and write each element in turn, so a location
   holds what the last element written through it got, and ``index_put_(accumulate=True)`` adds every
@@ -49,8 +51,8 @@ def _distinct_locations(tensor: torch.Tensor, shared: list[int]) -> torch.Tensor
 
 
 def filling_shared_memory(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """``aten::fill_``/``aten::zero_`` for the eager ``kernel`` that also fills a tensor whose
-    elements share memory, as ATen does; returns ``self``."""
+    """``aten::fill_``/``aten::zero_``/``aten::threshold_`` for the eager ``kernel`` that also writes
+    a tensor whose elements share memory, as ATen does; returns ``self``."""
 
     def fill(self: torch.Tensor, *args: Any) -> torch.Tensor:
         shared = _shared_dims(self)

@@ -246,7 +246,7 @@ def _register_kernels() -> None:
             kernel = redirects.convolution_recorded_by_tracer(kernel)
         elif plan.op is aten._native_multi_head_attention.default:
             kernel = redirects.multi_head_attention_weights(kernel)
-        elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default):
+        elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default, aten.threshold_.default):
             kernel = expanded_writes.filling_shared_memory(kernel)
         if plan.op in expanded_writes.SHARED_MEMORY_WRITES:
             kernel = expanded_writes.writing_shared_memory(expanded_writes.SHARED_MEMORY_WRITES[plan.op], kernel)

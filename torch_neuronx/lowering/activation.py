@@ -281,7 +281,33 @@ def mish_backward(grad_output, self):
     return grad_output * (t + self * jax.nn.sigmoid(self) * (1 - t * t))
 
 
-@lowering(aten.elu_backward.default, promotion=Promotion.DEFAULT, static=("is_result",))
+def _in_place_slope_check(flag: str, slope: str, name: str, tail: str = ""):
+    """The structured metas' check of ``elu_backward`` and ``leaky_relu_backward`` (Activation.cpp,
+    CPU and CUDA): a gradient taken from the result of an in-place forward (``flag``) with a
+    negative ``slope`` cannot be recovered, and raises.
+
+    Raises:
+        RuntimeError: ATen's "In-place ... backward calculation is triggered with a negative slope".
+    """
+
+    def rule(arguments: dict) -> None:
+        if arguments[flag] and float(arguments[slope]) < 0:
+            raise RuntimeError(
+                f"In-place {name} backward calculation is triggered with a negative slope which is not supported. "
+                "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
+                "version instead." + tail
+            )
+
+    return rule
+
+
+@lowering(
+    aten.elu_backward.default,
+    promotion=Promotion.DEFAULT,
+    static=("is_result",),
+    dtype_rule=_in_place_slope_check("is_result", "alpha", "elu"),
+    rule_first=True,
+)
 def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
     """Gradient of F.elu from its input, or from its result when ``is_result`` (in-place elu_)."""
     if is_result:
@@ -291,7 +317,19 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
     return jnp.where(self_or_result <= 0, negative, grad_output * scale)
 
 
-@lowering(aten.leaky_relu_backward.default, promotion=Promotion.DEFAULT, static=("self_is_result",))
+@lowering(
+    aten.leaky_relu_backward.default,
+    promotion=Promotion.DEFAULT,
+    static=("self_is_result",),
+    dtype_rule=_in_place_slope_check(
+        "self_is_result",
+        "negative_slope",
+        "leakyReLu",
+        " File an issue at https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
+        "backward calculation with negative slope",
+    ),
+    rule_first=True,
+)
 def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
     """Gradient of F.leaky_relu: grad where self > 0, else grad * negative_slope."""
     return jnp.where(self > 0, grad_output, grad_output * negative_slope)

@@ -408,6 +408,11 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "expects a batch of vectors (the empty-batch cases differ in shape)",
     "test_nuclear_norm_axes_small_brute_force_old": _CPU_TOO
     + "the test calls np.array(..., copy=False), which NumPy 2 refuses where a copy is needed",
+    "test_batchnorm_nhwc_cpu": _CPU_TOO
+    + "a CPU-only test whose channels-last batch norm differs from the reference by 2e-5 with torch 2.13",
+    "test_softshrink_negative": _CPU_TOO
+    + "torch 2.13 words the check 'lambda must be in range [0, 3.40282e+38] for input dtype Float, but found -1'",
+    "test_one_hot": _DEFERRED_CHECK + " (an index out of range or a class count too small)",
     "test_lazy_clone": _NO_COW,
     "test_lazy_clone_view": _NO_COW,
     "test_lazy_clone_view_materialize": _NO_COW,
