@@ -83,7 +83,35 @@ class PayloadTags:
             return MAX_USER_TAG + 1 + next(self._counters[peer]) % _PAYLOAD_TAGS
 
 
-class StagedSend(dist.Work):
+class _PointToPointWork(dist.Work):
+    """A send's or receive's work of one tensor: ``result()`` is that tensor, as NCCL's work returns
+    it (a receive's holds the message after ``wait()``), and ``get_future()`` a future completed with
+    it once ``wait()`` returns (or with its error), waited for on a thread of its own: gloo's
+    point-to-point works have no future to chain."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__()
+        self._tensor = tensor
+
+    def result(self) -> list[torch.Tensor]:
+        return [self._tensor]
+
+    def get_future(self) -> torch.futures.Future:
+        future: torch.futures.Future = torch.futures.Future()
+
+        def complete() -> None:
+            try:
+                self.wait()
+            except BaseException as error:  # noqa: BLE001 (handed to the future's waiter)
+                future.set_exception(error)
+            else:
+                future.set_result(self.result())
+
+        threading.Thread(target=complete, name="neuron-p2p-future", daemon=True).start()
+        return future
+
+
+class StagedSend(_PointToPointWork):
     """A send of one neuron tensor: its header and its host copy, both posted at once.
 
     Args:
@@ -95,8 +123,7 @@ class StagedSend(dist.Work):
     """
 
     def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, dst: int, tag: int, tags: PayloadTags) -> None:
-        super().__init__()
-        self._tensor = tensor
+        super().__init__(tensor)
         payload_tag = tags.next(dst)
         # gloo reads these until the sends complete: the work keeps them.
         self._buffers = [_header(payload_tag, tensor), staging.to_host(tensor)]
@@ -122,32 +149,8 @@ class StagedSend(dist.Work):
     def is_success(self) -> bool:
         return self._done
 
-    def result(self) -> list[torch.Tensor]:
-        """The sent tensor, as NCCL's send work returns it."""
-        return [self._tensor]
 
-    def get_future(self) -> torch.futures.Future:
-        return _future_of(self)
-
-
-def _future_of(work: dist.Work) -> torch.futures.Future:
-    """A future completed with ``work.result()`` once ``work.wait()`` returns (or with its error),
-    waited for on a thread of its own: gloo's point-to-point works have no future to chain."""
-    future: torch.futures.Future = torch.futures.Future()
-
-    def complete() -> None:
-        try:
-            work.wait()
-        except BaseException as error:  # noqa: BLE001 (handed to the future's waiter)
-            future.set_exception(error)
-        else:
-            future.set_result(work.result())
-
-    threading.Thread(target=complete, name="neuron-p2p-future", daemon=True).start()
-    return future
-
-
-class StagedReceive(dist.Work):
+class StagedReceive(_PointToPointWork):
     """A receive into one neuron tensor (any layout), checked against the sender's header.
 
     Args:
@@ -161,9 +164,8 @@ class StagedReceive(dist.Work):
     """
 
     def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, src: int | None, tag: int) -> None:
-        super().__init__()
+        super().__init__(tensor)
         self._gloo = gloo
-        self._tensor = tensor
         self._host = staging.empty_host(tensor)
         self._expected = _header(0, tensor)
         self._header = torch.empty(HEADER_ELEMENTS, dtype=torch.int64)
@@ -219,13 +221,6 @@ class StagedReceive(dist.Work):
 
     def is_success(self) -> bool:
         return self._done and self._mismatch is None
-
-    def result(self) -> list[torch.Tensor]:
-        """The receive tensor, as NCCL's receive work returns it (it holds the message after ``wait()``)."""
-        return [self._tensor]
-
-    def get_future(self) -> torch.futures.Future:
-        return _future_of(self)
 
     def _source_rank(self) -> int:
         """The rank the receive got its data from (after ``wait()``)."""

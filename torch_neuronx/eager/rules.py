@@ -114,6 +114,10 @@ def _searchsorted_out(result: torch.dtype, out: torch.dtype) -> str:
     )
 
 
+def _complex_out(result: torch.dtype, out: torch.dtype) -> str:
+    return f"Expected object of scalar type {aten_name(result)} but got scalar type {aten_name(out)} for argument 'out'"
+
+
 def _scalar_type_matches_found(result: torch.dtype, out: torch.dtype) -> str:
     return f"expected scalar type {aten_name(result)} but found {aten_name(out)}"
 
@@ -141,12 +145,8 @@ _SAME_DTYPE_OUT_MESSAGES: dict[str, Any] = {
     # (eager/redirects.py).
     "kthvalue": lambda r, o: "output values must be of same type as input",
     # TensorFactories.cpp complex_check_dtype: the complex counterpart of the inputs' dtype exactly
-    "complex": lambda r, o: (
-        f"Expected object of scalar type {aten_name(r)} but got scalar type {aten_name(o)} for argument 'out'"
-    ),
-    "polar": lambda r, o: (
-        f"Expected object of scalar type {aten_name(r)} but got scalar type {aten_name(o)} for argument 'out'"
-    ),
+    "complex": _complex_out,
+    "polar": _complex_out,
     "mode": lambda r, o: f"expected scalar type '{aten_name(r)}' but got '{aten_name(o)}' for values output",
     "log_sigmoid_forward": _scalar_type_matches_found,
     "index_select": lambda r, o: "index_select(): self and result must have the same scalar type",
