@@ -337,6 +337,17 @@ def test_fills_of_tensors_whose_elements_share_memory(make, fill):
         torch.testing.assert_close(actual._base.cpu(), expected._base)
 
 
+@pytest.mark.parametrize("make", SHARED_MEMORY_TENSORS.values(), ids=SHARED_MEMORY_TENSORS)
+def test_threshold_out_into_shared_memory_keeps_each_locations_last_element(make):
+    # threshold.out has no overlap check either (it is also what threshold_ reaches before the
+    # device starts): each location holds its last element's result, row-major, as ATen's loop.
+    expected, actual = make("cpu"), make("neuron")
+    source = torch.arange(float(expected.numel())).reshape(expected.shape) % 7
+    torch.threshold(source, 3.0, -1.0, out=expected)
+    assert torch.threshold(source.to("neuron"), 3.0, -1.0, out=actual) is actual
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
 def test_fill_with_a_tensor_of_the_same_device_refuses_shared_memory_as_copy_does():
     # fill_(Tensor) with a value on the tensor's own device is copy_, which refuses the overlap on
     # the CPU and CUDA; a CPU scalar tensor fills, as CUDA's fill_out(value.item()) does.

@@ -10,7 +10,9 @@ a dimension of stride 0 (runtime/layout.py). A few ops ATen lets through, on the
   ``fill_out(self, value.item())``); one on the same device is ``copy_``, which refuses the overlap.
   ``threshold_`` likewise (Activation.cpp: "threshold is idempotent, so overlap is okay"): each
   location's new value depends on its own value alone. Here the op writes the same memory through
-  the view without those dimensions.
+  the view without those dimensions. ``threshold.out`` has no overlap check either (it is what
+  ``threshold_`` reaches before the device's kernels are registered): each location takes the value
+  of its last element in row-major order, as ATen's loop leaves it.
 * ``masked_fill_``, ``index_fill_`` and ``index_put_`` warn that the use is deprecated
   (TensorAdvancedIndexing.cpp, cuda/Indexing.cu) and write each element in turn, so a location
   holds what the last element written through it got, and ``index_put_(accumulate=True)`` adds every
@@ -126,6 +128,23 @@ def writing_shared_memory(name: str, kernel: Callable[..., torch.Tensor]) -> Cal
         return self
 
     return write
+
+
+def threshold_out_sharing_memory(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``aten::threshold.out`` for the eager ``kernel`` that also writes an ``out`` whose elements
+    share memory, as ATen does (no overlap check): each location holds the result of its last
+    element (row-major); returns ``out``."""
+
+    def threshold_out(self: torch.Tensor, threshold: Any, value: Any, *, out: torch.Tensor) -> torch.Tensor:
+        shared = _shared_dims(out)
+        result = torch.ops.aten.threshold.default(self, threshold, value) if shared else None
+        if result is None or result.shape != out.shape:  # the kernel's resize and its errors
+            return kernel(self, threshold, value, out=out)
+        everywhere = torch.ones(out.shape, dtype=torch.bool, device=out.device)
+        _distinct_locations(out, shared).copy_(_last_written(result, result, everywhere, shared))
+        return out
+
+    return threshold_out
 
 
 #: The overloads :func:`writing_shared_memory` wraps, with the name ATen's warning gives.

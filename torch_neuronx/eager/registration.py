@@ -248,6 +248,8 @@ def _register_kernels() -> None:
             kernel = redirects.multi_head_attention_weights(kernel)
         elif plan.op in (aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default, aten.threshold_.default):
             kernel = expanded_writes.filling_shared_memory(kernel)
+        elif plan.op is aten.threshold.out:
+            kernel = expanded_writes.threshold_out_sharing_memory(kernel)
         if plan.op in expanded_writes.SHARED_MEMORY_WRITES:
             kernel = expanded_writes.writing_shared_memory(expanded_writes.SHARED_MEMORY_WRITES[plan.op], kernel)
         if plan.op in determinism.ALERTS:
