@@ -314,7 +314,9 @@ def test_resize_fills_the_added_elements_under_deterministic_algorithms(dtype):
 
 SHARED_MEMORY_TENSORS = {
     "expand": lambda device: torch.zeros(3, device=device).expand(4, 3),
-    "empty_strided-stride-0": lambda device: torch.empty_strided((10,), (0,), device=device),
+    # Filled first: threshold_ keeps elements above the threshold, so uninitialized memory would
+    # leave the CPU's leftover bytes in the expected value.
+    "empty_strided-stride-0": lambda device: torch.empty_strided((10,), (0,), device=device).fill_(2.0),
     "expanded-column-of-a-matrix": lambda device: torch.arange(12.0, device=device).reshape(3, 4)[:, :1].expand(3, 5),
     "sliced-expand": lambda device: torch.zeros(2, 1, 3, device=device).expand(2, 4, 3)[:, :, 1:],
 }
