@@ -525,6 +525,36 @@ def test_normal_of_tensors_that_do_not_broadcast_raises_atens_error():
         torch.normal(torch.zeros(3, device="neuron"), torch.ones(2, device="neuron"))
 
 
+@pytest.mark.parametrize(
+    ("mean_shape", "out_shape", "std", "out_dtype"),
+    [
+        ((1,), (2, 3), 0.0, torch.float32),  # out's shape wins where mean broadcasts to it
+        ((3, 1), (4,), 0.0, torch.float32),  # the broadcast of the two
+        ((2,), (2, 2), 0.0, torch.float16),  # mean cast into out's dtype by add_
+        ((2,), (3,), 0.0, torch.float32),  # infer_size's error
+        ((0,), (3,), 0.0, torch.float32),
+        ((2,), (3,), -1.0, torch.float32),  # std's check comes first
+        ((2,), (2,), 0.0, torch.complex64),
+    ],
+)
+def test_normal_of_a_tensor_mean_into_out_takes_the_broadcast_with_outs_shape(mean_shape, out_shape, std, out_dtype):
+    # normal_out_impl broadcasts mean with out's own shape; the functional op samples mean's shape.
+    def sample(device):
+        mean = torch.arange(1.0, 1.0 + math.prod(mean_shape), device=device).reshape(mean_shape)
+        out = torch.full(out_shape, 7.0, dtype=out_dtype, device=device)
+        return torch.normal(mean, std, out=out), out
+
+    try:
+        expected, expected_out = sample("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=f"^{re.escape(str(error))}$"):
+            sample("neuron")
+        return
+    actual, actual_out = sample("neuron")
+    assert actual is actual_out
+    torch.testing.assert_close(actual.cpu(), expected, atol=0, rtol=0)
+
+
 def test_samplers_check_their_scalars_before_returning_an_empty_tensor():
     with pytest.raises(RuntimeError, match=re.escape("normal expects std >= 0.0, but found std -1")):
         torch.empty(0, dtype=torch.int8, device="neuron").normal_(0, -1)

@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 import torch
 
+from torch_neuronx._compat.aten_checks import stream_text
+from torch_neuronx._compat.torch_internals import infer_size
 from torch_neuronx.eager.dispatched_dtypes import check_dispatched_dtype
 from torch_neuronx.eager.runners import resize_output
 from torch_neuronx.lowering.creation import arange_bounds_rule, arange_size, counts_in_int64
@@ -182,6 +184,31 @@ def bernoulli_out(self, *, generator=None, out):
     return out.bernoulli_(self, generator=generator)
 
 
+def normal_tensor_float_out(mean, std=1.0, *, generator=None, out):
+    """``torch.normal(mean: Tensor, std: float, out=)`` as ATen's ``normal_out_impl``
+    (DistributionTemplates.h, shared by the CPU and CUDA): ``out`` takes the broadcast of its own
+    shape with ``mean``'s (a mean of shape (1,) fills an ``out`` of shape (2, 3); shapes (2,) and
+    (3,) raise ``infer_size``'s error), is filled with ``normal_(0, std)`` and then ``add_(mean)``,
+    so ``out``'s dtype decides the sampler's dtype checks and the cast of ``mean``. The functional
+    op's shape is ``mean``'s alone.
+
+    Raises:
+        RuntimeError: ``std`` is negative or NaN (checked first, as ATen does), the shapes do not
+            broadcast, ``mean`` is on another device than ``out``, or ``normal_``/``add_`` refuse
+            ``out``'s dtype.
+    """
+    if not std >= 0.0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {stream_text(std)}")
+    if mean.device != out.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but got out is on {out.device}, different from "
+            f"other tensors on {mean.device} (when checking argument out in method aten::normal.Tensor_float_out)"
+        )
+    resize_output(out, infer_size(mean.shape, out.shape))
+    out.normal_(0.0, std, generator=generator)
+    return out.add_(mean)
+
+
 def histc_with_cudas_checks(kernel: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``aten::histc`` for the eager ``kernel``, checking its arguments as CUDA's
     ``_histc_cuda_template`` does (SummaryOps.cu), in its order and words: "bins must be > 0", then,
@@ -318,6 +345,7 @@ KERNELS = {
     aten.abs.out: abs_out,
     aten.abs_.default: abs_,
     aten.bernoulli.out: bernoulli_out,
+    aten.normal.Tensor_float_out: normal_tensor_float_out,
     aten.histc.out: histc_out,
     aten.native_batch_norm.default: native_batch_norm,
     aten.arange.start_out: arange_out,
