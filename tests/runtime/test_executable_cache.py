@@ -244,3 +244,35 @@ def test_mappings_that_evictions_do_not_free_stop_the_eviction(monkeypatch):
     evictions = EXECUTABLES.evictions
     EXECUTABLES._keep_mappings_under_limit()  # one round, which frees nothing, then it stops
     assert EXECUTABLES.evictions - evictions == max(held // 8, 1)
+
+
+def test_jax_caches_are_dropped_before_this_caches_executables(monkeypatch):
+    """JAX caches the executables of the runtime's own small programs (a buffer's reshape into each
+    new view shape), about 60 mappings each, outside this cache: 600 new shapes under a limit of
+    16,000 evicted 464 of this cache's executables while JAX's grew without end. Near the limit JAX's
+    caches go first; when that brings the process under the limit, this cache keeps everything."""
+    import jax
+
+    from torch_neuronx.runtime import executable_cache
+
+    torch.ones(1, device="neuron")
+    mappings = [60_000]
+    clear_caches = jax.clear_caches
+
+    def clear_jax_caches() -> None:  # JAX's caches held most of the mappings
+        clear_caches()
+        mappings[0] = 20_000
+
+    monkeypatch.setattr(executable_cache, "process_mappings", lambda: mappings[0])
+    monkeypatch.setattr(jax, "clear_caches", clear_jax_caches)
+    monkeypatch.setattr(_config, "mapping_limit", lambda: 65_530)
+    monkeypatch.setattr(EXECUTABLES, "capacity", 100_000)
+    for n in range(401, 401 + executable_cache._CHECK_EVERY + 1):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(torch.sin(x.to("neuron").view(2, n)).cpu(), torch.sin(x.view(2, n)))
+    evictions = EXECUTABLES.evictions
+    mappings[0] = 60_000
+    EXECUTABLES._keep_mappings_under_limit()
+    assert mappings[0] == 20_000 and EXECUTABLES.evictions == evictions
+    x = torch.randn(401, 2)
+    torch.testing.assert_close(torch.sin(x.to("neuron").view(2, 401)).cpu(), torch.sin(x.view(2, 401)))

@@ -100,12 +100,25 @@ class ExecutableCache:
         self.evictions += 1
 
     def _keep_mappings_under_limit(self) -> None:
-        """Evicts the least recently used executables, an eighth of the cache at a time, while the
-        process's mappings are above ``_LOW`` of the limit, once they passed ``_HIGH``. Stops when an
-        eviction frees none: the mappings are then other memory's (host buffers), not executables'."""
+        """Once the process's mappings pass ``_HIGH`` of the limit, first drops JAX's own caches
+        (``jax.clear_caches``), then evicts the least recently used executables, an eighth of the
+        cache at a time, while the mappings are above ``_LOW`` of it. Stops when an eviction frees
+        none: the mappings are then other memory's (host buffers), not executables'.
+
+        JAX's caches hold the executables of the small programs the runtime runs outside this
+        cache: a buffer's reshape into a view's shape, a storage's resize (one per new shape, up to
+        JAX's 4,096 per primitive, about 25 mappings each: 1,200 new shapes held 33,000 mappings and
+        had already evicted half of this cache). Those compile again in milliseconds when next
+        used; this cache's executables (which ``jax.clear_caches`` does not touch, as it holds them
+        itself) are the costly ones."""
         limit, mappings = _config.mapping_limit(), process_mappings()
         if limit is None or mappings is None or mappings <= limit * _HIGH:
             return
+        import jax  # the runtime has started JAX before any executable is admitted
+
+        jax.clear_caches()
+        gc.collect()
+        mappings = process_mappings() or 0
         while self._order and mappings > limit * _LOW:
             for _ in range(max(len(self._order) // 8, 1)):
                 self._evict_oldest()
