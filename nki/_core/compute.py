@@ -40,7 +40,9 @@ ALU: dict[str, tuple[str, Callable[[Any, Any], Any]]] = {
     "add": ("arith", jnp.add),
     "subtract": ("arith", jnp.subtract),
     "multiply": ("arith", jnp.multiply),
-    "divide": ("arith", lambda a, b: jnp.divide(a, b) if jnp.issubdtype(a.dtype, jnp.floating) else a // b),
+    # Integer operands divide rounding toward zero (GpSimd's native int32 division, and float32
+    # division followed by the truncating cast to an integer dtype alike), not floor division.
+    "divide": ("arith", lambda a, b: jnp.divide(a, b) if jnp.issubdtype(a.dtype, jnp.floating) else jax.lax.div(a, b)),
     "maximum": ("arith", jnp.maximum),
     "minimum": ("arith", jnp.minimum),
     "power": ("arith", jnp.power),
@@ -284,8 +286,7 @@ class NkiTensor(TensorBase):
     def _inplace(self, name: str, other: Any) -> NkiTensor:
         scope.require(name)
         tile = as_tile(self, "self", name)
-        result = combine(name, [tile, other])
-        tile.write(result)
+        tile.write(combine(name, [tile, other], result=tile.dtype))
         return self
 
     def __iadd__(self, other):
@@ -363,8 +364,12 @@ def read_operand(tile: NkiTensor, mask: np.ndarray | None = None) -> jnp.ndarray
     return value
 
 
-def compute_dtype(values: Sequence[Any]) -> np.dtype:
-    """float32, unless every operand is an integer (tiles and Python ints), which compute as int32."""
+def compute_dtype(values: Sequence[Any], result: Any = None) -> np.dtype:
+    """float32, unless every operand (tiles and Python ints) and the ``result`` dtype, when given, are
+    integers, which compute as int32 (NKI: the engines compute in float32 unless all input and output
+    tiles are integers; ``nl.divide`` of int32 tiles into a float32 tile is a true division)."""
+    if result is not None and dtypes.is_float(np.dtype(result)):
+        return dtypes.float32
     for v in values:
         if isinstance(v, float) or (hasattr(v, "dtype") and dtypes.is_float(np.dtype(v.dtype))):
             return dtypes.float32
@@ -381,12 +386,13 @@ def _operand_value(x: Any, mask: np.ndarray | None) -> Any:
     raise TypeError(f"an NKI operand must be a tile or a number, got {type(x).__name__}")
 
 
-def combine(name: str, operands: Sequence[Any], mask: np.ndarray | None = None) -> jnp.ndarray:
-    """Applies the ALU operator ``name`` to the operands' values (float32 math, or int32 for integer
-    operands); the value still needs casting to the output dtype."""
+def combine(name: str, operands: Sequence[Any], mask: np.ndarray | None = None, result: Any = None) -> jnp.ndarray:
+    """Applies the ALU operator ``name`` to the operands' values (float32 math, or int32 where the
+    operands and the ``result`` dtype are integers: :func:`compute_dtype`); the value still needs
+    casting to the output dtype."""
     kind, fn = ALU[name]
     values = [_operand_value(x, mask) for x in operands]
-    work = compute_dtype(values)
+    work = compute_dtype(values, result)
     if kind == "bitvec":
         for x, v in zip(operands, values, strict=True):
             if hasattr(v, "dtype") and not dtypes.is_int(np.dtype(v.dtype)):
@@ -432,7 +438,7 @@ def elementwise(name: str, api: str, operands: Sequence[Any], dtype: Any = None,
     shape = broadcast_shapes(api, operands)
     out_dtype = result_dtype(operands, dtype)
     masked = as_mask(mask, shape)
-    value = combine(name, operands, masked)
+    value = combine(name, operands, masked, out_dtype)
     out = new_tile(shape, out_dtype)
     out.write(cast(jnp.broadcast_to(value, shape), out_dtype), masked)
     return out

@@ -18,7 +18,7 @@ from nki._core.index import IndexExpr, MaskExpr
 from nki._core.memory import psum, sbuf
 from nki._core.tensor import as_mask, cast
 from nki.isa.binding import instruction
-from nki.language.reduction import free_axes, reduce_value, reduced_shape
+from nki.language.reduction import free_axes, reduce_value, reduced_mask, reduced_shape
 
 __all__ = [
     "activation",
@@ -110,8 +110,8 @@ def tensor_tensor(
         errors.unsupported_memory("data2", "tensor_tensor", "sbuf", "psum")
     opname = _alu(op, "tensor_tensor")
     masked = as_mask(mask, a.shape)
-    value = compute.combine(opname, [a, b.reshape(a.shape) if b.shape != a.shape else b], masked)
     out = _destination(dst, a.shape, dtype, dtypes.promote([a.dtype, b.dtype]), "tensor_tensor")
+    value = compute.combine(opname, [a, b.reshape(a.shape) if b.shape != a.shape else b], masked, out.dtype)
     out.write(cast(_fit(out, value, "tensor_tensor", "data1"), out.dtype), as_mask(mask, out.shape))
     return out
 
@@ -134,9 +134,12 @@ def _is_float(value: Any) -> bool:
     return isinstance(value, float) or (hasattr(value, "dtype") and dtypes.is_float(np.dtype(value.dtype)))
 
 
-def _apply(name: str, value: Any, operand: Any, reverse: bool) -> Any:
+def _apply(name: str, value: Any, operand: Any, reverse: bool, result: Any) -> Any:
+    """``value <name> operand`` (swapped with ``reverse``) in float32 math, or int32 where both and
+    the ``result`` dtype are integers (:func:`compute.compute_dtype`), or as bit patterns."""
     kind, fn = ALU[name]
-    work = jnp.float32 if kind != "bitvec" and (_is_float(value) or _is_float(operand)) else jnp.int32
+    floating = _is_float(value) or _is_float(operand) or dtypes.is_float(np.dtype(result))
+    work = jnp.float32 if kind != "bitvec" and floating else jnp.int32
     left = value.astype(work)
     right = operand.astype(work) if hasattr(operand, "astype") else jnp.asarray(operand, work)
     result = fn(right, left) if reverse else fn(left, right)
@@ -169,16 +172,18 @@ def tensor_scalar(
     tile = compute.as_tile(data, "data", "tensor_scalar")
     first = _alu(op0, "tensor_scalar")
     masked = as_mask(mask, tile.shape)
+    out = _destination(dst, tile.shape, dtype, tile.dtype, "tensor_scalar")
     value = _apply(
         first,
         compute.read_operand(tile, masked),
         _scalar_operand(operand0, tile, "operand0", "tensor_scalar"),
         reverse0,
+        out.dtype,
     )
     if op1 is not None:
         second = _alu(op1, "tensor_scalar")
-        value = _apply(second, value, _scalar_operand(operand1, tile, "operand1", "tensor_scalar"), reverse1)
-    out = _destination(dst, tile.shape, dtype, tile.dtype, "tensor_scalar")
+        operand = _scalar_operand(operand1, tile, "operand1", "tensor_scalar")
+        value = _apply(second, value, operand, reverse1, out.dtype)
     out.write(
         cast(_fit(out, jnp.broadcast_to(value, tile.shape), "tensor_scalar", "data"), out.dtype),
         as_mask(mask, out.shape),
@@ -215,10 +220,15 @@ def tensor_reduce(
         errors.reduce_unsupported_negate(opname)
     axes = free_axes(axis, tile.ndim, "tensor_reduce")
     shape = reduced_shape(tile.shape, axes, keepdims)
-    value = reduce_value(opname, compute.read_operand(tile, as_mask(mask, tile.shape)), axes)
+    valid = as_mask(mask, tile.shape)
+    value = reduce_value(opname, compute.read_operand(tile, valid), axes, valid)
     value = -value if negate else value
     out = _destination(dst, shape, dtype, tile.dtype, "tensor_reduce")
-    out.write(cast(_fit(out, value.reshape(shape), "tensor_reduce", "reduce(data)"), out.dtype))
+    written = reduced_mask(valid, axes, shape)
+    out.write(
+        cast(_fit(out, value.reshape(shape), "tensor_reduce", "reduce(data)"), out.dtype),
+        None if written is None else written.reshape(out.shape),
+    )
     return out
 
 
@@ -239,9 +249,16 @@ def _activation_value(api: str, op: Any, tile: NkiTensor, bias: Any, scale: Any,
 
 
 def _reduce_registers(
-    api: str, tile: NkiTensor, activated: jnp.ndarray, reduce_op: Any, reduce_res: Any, command: Any
+    api: str,
+    tile: NkiTensor,
+    activated: jnp.ndarray,
+    reduce_op: Any,
+    reduce_res: Any,
+    command: Any,
+    valid: np.ndarray | None,
 ) -> None:
-    """The Scalar Engine's per-partition accumulator registers (``reduce_cmd``)."""
+    """The Scalar Engine's per-partition accumulator registers (``reduce_cmd``), accumulating the
+    elements of ``valid`` (the instruction's mask) alone."""
     ctx = scope.require(api)
     command = command if isinstance(command, ReduceCmd) else ReduceCmd[getattr(command, "name", command)]
     registers = ctx.registers.get("scalar")
@@ -250,11 +267,19 @@ def _reduce_registers(
     if command in (ReduceCmd.reduce, ReduceCmd.reset_reduce) or (reduce_res is not None and command is ReduceCmd.idle):
         if reduce_op is not None and op_name(reduce_op) != "add":
             errors.instruction_unsupported_op(op_name(reduce_op), api + " reduce_op")
-        registers = registers + activated.reshape(tile.shape[0], -1).sum(axis=1)
+        registers = registers + _partition_sums(activated, valid)
     ctx.registers["scalar"] = registers
     if reduce_res is not None:
         result = compute.as_tile(reduce_res, "reduce_res", api)
         result.write(cast(registers.reshape(result.shape), result.dtype))
+
+
+def _partition_sums(value: jnp.ndarray, valid: np.ndarray | None) -> jnp.ndarray:
+    """Each partition's sum over its free elements, of the masked ones alone with ``valid``."""
+    axes = tuple(range(1, value.ndim))
+    if not axes:
+        return value.astype(jnp.float32)
+    return reduce_value("add", value, axes, valid).reshape(value.shape[0])
 
 
 @instruction(tensors=("data",))
@@ -287,7 +312,7 @@ def activation(
     out = _destination(dst, tile.shape, dtype, tile.dtype, "activation")
     out.write(cast(_fit(out, value, "activation", "data"), out.dtype), as_mask(mask, out.shape))
     if reduce_res is not None or reduce_cmd is not ReduceCmd.idle:
-        _reduce_registers("activation", tile, value, reduce_op, reduce_res, reduce_cmd)
+        _reduce_registers("activation", tile, value, reduce_op, reduce_res, reduce_cmd, masked)
     return out
 
 
@@ -308,13 +333,14 @@ def activation_reduce(
     """:func:`activation` that also writes the sum of its result over the free dimensions into
     ``reduce_res`` (``[P, 1]``)."""
     tile = compute.as_tile(data, "data", "activation_reduce")
-    value = _activation_value("activation_reduce", op, tile, bias, scale, as_mask(mask, tile.shape))
+    masked = as_mask(mask, tile.shape)
+    value = _activation_value("activation_reduce", op, tile, bias, scale, masked)
     out = _destination(dst, tile.shape, dtype, tile.dtype, "activation_reduce")
-    out.write(cast(_fit(out, value, "activation_reduce", "data"), out.dtype))
+    out.write(cast(_fit(out, value, "activation_reduce", "data"), out.dtype), as_mask(mask, out.shape))
     if op_name(reduce_op) != "add":
         errors.instruction_unsupported_op(op_name(reduce_op), "activation_reduce reduce_op")
     result = compute.as_tile(reduce_res, "reduce_res", "activation_reduce")
-    result.write(cast(value.reshape(tile.shape[0], -1).sum(axis=1).reshape(result.shape), result.dtype))
+    result.write(cast(_partition_sums(value, masked).reshape(result.shape), result.dtype))
     return out
 
 

@@ -52,10 +52,45 @@ REDUCERS = {
 }
 
 
-def reduce_value(op: str, value: jnp.ndarray, axes: tuple[int, ...]) -> jnp.ndarray:
+#: Each reduction operator's identity: what an element that a mask leaves out contributes.
+IDENTITIES = {
+    "add": 0,
+    "multiply": 1,
+    "maximum": -np.inf,
+    "minimum": np.inf,
+    "bitwise_and": -1,
+    "bitwise_or": 0,
+    "bitwise_xor": 0,
+}
+
+
+def reduce_value(op: str, value: jnp.ndarray, axes: tuple[int, ...], valid: np.ndarray | None = None) -> jnp.ndarray:
+    """``op`` over ``axes`` of ``value`` in the engine's math: float32, or int32 bit patterns for
+    bitvec operators. ``valid`` (a ``mask=`` over ``value``'s shape) leaves the other elements out:
+    NKI's mask bounds an instruction's iteration domain, so they count as ``op``'s identity (they
+    read as uninitialised memory, NaN)."""
+    work = value.astype(jnp.int32 if op.startswith("bitwise") else jnp.float32)
+    if valid is not None:
+        work = jnp.where(jnp.asarray(valid), work, jnp.asarray(IDENTITIES[op], work.dtype))
     if op.startswith("bitwise"):
-        return REDUCERS[op](value.astype(jnp.int32), axes)
-    return REDUCERS[op](value.astype(jnp.float32), axis=axes)
+        return REDUCERS[op](work, axes)
+    return REDUCERS[op](work, axis=axes)
+
+
+def reduced_mask(valid: np.ndarray | None, axes: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray | None:
+    """The result elements a masked reduction writes, of the result's ``shape``: those that reduce at
+    least one element of ``valid`` (the rest stay uninitialised, as a masked instruction leaves
+    them); None without a mask."""
+    return None if valid is None else np.any(valid, axis=axes).reshape(shape)
+
+
+def _count(valid: np.ndarray | None, axes: tuple[int, ...], shape: tuple[int, ...], size: int) -> Any:
+    """How many elements each result (of the result's ``shape``) of a reduction over ``axes``
+    reduces: ``size`` (the reduced axes' elements) without a mask, else the masked ones (at least
+    1: a result without any is not written)."""
+    if valid is None:
+        return size
+    return jnp.asarray(np.maximum(np.sum(valid, axis=axes), 1).reshape(shape), jnp.float32)
 
 
 def _reduce(op: str, api: str, x: Any, axis: Any, dtype: Any, keepdims: bool, mask: Any, negate: bool = False):
@@ -63,12 +98,13 @@ def _reduce(op: str, api: str, x: Any, axis: Any, dtype: Any, keepdims: bool, ma
     tile = compute.as_tile(x, "x", api)
     axes = free_axes(axis, tile.ndim, api)
     shape = reduced_shape(tile.shape, axes, keepdims)
-    value = reduce_value(op, compute.read_operand(tile, as_mask(mask, tile.shape)), axes)
+    valid = as_mask(mask, tile.shape)
+    value = reduce_value(op, compute.read_operand(tile, valid), axes, valid)
     if negate:
         value = -value
     out_dtype = dtypes.as_dtype(dtype) if dtype is not None else tile.dtype
     out = compute.new_tile(shape, out_dtype)
-    out.write(cast(value.reshape(shape), out_dtype))
+    out.write(cast(value.reshape(shape), out_dtype), reduced_mask(valid, axes, shape))
     return out
 
 
@@ -93,49 +129,66 @@ def prod(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, mask: Any
 
 
 def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, mask: Any = None, **kw):
-    """The mean of ``x`` over the free ``axis`` (float32); a new SBUF tile."""
+    """The mean of ``x`` over the free ``axis`` (float32); with ``mask``, of the masked elements; a
+    new SBUF tile."""
     scope.require("mean")
     tile = compute.as_tile(x, "x", "mean")
     axes = free_axes(axis, tile.ndim, "mean")
     shape = reduced_shape(tile.shape, axes, keepdims)
-    value = jnp.mean(compute.read_operand(tile, as_mask(mask, tile.shape)).astype(jnp.float32), axis=axes)
+    valid = as_mask(mask, tile.shape)
+    total = reduce_value("add", compute.read_operand(tile, valid), axes, valid).reshape(shape)
+    value = total / _count(valid, axes, shape, int(np.prod([tile.shape[a] for a in axes])))
     out = compute.new_tile(shape, dtypes.as_dtype(dtype) if dtype is not None else tile.dtype)
-    out.write(cast(value.reshape(shape), out.dtype))
+    out.write(cast(value, out.dtype), reduced_mask(valid, axes, shape))
     return out
 
 
 def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, mask: Any = None, **kw):
-    """The (population) variance of ``x`` over the free ``axis``; the reduced axes are kept (NKI)."""
+    """The (population) variance of ``x`` over the free ``axis`` (of the masked elements, with
+    ``mask``); the reduced axes are kept (NKI)."""
     scope.require("var")
     tile = compute.as_tile(x, "x", "var")
     axes = free_axes(axis, tile.ndim, "var")
     shape = reduced_shape(tile.shape, axes, True)
-    value = jnp.var(compute.read_operand(tile, as_mask(mask, tile.shape)).astype(jnp.float32), axis=axes)
+    valid = as_mask(mask, tile.shape)
+    value = compute.read_operand(tile, valid).astype(jnp.float32)
+    count = _count(valid, axes, shape, int(np.prod([tile.shape[a] for a in axes])))
+    mean = reduce_value("add", value, axes, valid).reshape(shape) / count
+    squares = reduce_value("add", jnp.square(value - mean), axes, valid).reshape(shape) / count
     out = compute.new_tile(shape, dtypes.as_dtype(dtype) if dtype is not None else tile.dtype)
-    out.write(cast(value.reshape(shape), out.dtype))
+    out.write(cast(squares, out.dtype), reduced_mask(valid, axes, shape))
     return out
 
 
 def all(x: Any, axis: Any, dtype: Any = None, mask: Any = None, **kw):  # noqa: A001
-    """1 where every element of ``x`` over the free ``axis`` is nonzero, else 0; a new SBUF tile."""
+    """1 where every element of ``x`` (every masked one, with ``mask``) over the free ``axis`` is
+    nonzero, else 0; a new SBUF tile."""
     scope.require("all")
     tile = compute.as_tile(x, "x", "all")
     axes = free_axes(axis, tile.ndim, "all")
     shape = reduced_shape(tile.shape, axes, False)
-    value = jnp.all(compute.read_operand(tile, as_mask(mask, tile.shape)) != 0, axis=axes)
+    valid = as_mask(mask, tile.shape)
+    nonzero = compute.read_operand(tile, valid) != 0
+    if valid is not None:
+        nonzero = nonzero | ~jnp.asarray(valid)
+    value = jnp.all(nonzero, axis=axes)
     out = compute.new_tile(shape, dtypes.as_dtype(dtype) if dtype is not None else tile.dtype)
-    out.write(cast(value.reshape(shape), out.dtype))
+    out.write(cast(value.reshape(shape), out.dtype), reduced_mask(valid, axes, shape))
     return out
 
 
 def softmax(x: Any, axis: Any = -1, dtype: Any = None, mask: Any = None, **kw):
-    """softmax(x) over the free ``axis`` (float32, max-subtracted); a new SBUF tile."""
+    """softmax(x) over the free ``axis`` (float32, max-subtracted); with ``mask``, over the masked
+    elements, the others left unwritten; a new SBUF tile."""
     scope.require("softmax")
     tile = compute.as_tile(x, "x", "softmax")
     axes = free_axes(axis, tile.ndim, "softmax")
-    value = jax.nn.softmax(compute.read_operand(tile, as_mask(mask, tile.shape)).astype(jnp.float32), axis=axes)
+    valid = as_mask(mask, tile.shape)
+    value = compute.read_operand(tile, valid).astype(jnp.float32)
+    if valid is not None:
+        value = jnp.where(jnp.asarray(valid), value, -jnp.inf)
     out = compute.new_tile(tile.shape, dtypes.as_dtype(dtype) if dtype is not None else tile.dtype)
-    out.write(cast(value, out.dtype))
+    out.write(cast(jax.nn.softmax(value, axis=axes), out.dtype), valid)
     return out
 
 

@@ -243,6 +243,72 @@ def test_reductions_over_free_axes():
 
 
 @nki.jit
+def masked_reductions_kernel(a):
+    # A partial last tile: 300 valid columns of a 512-wide one, and 100 of 128 partitions.
+    rows, cols = a.shape
+    out = nl.ndarray((128, 9), dtype=nl.float32, buffer=nl.shared_hbm)
+    softmax = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    i, j = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    valid = (i < rows) & (j < cols)
+    t = nl.load(a[i, j], mask=valid)
+    nl.store(out[:, 0:1], nl.sum(t, axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 1:2], nl.max(t, axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 2:3], nl.min(t, axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 3:4], nl.prod(nl.add(nl.abs(t), 0.5), axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 4:5], nl.mean(t, axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 5:6], nl.var(t, axis=1, mask=valid), mask=i < rows)
+    nl.store(out[:, 6:7], nisa.tensor_reduce(nl.add, t, axis=1, keepdims=True, mask=valid), mask=i < rows)
+    nl.store(out[:, 7:8], nl.all(nl.greater(t, -100.0), axis=1, mask=valid), mask=i < rows)
+    activated = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(op=nl.exp, data=t, reduce_op=nl.add, reduce_res=activated, mask=valid)
+    nl.store(out[:, 8:9], activated, mask=i < rows)
+    nl.store(softmax[i, j], nl.softmax(t, axis=1, mask=valid), mask=valid)
+    return out, softmax
+
+
+def test_masked_reductions_reduce_the_masked_elements_alone():
+    # A mask bounds an instruction's iteration domain: elements it leaves out (uninitialised,
+    # NaN here) are no part of a sum, max, mean or softmax (helper-60: every result was NaN).
+    a = rand(100, 300)
+    out, softmax = nki.simulate_kernel(masked_reductions_kernel, a)
+    out, softmax = out[:100], softmax[:100, :300]
+    close(out[:, 0], a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    close(out[:, 1], a.max(axis=1))
+    close(out[:, 2], a.min(axis=1))
+    close(out[:, 3], np.prod(np.abs(a) + 0.5, axis=1), rtol=1e-4)
+    close(out[:, 4], a.mean(axis=1), atol=1e-6)
+    close(out[:, 5], a.var(axis=1), rtol=1e-5)
+    close(out[:, 6], a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    close(out[:, 7], np.ones(100))
+    close(out[:, 8], np.exp(a).sum(axis=1), rtol=1e-5)
+    expected = np.exp(a - a.max(axis=1, keepdims=True))
+    close(softmax, expected / expected.sum(axis=1, keepdims=True), atol=1e-6)
+
+
+@nki.jit
+def integer_division_kernel(x, y):
+    true_quotient = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    quotient = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    scaled = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    a, b = nl.load(x), nl.load(y)
+    nl.store(true_quotient, nl.divide(a, b, dtype=nl.float32))
+    nl.store(quotient, nl.divide(a, b))
+    nl.store(scaled, nisa.tensor_scalar(a, nl.divide, 4, dtype=nl.float32))
+    return true_quotient, quotient, scaled
+
+
+def test_integer_division_is_true_division_into_floats_and_truncates_into_integers():
+    # Into a float tile the engines compute in float32; int32 into int32 divides as GpSimd's
+    # integers do, toward zero (helper-60: floor division gave -8 for -15 / 2).
+    x = np.array([[-15, -4, 7, 9]], np.int32)
+    y = np.array([[2, 3, 2, -4]], np.int32)
+    true_quotient, quotient, scaled = nki.simulate_kernel(integer_division_kernel, x, y)
+    close(true_quotient, x / y)
+    np.testing.assert_array_equal(quotient, np.trunc(x / y).astype(np.int32))
+    close(scaled, x / 4)
+
+
+@nki.jit
 def matmul_kernel(x_t, x, y):
     out = nl.ndarray((2, x.shape[0], y.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     transposed = nl.matmul(nl.load(x_t), nl.load(y), transpose_x=True)
