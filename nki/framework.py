@@ -29,7 +29,7 @@ import torch
 
 from nki import simulation
 from nki.tracing import Signature, Static, TensorSpec, TracedKernel, tensor_spec
-from torch_neuronx._compat.torch_internals import dynamo_disabled
+from torch_neuronx._compat.torch_internals import dynamo_disabled, is_fake
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime import arguments, executable
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, numpy_to_torch, torch_to_numpy
@@ -132,7 +132,7 @@ def call(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _storage(tensor: torch.Tensor) -> int | None:
     """The address of a real tensor's storage (None for fake and meta tensors, which have none)."""
-    if tensor.device.type == "meta":
+    if tensor.device.type == "meta" or is_fake(tensor):
         return None
     try:
         return tensor.untyped_storage().data_ptr()
@@ -175,11 +175,13 @@ def simulate_torch(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     """``nki.simulate(kernel)`` with CPU torch tensors: numpy in between, torch tensors back."""
     arguments = kernel.bind(args, kwargs)
     arrays = {n: torch_to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in arguments.items()}
-    result = simulation.run(kernel, (), arrays)
-    for name, value in arguments.items():
-        if isinstance(value, torch.Tensor):
-            value.copy_(numpy_to_torch(arrays[name]))
-    return _map_tensors(result, numpy_to_torch)
+    result, written = simulation.run_reporting_writes(kernel, (), arrays)
+    for name in written:  # only these: an input may be read-only (expanded, a leaf requiring grad)
+        if isinstance(arguments[name], torch.Tensor):
+            arguments[name].copy_(numpy_to_torch(arrays[name]))
+    # A returned argument is the argument tensor itself, as on the device.
+    tensors = {id(arrays[n]): v for n, v in arguments.items() if isinstance(v, torch.Tensor)}
+    return _map_tensors(result, lambda array: tensors[id(array)] if id(array) in tensors else numpy_to_torch(array))
 
 
 def _map_tensors(value: Any, fn: Any) -> Any:

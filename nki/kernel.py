@@ -105,6 +105,8 @@ class Kernel:
                 )
             from nki import framework
 
+            if self.mode == "simulation" and all(v.device.type == "cpu" for v in values if _is_torch_tensor(v)):
+                return framework.simulate_torch(self, args, kwargs)
             return framework.call(self, args, kwargs)
         if self.mode == "simulation":
             from nki import simulation

@@ -38,7 +38,12 @@ def rebuild(structure: Any, outputs: list[Any], inputs: list[Any]) -> Any:
 
 def run(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs ``kernel`` (an :class:`nki.Kernel`) on the host CPU for numpy arguments; returns numpy
-    arrays."""
+    arrays, and updates the arrays the kernel writes."""
+    return run_reporting_writes(kernel, args, kwargs)[0]
+
+
+def run_reporting_writes(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
+    """:func:`run`, also returning the names of the array arguments the kernel wrote."""
     _start()
     arguments = kernel.bind(args, kwargs)
     signature = kernel.numpy_signature(arguments)
@@ -49,4 +54,5 @@ def run(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     outputs, updates = results[: len(traced.outputs)], results[len(traced.outputs) :]
     for position, value in zip(traced.written, updates, strict=True):
         np.copyto(arrays[position], value)
-    return rebuild(traced.returns, outputs, [arguments[n] for n in signature.tensor_names])
+    written = [signature.tensor_names[position] for position in traced.written]
+    return rebuild(traced.returns, outputs, [arguments[n] for n in signature.tensor_names]), written

@@ -110,6 +110,14 @@ def fake_like(values: list[Any]) -> list[Any]:
     ]
 
 
+def is_fake(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a ``FakeTensor`` (torch.compile's tracing values: no storage; their
+    ``data_ptr`` warns and reads 0)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
+
+
 def fake_in_active_mode(value: torch.Tensor) -> torch.Tensor:
     """``value`` as a fake tensor of the ``FakeTensorMode`` that is active (inside :func:`run_on_fakes`):
     for real tensors a graph holds as attributes, which the mode would otherwise let in-place ops
