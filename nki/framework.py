@@ -31,7 +31,7 @@ from nki import simulation
 from nki.tracing import Signature, Static, TensorSpec, TracedKernel, tensor_spec
 from torch_neuronx._compat.torch_internals import dynamo_disabled, is_fake
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime import arguments, executable
+from torch_neuronx.runtime import arguments, executable, launch_records
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, numpy_to_torch, torch_to_numpy
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 from torch_neuronx.runtime.layout import contiguous_strides
@@ -230,8 +230,8 @@ def _launch(tensors: list[torch.Tensor], key: str) -> list[torch.Tensor]:
     cache_key, inputs, device, slot_tensors, generator, values, _ = signature.prepare((tensors, key), {})
     run = _cache.get(cache_key)
     if run is None:
-        with dynamo_disabled():  # building traces and compiles: keep Dynamo out of JAX
-            run = _build(signature, tensors, key, inputs)
+        with dynamo_disabled(), launch_records.ops_unrecorded():  # keep Dynamo out of JAX; the
+            run = _build(signature, tensors, key, inputs)  # trace's ops are not the user's
         EXECUTABLES.admit(_cache, cache_key, run)
     else:
         EXECUTABLES.touch(_cache, cache_key)

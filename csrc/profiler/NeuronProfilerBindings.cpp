@@ -5,6 +5,8 @@
 
 #include "profiler/NeuronLaunchRecorder.h"
 
+#include <ATen/record_function.h>
+
 namespace py = pybind11;
 
 namespace c10::neuron::profiler {
@@ -23,6 +25,15 @@ void bind_profiler(py::module_& m) {
       },
       py::arg("work"), py::arg("name"), py::arg("device"), py::arg("executable"), py::arg("dispatch_begin_ns"),
       py::arg("bytes"), py::arg("ready"));
+  m.def(
+      "_set_record_function_enabled",
+      [](bool enabled) {
+        // Thread-local: the profilers' op observers (RecordFunction callbacks) on this thread.
+        const bool previous = at::isRecordFunctionEnabled();
+        at::enableRecordFunction(enabled);
+        return previous;
+      },
+      py::arg("enabled"), "Turns this thread's RecordFunction callbacks on or off; returns the previous state.");
   m.def("_profiler_observe_ready", [](int64_t token) { LaunchRecorder::instance().observe_ready(token); });
   m.def("_profiler_bound", [](int device) { LaunchRecorder::instance().bound(device); });
   m.def(

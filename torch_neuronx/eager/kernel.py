@@ -101,7 +101,8 @@ class EagerKernel:
                 return self._with_arguments_converted(device, values)
             started = launch_records.now() if launch_records.active else 0
             with dynamo_disabled():  # building traces and compiles: keep Dynamo out
-                run = self._build(args, kwargs, inputs)
+                with launch_records.ops_unrecorded():
+                    run = self._build(args, kwargs, inputs)
                 EXECUTABLES.admit(self.cache, key, run)
                 result = run(inputs, device, slot_tensors, generator, values)
             if started:

@@ -28,6 +28,22 @@ def _grouped(rows: list[dict], key: str, value: str) -> list[tuple[str, float, i
     return sorted(((k, v[0], int(v[1])) for k, v in totals.items()), key=lambda item: -item[1])
 
 
+def _merged_executables(rows: list[dict]) -> list[dict]:
+    """The executables' rows with one row per executable: a schedule's cycles (profiles of one
+    process, ``neuron_<pid>_...``) each list the executables they launched, which are one executable
+    where the process and ``executable_id`` are the same; launches and device time add up."""
+    merged: dict[tuple, dict] = {}
+    for row in rows:
+        process = row["profile_id"].split("_")[1] if row["profile_id"].count("_") >= 2 else row["profile_id"]
+        key = (process, row["executable_id"], row["core"], row["name"])
+        if key not in merged:
+            merged[key] = dict(row)
+        else:
+            merged[key]["launches"] += row["launches"]
+            merged[key]["device_time_ns"] += row["device_time_ns"]
+    return list(merged.values())
+
+
 def summarize(directory: str | Path, top: int = 10) -> str:
     """The report of the profiles in ``directory``, as text.
 
@@ -42,7 +58,7 @@ def summarize(directory: str | Path, top: int = 10) -> str:
         )
     device = tables.read_table(directory, "device_events").to_pylist()
     ops = tables.read_table(directory, "ops").to_pylist()
-    executables = tables.read_table(directory, "executables").to_pylist()
+    executables = _merged_executables(tables.read_table(directory, "executables").to_pylist())
     transfers = tables.read_table(directory, "transfers").to_pylist()
     collectives = tables.read_table(directory, "collectives").to_pylist()
     runtime = tables.read_table(directory, "runtime_events").to_pylist()
@@ -121,7 +137,7 @@ def plot(directory: str | Path, path: str | Path, top: int = 10) -> Path:
     if not any(directory.glob("*.device_events.parquet")):
         raise FileNotFoundError(f"{directory} holds no neuron profile (no *.device_events.parquet)")
     device = tables.read_table(directory, "device_events").to_pylist()
-    executables = tables.read_table(directory, "executables").to_pylist()
+    executables = _merged_executables(tables.read_table(directory, "executables").to_pylist())
     runtime = tables.read_table(directory, "runtime_events").to_pylist()
 
     figure, (where, which) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [1, 1.6]})

@@ -326,6 +326,19 @@ def collective(name: str, device: int, nbytes: int) -> contextlib.AbstractContex
     return _collective(name, device, nbytes)
 
 
+@contextlib.contextmanager
+def ops_unrecorded() -> Iterator[None]:
+    """ATen ops run on this thread inside are not seen by profilers' op observers (RecordFunction):
+    building an executable traces the op's lowering or decomposition on meta and fake tensors, whose
+    ``aten::``/``prims::`` calls are no ops of the user's (a first ``gelu`` counted ``aten::gelu``
+    twice and ``prims::mul`` three times). The build shows as its ``neuronCacheMiss`` event."""
+    previous = _C._set_record_function_enabled(False)
+    try:
+        yield
+    finally:
+        _C._set_record_function_enabled(previous)
+
+
 def runtime_event(name: str, device: int, start_ns: int, nbytes: int = 0, detail: str = "") -> None:
     """A host-side runtime event on this thread, from ``start_ns`` to now (``device``: the core it
     concerns, or -1). Callers check :data:`active` first."""
