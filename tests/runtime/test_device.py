@@ -172,11 +172,14 @@ def test_core_count_from_environment(environment, expected):
     assert result.stdout.split() == [str(expected), "2.0"]
 
 
-def test_malformed_core_environment_raises_value_error():
+def test_malformed_core_environment_raises_value_error_and_is_available_warns():
+    # is_available never raises (as CUDA's) but warns: a script choosing "neuron" if available
+    # else "cpu" must not run on the CPU silently because of a typo (helper-59).
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_RT_")} | {"NEURON_RT_VISIBLE_CORES": "3-1"}
-    code = "import torch; torch.neuron.device_count()"
+    code = "import torch; print(torch.neuron.is_available()); torch.neuron.device_count()"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    assert result.returncode != 0
+    assert result.returncode != 0 and result.stdout.split() == ["False"]
+    assert "UserWarning: neuron: NEURON_RT_VISIBLE_CORES='3-1'" in result.stderr
     assert "ValueError: neuron: NEURON_RT_VISIBLE_CORES='3-1'" in result.stderr
 
 

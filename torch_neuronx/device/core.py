@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -40,7 +41,16 @@ def _index(device: torch.device | int | str | None) -> int:
 
 
 def is_available() -> bool:
-    """True when at least one NeuronCore is visible (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES)."""
+    """True when at least one NeuronCore is visible (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES).
+
+    Never raises, as ``torch.cuda.is_available``: a malformed variable makes no core visible and
+    warns with the error :func:`device_count` raises, so that a script choosing its device with
+    ``"neuron" if torch.neuron.is_available() else "cpu"`` does not fall back to the CPU silently.
+    """
+    error = _C._core_config_error()
+    if error:
+        warnings.warn(f"neuron: {error}; no NeuronCore is available", UserWarning, stacklevel=2)
+        return False
     return _C._device_count() > 0
 
 
