@@ -389,6 +389,34 @@ def test_fused_multiply_adds_of_cpu_kernels_match_bit_for_bit(op, dtype):
     torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
 
 
+#: 16-bit add/sub with an alpha over layouts the CPU runs as one loop in memory order: its vector
+#: body fuses, the last ``numel % 32`` elements of each thread's range (AVX-512) go one by one in
+#: c10::Half/BFloat16 arithmetic, rounding ``alpha * other`` first.
+SCALAR_TAILS = {
+    "add 1-d": ((1000,), lambda x, y: torch.add(x, y, alpha=2.5)),
+    "sub, all tail": ((31,), lambda x, y: torch.sub(x, y, alpha=0.3)),
+    "rsub": ((100,), lambda x, y: torch.rsub(x, y, alpha=-0.37)),
+    "add_ in place": ((1000,), lambda x, y: x.clone().add_(y, alpha=-1e-3)),
+    "add number": ((100,), lambda x, y: torch.add(x, 1.5, alpha=2.5)),
+    "add 0-dim": ((100,), lambda x, y: torch.add(x, y[0], alpha=2.5)),
+    "add two threads' ranges": ((70001,), lambda x, y: torch.add(x, y, alpha=2.5)),
+    "add transposed": ((40, 33), lambda x, y: torch.add(x.t(), y.t(), alpha=0.3)),
+    "add channels-last": (
+        (2, 3, 5, 7),
+        lambda x, y: torch.add(*(t.contiguous(memory_format=torch.channels_last) for t in (x, y)), alpha=2.5),
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", SCALAR_TAILS)
+def test_16_bit_add_with_alpha_rounds_as_the_cpus_loop_tail(case, dtype):
+    shape, op = SCALAR_TAILS[case]
+    generator = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(shape, generator=generator).to(dtype) for _ in range(2))
+    torch.testing.assert_close(op(x.to("neuron"), y.to("neuron")).cpu(), op(x, y), rtol=0, atol=0)
+
+
 def test_addcmul_rounds_once_at_ties_infinities_and_nans():
     # (1 + 2**-12) ** 2 lies half an ulp above 1 + 2**-11: rounded once it keeps 2**-24 after the
     # subtraction, rounded twice it is 0; inf * 1 - inf is NaN, 1e30 * 1e30 - inf is -inf.

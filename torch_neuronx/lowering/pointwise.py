@@ -21,6 +21,7 @@ from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, jax_dtype
+from torch_neuronx.runtime.host_threads import cpu_thread_count
 from torch_neuronx.runtime.tracing import device_check
 
 aten = torch.ops.aten
@@ -350,27 +351,88 @@ def _alpha_check(arguments: dict) -> None:
     checked=("alpha",),
     checked_in_opmath=True,
     dtype_rule=_alpha_check,
+    metas=True,
 )
-def add(self, other, alpha=1):
+def add(self, other, alpha=1, *, metas):
     """torch.add: self + alpha * other (bool: logical or; complex: as the CPU's vectorised kernel,
     :func:`complex_math.add`)."""
     if self.dtype == jnp.bool_:
         return jnp.logical_or(self, jnp.logical_and(other, alpha))
-    return _scaled_sum(self, other, alpha)
+    return _scaled_sum(self, other, alpha, metas[0], metas[1])
 
 
-def _scaled_sum(self, other, alpha, sign=1):
+def _scaled_sum(self, other, alpha, self_meta, other_meta, sign=1):
     """``self + sign * alpha * other``; complex operands take the CPU's complex product with
     ``sign * alpha`` (sub passes ATen's ``-alpha``). A real float sum with an alpha other than the
     default is one fused multiply-add, ATen's vectorized ``vec::fmadd(other, alpha, self)``
-    (ufunc/add.h; SGD's momentum and weight updates); integers take the plain expression."""
+    (ufunc/add.h; SGD's momentum and weight updates), but for the elements of a 16-bit result that
+    the CPU's loop computes one by one (:func:`_cpu_scalar_tail`), where ``c10::Half``/``BFloat16``
+    arithmetic rounds ``alpha * other`` and then the sum (``self_meta``/``other_meta``: the
+    operands as PyTorch sees them, whose layout decides those elements); integers take the plain
+    expression."""
     dtype = jnp.result_type(self, other)
     if jnp.issubdtype(dtype, jnp.complexfloating):
         return complex_math.add(jnp.asarray(self, dtype), jnp.asarray(other, dtype), alpha if sign == 1 else -alpha)
     default_alpha = isinstance(alpha, (int, float)) and alpha == 1
-    if jnp.issubdtype(dtype, jnp.floating) and not default_alpha:
-        return fused_multiply_add(other, alpha if sign == 1 else -alpha, self)
-    return self + alpha * other if sign == 1 else self - alpha * other
+    if not (jnp.issubdtype(dtype, jnp.floating) and not default_alpha):
+        return self + alpha * other if sign == 1 else self - alpha * other
+    scaled = alpha if sign == 1 else -alpha
+    fused = fused_multiply_add(other, scaled, self)
+    order = _one_dense_loop(self_meta, other_meta)
+    if order is None:
+        return fused
+    result_dtype = torch.result_type(self_meta, other_meta)
+    if result_dtype not in (torch.float16, torch.bfloat16) or self_meta.numel() == 0:
+        return fused
+    rounded = c10_rounding(jax_dtype(result_dtype))
+    one_by_one = rounded(self + rounded(scaled * other))
+    in_memory = _cpu_scalar_tail(self_meta.numel()).reshape([self_meta.shape[d] for d in order])
+    tail = jnp.transpose(in_memory, np.argsort(order)).reshape(fused.shape)
+    return jnp.where(tail, one_by_one, fused)
+
+
+def _one_dense_loop(self_meta: object, other_meta: object) -> tuple[int, ...] | None:
+    """The dimensions of ``self``, outermost first in memory, where the CPU runs a binary op as one
+    loop over every element in memory order (TensorIterator coalesces the dimensions of operands
+    whose strides agree): ``self`` dense and non-overlapping (contiguous, channels-last, a
+    transpose), ``other`` a number, a 0-dim tensor (TensorIterator's scalar operand) or a tensor of
+    ``self``'s shape and strides. None for other layouts (broadcasts, gaps), which loop otherwise."""
+    if not isinstance(self_meta, torch.Tensor):
+        return None
+    if isinstance(other_meta, torch.Tensor) and other_meta.dim() > 0:
+        if other_meta.shape != self_meta.shape or other_meta.stride() != self_meta.stride():
+            return None
+    order = sorted(range(self_meta.dim()), key=lambda d: -self_meta.stride(d))
+    expected = 1
+    for d in reversed(order):
+        if self_meta.shape[d] != 1 and self_meta.stride(d) != expected:
+            return None
+        expected *= self_meta.shape[d]
+    return tuple(order)
+
+
+#: ATen's grain of TensorIterator's loops: at::parallel_for splits fewer elements than this among
+#: no threads (internal::GRAIN_SIZE).
+_GRAIN_SIZE = 32768
+
+
+def _cpu_scalar_tail(numel: int) -> jax.Array:
+    """Which elements of a contiguous 16-bit TensorIterator loop over ``numel`` elements the CPU's
+    ``cpu_kernel_vec`` computes one by one (its scalar lambda) rather than in vectors:
+    ``at::parallel_for`` gives each of min(threads, ceil(numel / 32768)) tasks ceil(numel / tasks)
+    elements; a task runs whole ``Vectorized<BFloat16/Half>`` vectors (32 elements on AVX-512
+    builds, else 16) and the rest of its range element by element (measured: float16 and bfloat16
+    add with alpha differ from the fused body exactly from position ``numel - numel % 32`` on on an
+    AVX-512 host). Computed from an iota, not held as a constant; the thread count is read when the
+    call is compiled (part of its cache key)."""
+    step = 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16
+    tasks = max(min(cpu_thread_count(), -(-numel // _GRAIN_SIZE)), 1)
+    chunk = -(-numel // tasks)
+    index = jnp.int64 if numel >= 2**31 else jnp.int32
+    position = jax.lax.iota(index, numel)
+    start = position // chunk * chunk
+    length = jnp.minimum(start + chunk, numel) - start
+    return position - start >= length // step * step
 
 
 def _sub_check(arguments: dict) -> None:
@@ -402,10 +464,11 @@ def _sub_check(arguments: dict) -> None:
     negated_checked=("alpha",),
     checked_in_opmath=True,
     dtype_rule=_sub_check,
+    metas=True,
 )
-def sub(self, other, alpha=1):
+def sub(self, other, alpha=1, *, metas):
     """torch.sub: self - alpha * other, which ATen computes as self + (-alpha) * other."""
-    return _scaled_sum(self, other, alpha, -1)
+    return _scaled_sum(self, other, alpha, metas[0], metas[1], -1)
 
 
 @lowering(
@@ -416,10 +479,11 @@ def sub(self, other, alpha=1):
     negated_checked=("alpha",),
     checked_in_opmath=True,
     dtype_rule=_sub_check,
+    metas=True,
 )
-def rsub(self, other, alpha=1):
+def rsub(self, other, alpha=1, *, metas):
     """torch.rsub: other - alpha * self, which ATen computes as other + (-alpha) * self."""
-    return _scaled_sum(other, self, alpha, -1)
+    return _scaled_sum(other, self, alpha, metas[1], metas[0], -1)
 
 
 @lowering(aten.mul.Tensor, aten.mul.Scalar, promotion=Promotion.DEFAULT)
