@@ -37,7 +37,8 @@ uint64_t NeuronGenerator::seed() {
 }
 
 void NeuronGenerator::set_offset(uint64_t offset) {
-  TORCH_CHECK_VALUE(offset % 4 == 0, "neuron generator offset must be a multiple of 4, got ", offset);
+  // CUDAGeneratorImpl::set_philox_offset_per_thread's check and words.
+  TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");
   offset_ = offset;
 }
 
@@ -46,13 +47,18 @@ uint64_t NeuronGenerator::get_offset() const {
 }
 
 void NeuronGenerator::set_state(const c10::TensorImpl& state) {
-  TORCH_CHECK_TYPE(state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
-                   "neuron RNG state must be a torch.uint8 tensor, got ", state.dtype().name());
-  TORCH_CHECK_VALUE(state.numel() == kStateBytes, "neuron RNG state must have ", kStateBytes,
-                    " bytes (seed, offset), got ", state.numel(),
-                    "; pass a tensor from torch.neuron.get_rng_state()");
-  uint64_t values[2];
-  std::memcpy(values, state.data(), kStateBytes);
+  // CUDAGeneratorImpl::set_state: check_rng_state's checks and words (a CPU, strided, contiguous
+  // uint8 tensor: a device tensor's bytes cannot be read here), then a seed and an offset, or a
+  // seed alone (offset 0).
+  TORCH_CHECK_TYPE(state.layout() == c10::kStrided && state.device().type() == c10::DeviceType::CPU &&
+                       state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+                   "RNG state must be a torch.ByteTensor");
+  TORCH_CHECK(state.is_contiguous(), "RNG state must be contiguous");
+  constexpr int64_t kSeedBytes = sizeof(uint64_t);
+  TORCH_CHECK(state.numel() == kStateBytes || state.numel() == kSeedBytes, "RNG state is wrong size");
+  uint64_t values[2] = {0, 0};
+  std::memcpy(values, state.data(), static_cast<size_t>(state.numel()));
+  TORCH_CHECK(values[1] % 4 == 0, "offset must be a multiple of 4");
   seed_ = values[0];
   offset_ = values[1];
 }

@@ -1,36 +1,51 @@
 #include "runtime/NeuronHostAllocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
-#include <set>
 
 namespace c10::neuron {
 namespace {
 
 constexpr size_t kHostAlignment = 64;
 
-std::mutex& pinned_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+// The blocks handed out (their sizes, for the statistics) and the statistics, under one mutex.
+struct PinnedBlocks {
+  std::mutex mutex;
+  std::map<const void*, size_t> sizes;
+  at::HostStats stats;
+};
 
-std::set<const void*>& pinned_blocks() {
-  static std::set<const void*> blocks;
+PinnedBlocks& pinned() {
+  static PinnedBlocks blocks;
   return blocks;
 }
 
 void free_pinned(void* data) {
   {
-    std::lock_guard<std::mutex> lock(pinned_mutex());
-    pinned_blocks().erase(data);
+    PinnedBlocks& blocks = pinned();
+    std::lock_guard<std::mutex> lock(blocks.mutex);
+    auto found = blocks.sizes.find(data);
+    if (found != blocks.sizes.end()) {
+      blocks.stats.active_requests.decrease(1);
+      blocks.stats.active_bytes.decrease(found->second);
+      blocks.stats.allocations.decrease(1);
+      blocks.stats.allocated_bytes.decrease(found->second);
+      blocks.stats.num_host_free += 1;
+      blocks.sizes.erase(found);
+    }
   }
   std::free(data);
 }
 
-class PinnedHostAllocator final : public c10::Allocator {
+// PyTorch's host allocator interface for the PrivateUse1 device (at::getHostAllocator, which
+// torch.accelerator.empty_host_cache and host_memory_stats call). No block is cached: a freed block
+// goes back to the system at once, so empty_cache has nothing to release.
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) {
@@ -41,8 +56,14 @@ class PinnedHostAllocator final : public c10::Allocator {
     TORCH_CHECK_WITH(OutOfMemoryError, data != nullptr, "neuron: cannot allocate ", nbytes,
                      " bytes of pinned host memory");
     {
-      std::lock_guard<std::mutex> lock(pinned_mutex());
-      pinned_blocks().insert(data);
+      PinnedBlocks& blocks = pinned();
+      std::lock_guard<std::mutex> lock(blocks.mutex);
+      blocks.sizes[data] = rounded;
+      blocks.stats.active_requests.increase(1);
+      blocks.stats.active_bytes.increase(rounded);
+      blocks.stats.allocations.increase(1);
+      blocks.stats.allocated_bytes.increase(rounded);
+      blocks.stats.num_host_alloc += 1;
     }
     return c10::DataPtr(data, data, &free_pinned, c10::Device(c10::DeviceType::CPU));
   }
@@ -54,19 +75,64 @@ class PinnedHostAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
+
+  // A block is freed when its last tensor goes; no stream can still be reading it (the emulated
+  // core reads host memory at the copy itself). True where the pointer is one of ours.
+  bool record_event(void* ptr, void* /*ctx*/, c10::Stream /*stream*/) override {
+    return is_pinned_host_pointer(ptr);
+  }
+
+  void empty_cache() override {}
+
+  at::HostStats get_stats() override {
+    PinnedBlocks& blocks = pinned();
+    std::lock_guard<std::mutex> lock(blocks.mutex);
+    return blocks.stats;
+  }
+
+  void reset_accumulated_stats() override {
+    PinnedBlocks& blocks = pinned();
+    std::lock_guard<std::mutex> lock(blocks.mutex);
+    for (auto* stat : {&blocks.stats.active_requests, &blocks.stats.active_bytes, &blocks.stats.allocations,
+                       &blocks.stats.allocated_bytes}) {
+      stat->reset_accumulated();
+    }
+    blocks.stats.num_host_alloc = 0;
+    blocks.stats.num_host_free = 0;
+  }
+
+  void reset_peak_stats() override {
+    PinnedBlocks& blocks = pinned();
+    std::lock_guard<std::mutex> lock(blocks.mutex);
+    for (auto* stat : {&blocks.stats.active_requests, &blocks.stats.active_bytes, &blocks.stats.allocations,
+                       &blocks.stats.allocated_bytes}) {
+      stat->reset_peak();
+    }
+  }
 };
+
+PinnedHostAllocator& instance() {
+  static PinnedHostAllocator allocator;
+  return allocator;
+}
+
+// Registered when the extension loads, as CUDA registers its caching host allocator.
+[[maybe_unused]] const bool registered = [] {
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, &instance());
+  return true;
+}();
 
 } // namespace
 
 c10::Allocator* host_allocator() {
-  static PinnedHostAllocator instance;
-  return &instance;
+  return &instance();
 }
 
 bool is_pinned_host_pointer(const void* data) {
   // is_pinned() asks about a storage's base pointer, which is the start of the block.
-  std::lock_guard<std::mutex> lock(pinned_mutex());
-  return pinned_blocks().count(data) > 0;
+  PinnedBlocks& blocks = pinned();
+  std::lock_guard<std::mutex> lock(blocks.mutex);
+  return blocks.sizes.count(data) > 0;
 }
 
 } // namespace c10::neuron

@@ -43,6 +43,26 @@ def test_unsupported_autocast_dtype_warns():
             pass
 
 
+def test_autocast_to_float32_is_honoured_as_on_cuda():
+    a = torch.randn(4, 4, dtype=torch.bfloat16, device="neuron")
+    with torch.autocast("neuron", dtype=torch.float32):
+        assert (a @ a).dtype == torch.float32
+
+
+def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
+    # CUDA's autocast bans it (a 16-bit probability's log); neuron computed it (helper-62).
+    p, target = torch.rand(4, device="neuron"), torch.rand(4, device="neuron")
+    with (
+        torch.autocast("neuron"),
+        pytest.raises(
+            RuntimeError, match="^torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast"
+        ),
+    ):
+        torch.nn.functional.binary_cross_entropy(p, target)
+    with torch.autocast("neuron"):
+        torch.nn.functional.binary_cross_entropy_with_logits(p, target)  # the safe form runs
+
+
 def test_grad_scaler_matches_cpu_and_skips_non_finite_steps():
     torch.manual_seed(0)
     models = {d: torch.nn.Linear(4, 2).to(d) for d in ("cpu", "neuron")}

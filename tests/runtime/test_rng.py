@@ -61,11 +61,44 @@ def test_initial_seed_and_offset_advances():
     assert generator.get_offset() == offset + 12  # 10 draws, rounded up to whole Philox counters of 4
 
 
-def test_set_rng_state_rejects_bad_states():
-    with pytest.raises(TypeError, match="uint8"):
-        torch.neuron.set_rng_state(torch.zeros(16, dtype=torch.int32))
-    with pytest.raises(ValueError, match="16 bytes"):
-        torch.neuron.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+@pytest.mark.parametrize(
+    ("state", "error", "message"),
+    [
+        (lambda: torch.zeros(16, dtype=torch.int32), TypeError, "RNG state must be a torch.ByteTensor"),
+        # a device tensor's bytes were read as host memory: a segmentation fault (helper-62)
+        (
+            lambda: torch.zeros(16, dtype=torch.uint8, device="neuron"),
+            TypeError,
+            "RNG state must be a torch.ByteTensor",
+        ),
+        (lambda: torch.zeros(3, dtype=torch.uint8), RuntimeError, "RNG state is wrong size"),
+        (
+            lambda: torch.tensor([7] + [0] * 7 + [5] + [0] * 7, dtype=torch.uint8),
+            RuntimeError,
+            "offset must be a multiple of 4",
+        ),
+    ],
+    ids=["int32", "on the device", "3 bytes", "offset 5"],
+)
+def test_set_rng_state_rejects_bad_states_with_cudas_errors(state, error, message):
+    for set_state in (torch.neuron.set_rng_state, torch.Generator(device="neuron").set_state):
+        with pytest.raises(error, match=f"^{message}$"):
+            set_state(state())
+
+
+def test_rng_state_of_a_seed_alone_or_not_contiguous_is_read_as_cuda_reads_it():
+    seed_only = torch.tensor([7, 1, 0, 0, 0, 0, 0, 0], dtype=torch.uint8)
+    torch.neuron.set_rng_state(seed_only)
+    assert torch.neuron.initial_seed() == 263 and torch.neuron.default_generators[0].get_offset() == 0
+    # torch.cuda.set_rng_state copies to contiguous memory; a strided view was read as raw bytes.
+    state = torch.neuron.get_rng_state()
+    strided = torch.stack([state, state], 1)[:, 0]
+    torch.neuron.set_rng_state(strided)
+    assert torch.equal(torch.neuron.get_rng_state(), state)
+    with pytest.raises(RuntimeError, match="^RNG state must be contiguous$"):
+        torch.Generator(device="neuron").set_state(strided)
+    with pytest.raises(RuntimeError, match="^offset must be a multiple of 4$"):
+        torch.Generator(device="neuron").set_offset(5)
 
 
 def test_cores_have_independent_generators(two_cores):

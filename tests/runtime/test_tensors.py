@@ -67,6 +67,15 @@ def test_pinned_memory_and_non_blocking_copies(non_blocking):
     torch.testing.assert_close(host, pinned)
 
 
+def test_host_allocator_is_pytorchs_for_the_device():
+    # torch.accelerator's host-memory calls reach at::getHostAllocator(PrivateUse1), which had no
+    # allocator: a segmentation fault once the device had started (helper-62).
+    torch.ones(1, device="neuron")
+    pinned = torch.ones(1000).pin_memory()
+    torch.accelerator.empty_host_cache()  # nothing cached: freed blocks go back at once
+    assert pinned.is_pinned() and torch.equal(pinned, torch.ones(1000))
+
+
 def test_copy_with_dtype_conversion_and_broadcast():
     source = torch.arange(4, dtype=torch.int64)
     target = torch.empty(3, 4, dtype=torch.float32, device="neuron")

@@ -97,8 +97,9 @@ __all__ = [
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """Dtypes ``torch.autocast("neuron", dtype=...)`` accepts: bfloat16 (Trainium's native 16-bit
-    matmul type, the default) and float16."""
-    return [torch.bfloat16, torch.float16]
+    matmul type, the default), float16 and float32 (its ops then run in float32, as CUDA's
+    autocast honours ``dtype=torch.float32``)."""
+    return [torch.bfloat16, torch.float16, torch.float32]
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

@@ -59,12 +59,15 @@ def get_rng_state(device: torch.device | int | str = "neuron") -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: torch.device | int | str = "neuron") -> None:
-    """Restores a state from :func:`get_rng_state`.
+    """Restores a state from :func:`get_rng_state` (16 bytes: seed, offset; or 8: a seed, offset
+    0), copied to contiguous memory first, as ``torch.cuda.set_rng_state`` does.
 
     Raises:
-        TypeError: the state is not uint8. ValueError: it does not have 16 bytes.
+        TypeError: the state is not a CPU uint8 tensor ("RNG state must be a torch.ByteTensor").
+        RuntimeError: it has neither 8 nor 16 bytes, or its offset is not a multiple of 4 (CUDA's
+            words).
     """
-    _generator(device).set_state(new_state)
+    _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
