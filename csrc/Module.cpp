@@ -107,8 +107,11 @@ PYBIND11_MODULE(_C, m) {
 
   // Memory.
   m.def("_memory_capacity", [](int device) { return allocator().capacity(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_set_memory_capacity",
-        [](int device, size_t bytes) { allocator().set_capacity(static_cast<c10::DeviceIndex>(device), bytes); });
+  m.def("_memory_fraction",
+        [](int device) { return allocator().memory_fraction(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_set_memory_fraction", [](int device, double fraction) {
+    allocator().set_memory_fraction(static_cast<c10::DeviceIndex>(device), fraction);
+  });
   m.def("_num_tensor_frees", [](int device) { return allocator().num_tensor_frees(static_cast<c10::DeviceIndex>(device)); });
   m.def("_empty_cache", [](int device) { allocator().empty_cache_on(static_cast<c10::DeviceIndex>(device)); });
 

@@ -95,12 +95,19 @@ struct CoreMemory {
   DeviceStats stats;
   int64_t tensor_frees = 0;
   size_t capacity = 0; // 0: not read yet
+  double fraction = 1.0; // set_per_process_memory_fraction: the share of the capacity this process may use
 
   size_t limit() {
     if (capacity == 0) {
       capacity = default_capacity();
     }
     return capacity;
+  }
+
+  // What this process may reserve: the capacity times the fraction, as CUDA's allocator's
+  // allowed_memory_maximum (the capacity itself is still what the device reports).
+  size_t allowed() {
+    return static_cast<size_t>(static_cast<double>(limit()) * fraction);
   }
 
   bool is_split(uint64_t address, const Block& block) const {
@@ -214,7 +221,8 @@ struct CoreMemory {
         OutOfMemoryError, false, "neuron:", static_cast<int>(device), " out of memory. Tried to allocate ",
         format_bytes(nbytes), ". NeuronCore ", physical_core_ids()[device], " (neuron:", static_cast<int>(device),
         ") has a total capacity of ", format_bytes(capacity_bytes), " of which ", format_bytes(free_bytes),
-        " is free. Of the allocated memory ", format_bytes(allocated), " is allocated by PyTorch, and ",
+        " is free.", fraction < 1.0 ? " This process may use " + format_bytes(allowed()) + " of it (its memory fraction)." : "",
+        " Of the allocated memory ", format_bytes(allocated), " is allocated by PyTorch, and ",
         format_bytes(reserved - allocated),
         " is reserved by PyTorch but unallocated. Free tensors you no longer need (del them), use a "
         "smaller batch, or raise the capacity with TORCH_NEURONX_HBM_CAPACITY or "
@@ -223,10 +231,10 @@ struct CoreMemory {
 
   uint64_t new_segment(c10::DeviceIndex device, uint64_t size, size_t nbytes) {
     auto all = static_cast<size_t>(StatType::AGGREGATE);
-    if (stats.reserved_bytes[all].current + size > limit()) {
+    if (stats.reserved_bytes[all].current + size > allowed()) {
       stats.num_alloc_retries += 1;
       release_cached_segments(range_base(device));
-      if (stats.reserved_bytes[all].current + size > limit()) {
+      if (stats.reserved_bytes[all].current + size > allowed()) {
         raise_oom(device, nbytes);
       }
     }
@@ -444,11 +452,17 @@ size_t NeuronAllocator::capacity(c10::DeviceIndex device) {
   return memory.limit();
 }
 
-void NeuronAllocator::set_capacity(c10::DeviceIndex device, size_t bytes) {
-  TORCH_CHECK_VALUE(bytes > 0, "neuron: the HBM capacity must be positive, got ", bytes);
+double NeuronAllocator::memory_fraction(c10::DeviceIndex device) {
   CoreMemory& memory = core(device);
   std::lock_guard<std::mutex> lock(memory.mutex);
-  memory.capacity = bytes;
+  return memory.fraction;
+}
+
+void NeuronAllocator::set_memory_fraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+  CoreMemory& memory = core(device);
+  std::lock_guard<std::mutex> lock(memory.mutex);
+  memory.fraction = fraction;
 }
 
 NeuronAllocator& allocator() {

@@ -51,7 +51,9 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   // Frees of storages (one per released allocation), not reported by DeviceStats.
   int64_t num_tensor_frees(c10::DeviceIndex device);
   size_t capacity(c10::DeviceIndex device);
-  void set_capacity(c10::DeviceIndex device, size_t bytes);
+  // The share of the capacity this process may reserve (torch.neuron.set_per_process_memory_fraction).
+  double memory_fraction(c10::DeviceIndex device);
+  void set_memory_fraction(c10::DeviceIndex device, double fraction);
   void empty_cache_on(c10::DeviceIndex device);
 };
 

@@ -180,6 +180,10 @@ double NeuronGuardImpl::elapsedTime(void* start_event, void* end_event, c10::Dev
   auto* end = static_cast<NeuronEvent*>(end_event);
   TORCH_CHECK(start->timing && end->timing,
               "Both events must be created with argument 'enable_timing=True'.");
+  // CUDA refuses events of two devices too (cudaEventElapsedTime: invalid resource handle, a
+  // RuntimeError): the cores' clocks are not one timeline.
+  TORCH_CHECK(start->device == end->device, "elapsed_time needs both events recorded on one NeuronCore; got neuron:",
+              static_cast<int>(start->device), " and neuron:", static_cast<int>(end->device));
   return call_runtime<double>("event_elapsed_ms", start->id, end->id);
 }
 

@@ -275,3 +275,29 @@ def test_negative_set_device_is_a_no_op_as_on_cuda(two_cores):
 def test_another_device_type_raises_cudas_value_error(call):
     with pytest.raises(ValueError, match=r"^Expected a neuron device, but got: cpu$"):
         call(torch.device("cpu"))
+
+
+def test_cuda_namesakes_of_the_device_module():
+    # torch.cuda's names that libraries call (helper-62 found them missing).
+    assert torch.neuron.OutOfMemoryError is torch.OutOfMemoryError
+    assert torch.neuron.is_current_stream_capturing() is False
+    torch.neuron.init()
+    assert torch.neuron.is_initialized()
+    with pytest.warns(FutureWarning, match="renamed to torch.neuron.memory_reserved"):
+        assert torch.neuron.memory_cached() == torch.neuron.memory_reserved()
+    with pytest.warns(FutureWarning, match="resets /all/ peak memory stats"):
+        torch.neuron.reset_max_memory_allocated()
+    stream = torch.neuron.Stream()
+    with torch.neuron.StreamContext(stream):
+        current = torch.neuron.current_stream()
+    # torch.cuda.current_stream gives a torch.cuda.Stream, with its priority
+    assert isinstance(current, torch.neuron.Stream) and current == stream and current.priority == 0
+    assert isinstance(torch.neuron.default_stream(), torch.neuron.Stream)
+
+
+@pytest.mark.parametrize("device", ["neuron", torch.device("neuron")])
+def test_set_device_without_an_index_raises_as_cuda(device):
+    with pytest.raises(
+        ValueError, match="^Expected a torch.device with a specified index or an integer, but got:neuron$"
+    ):
+        torch.neuron.set_device(device)

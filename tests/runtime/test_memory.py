@@ -124,10 +124,18 @@ def test_capacity_from_environment_and_fraction():
         "    torch.empty(5 * 2**20, device='neuron')\n"
         "except torch.OutOfMemoryError:\n"
         "    print('oom at a quarter')\n"
+        # the device still reports its whole capacity, as CUDA's does under a fraction (helper-62)
+        "print(torch.neuron.get_device_properties(0).total_memory // 2**20, torch.neuron.mem_get_info()[1] // 2**20)\n"
+        "print(torch.neuron.get_per_process_memory_fraction())\n"
+        "torch.neuron.set_per_process_memory_fraction(0.0)\n"
+        "try:\n"
+        "    torch.empty(1, device='neuron')\n"
+        "except torch.OutOfMemoryError:\n"
+        "    print('oom at none')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["oom", "oom at a quarter"]
+    assert result.stdout.split("\n")[:5] == ["oom", "oom at a quarter", "64 64", "0.25", "oom at none"]
 
 
 def test_accelerator_memory_apis_agree():

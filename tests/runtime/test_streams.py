@@ -123,6 +123,18 @@ def test_elapsed_time_requires_timing_events():
         start.elapsed_time(end)
 
 
+def test_elapsed_time_between_events_of_two_cores_raises_as_cuda(two_cores):
+    # CUDA raises (PyTorch's test_events_multi_gpu_elapsed_time); neuron returned a number.
+    start = torch_neuronx.Event(enable_timing=True)
+    end = torch_neuronx.Event(enable_timing=True)
+    start.record(torch.neuron.current_stream(0))
+    end.record(torch.neuron.current_stream(1))
+    torch.neuron.synchronize(0)
+    torch.neuron.synchronize(1)
+    with pytest.raises(RuntimeError, match="^elapsed_time needs both events recorded on one NeuronCore"):
+        start.elapsed_time(end)
+
+
 def test_earliest_fault_is_raised_first_and_the_runtime_carries_on():
     x = torch.tensor([7, 8], device="neuron")
     first = torch.div(x, torch.tensor([0, 1], device="neuron"), rounding_mode="floor")

@@ -67,6 +67,20 @@ def test_pinned_memory_and_non_blocking_copies(non_blocking):
     torch.testing.assert_close(host, pinned)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.empty(2, device="neuron", pin_memory=True),
+        lambda: torch.zeros(2, device="neuron", pin_memory=True),
+        lambda: torch.empty_strided((2,), (1,), device="neuron", pin_memory=True),
+    ],
+    ids=["empty", "zeros", "empty_strided"],
+)
+def test_pinning_a_device_tensor_raises_as_cuda(make):
+    with pytest.raises(RuntimeError, match="^Only dense CPU tensors can be pinned$"):
+        make()
+
+
 def test_host_allocator_is_pytorchs_for_the_device():
     # torch.accelerator's host-memory calls reach at::getHostAllocator(PrivateUse1), which had no
     # allocator: a segmentation fault once the device had started (helper-62).

@@ -17,6 +17,7 @@ from torch_neuronx.device.core import (
     get_device_capability,
     get_device_name,
     get_device_properties,
+    init,
     is_available,
     is_initialized,
     set_device,
@@ -26,13 +27,17 @@ from torch_neuronx.device.memory import (
     empty_cache,
     get_per_process_memory_fraction,
     max_memory_allocated,
+    max_memory_cached,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_cached,
     memory_reserved,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
@@ -49,9 +54,23 @@ from torch_neuronx.device.random import (
 )
 from torch_neuronx.device.streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
+#: ``torch.cuda.OutOfMemoryError``'s counterpart: the exception an allocation past the capacity raises.
+OutOfMemoryError = torch.OutOfMemoryError
+#: ``torch.cuda.StreamContext``'s counterpart: the context manager :func:`stream` returns.
+StreamContext = stream
+
+
+def is_current_stream_capturing() -> bool:
+    """False: neuron has no stream capture (CUDA graphs); code that asks before a synchronizing call
+    (``torch.cuda.is_current_stream_capturing``) may go on."""
+    return False
+
+
 __all__ = [
     "Event",
+    "OutOfMemoryError",
     "Stream",
+    "StreamContext",
     "amp",
     "current_device",
     "current_stream",
@@ -68,20 +87,26 @@ __all__ = [
     "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
+    "max_memory_cached",
     "max_memory_reserved",
     "mem_get_info",
     "memory_allocated",
+    "memory_cached",
     "memory_reserved",
     "memory_stats",
     "memory_summary",
     "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",

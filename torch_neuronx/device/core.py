@@ -17,6 +17,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "init",
     "is_available",
     "is_initialized",
     "set_device",
@@ -95,8 +96,20 @@ def set_device(device: torch.device | int | str) -> None:
     global _core_selected
     if isinstance(device, int) and device < 0:
         return
+    named = torch.device(device) if isinstance(device, (str, torch.device)) else None
+    if named is not None and named.type == "neuron" and named.index is None:
+        # torch.cuda.set_device("cuda")'s error (_get_device_index with optional=False)
+        raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
     _C._set_device(_index(device))
     _core_selected = True
+
+
+def init() -> None:
+    """Starts the device runtime now rather than at the first op on a neuron tensor, as
+    ``torch.cuda.init`` initializes CUDA; does nothing once it has started."""
+    from torch_neuronx import runtime
+
+    runtime.start()
 
 
 class device:

@@ -6,6 +6,7 @@ reserved (cached) until :func:`empty_cache`. See csrc/runtime/NeuronAllocator.h.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -24,12 +25,14 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "memory_summary",
+    "max_memory_cached",
+    "memory_cached",
     "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
 ]
-
-_DEFAULT_CAPACITY: dict[int, int] = {}
 
 
 def memory_stats(device: torch.device | int | str | None = None) -> OrderedDict[str, Any]:
@@ -82,7 +85,10 @@ def mem_get_info(device: torch.device | int | str | None = None) -> tuple[int, i
 
 
 def set_per_process_memory_fraction(fraction: float, device: torch.device | int | str | None = None) -> None:
-    """Limits this process to ``fraction`` of a core's HBM capacity, like the CUDA function.
+    """Limits this process to ``fraction`` of a core's HBM capacity, like the CUDA function: an
+    allocation that would reserve more raises ``torch.OutOfMemoryError`` (0.0: every one does).
+    The device's reported capacity (``get_device_properties().total_memory``, ``mem_get_info``'s
+    total) stays the whole HBM, as CUDA's does.
 
     Raises:
         TypeError: ``fraction`` is not a float (CUDA's check and words).
@@ -92,15 +98,12 @@ def set_per_process_memory_fraction(fraction: float, device: torch.device | int 
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    index = _index(device)
-    total = _DEFAULT_CAPACITY.setdefault(index, _C._memory_capacity(index))
-    _C._set_memory_capacity(index, int(total * fraction))
+    _C._set_memory_fraction(_index(device), fraction)
 
 
 def get_per_process_memory_fraction(device: torch.device | int | str | None = None) -> float:
-    index = _index(device)
-    total = _DEFAULT_CAPACITY.get(index, _C._memory_capacity(index))
-    return _C._memory_capacity(index) / total
+    """The fraction :func:`set_per_process_memory_fraction` set for a core (1.0 unless set)."""
+    return _C._memory_fraction(_index(device))
 
 
 def _format_bytes(count: int) -> str:
@@ -141,3 +144,43 @@ def memory_summary(device: torch.device | int | str | None = None, abbreviated: 
         for key in ("num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "num_tensor_frees"):
             lines.append(f"{key:<24}{stats[key]:>14}")
     return "\n".join(lines)
+
+
+def memory_cached(device: torch.device | int | str | None = None) -> int:
+    """Deprecated: :func:`memory_reserved`, with torch.cuda's ``FutureWarning``."""
+    warnings.warn(
+        "torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved", FutureWarning, stacklevel=2
+    )
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: torch.device | int | str | None = None) -> int:
+    """Deprecated: :func:`max_memory_reserved`, with torch.cuda's ``FutureWarning``."""
+    warnings.warn(
+        "torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device: torch.device | int | str | None = None) -> None:
+    """Deprecated: :func:`reset_peak_memory_stats` (every peak), with torch.cuda's ``FutureWarning``."""
+    warnings.warn(
+        "torch.neuron.reset_max_memory_allocated now calls torch.neuron.reset_peak_memory_stats, "
+        "which resets /all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: torch.device | int | str | None = None) -> None:
+    """Deprecated: :func:`reset_peak_memory_stats` (every peak), with torch.cuda's ``FutureWarning``."""
+    warnings.warn(
+        "torch.neuron.reset_max_memory_cached now calls torch.neuron.reset_peak_memory_stats, "
+        "which resets /all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)

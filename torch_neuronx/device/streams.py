@@ -34,6 +34,14 @@ class Stream(torch.Stream):
             raise RuntimeError(f"Expected neuron stream priority to be less than or equal to 0, got {priority}")
         return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
 
+    @classmethod
+    def _of(cls, stream: torch.Stream) -> Stream:
+        """``stream`` (a plain ``torch.Stream`` of neuron) as this class: the same stream, equal to
+        it and of its hash, as ``torch.cuda.current_stream`` returns a ``torch.cuda.Stream``."""
+        return torch.Stream.__new__(
+            cls, stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type
+        )
+
     @property
     def priority(self) -> int:
         return _C._stream_priority(self.device_index, self.stream_id)
@@ -63,14 +71,14 @@ class Event(metaclass=_NeuronEventType):
         return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
 
 
-def current_stream(device: torch.device | int | str | None = None) -> torch.Stream:
-    """This thread's current stream on a core."""
-    return torch.accelerator.current_stream(torch.device("neuron", _index(device)))
+def current_stream(device: torch.device | int | str | None = None) -> Stream:
+    """This thread's current stream on a core, a :class:`Stream` (with its ``priority``)."""
+    return Stream._of(torch.accelerator.current_stream(torch.device("neuron", _index(device))))
 
 
-def default_stream(device: torch.device | int | str | None = None) -> torch.Stream:
-    """The default stream of a core (stream id 0)."""
-    return _C._stream(_index(device), 0)
+def default_stream(device: torch.device | int | str | None = None) -> Stream:
+    """The default stream of a core (stream id 0), a :class:`Stream`."""
+    return Stream._of(_C._stream(_index(device), 0))
 
 
 def set_stream(stream: torch.Stream) -> None:

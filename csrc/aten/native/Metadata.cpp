@@ -88,11 +88,18 @@ void check_dtype_supported(c10::ScalarType dtype, const char* op) {
   }
 }
 
+// Pinning is for host memory: CUDA's empty_cuda refuses it for device tensors (torch.zeros(...,
+// device="cuda", pin_memory=True)), in these words.
+void check_not_pinned(std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                               std::optional<bool> /*pin_memory*/,
+                               std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   check_strided(layout, "aten::empty.memory_format");
+  check_not_pinned(pin_memory);
   auto scalar_type = c10::dtype_or_default(dtype);
   check_dtype_supported(scalar_type, "aten::empty.memory_format");
   c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, target_device(device)));
@@ -102,8 +109,9 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                         std::optional<bool> /*pin_memory*/) {
+                         std::optional<bool> pin_memory) {
   check_strided(layout, "aten::empty_strided");
+  check_not_pinned(pin_memory);
   auto scalar_type = c10::dtype_or_default(dtype);
   check_dtype_supported(scalar_type, "aten::empty_strided");
   c10::DeviceGuard guard(c10::Device(kNeuronDeviceType, target_device(device)));
