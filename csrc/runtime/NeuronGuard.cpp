@@ -115,6 +115,17 @@ c10::Stream NeuronGuardImpl::exchangeStream(c10::Stream stream) const noexcept {
   return previous;
 }
 
+c10::DeviceCapability NeuronGuardImpl::getDeviceCapability(c10::Device /*device*/) const {
+  c10::DeviceCapability capability;
+  capability.capability_data.capability_bits = 0;
+  auto& types = capability.capability_data.supported_scalar_types;
+  types.has_Bool = types.has_Byte = types.has_Char = types.has_Short = types.has_Int = types.has_Long = 1;
+  types.has_UInt16 = types.has_UInt32 = types.has_UInt64 = 1;
+  types.has_Half = types.has_BFloat16 = types.has_Float = types.has_Float8_e5m2 = types.has_Float8_e4m3fn = 1;
+  types.has_ComplexHalf = types.has_ComplexFloat = 1;
+  return capability;
+}
+
 bool NeuronGuardImpl::queryStream(const c10::Stream& stream) const {
   return call_runtime<bool>("stream_query", static_cast<int>(stream.device_index()), stream.id());
 }

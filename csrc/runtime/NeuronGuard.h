@@ -21,6 +21,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device device) const override;
   void uncheckedSetDevice(c10::Device device) const noexcept override;
   c10::DeviceIndex deviceCount() const noexcept override;
+  // The dtypes neuron tensors hold (torch.accelerator.get_device_capability): no float64 or
+  // complex128 (the FP64 policy), no quantized or bit types.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
 
   c10::Stream getStream(c10::Device device) const override;
   c10::Stream getDefaultStream(c10::Device device) const override;

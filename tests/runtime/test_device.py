@@ -301,3 +301,12 @@ def test_set_device_without_an_index_raises_as_cuda(device):
         ValueError, match="^Expected a torch.device with a specified index or an integer, but got:neuron$"
     ):
         torch.neuron.set_device(device)
+
+
+def test_accelerator_device_capability_lists_the_dtypes_the_device_holds():
+    # It raised "Backend doesn't support getting device capabilities." (helper-62).
+    supported = torch.accelerator.get_device_capability()["supported_dtypes"]
+    assert torch.float64 not in supported and torch.complex128 not in supported  # the FP64 policy
+    for dtype in supported:
+        assert torch.zeros(2, dtype=dtype, device="neuron").dtype == dtype
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex32} <= supported
