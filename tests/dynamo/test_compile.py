@@ -698,3 +698,22 @@ def test_dynamo_rewrites_of_fused_ops_compute_as_eager(case):
     torch._dynamo.reset()
     actual = torch.compile(fn, backend="neuron")(*(t.to("neuron") for t in (a, b, c, s)))
     torch.testing.assert_close(actual.cpu(), fn(a, b, c, s), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("make", "fn"),
+    [
+        (lambda: torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last), lambda x: x * 2),
+        (lambda: torch.arange(6.0).view(2, 3), lambda x: x.t() * 2),
+        (lambda: torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last), lambda x: torch.relu(x) + 1),
+    ],
+    ids=["channels-last", "transposed", "channels-last chain"],
+)
+def test_compiled_outputs_take_eagers_strides(make, fn):
+    # Outputs were stored contiguously: a channels-last result came back NCHW and view(-1) of a
+    # transposed one succeeded where eager raises (helper-61); inductor keeps eager's strides too.
+    x = make()
+    expected = fn(x)
+    actual = torch.compile(fn, backend="neuron")(x.to("neuron"))
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)

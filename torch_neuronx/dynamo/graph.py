@@ -242,9 +242,7 @@ class CompiledGraph:
             inputs,
             compute,
             results=[
-                executable.ResultLayout.of(meta, keep_strides=False)
-                if isinstance(meta, torch.Tensor)
-                else _host_value(meta)
+                executable.ResultLayout.of(meta) if isinstance(meta, torch.Tensor) else _host_value(meta)
                 for meta in output_metas
             ],
             random_elements=engine.random_elements(graph),
