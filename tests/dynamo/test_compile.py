@@ -717,3 +717,22 @@ def test_compiled_outputs_take_eagers_strides(make, fn):
     actual = torch.compile(fn, backend="neuron")(x.to("neuron"))
     assert actual.stride() == expected.stride()
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_a_first_compiled_optimizer_step_is_capturable_as_on_cuda():
+    # Dynamo makes a stateless optimizer's compiled step capturable for CUDA parameters (its state on
+    # the device); neuron parameters get the same.
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Linear(8, 4)
+    model = copy.deepcopy(cpu_model).to("neuron")
+    cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    step = torch.compile(opt.step, backend="neuron")
+    x = torch.randn(2, 8)
+    for _ in range(3):
+        for m, o, inp, run in ((cpu_model, cpu_opt, x, cpu_opt.step), (model, opt, x.to("neuron"), step)):
+            o.zero_grad()
+            m(inp).square().sum().backward()
+            run()
+    assert opt.param_groups[0]["capturable"] and opt.state[model.weight]["step"].device.type == "neuron"
+    torch.testing.assert_close(model.weight.detach().cpu(), cpu_model.weight.detach())

@@ -1,5 +1,7 @@
-"""Compiled ``optimizer.step()`` of an optimizer whose state an eager step made (Dynamo's
-``OptimizerVariable``, PyTorch 2.13).
+"""Compiled ``optimizer.step()`` on neuron (Dynamo's ``OptimizerVariable``, PyTorch 2.13).
+
+A first compiled step of an optimizer without state is made capturable, as Dynamo does for CUDA and
+XPU parameters (``_set_capturable``): the state lives on the device.
 
 Without ``capturable``, torch.optim keeps a parameter's scalar state on the host: ``step``, and
 NAdam's ``mu_product``. When Dynamo traces ``_init_group`` of such a state it moves ``step`` to the
@@ -40,6 +42,24 @@ def _patch(module: types.ModuleType) -> None:
     move_step = variable.move_step_if_cpu
     if getattr(move_step, "_neuron_moves_scalar_state", False):
         return
+    set_capturable = variable._set_capturable
+
+    def _set_capturable(self: object, tx: object) -> None:
+        # Dynamo makes a compiled step capturable (its state on the device, no host scalars) where
+        # every parameter of a group is on CUDA or XPU and has no state yet; neuron is such a
+        # device. Left non-capturable, a compiled AdamW step after a fused one failed in
+        # _foreach_addcdiv_ ("Expected scalars to be on CPU, got meta instead", helper-61).
+        for group in self.value.param_groups:  # type: ignore[attr-defined]
+            params = group.get("params", [])
+            if (
+                "capturable" in group
+                and params
+                and all(p.device.type == "neuron" and p not in self.value.state for p in params)  # type: ignore[attr-defined]
+            ):
+                group["capturable"] = True
+        set_capturable(self, tx)
+
+    variable._set_capturable = _set_capturable
 
     def move_step_if_cpu(self: object) -> None:
         for param, state in self.value.state.items():  # type: ignore[attr-defined]
