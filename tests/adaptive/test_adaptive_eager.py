@@ -355,3 +355,69 @@ def test_the_environment_variable_turns_it_on_for_the_process():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "{6: 1}"  # randn's normal_ and the chain's five ops: one trace
+
+
+def test_overlapping_blocks_of_two_threads_leave_recording_off():
+    # Each block restored the mode its entry saw, so the last to leave turned recording back on
+    # for the rest of the process (helper-61).
+    import threading
+
+    from torch_neuronx.adaptive import trace
+
+    x = torch.randn(4, device="neuron")
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with torch_neuronx.adaptive_eager():
+            (x * 2).sin()
+            first_in.set()
+            second_in.wait()
+        first_out.set()
+
+    def second():  # enters while the first block is open (sees recording on), leaves last
+        first_in.wait()
+        with torch_neuronx.adaptive_eager():
+            (x * 3).sin()
+            second_in.set()
+            first_out.wait()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not trace.active()
+
+
+def test_threads_recording_and_stopping_at_once_lose_no_op():
+    # One thread's stop flushed, then others recorded before recording was off: their ops stayed
+    # unrun and a later plain launch read a pending buffer (TypeError, helper-61).
+    import threading
+
+    x = torch.randn(16, 16)
+    device_x = x.to("neuron")
+    device_x.cpu()
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            with torch_neuronx.adaptive_eager():
+                a = device_x
+                for _ in range(10):
+                    a = torch.tanh(torch.add(torch.mul(a, 0.5), i))
+                results[i] = a.cpu()
+        except Exception as error:  # noqa: BLE001 - collected, asserted below
+            errors.append(error)
+
+    for _ in range(10):  # a race: without the lock, most runs of 10 rounds failed
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    for i, value in results.items():
+        expected = x
+        for _ in range(10):
+            expected = torch.tanh(torch.add(torch.mul(expected, 0.5), i))
+        torch.testing.assert_close(value, expected)

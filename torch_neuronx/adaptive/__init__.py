@@ -25,9 +25,10 @@ __all__ = ["adaptive_eager", "adaptive_eager_metrics", "reset_adaptive_eager_met
 @contextlib.contextmanager
 def adaptive_eager(enabled: bool = True) -> Iterator[None]:
     """Records eager ops inside the block and fuses them (``enabled=False``: runs plain eager inside
-    a block that records). What was recorded is run when the block is left; the mode is then what
-    it was before. The mode is process-wide: ops of other threads (autograd's backward among them)
-    are recorded too, in the order they are called.
+    a block that records). What was recorded is run when the block is left. The mode is
+    process-wide: ops of other threads (autograd's backward among them) are recorded too, in the
+    order they are called; while blocks of several threads overlap, recording is on if one enables
+    it and none disables it, and once every block has ended the mode is what it was before the first.
 
     Raises:
         whatever an op's eager kernel raises, at the op (its executable is traced when first recorded),
@@ -36,15 +37,14 @@ def adaptive_eager(enabled: bool = True) -> Iterator[None]:
     """
     from torch_neuronx.adaptive import trace
 
-    before = trace.active()
-    trace.set_active(enabled)
+    trace.enter_block(enabled)
     try:
         yield
     finally:
         try:
             trace.flush(None, "leaving adaptive_eager()")
         finally:  # a fault the flush raises must not leave recording on for the rest of the process
-            trace.set_active(before)
+            trace.leave_block(enabled)
 
 
 def adaptive_eager_metrics() -> dict[str, Any]:

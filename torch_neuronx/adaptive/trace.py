@@ -104,17 +104,52 @@ def active() -> bool:
 
 
 def set_active(on: bool) -> None:
-    """Starts or stops recording; stopping flushes every core first."""
-    if on == _recording[0]:
-        return
-    if on:
-        _max_ops[0] = _config.adaptive_eager_max_ops()
-        _recording[0] = True
-        recording.install(record, flush)
+    """Starts or stops recording; stopping flushes every core first. Under the trace lock, so that
+    no thread records between the flush and the stop (its op would stay unrun, a pending buffer
+    that a later plain launch cannot read)."""
+    with _lock:
+        if on == _recording[0]:
+            return
+        if on:
+            _max_ops[0] = _config.adaptive_eager_max_ops()
+            _recording[0] = True
+            recording.install(record, flush)
+        else:
+            flush(None, "recording turned off")
+            _recording[0] = False
+            recording.uninstall()
+
+
+#: Open ``adaptive_eager()`` blocks of every thread: (enabling, disabling), and the mode outside any
+#: block (TORCH_NEURONX_ADAPTIVE_EAGER); recording is on while a block enables it and none disables.
+_blocks = {"enabling": 0, "disabling": 0}
+_outside = [False]
+
+
+def enter_block(enabled: bool) -> None:
+    """An ``adaptive_eager(enabled)`` block starts, in any thread: blocks of several threads that
+    overlap combine (the last to leave does not restore what its own entry saw)."""
+    with _lock:
+        if not (_blocks["enabling"] or _blocks["disabling"]):
+            _outside[0] = _recording[0]
+        _blocks["enabling" if enabled else "disabling"] += 1
+        _apply_blocks()
+
+
+def leave_block(enabled: bool) -> None:
+    """The ``adaptive_eager(enabled)`` block that :func:`enter_block` started ends."""
+    with _lock:
+        _blocks["enabling" if enabled else "disabling"] -= 1
+        _apply_blocks()
+
+
+def _apply_blocks() -> None:
+    if _blocks["disabling"]:
+        set_active(False)
+    elif _blocks["enabling"]:
+        set_active(True)
     else:
-        flush(None, "recording turned off")
-        _recording[0] = False
-        recording.uninstall()
+        set_active(_outside[0])
 
 
 def record(
@@ -138,6 +173,8 @@ def record(
     ):
         return _run_now(exe, inputs, device, slot_tensors, generator, values)
     with _lock:
+        if not _recording[0]:  # another thread stopped recording since the check above
+            return _run_now(exe, inputs, device, slot_tensors, generator, values)
         avals = exe.output_avals
         if avals is None:
             extra = (0, 0) if exe.random_elements else ()
