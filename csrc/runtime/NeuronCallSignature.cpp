@@ -130,6 +130,10 @@ class Walker {
       raise_device_mismatch(spec.name, where);
     }
     note_device(where.index(), spec.name);
+    // NumPy's and JAX's limit, which neuron's values live in; the CPU's and CUDA's reductions raise
+    // these words for the same tensors (TensorIterator's dim check).
+    TORCH_CHECK(t.dim() <= 64, op_name_, " on neuron: only tensors with up to 64 dims are supported; argument '",
+                spec.name, "' has ", t.dim());
     if (t.is_conj() || t.is_neg()) {
       // A lazy conjugate/negative view (which a compiled graph's inputs may be): its storage holds
       // other values. The caller resolves the bits and prepares again; the tag keeps such a call's

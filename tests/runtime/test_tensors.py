@@ -507,3 +507,18 @@ def test_numbers_only_uint64_holds_are_runtime_scalars(make):
     # Python ints in [2**63, 2**64) are valid uint64 Scalars; JAX converts an int argument to int64
     # and raised OverflowError for them.
     torch.testing.assert_close(make("neuron").cpu(), make("cpu"), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn([1] * 65).to("neuron"),
+        lambda: torch.empty([1] * 65, device="neuron").sum(0),
+    ],
+    ids=["copy", "op"],
+)
+def test_tensors_of_more_than_64_dims_raise_the_reductions_error(make):
+    # NumPy's and JAX's arrays, which hold neuron's values, have at most 64 dimensions: NumPy's
+    # ValueError came from deep in a copy; the CPU's and CUDA's reductions raise these words.
+    with pytest.raises(RuntimeError, match="only tensors with up to 64 dims are supported"):
+        make()

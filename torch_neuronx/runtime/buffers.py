@@ -179,6 +179,11 @@ def host_to_device(source: torch.Tensor, device: int) -> jax.Array:
     """A copy of a CPU tensor on ``neuron:device`` (never aliasing the host memory); a complex32
     tensor's copy is its float16 (real, imag) pairs, shape ``(*source.shape, 2)`` (see :func:`write`)."""
     dispatched = launch_records.now() if launch_records.active else 0
+    if source.dim() > 64:  # NumPy's and JAX's limit; the words of the CPU's and CUDA's reductions
+        raise RuntimeError(
+            f"neuron: only tensors with up to 64 dims are supported; a tensor of {source.dim()} cannot be copied "
+            "to the device (reshape it to fewer dimensions first)"
+        )
     host = torch_to_numpy(source)
     if host.dtype == COMPLEX32:
         host = host[..., None].view(np.float16)
