@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import pytest
 import torch
@@ -499,3 +500,29 @@ def test_segment_reduce_takes_atens_amax_and_amin_names(reduce):
     actual.sum().backward()
     torch.testing.assert_close(actual.cpu(), expected)
     torch.testing.assert_close(actual_input.grad.cpu(), expected_input.grad)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: torch.std(t, dim=-1, correction=20),
+        lambda t: torch.var(t, dim=-1, correction=19),
+        lambda t: torch.var_mean(t, dim=(0, 1), correction=200),
+        lambda t: torch.std_mean(t[:1], dim=0),
+        lambda t: torch.var(t[0, 0]),
+    ],
+    ids=["std", "var, no warning", "var_mean", "std_mean of one row", "0-dim"],
+)
+def test_degrees_of_freedom_warning_at_every_call_as_aten(call):
+    # ATen's warn_invalid_degrees_of_freedom warns at each call; neuron never did (v2.4.0's
+    # test_warn_invalid_degrees_of_freedom).
+    t = torch.randn(10, 20)
+    for device_t in (t, t.to("neuron"), t.to("neuron")):  # the second neuron call hits the cache
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call(device_t)
+        messages = [str(w.message).split(" (Triggered internally")[0] for w in caught]
+        if device_t is t:
+            expected = messages
+        else:
+            assert messages == expected

@@ -250,6 +250,7 @@ class EagerKernel:
             counter=tracking.executed,
             ahead_of_time=False,
         )
-        if check is None or checked_once:
-            return built.launch
-        return runners.with_host_checks(built.launch, check)
+        launch = built.launch if check is None or checked_once else runners.with_host_checks(built.launch, check)
+        if lowered is not None and lowered.call_warning is not None:
+            launch = runners.with_call_warning(launch, plan)
+        return launch

@@ -173,6 +173,21 @@ def with_host_checks(runner: Runner, check: Callable[[list[Any]], None]) -> Runn
     return run
 
 
+def with_call_warning(runner: Runner, plan: Plan) -> Runner:
+    """``runner`` preceded by the lowering's ``call_warning`` of each call's values, warned at the
+    user's line when it gives a text, as ATen's ``TORCH_WARN`` warns at every call."""
+    warning = registry.LOWERINGS[plan.functional].call_warning
+    names = [argument.name for argument in schema_of(plan.functional).arguments]
+
+    def run(inputs, device, slot_tensors, generator, values):
+        message = warning(dict(zip(names, plan.functional_args(values), strict=False)))
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=_caller_stacklevel())
+        return runner(inputs, device, slot_tensors, generator, values)
+
+    return run
+
+
 def host_checker(host_checks: list[tuple[int, Any, bool]], plan: Plan) -> Callable[[list[Any]], None]:
     """The checks made on the host before a launch, as a function of the call's values: the
     lowering's dtype rule, which may refuse a runtime scalar's kind (index_fill: a complex value for a

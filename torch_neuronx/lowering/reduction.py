@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -294,21 +296,42 @@ def _welford_mean(self, dim, mean):
     return jnp.where(nonfinite == 0, mean.reshape(last.shape), welford).reshape(mean.shape)
 
 
-@lowering(aten.var.correction)
+def _degrees_of_freedom_warning(name: str) -> Callable[[dict[str, Any]], str | None]:
+    """ATen's ``warn_invalid_degrees_of_freedom`` (ReduceOps.cpp, CPU and CUDA alike) for ``name``:
+    warned at every call where the elements each result reduces, less ``correction`` (1 by
+    default), are not positive."""
+
+    def warning(arguments: dict[str, Any]) -> str | None:
+        self, dim, correction = arguments["self"], arguments.get("dim"), arguments.get("correction")
+        correction = 1 if correction is None else correction
+        reduced = range(self.dim()) if not dim else [d % max(self.dim(), 1) for d in dim]
+        outputs = math.prod(n for d, n in enumerate(self.shape) if d not in reduced)
+        per_output = self.numel() // outputs if outputs else 0
+        if per_output - correction > 0:
+            return None
+        return (
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+            "factor (input numel divided by output numel)."
+        )
+
+    return warning
+
+
+@lowering(aten.var.correction, call_warning=_degrees_of_freedom_warning("var"))
 def var(self, dim=None, *, correction=None, keepdim=False):
     """torch.var with ``correction`` (1 by default); floating or complex inputs only, as on CPU."""
     _require_floating(self, "std and var")
     return _moments(self, dim, correction, keepdim)[0]
 
 
-@lowering(aten.std.correction)
+@lowering(aten.std.correction, call_warning=_degrees_of_freedom_warning("std"))
 def std(self, dim=None, *, correction=None, keepdim=False):
     """torch.std: square root of torch.var."""
     _require_floating(self, "std and var")
     return jnp.sqrt(_moments(self, dim, correction, keepdim)[0])
 
 
-@lowering(aten.var_mean.correction)
+@lowering(aten.var_mean.correction, call_warning=_degrees_of_freedom_warning("var_mean"))
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.var_mean: (var, mean); with infinite elements the mean follows CPU's Welford update."""
     _require_floating(self, "var_mean")
@@ -316,7 +339,7 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
     return variance, _welford_mean(self, dim, mean)
 
 
-@lowering(aten.std_mean.correction)
+@lowering(aten.std_mean.correction, call_warning=_degrees_of_freedom_warning("std_mean"))
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.std_mean: (std, mean); with infinite elements the mean follows CPU's Welford update."""
     _require_floating(self, "std_mean")

@@ -43,6 +43,9 @@ Shared semantics are declared here per op and applied once, by the engine when i
 - ``metas=True`` passes ``metas=``, the arguments as PyTorch sees them (meta tensors with the
   inputs' strides), to lowerings whose PyTorch kernel depends on the layout (``_linalg_det``
   factors the transpose of a contiguous input, and its backward relies on that).
+- ``call_warning`` is ATen's ``TORCH_WARN`` of a call: a function of the call's arguments by name
+  (tensors and numbers as the call passes them) returning the warning's text or None, made at every
+  call, as ATen warns at every call (var's "degrees of freedom is <= 0").
 - ``returns_mutated=True`` is for an op that mutates arguments (a custom op with ``mutates_args``,
   such as an NKI kernel's op): its lowering returns the op's results and then the new values of its
   mutated arguments, in schema order. Such an op reaches a graph only inside AOTAutograd's
@@ -100,6 +103,7 @@ class Lowering:
     returns_mutated: bool = False
     rule_first: bool = False
     scalar_checks: tuple[ScalarCheck, ...] = ()
+    call_warning: Callable[[dict[str, Any]], str | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +192,7 @@ def lowering(
     returns_mutated: bool = False,
     rule_first: bool = False,
     scalar_checks: Sequence[ScalarCheck] = (),
+    call_warning: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Registers the decorated function as the lowering of each overload in ``ops``.
 
@@ -218,6 +223,7 @@ def lowering(
                 returns_mutated,
                 rule_first,
                 tuple(scalar_checks),
+                call_warning,
             )
         return fn
 
