@@ -55,11 +55,18 @@ def _python_number(value: jax.Array) -> bool | int | float | complex:
     return 1.0
 
 
-def elementwise(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
+def elementwise(op: OpOverload, *args: Any, layouts: Sequence[Any] | None = None, **kwargs: Any) -> Any:
     """``op`` (a lowered ATen overload) applied at trace time to JAX arrays, with PyTorch's semantics
-    for them: promotion, result dtype, shape checks (errors are its meta kernel's)."""
+    for them: promotion, result dtype, shape checks (errors are its meta kernel's). ``layouts``
+    (``op``'s schema order): the arguments as PyTorch sees them where known, so a tensor keeps its
+    strides (a lowering that follows the CPU's loop over them reads those); else contiguous."""
     values = schema_values(op, args, kwargs)
     metas = [_meta(v, a) for v, a in zip(values, schema_of(op).arguments, strict=True)]
+    if layouts is not None:
+        metas = [
+            known if isinstance(known, torch.Tensor) and isinstance(meta, torch.Tensor) else meta
+            for meta, known in zip(metas, [*layouts, *[None] * (len(metas) - len(layouts))], strict=True)
+        ]
     positional = [m for m, a in zip(metas, schema_of(op).arguments, strict=True) if not a.kwarg_only]
     keywords = {a.name: m for m, a in zip(metas, schema_of(op).arguments, strict=True) if a.kwarg_only}
     return lower_op(op, values, metas, op(*positional, **keywords))
@@ -104,12 +111,13 @@ def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> C
     keyword = {a.name for a in schema_of(op).arguments if a.kwarg_only}
     targets = [a.name for a in schema_of(op).arguments]
 
-    def lower(*args: Any, **kwargs: Any) -> list[Any]:
+    def lower(*args: Any, metas: list[Any], **kwargs: Any) -> list[Any]:
         results = []
-        for values in _elements(foreach, names, schema_values(foreach, args, kwargs)):
+        calls = _elements(foreach, names, schema_values(foreach, args, kwargs))
+        for values, layouts in zip(calls, _elements(foreach, names, metas), strict=True):
             positional = [v for v, t in zip(values, targets, strict=False) if t not in keyword]
             keywords = {t: v for v, t in zip(values, targets, strict=False) if t in keyword}
-            results.append(elementwise(op, *positional, **keywords))
+            results.append(elementwise(op, *positional, layouts=layouts, **keywords))
         return results
 
     lower.__doc__ = (
@@ -121,7 +129,7 @@ def _per_element(op: OpOverload, foreach: OpOverload, names: Sequence[str]) -> C
 
 def _register(foreach: OpOverload, op: OpOverload, *names: str, static: Sequence[str] = ()) -> None:
     _ELEMENT_OPS[foreach] = (op, names)
-    lowering(foreach, static=static)(_per_element(op, foreach, names))
+    lowering(foreach, static=static, metas=True)(_per_element(op, foreach, names))
 
 
 # --- binary ops: List / Scalar / ScalarList / Tensor overloads -----------------------------------

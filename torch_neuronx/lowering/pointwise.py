@@ -378,17 +378,35 @@ def _scaled_sum(self, other, alpha, self_meta, other_meta, sign=1):
         return self + alpha * other if sign == 1 else self - alpha * other
     scaled = alpha if sign == 1 else -alpha
     fused = fused_multiply_add(other, scaled, self)
+    if not isinstance(self_meta, torch.Tensor) or self_meta.numel() == 0:
+        return fused
+    if torch.result_type(self_meta, other_meta) not in (torch.float16, torch.bfloat16):
+        return fused
+    rounded = c10_rounding(jax_dtype(torch.result_type(self_meta, other_meta)))
+    one_by_one = rounded(self + rounded(scaled * other))
+    if _strided_inner_loop(self_meta, other_meta):  # cpu_kernel_vec's basic loop: every element
+        return jnp.broadcast_to(one_by_one, fused.shape)
     order = _one_dense_loop(self_meta, other_meta)
     if order is None:
         return fused
-    result_dtype = torch.result_type(self_meta, other_meta)
-    if result_dtype not in (torch.float16, torch.bfloat16) or self_meta.numel() == 0:
-        return fused
-    rounded = c10_rounding(jax_dtype(result_dtype))
-    one_by_one = rounded(self + rounded(scaled * other))
     in_memory = _cpu_scalar_tail(self_meta.numel()).reshape([self_meta.shape[d] for d in order])
     tail = jnp.transpose(in_memory, np.argsort(order)).reshape(fused.shape)
     return jnp.where(tail, one_by_one, fused)
+
+
+def _strided_inner_loop(self_meta: torch.Tensor, other_meta: object) -> bool:
+    """Whether TensorIterator's innermost dimension (``self``'s smallest stride among dimensions of
+    more than one element) steps over elements of ``self`` or of a tensor ``other`` that is not
+    broadcast along it (``x[::2]``): ``cpu_kernel_vec`` then runs its scalar lambda on every element."""
+    dims = [d for d in range(self_meta.dim()) if self_meta.shape[d] > 1]
+    if not dims:
+        return False
+    inner = min(dims, key=lambda d: (self_meta.stride(d), -d))
+    if self_meta.stride(inner) != 1:
+        return True
+    if isinstance(other_meta, torch.Tensor) and other_meta.dim() > 0 and other_meta.shape == self_meta.shape:
+        return other_meta.stride(inner) not in (0, 1)
+    return False
 
 
 def _one_dense_loop(self_meta: object, other_meta: object) -> tuple[int, ...] | None:
