@@ -317,6 +317,19 @@ def abs_(self):
     return abs_out(self, out=self)
 
 
+def foreach_abs_refusing_complex(kernel: Callable[..., None]) -> Callable[..., None]:
+    """``torch._foreach_abs_`` for the eager ``kernel``, refusing complex tensors with the error of
+    the per-tensor ``abs_`` that the CPU's and CUDA's slow path reaches for them (their magnitudes
+    cannot be held in place); PyTorch's meta kernel words it as an out= dtype error."""
+
+    def foreach_abs_(self):
+        if any(tensor.is_complex() for tensor in self):
+            raise RuntimeError("In-place abs is not supported for complex tensors.")
+        return kernel(self)
+
+    return foreach_abs_
+
+
 def _shift(target: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``x << y`` (``__lshift__`` and its kin) as ATen computes it: ``bitwise_left_shift``'s kernel
     (BinaryOps.cpp's ``lshift`` wraps the number and runs it). PyTorch's Python meta of

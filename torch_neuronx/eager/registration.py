@@ -242,6 +242,8 @@ def _register_kernels() -> None:
             kernel = redirects.arange_with_truncated_step(kernel)
         elif plan.op is aten.histc.default:
             kernel = redirects.histc_with_cudas_checks(kernel)
+        elif plan.op is aten._foreach_abs_.default:
+            kernel = redirects.foreach_abs_refusing_complex(kernel)
         elif plan.op is aten.convolution.default:
             kernel = redirects.convolution_recorded_by_tracer(kernel)
         elif plan.op is aten._native_multi_head_attention.default:
