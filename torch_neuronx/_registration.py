@@ -38,11 +38,13 @@ def register() -> None:
         grad_scaler_without_fp64,
         linear_cross_entropy_accumulates_in_float32,
         register_device_module,
+        restride_fake_result,
         route_default_compiler,
     )
     from torch_neuronx._startup import boxed_fallback, register_starters
     from torch_neuronx.distributed import registration as distributed_registration
     from torch_neuronx.eager.fallback import NESTED_METADATA, REFUSED_FACTORIES, UNSUPPORTED_KEYS, layout_fallback
+    from torch_neuronx.eager.memory_formats import convolution_fake_layout
     from torch_neuronx.runtime import xla_flags
     from torch_neuronx.runtime.callbacks import RuntimeCallbacks
 
@@ -68,6 +70,8 @@ def register() -> None:
     jit_load.install()
     # Dynamo runs a graph's fake tensors through the meta kernels before any neuron op has run.
     meta_kernels.register()
+    # Compiled graphs lay out a convolution of neuron tensors as eager does (channels-last too).
+    restride_fake_result(torch.ops.aten.convolution.default, convolution_fake_layout)
     route_default_compiler(_compile_default)
     # bfloat16 is Trainium's native 16-bit matmul type, so it is what autocast uses by default.
     torch.set_autocast_dtype("neuron", torch.bfloat16)

@@ -706,8 +706,13 @@ def test_dynamo_rewrites_of_fused_ops_compute_as_eager(case):
         (lambda: torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last), lambda x: x * 2),
         (lambda: torch.arange(6.0).view(2, 3), lambda x: x.t() * 2),
         (lambda: torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last), lambda x: torch.relu(x) + 1),
+        # FakeTensorMode's convolution picks channels-last for CPU and CUDA inputs only (helper-63)
+        (
+            lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+            lambda x: torch.nn.functional.conv2d(x, torch.ones(6, 3, 3, 3, device=x.device)) * 2,
+        ),
     ],
-    ids=["channels-last", "transposed", "channels-last chain"],
+    ids=["channels-last", "transposed", "channels-last chain", "channels-last convolution"],
 )
 def test_compiled_outputs_take_eagers_strides(make, fn):
     # Outputs were stored contiguously: a channels-last result came back NCHW and view(-1) of a

@@ -324,6 +324,29 @@ def register_fake_tensor_meta(op: OpOverload, kernel: Callable[..., Any]) -> Non
     meta_table[op] = kernel
 
 
+def restride_fake_result(op: OpOverload, memory_format: Callable[..., torch.memory_format | None]) -> None:
+    """Lays out FakeTensorMode's result of ``op`` (a single tensor, from its own implementation in
+    ``fake_impls``, which it prefers to any meta kernel) in ``memory_format(*args, **kwargs)`` where
+    that gives one: convolution's picks channels-last for CPU and CUDA inputs only."""
+    from torch._subclasses import fake_impls
+    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+    implementation = fake_impls.op_implementations_dict.get(op)
+    if implementation is None:
+        return
+
+    def restrided(fake_mode: Any, func: OpOverload, *args: Any, **kwargs: Any) -> Any:
+        result = implementation(fake_mode, func, *args, **kwargs)
+        layout = memory_format(*args, **kwargs)
+        if layout is None or not isinstance(result, FakeTensor) or result.is_contiguous(memory_format=layout):
+            return result
+        with in_kernel_invocation_manager(fake_mode):
+            meta = torch.empty_like(result, memory_format=layout)
+        return FakeTensor(fake_mode, meta, result.fake_device)
+
+    fake_impls.op_implementations_dict[op] = restrided
+
+
 def check_before_fake_impl(op: OpOverload, check: Callable[..., None]) -> None:
     """Runs ``check`` before FakeTensorMode's own implementation of ``op``, where it has one
     (``fake_impls.register_op_impl``: native_layer_norm, slice_scatter, diagonal_scatter), which it

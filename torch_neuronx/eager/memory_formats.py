@@ -68,6 +68,18 @@ def _suggests(tensor: torch.Tensor, memory_format: torch.memory_format) -> bool:
     return tensor.is_contiguous(memory_format=memory_format) and not tensor.is_contiguous()
 
 
+def convolution_fake_layout(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    """The memory format FakeTensorMode's convolution of neuron ``input`` and ``weight`` must give
+    its result, so that compiled graphs lay it out as eager does (:func:`result_metas`): channels-last
+    (channels_last_3d) where either suggests it, else None (its own choice stands)."""
+    if input.device.type != "neuron":
+        return None
+    memory_format = _CHANNELS_LAST.get(input.dim())
+    if memory_format is None or not (_suggests(input, memory_format) or _suggests(weight, memory_format)):
+        return None
+    return memory_format
+
+
 def tensor_iterator_strides(arguments: list[Any], shape: Sequence[int]) -> list[int] | None:
     """The strides TensorIterator gives a result of ``shape`` computed from the tensor ``arguments``
     (broadcast to that shape; 0-d operands do not count), or None without such an operand."""
