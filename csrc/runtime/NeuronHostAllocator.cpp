@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -23,6 +24,11 @@ struct PinnedBlocks {
 PinnedBlocks& pinned() {
   static PinnedBlocks blocks;
   return blocks;
+}
+
+// The HostStats counters this allocator keeps (it has no cache: active and allocated agree).
+std::array<decltype(at::HostStats::active_requests)*, 4> counters(at::HostStats& stats) {
+  return {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes};
 }
 
 void free_pinned(void* data) {
@@ -93,8 +99,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
   void reset_accumulated_stats() override {
     PinnedBlocks& blocks = pinned();
     std::lock_guard<std::mutex> lock(blocks.mutex);
-    for (auto* stat : {&blocks.stats.active_requests, &blocks.stats.active_bytes, &blocks.stats.allocations,
-                       &blocks.stats.allocated_bytes}) {
+    for (auto* stat : counters(blocks.stats)) {
       stat->reset_accumulated();
     }
     blocks.stats.num_host_alloc = 0;
@@ -104,8 +109,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
   void reset_peak_stats() override {
     PinnedBlocks& blocks = pinned();
     std::lock_guard<std::mutex> lock(blocks.mutex);
-    for (auto* stat : {&blocks.stats.active_requests, &blocks.stats.active_bytes, &blocks.stats.allocations,
-                       &blocks.stats.allocated_bytes}) {
+    for (auto* stat : counters(blocks.stats)) {
       stat->reset_peak();
     }
   }

@@ -146,41 +146,35 @@ def memory_summary(device: torch.device | int | str | None = None, abbreviated: 
     return "\n".join(lines)
 
 
-def memory_cached(device: torch.device | int | str | None = None) -> int:
-    """Deprecated: :func:`memory_reserved`, with torch.cuda's ``FutureWarning``."""
-    warnings.warn(
-        "torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved", FutureWarning, stacklevel=2
-    )
-    return memory_reserved(device)
+def _deprecated(name: str, replacement: Any, message: str) -> Any:
+    """``torch.neuron.<name>``: ``replacement`` after torch.cuda's ``FutureWarning`` for its namesake."""
+
+    def deprecated(device: torch.device | int | str | None = None) -> Any:
+        warnings.warn(message, FutureWarning, stacklevel=2)
+        return replacement(device)
+
+    deprecated.__name__ = deprecated.__qualname__ = name
+    deprecated.__doc__ = f"Deprecated: :func:`{replacement.__name__}`, with torch.cuda's ``FutureWarning``."
+    return deprecated
 
 
-def max_memory_cached(device: torch.device | int | str | None = None) -> int:
-    """Deprecated: :func:`max_memory_reserved`, with torch.cuda's ``FutureWarning``."""
-    warnings.warn(
-        "torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return max_memory_reserved(device)
-
-
-def reset_max_memory_allocated(device: torch.device | int | str | None = None) -> None:
-    """Deprecated: :func:`reset_peak_memory_stats` (every peak), with torch.cuda's ``FutureWarning``."""
-    warnings.warn(
-        "torch.neuron.reset_max_memory_allocated now calls torch.neuron.reset_peak_memory_stats, "
-        "which resets /all/ peak memory stats.",
-        FutureWarning,
-        stacklevel=2,
-    )
-    reset_peak_memory_stats(device)
-
-
-def reset_max_memory_cached(device: torch.device | int | str | None = None) -> None:
-    """Deprecated: :func:`reset_peak_memory_stats` (every peak), with torch.cuda's ``FutureWarning``."""
-    warnings.warn(
-        "torch.neuron.reset_max_memory_cached now calls torch.neuron.reset_peak_memory_stats, "
-        "which resets /all/ peak memory stats.",
-        FutureWarning,
-        stacklevel=2,
-    )
-    reset_peak_memory_stats(device)
+memory_cached = _deprecated(
+    "memory_cached", memory_reserved, "torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved"
+)
+max_memory_cached = _deprecated(
+    "max_memory_cached",
+    max_memory_reserved,
+    "torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
+)
+reset_max_memory_allocated = _deprecated(
+    "reset_max_memory_allocated",
+    reset_peak_memory_stats,
+    "torch.neuron.reset_max_memory_allocated now calls torch.neuron.reset_peak_memory_stats, which resets /all/ "
+    "peak memory stats.",
+)
+reset_max_memory_cached = _deprecated(
+    "reset_max_memory_cached",
+    reset_peak_memory_stats,
+    "torch.neuron.reset_max_memory_cached now calls torch.neuron.reset_peak_memory_stats, which resets /all/ "
+    "peak memory stats.",
+)

@@ -16,7 +16,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering.promotion import c10_rounding, opmath_dtype
+from torch_neuronx.lowering.promotion import c10_rounding, cpu_16_bit_vector_elements, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.host_threads import cpu_thread_count
@@ -215,7 +215,7 @@ def _cpu_softmax_scalar_tail(outer: int, inner: int) -> np.ndarray:
     ``Vectorized<BFloat16/Half>::size()`` positions (32 on AVX-512 builds, else 16) while one fits
     in both the row of ``inner`` positions and the chunk; the rest of a row, or of the chunk, is
     the tail. The thread count is read when the call is compiled (as ``arange`` reads it)."""
-    step = 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16
+    step = cpu_16_bit_vector_elements()
     total = outer * inner
     chunk = -(-total // max(cpu_thread_count(), 1))
     position = np.arange(total)

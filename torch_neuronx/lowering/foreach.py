@@ -15,6 +15,7 @@ on it), so they keep PyTorch's composite kernel: one addcmul/addcdiv executable 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,10 +63,10 @@ def elementwise(op: OpOverload, *args: Any, layouts: Sequence[Any] | None = None
     strides (a lowering that follows the CPU's loop over them reads those); else contiguous."""
     values = schema_values(op, args, kwargs)
     metas = [_meta(v, a) for v, a in zip(values, schema_of(op).arguments, strict=True)]
-    if layouts is not None:
+    if layouts is not None:  # the op's defaults, past the foreach's arguments, have none
         metas = [
             known if isinstance(known, torch.Tensor) and isinstance(meta, torch.Tensor) else meta
-            for meta, known in zip(metas, [*layouts, *[None] * (len(metas) - len(layouts))], strict=True)
+            for meta, known in itertools.zip_longest(metas, layouts)
         ]
     positional = [m for m, a in zip(metas, schema_of(op).arguments, strict=True) if not a.kwarg_only]
     keywords = {a.name: m for m, a in zip(metas, schema_of(op).arguments, strict=True) if a.kwarg_only}

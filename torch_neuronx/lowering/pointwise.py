@@ -18,7 +18,7 @@ import torch
 
 from torch_neuronx.lowering import complex_math, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
-from torch_neuronx.lowering.promotion import c10_rounding
+from torch_neuronx.lowering.promotion import c10_rounding, cpu_16_bit_vector_elements
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, jax_dtype
 from torch_neuronx.runtime.host_threads import cpu_thread_count
@@ -380,9 +380,10 @@ def _scaled_sum(self, other, alpha, self_meta, other_meta, sign=1):
     fused = fused_multiply_add(other, scaled, self)
     if not isinstance(self_meta, torch.Tensor) or self_meta.numel() == 0:
         return fused
-    if torch.result_type(self_meta, other_meta) not in (torch.float16, torch.bfloat16):
+    result_dtype = torch.result_type(self_meta, other_meta)
+    if result_dtype not in (torch.float16, torch.bfloat16):
         return fused
-    rounded = c10_rounding(jax_dtype(torch.result_type(self_meta, other_meta)))
+    rounded = c10_rounding(jax_dtype(result_dtype))
     one_by_one = rounded(self + rounded(scaled * other))
     if _strided_inner_loop(self_meta, other_meta):  # cpu_kernel_vec's basic loop: every element
         return jnp.broadcast_to(one_by_one, fused.shape)
@@ -409,14 +410,12 @@ def _strided_inner_loop(self_meta: torch.Tensor, other_meta: object) -> bool:
     return False
 
 
-def _one_dense_loop(self_meta: object, other_meta: object) -> tuple[int, ...] | None:
+def _one_dense_loop(self_meta: torch.Tensor, other_meta: object) -> tuple[int, ...] | None:
     """The dimensions of ``self``, outermost first in memory, where the CPU runs a binary op as one
     loop over every element in memory order (TensorIterator coalesces the dimensions of operands
     whose strides agree): ``self`` dense and non-overlapping (contiguous, channels-last, a
     transpose), ``other`` a number, a 0-dim tensor (TensorIterator's scalar operand) or a tensor of
     ``self``'s shape and strides. None for other layouts (broadcasts, gaps), which loop otherwise."""
-    if not isinstance(self_meta, torch.Tensor):
-        return None
     if isinstance(other_meta, torch.Tensor) and other_meta.dim() > 0:
         if other_meta.shape != self_meta.shape or other_meta.stride() != self_meta.stride():
             return None
@@ -440,10 +439,10 @@ def _cpu_scalar_tail(numel: int) -> jax.Array:
     ``at::parallel_for`` gives each of min(threads, ceil(numel / 32768)) tasks ceil(numel / tasks)
     elements; a task runs whole ``Vectorized<BFloat16/Half>`` vectors (32 elements on AVX-512
     builds, else 16) and the rest of its range element by element (measured: float16 and bfloat16
-    add with alpha differ from the fused body exactly from position ``numel - numel % 32`` on on an
+    add with alpha differ from the fused body exactly from position ``numel - numel % 32`` on an
     AVX-512 host). Computed from an iota, not held as a constant; the thread count is read when the
     call is compiled (part of its cache key)."""
-    step = 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16
+    step = cpu_16_bit_vector_elements()
     tasks = max(min(cpu_thread_count(), -(-numel // _GRAIN_SIZE)), 1)
     chunk = -(-numel // tasks)
     index = jnp.int64 if numel >= 2**31 else jnp.int32

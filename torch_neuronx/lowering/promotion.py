@@ -184,6 +184,12 @@ def opmath_dtype(dtype: Any) -> Any:
     return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
+def cpu_16_bit_vector_elements() -> int:
+    """Elements of ATen's ``Vectorized<BFloat16>``/``Vectorized<Half>`` in this host's CPU kernels
+    (32 on AVX-512 builds, else 16): where their loops leave whole vectors for a scalar tail."""
+    return 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16
+
+
 def c10_rounding(dtype: Any) -> Any:
     """A function that rounds a float32 value to ``dtype``'s precision and range, keeping float32,
     where ``dtype`` is float16 or bfloat16: one step of C++'s ``c10::Half``/``c10::BFloat16``

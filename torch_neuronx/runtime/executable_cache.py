@@ -107,7 +107,7 @@ class ExecutableCache:
 
         JAX's caches hold the executables of the small programs the runtime runs outside this
         cache: a buffer's reshape into a view's shape, a storage's resize (one per new shape, up to
-        JAX's 4,096 per primitive, about 25 mappings each: 1,200 new shapes held 33,000 mappings and
+        JAX's 4,096 per primitive, tens of mappings each: 1,200 new shapes held 33,000 mappings and
         had already evicted half of this cache). Those compile again in milliseconds when next
         used; this cache's executables (which ``jax.clear_caches`` does not touch, as it holds them
         itself) are the costly ones."""
