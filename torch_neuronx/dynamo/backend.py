@@ -28,6 +28,7 @@ from torch_neuronx.dynamo.eager_refusals import RefusedCall, find_refusal
 from torch_neuronx.dynamo.fused_ops import restore_fused_ops
 from torch_neuronx.dynamo.graph import CompiledGraph, source_line
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
+from torch_neuronx.dynamo.random_states import device_random_states
 
 __all__ = ["neuron_backend"]
 
@@ -125,6 +126,7 @@ def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: 
     """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
     that run eagerly (dynamo/partition.py)."""
     restore_fused_ops(graph)
+    example_inputs = device_random_states(graph, example_inputs)
     constants = _lift_constants(graph)
     example_inputs = [*example_inputs, *constants]
     if any(runs_eagerly(node) for node in graph.graph.nodes):

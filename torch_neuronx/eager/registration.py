@@ -91,6 +91,14 @@ KEEP_COMPOSITE: frozenset[OpOverload] = frozenset(
         aten.set_.source_Storage,
         aten.set_.source_Storage_storage_offset,
         aten.set_.source_Tensor,
+        # Empty tensors then uniform_/normal_/random_: their lowerings are for compiled graphs.
+        aten.rand.default,
+        aten.rand_like.default,
+        aten.randn_like.default,
+        aten.randint.default,
+        aten.randint.low,
+        aten.randint_like.default,
+        aten.randint_like.low_dtype,
     }
 )
 

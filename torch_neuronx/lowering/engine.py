@@ -40,6 +40,9 @@ from torch_neuronx.runtime.dtypes import convert, jax_dtype, view_dtype
 AUTO_FUNCTIONALIZED = (torch.ops.higher_order.auto_functionalized, torch.ops.higher_order.auto_functionalized_v2)
 #: Control-flow operators, whose branches or bodies are subgraphs of the graph (``get_attr`` nodes).
 CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
+#: ``run_with_rng_state(state, op, *args)``: ``op`` drawing from a generator state another graph saved
+#: (activation checkpointing's recomputed random ops; dynamo/random_states.py).
+REPLAYED_RANDOM_OP = torch.ops.higher_order.run_with_rng_state
 
 
 class Unsupported(Exception):
@@ -239,6 +242,9 @@ def _subgraphs(graph: torch.fx.GraphModule, node: torch.fx.Node) -> list[torch.f
     return [getattr(graph, arg.target) for arg in node.args if isinstance(arg, torch.fx.Node) and arg.op == "get_attr"]
 
 
+_RANDOM_IN_CONTROL_FLOW = "is a random op inside torch.cond or while_loop, which neuron cannot compile"
+
+
 def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> None:
     """Raises Unsupported for the first node that has no lowering; within a control-flow
     subgraph (``nested``), also for a random op, whose draws the generator counts per graph."""
@@ -249,9 +255,12 @@ def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> Non
             for subgraph in _subgraphs(graph, node):
                 check_lowerable(subgraph, nested=True)
         elif nested and isinstance(node.target, OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
-            raise Unsupported(
-                node.target, "is a random op inside torch.cond or while_loop, which neuron cannot compile"
-            )
+            raise Unsupported(node.target, _RANDOM_IN_CONTROL_FLOW)
+        elif node.target is REPLAYED_RANDOM_OP:
+            if nested:
+                raise Unsupported(node.args[1], _RANDOM_IN_CONTROL_FLOW)
+            if node.args[1] not in registry.LOWERINGS:
+                raise Unsupported(node.args[1])
         elif node.target in AUTO_FUNCTIONALIZED:
             entry = registry.LOWERINGS.get(node.args[0])
             if entry is None or not entry.returns_mutated:
@@ -261,24 +270,22 @@ def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> Non
 
 
 def op_random_elements(op: OpOverload, result: Any) -> int:
-    """Random draws of one op, as the generator counts them: one per element of its results (at
-    least one) for a random op, else 0."""
+    """How far one op advances the generator: a random op draws one element per element of its
+    results, counted as ``tracing.offset_increment`` counts them; any other op, 0."""
     entry = registry.LOWERINGS.get(op)
     if entry is None or not entry.random:
         return 0
-    return max(sum(t.numel() for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)), 1)
+    return tracing.offset_increment(sum(t.numel() for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)))
 
 
 def random_elements(graph: torch.fx.GraphModule) -> int:
-    """Random draws of a graph, as the generator counts them: each random op draws one per element
-    of its result (at least one)."""
-    total = 0
-    for node in graph.graph.nodes:
-        entry = registry.LOWERINGS.get(node.target) if node.op == "call_function" else None
-        if entry is not None and entry.random:
-            results = node.meta["val"] if isinstance(node.meta["val"], (tuple, list)) else [node.meta["val"]]
-            total += max(sum(t.numel() for t in results if isinstance(t, torch.Tensor)), 1)
-    return total
+    """How far a graph advances the generator: the sum of its random ops' (:func:`op_random_elements`),
+    what they advance it by launched one by one."""
+    return sum(
+        op_random_elements(node.target, node.meta["val"])
+        for node in graph.graph.nodes
+        if node.op == "call_function" and isinstance(node.target, OpOverload)
+    )
 
 
 def _meta(value: Any) -> Any:
@@ -309,14 +316,16 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
             if node.target in CONTROL_FLOW:
                 env[node] = _lower_control_flow(graph, node, env)
                 continue
+            if node.target is REPLAYED_RANDOM_OP:
+                state, op, *op_args = node.args
+                with tracing.active_context().replaying(env[state]):
+                    env[node] = _lower_node(op, tuple(op_args), node.kwargs, node.meta["val"], env)
+                continue
             if not isinstance(node.target, OpOverload):
                 raise Unsupported(node.target)
-            values = schema_values(node.target, node.args, node.kwargs)
-            args = [pytree.tree_map_only(torch.fx.Node, env.__getitem__, v) for v in values]
-            metas = [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in values]
             # make_fx records no value for an op that returns nothing (``_assert_async``).
             result_meta = node.meta["val"] if schema_of(node.target).returns else None
-            env[node] = lower_op(node.target, args, metas, result_meta)
+            env[node] = _lower_node(node.target, node.args, node.kwargs, result_meta, env)
         elif node.op == "output":
             return [env[leaf] if isinstance(leaf, torch.fx.Node) else leaf for leaf in pytree.tree_leaves(node.args[0])]
         elif node.op == "get_attr" and all(user.target in CONTROL_FLOW for user in node.users):
@@ -324,6 +333,19 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
         else:
             raise Unsupported(node.op)
     raise RuntimeError("graph has no output node")
+
+
+def _lower_node(
+    op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], result_meta: Any, env: dict[torch.fx.Node, Any]
+) -> Any:
+    """``op`` called with a node's arguments, the values of earlier nodes taken from ``env``."""
+    values = schema_values(op, args, kwargs)
+    return lower_op(
+        op,
+        [pytree.tree_map_only(torch.fx.Node, env.__getitem__, v) for v in values],
+        [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in values],
+        result_meta,
+    )
 
 
 def _lower_control_flow(graph: torch.fx.GraphModule, node: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> list[Any]:

@@ -28,7 +28,7 @@ from torch_neuronx._compat.aten_checks import stream_text
 from torch_neuronx._compat.torch_internals import infer_size
 from torch_neuronx.lowering.registry import ScalarCheck, lowering
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, TYPE_META_NAMES, aten_name, convert
-from torch_neuronx.runtime.tracing import device_check
+from torch_neuronx.runtime.tracing import active_context, device_check
 
 aten = torch.ops.aten
 
@@ -799,3 +799,106 @@ def _dirichlet_grad(x, alpha, total):
     boundary = total * x * (1 - x)
     series = ((x <= 0.5) & (boundary < 2.5)) | ((x >= 0.5) & (boundary < 0.75))
     return jnp.where(jnp.isnan(gradient) & series, jnp.zeros((), gradient.dtype), gradient)
+
+
+# --- factories that draw: torch.rand, randn, randint and their _like forms -------------------------
+#
+# Eagerly each is PyTorch's composite, an empty tensor then uniform_, normal_ or random_ (so they
+# keep no eager kernel of their own: eager/registration.py's KEEP_COMPOSITE). In a compiled graph
+# they are lowered to those same draws, with the same checks, so that a graph keeps them rather than
+# splitting around an eager op, and compiled values equal eager ones under one seed.
+
+
+def _drawn_into(shape, result_dtype) -> tuple[jax.Array, torch.Tensor]:
+    """The tensor a factory draws into, as the in-place sampler sees it: a JAX array and its meta."""
+    dtype = TORCH_DTYPE[jnp.dtype(result_dtype)]
+    return jnp.zeros(tuple(shape), result_dtype), torch.empty(tuple(shape), dtype=dtype, device="meta")
+
+
+def _rand_into(shape, result_dtype, rng_key) -> jax.Array:
+    self, meta = _drawn_into(shape, result_dtype)
+    _real_view_dispatched("check_uniform_bounds")({"self": meta})
+    return uniform(self, 0.0, 1.0, rng_key=rng_key, metas=[meta])
+
+
+def _randn_into(shape, result_dtype, rng_key) -> jax.Array:
+    self, meta = _drawn_into(shape, result_dtype)
+    _real_view_dispatched("normal_kernel_cuda", empty_returns_first=True)({"self": meta})
+    return normal(self, 0.0, 1.0, rng_key=rng_key)
+
+
+def _randint_into(shape, result_dtype, low, high, rng_key) -> jax.Array:
+    self, meta = _drawn_into(shape, result_dtype)
+    _random_from_to_dtypes({"self": meta, "from": low, "to": high})
+    return random_from(self, low, high, rng_key=rng_key)
+
+
+_FACTORY_OPTIONS = ("dtype", "layout", "device", "pin_memory", "memory_format")
+
+
+@lowering(aten.rand.default, random=True, result_dtype=True, static=("size", *_FACTORY_OPTIONS))
+def rand(size, *, result_dtype, rng_key, **options):
+    """torch.rand(size): U[0, 1), drawn as ``torch.empty(size).uniform_()`` draws it."""
+    return _rand_into(size, result_dtype, rng_key)
+
+
+@lowering(aten.rand_like.default, random=True, result_dtype=True, static=_FACTORY_OPTIONS)
+def rand_like(self, *, result_dtype, rng_key, **options):
+    """torch.rand_like(self): U[0, 1) in ``self``'s shape (the result's dtype)."""
+    return _rand_into(self.shape, result_dtype, rng_key)
+
+
+@lowering(aten.randn_like.default, random=True, result_dtype=True, static=_FACTORY_OPTIONS)
+def randn_like(self, *, result_dtype, rng_key, **options):
+    """torch.randn_like(self): N(0, 1), drawn as ``torch.empty_like(self).normal_()`` draws it."""
+    return _randn_into(self.shape, result_dtype, rng_key)
+
+
+@lowering(aten.randint.default, random=True, result_dtype=True, static=("high", "size", *_FACTORY_OPTIONS))
+def randint(high, size, *, result_dtype, rng_key, **options):
+    """torch.randint(high, size): integers in [0, high), as ``random_(0, high)`` draws them."""
+    return _randint_into(size, result_dtype, 0, high, rng_key)
+
+
+@lowering(aten.randint.low, random=True, result_dtype=True, static=("low", "high", "size", *_FACTORY_OPTIONS))
+def randint_low(low, high, size, *, result_dtype, rng_key, **options):
+    """torch.randint(low, high, size): integers in [low, high)."""
+    return _randint_into(size, result_dtype, low, high, rng_key)
+
+
+@lowering(aten.randint_like.default, random=True, result_dtype=True, static=("high", *_FACTORY_OPTIONS))
+def randint_like(self, high, *, result_dtype, rng_key, **options):
+    """torch.randint_like(self, high): integers in [0, high) in ``self``'s shape."""
+    return _randint_into(self.shape, result_dtype, 0, high, rng_key)
+
+
+@lowering(aten.randint_like.low_dtype, random=True, result_dtype=True, static=("low", "high", *_FACTORY_OPTIONS))
+def randint_like_low(self, low, high, *, result_dtype, rng_key, **options):
+    """torch.randint_like(self, low, high): integers in [low, high) in ``self``'s shape."""
+    return _randint_into(self.shape, result_dtype, low, high, rng_key)
+
+
+# --- the generator state a graph hands to another (activation checkpointing) ----------------------
+
+
+@torch.library.custom_op("torch_neuronx::generator_state", mutates_args=())
+def generator_state(device: torch.device) -> torch.Tensor:
+    """The state of ``device``'s generator where the next random op draws, as a 16-byte torch.uint8
+    tensor on ``device`` (seed, offset: ``torch.neuron.get_rng_state``'s layout).
+
+    AOTAutograd saves a random op's state when activation checkpointing recomputes the op in the
+    backward graph (``run_and_save_rng_state``, whose state is the CPU generator's on a device it
+    does not know); dynamo/random_states.py puts this op in its place, and
+    ``run_with_rng_state(state, op, ...)`` in the backward graph draws the same elements again.
+    """
+    return torch.neuron.get_rng_state(device).to(device)
+
+
+@generator_state.register_fake
+def _generator_state_meta(device: torch.device) -> torch.Tensor:
+    return torch.empty(16, dtype=torch.uint8, device=device)
+
+
+@lowering(torch.ops.torch_neuronx.generator_state.default, static=("device",))
+def _generator_state(device):
+    return active_context().generator_state()

@@ -7,13 +7,16 @@ which becomes two extra outputs of the executable, raised at the next synchronis
 (runtime/faults.py, decision 9).
 
 Random keys follow decision 11: the executable takes the generator's (seed, offset) as runtime
-inputs, and the i-th random element drawn in the trace is offset + i, as Philox counters are, so a
+inputs, and each random op of the trace draws from offset plus the increments of the ops before it
+(:func:`offset_increment`, what each launch advances the offset by), as Philox counters are, so a
 result depends only on the seed and the sequence of random ops, not on which executable ran them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -29,6 +32,13 @@ def random_key(seed: Any, offset: Any) -> jax.Array:
     key = jax.random.fold_in(key, (seed >> 32).astype(jnp.uint32))
     key = jax.random.fold_in(key, (offset & 0xFFFFFFFF).astype(jnp.uint32))
     return jax.random.fold_in(key, (offset >> 32).astype(jnp.uint32))
+
+
+def offset_increment(elements: int) -> int:
+    """How far one random op advances the generator's offset: its elements (at least one) rounded up
+    to a multiple of 4, as each launch advances it (NeuronGenerator::philox_inputs, CUDA's rule), so
+    that ops traced into one executable draw what they draw launched one by one."""
+    return (max(int(elements), 1) + 3) // 4 * 4
 
 
 class DeviceCheck:
@@ -66,7 +76,8 @@ class TraceContext:
         self.host_checked: Any = None
 
     def next_key(self, elements: int) -> jax.Array:
-        """The key of the next random op, which draws ``elements`` elements (at least one is counted).
+        """The key of the next random op, which draws ``elements`` elements (counted as
+        :func:`offset_increment` counts them).
 
         Raises:
             RuntimeError: the executable was traced without generator inputs.
@@ -74,8 +85,36 @@ class TraceContext:
         if self._seed is None:
             raise RuntimeError("neuron: a random op was traced without generator inputs")
         key = random_key(self._seed, jnp.asarray(self._offset, jnp.uint64) + self.random_elements)
-        self.random_elements += max(int(elements), 1)
+        self.random_elements += offset_increment(elements)
         return key
+
+    def generator_state(self) -> jax.Array:
+        """The generator's state where the next random op of the trace draws: 16 uint8 bytes, the
+        seed then the offset as little-endian uint64s (``torch.neuron.get_rng_state``'s layout).
+        A graph returns it so that another graph can draw the same elements again (:meth:`replaying`:
+        activation checkpointing recomputes a dropout in the backward graph).
+
+        Raises:
+            RuntimeError: the executable was traced without generator inputs.
+        """
+        if self._seed is None:
+            raise RuntimeError("neuron: a generator state was traced without generator inputs")
+        seed = jnp.asarray(self._seed).astype(jnp.uint64)
+        words = jnp.stack([seed, jnp.asarray(self._offset).astype(jnp.uint64) + self.random_elements])
+        return jax.lax.bitcast_convert_type(words, jnp.uint8).reshape(16)
+
+    @contextlib.contextmanager
+    def replaying(self, state: Any) -> Iterator[None]:
+        """Within it, random ops draw from ``state`` (a :meth:`generator_state`, a runtime value)
+        instead of the generator, and the executable's own draws are not counted: the elements
+        drawn are those drawn when the state was taken."""
+        words = jax.lax.bitcast_convert_type(jnp.asarray(state, jnp.uint8).reshape(2, 8), jnp.uint64)
+        saved = self._seed, self._offset, self.random_elements
+        self._seed, self._offset, self.random_elements = words[0], words[1], 0
+        try:
+            yield
+        finally:
+            self._seed, self._offset, self.random_elements = saved
 
     def check(
         self, failed: jax.Array, detail: jax.Array, message: str, error: type[Exception], synchronous: bool = False
