@@ -110,6 +110,14 @@ def fake_like(values: list[Any]) -> list[Any]:
     ]
 
 
+def symint_hint(value: torch.SymInt) -> int:
+    """The value a SymInt had in the example that made it, without the guard ``int(value)`` adds
+    (which would specialise the graph on it)."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    return optimization_hint(value)
+
+
 def is_fake(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a ``FakeTensor`` (torch.compile's tracing values: no storage; their
     ``data_ptr`` warns and reads 0)."""

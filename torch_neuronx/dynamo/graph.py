@@ -32,6 +32,9 @@ from torch_neuronx._compat.torch_internals import (
     without_aot_first_call_analysis,
 )
 from torch_neuronx.dynamo import eager_refusals
+from torch_neuronx.dynamo.runtime_ints import RuntimeInts
+from torch_neuronx.dynamo.runtime_ints import concretise as concretise_runtime_ints
+from torch_neuronx.dynamo.runtime_ints import find as find_runtime_ints
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
@@ -144,8 +147,18 @@ class CompiledGraph:
         self.kind = kind
         self.metrics = GraphMetrics(next(_graph_ids), kind, sum(n.op == "call_function" for n in graph.graph.nodes))
         METRICS.append(self.metrics)
-        self.symbolic = any(_is_symbolic(value) for value in example_inputs)
-        self.signature = arguments.graph_signature(f"neuron graph {self.metrics.graph_id} ({kind})", example_inputs)
+        runtime_ints = find_runtime_ints(graph, example_inputs)
+        self.symbolic = any(
+            _is_symbolic(value) for index, value in enumerate(example_inputs) if index not in runtime_ints.inputs
+        )
+        if self.symbolic:  # specialised on every value with the shapes
+            runtime_ints = RuntimeInts([], [])
+        else:
+            concretise_runtime_ints(graph, example_inputs, runtime_ints)
+        self.returned_ints = runtime_ints.returned
+        self.signature = arguments.graph_signature(
+            f"neuron graph {self.metrics.graph_id} ({kind})", example_inputs, runtime_ints.inputs
+        )
         self.cache: dict[bytes, Any] = {}  # bounded by runtime.executable_cache
         self.eager = False
         if not self.symbolic:
@@ -181,10 +194,17 @@ class CompiledGraph:
                 built_s = self.metrics.lowering_s + self.metrics.compile_s - compile_before
                 detail = f"{self.signature.op_name}: lowering and compilation {built_s * 1e3:.3f} ms"
                 launch_records.runtime_event("neuronCacheMiss", device, started, 0, detail)
-            return outputs
+            return self._with_returned_ints(outputs, args)
         EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
-        return run(inputs, device, slot_tensors, generator, values)
+        return self._with_returned_ints(run(inputs, device, slot_tensors, generator, values), args)
+
+    def _with_returned_ints(self, outputs: list[Any], args: tuple[Any, ...]) -> list[Any]:
+        """The outputs, with this call's value of each runtime int the graph returns (the executable
+        returns the value it was built with)."""
+        for at, index in self.returned_ints:
+            outputs[at] = args[index]
+        return outputs
 
     def _check_lowerable(self, graph: torch.fx.GraphModule) -> None:
         _check_dtypes(graph)

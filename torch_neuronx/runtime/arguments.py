@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -133,12 +134,18 @@ def call_signature(
     return _C.CallSignature(op_name(op), specs)
 
 
-def graph_signature(name: str, example_inputs: list[Any]) -> _C.CallSignature:
-    """The C++ call signature of a compiled graph: its inputs are tensors and integers, never lists."""
+def graph_signature(name: str, example_inputs: list[Any], runtime_scalars: Sequence[int] = ()) -> _C.CallSignature:
+    """The C++ call signature of a compiled graph: its inputs are tensors and integers, never lists;
+    the integers at ``runtime_scalars`` are runtime inputs of the executable, the others constants
+    of it (part of the key)."""
     specs = [
         _C.ArgSpec(
             f"input{index}",
-            _C.ArgKind.TENSOR if isinstance(value, torch.Tensor) else _C.ArgKind.STATIC,
+            _C.ArgKind.TENSOR
+            if isinstance(value, torch.Tensor)
+            else _C.ArgKind.SCALAR
+            if index in runtime_scalars
+            else _C.ArgKind.STATIC,
             False,
             False,
             None,
