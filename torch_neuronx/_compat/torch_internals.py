@@ -118,6 +118,15 @@ def symint_hint(value: torch.SymInt) -> int:
     return optimization_hint(value)
 
 
+def unbacked_symbols(value: Any) -> set[Any]:
+    """The data-dependent size symbols (``u0``: sizes ``nonzero`` or boolean indexing produce) in
+    the sizes and numbers of ``value`` (a tree of fake tensors and SymInts)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    symbolic = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+    return set(free_unbacked_symbols([leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, symbolic)]))
+
+
 def is_fake(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a ``FakeTensor`` (torch.compile's tracing values: no storage; their
     ``data_ptr`` warns and reads 0)."""

@@ -25,6 +25,7 @@ from torch_neuronx._compat.torch_internals import (
 )
 from torch_neuronx.dynamo.aliasing import guard_aliasing, input_names, split_aliased_list_updates
 from torch_neuronx.dynamo.eager_refusals import RefusedCall, find_refusal
+from torch_neuronx.dynamo.float64_round_trips import fold_float64_round_trips
 from torch_neuronx.dynamo.fused_ops import restore_fused_ops
 from torch_neuronx.dynamo.graph import CompiledGraph, source_line
 from torch_neuronx.dynamo.partition import PartitionedGraph, runs_eagerly
@@ -126,6 +127,7 @@ def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: 
     """The callable AOTAutograd gets for one graph: one executable, or compiled parts around ops
     that run eagerly (dynamo/partition.py)."""
     restore_fused_ops(graph)
+    fold_float64_round_trips(graph)
     example_inputs = device_random_states(graph, example_inputs)
     constants = _lift_constants(graph)
     example_inputs = [*example_inputs, *constants]

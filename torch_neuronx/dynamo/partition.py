@@ -24,7 +24,7 @@ import torch
 import torch.fx
 from torch.fx.passes.split_module import split_module
 
-from torch_neuronx._compat.torch_internals import OpOverload, has_kernel, mark_boxed, pytree
+from torch_neuronx._compat.torch_internals import OpOverload, has_kernel, mark_boxed, pytree, unbacked_symbols
 from torch_neuronx.dynamo.graph import CompiledGraph
 from torch_neuronx.lowering import registry
 
@@ -53,12 +53,22 @@ def core_of(node: torch.fx.Node) -> torch.device | None:
     return device
 
 
+def _makes_data_dependent_sizes(node: torch.fx.Node) -> bool:
+    """Whether a node's result has sizes that depend on its inputs' values (``x[x > 0]``, captured
+    with ``capture_dynamic_output_shape_ops``): an executable has static shapes, so the node runs
+    eagerly and the parts after it are specialised to the sizes it gave."""
+    made = unbacked_symbols(node.meta.get("val"))
+    return bool(made) and not made <= unbacked_symbols(_metas((node.args, node.kwargs)))
+
+
 def runs_eagerly(node: torch.fx.Node) -> bool:
     """Whether ``node`` runs eagerly between compiled parts: an op with no lowering that the device
     can nevertheless run, or an op that leaves the core (``core_of`` is None)."""
     if node.op != "call_function" or node.target is operator.getitem:
         return False
     if _tensors(node.meta.get("val")) and core_of(node) is None:
+        return True
+    if _makes_data_dependent_sizes(node):
         return True
     if node.target in registry.LOWERINGS:
         return False

@@ -1,0 +1,59 @@
+"""Graphs that read data into Python (``.item()`` with ``capture_scalar_outputs``) or make sizes from
+it (``capture_dynamic_output_shape_ops``) compile and give eager's values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+from torch.testing import assert_close
+
+
+@pytest.fixture
+def dynamo_config():
+    with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True):
+        yield
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=str)
+def test_a_float_read_with_item_scales_a_tensor(dynamo_config, dtype):
+    def fn(x):
+        return x * x.sum().item()
+
+    x = torch.arange(-3, 4).to(dtype)
+    # The float goes through float64 (Python's float) and back: an exact round trip, folded.
+    assert_close(torch.compile(fn, backend="neuron")(x.to("neuron")).cpu(), fn(x))
+
+
+def test_arithmetic_on_a_float_read_with_item_raises_the_fp64_policy(dynamo_config):
+    with pytest.raises(Exception, match="float64 \\(double\\) tensors are not supported"):
+        torch.compile(lambda x: x * (x.sum().item() * 0.1), backend="neuron")(torch.ones(3, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x[x > 0] * 2,
+        lambda x: torch.masked_select(x, x < 0.5).sum() + x,
+        lambda x: torch.nonzero(x > 0).float().mean(dim=0),
+    ],
+    ids=["boolean-index", "masked_select", "nonzero"],
+)
+def test_data_dependent_sizes_run_eagerly_between_compiled_parts(dynamo_config, fn):
+    compiled = torch.compile(fn, backend="neuron")
+    for seed in range(3):  # a new count of selected elements each call
+        x = torch.randn(4, 5, generator=torch.Generator().manual_seed(seed))
+        assert_close(compiled(x.to("neuron")).cpu(), fn(x))
+
+
+def test_training_through_a_boolean_index(dynamo_config):
+    def loss(w, x):
+        return ((w * x)[x > 0] ** 2).sum()
+
+    w_cpu = torch.randn(6)
+    x = torch.randn(6)
+    w = w_cpu.to("neuron").requires_grad_()
+    torch.compile(loss, backend="neuron")(w, x.to("neuron")).backward()
+    w_cpu.requires_grad_()
+    loss(w_cpu, x).backward()
+    assert_close(w.grad.cpu(), w_cpu.grad)
