@@ -741,3 +741,22 @@ def test_a_first_compiled_optimizer_step_is_capturable_as_on_cuda():
             run()
     assert opt.param_groups[0]["capturable"] and opt.state[model.weight]["step"].device.type == "neuron"
     torch.testing.assert_close(model.weight.detach().cpu(), cpu_model.weight.detach())
+
+
+def test_a_compiled_foreach_adamw_step_after_a_fused_one_in_one_process():
+    # The fused step's graph break inside torch.optim's loop makes Dynamo skip AdamW.step's frame
+    # for good; the foreach step then runs _init_group eagerly (host `step` state) and compiles
+    # _multi_tensor_adam, whose _foreach_addcdiv_(..., Tensor scalars) PyTorch's own meta kernel
+    # refused under FakeTensorMode on every device ("Expected scalars to be on CPU, got meta").
+    def train(**options):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 4).to("neuron")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, **options)
+        step = torch.compile(lambda: opt.step(), backend="neuron")
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.ones(2, 8, device="neuron")).square().sum().backward()
+            step()
+        return [p.detach().cpu() for p in model.parameters()]
+
+    torch.testing.assert_close(train(fused=True), train(foreach=True))

@@ -1,6 +1,7 @@
 """Meta kernels PyTorch lacks or gets wrong: fused RNN cells, margin-loss and CTC backwards, histogram(dd),
-the fused SGD steps, the tensor-lr fused Adam(W) steps, the binomial, Dirichlet and gamma-gradient
-samplers and the Dirichlet gradient, fractional_max_pool3d_backward, the result dtype of
+the fused SGD steps, the tensor-lr fused Adam(W) steps, the foreach addcmul/addcdiv with packed
+``Tensor scalars`` (whose meta kernel refuses every call under FakeTensorMode), the binomial,
+Dirichlet and gamma-gradient samplers and the Dirichlet gradient, fractional_max_pool3d_backward, the result dtype of
 ``torch.normal`` with tensor arguments and of huber_loss and soft_margin_loss with a target of
 another dtype, index_add of an integer tensor with a float ``alpha``, the argument checks of
 every upsampling op and its backward, of grid_sampler_2d, fractional_max_pool2d, convolution and
@@ -964,7 +965,46 @@ _EMPTY_INPUT_LOSS_BACKWARDS = tuple(
 #: ... and every backward that does, group norm's included.
 _EMPTY_INPUT_BACKWARDS = (aten.native_group_norm_backward.default, *_EMPTY_INPUT_LOSS_BACKWARDS)
 
+
+def _packed_scalars(self: list[torch.Tensor], scalars: torch.Tensor) -> None:
+    """ATen's ``convert_tensor_to_scalar_list`` checks of a foreach op's ``Tensor scalars`` (one
+    scalar per tensor, packed in a 1-d CPU tensor), without its device check: PyTorch's meta kernel
+    makes that check on the meta tensor FakeTensorMode gives it, so it refuses every call ("Expected
+    scalars to be on CPU, got meta instead"), which failed compiled ``_multi_tensor_adam`` steps with
+    host ``step`` state (Adam's step after a fused Adam step had Dynamo skip its frame)."""
+    if scalars.dim() != 1:
+        raise RuntimeError(f"Expected packed scalar Tensor to be of dimension 1. Got {scalars.dim()} instead.")
+    if scalars.size(0) != len(self):
+        raise RuntimeError(
+            f"Expected length of scalars to match input of length {len(self)} but got {scalars.size(0)} instead."
+        )
+
+
+def _foreach_pointwise_packed(
+    self: list[torch.Tensor], tensor1: list[torch.Tensor], tensor2: list[torch.Tensor], scalars: torch.Tensor
+) -> list[torch.Tensor]:
+    """``_foreach_addcmul``/``_foreach_addcdiv`` with ``Tensor scalars``: one result per ``self``
+    tensor, of its shape and dtype."""
+    _packed_scalars(self, scalars)
+    return [torch.empty_like(t, memory_format=torch.contiguous_format) for t in self]
+
+
+def _foreach_pointwise_packed_(
+    self: list[torch.Tensor], tensor1: list[torch.Tensor], tensor2: list[torch.Tensor], scalars: torch.Tensor
+) -> None:
+    _packed_scalars(self, scalars)
+
+
+#: The foreach overloads that take their scalars packed in a CPU tensor.
+_FOREACH_PACKED_SCALARS = {
+    aten._foreach_addcdiv.Tensor: _foreach_pointwise_packed,
+    aten._foreach_addcmul.Tensor: _foreach_pointwise_packed,
+    aten._foreach_addcdiv_.Tensor: _foreach_pointwise_packed_,
+    aten._foreach_addcmul_.Tensor: _foreach_pointwise_packed_,
+}
+
 _KERNELS = {
+    **_FOREACH_PACKED_SCALARS,
     aten.fractional_max_pool3d_backward.default: _fractional_max_pool3d_backward,
     aten.binomial.default: _same_dtype_pair,
     aten._standard_gamma_grad.default: _same_dtype_pair,
