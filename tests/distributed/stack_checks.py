@@ -224,7 +224,13 @@ def check_ddp_compiled(group: Group) -> None:
 # ---- FSDP2 ----
 
 
-def _fsdp(group: Group, mesh: DeviceMesh, reshard_after_forward: bool, mp_policy: MixedPrecisionPolicy | None) -> None:
+def _fsdp(
+    group: Group,
+    mesh: DeviceMesh,
+    reshard_after_forward: bool,
+    mp_policy: MixedPrecisionPolicy | None,
+    compiled: bool = False,
+) -> None:
     data = batches(STEPS, 4 * group.world_size, OUTPUTS)
     reference = make_model(MLP)
     reference_losses = train_reference(reference, data)
@@ -235,6 +241,8 @@ def _fsdp(group: Group, mesh: DeviceMesh, reshard_after_forward: bool, mp_policy
         kwargs["mp_policy"] = mp_policy
     for layer in (model.w1, model.w2):
         fully_shard(layer, **kwargs)
+        if compiled:  # TorchTitan's way: each block compiled, FSDP2's hooks around it run eagerly
+            layer.compile(backend=compile_backend(group))
     fully_shard(model, **kwargs)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
@@ -259,6 +267,11 @@ def check_fsdp2_reshard_after_forward(group: Group) -> None:
 
 def check_fsdp2_keep_unsharded(group: Group) -> None:
     _fsdp(group, group.mesh((group.world_size,)), False, None)
+
+
+def check_fsdp2_compiled_blocks(group: Group) -> None:
+    """FSDP2 with each sharded block compiled (block.compile()), as TorchTitan compiles."""
+    _fsdp(group, group.mesh((group.world_size,)), True, None, compiled=True)
 
 
 def check_fsdp2_bf16_mixed_precision(group: Group) -> None:
@@ -313,7 +326,12 @@ def check_dtensor_ops(group: Group) -> None:
 
 
 def _tensor_parallel(
-    group: Group, factory: Callable[[], nn.Module], plan: dict, shape: tuple[int, ...], sequence: bool
+    group: Group,
+    factory: Callable[[], nn.Module],
+    plan: dict,
+    shape: tuple[int, ...],
+    sequence: bool,
+    compiled: bool = False,
 ) -> None:
     data = batches(STEPS, 4, *shape)
     reference = make_model(factory)
@@ -322,6 +340,8 @@ def _tensor_parallel(
     mesh = group.mesh((group.world_size,))
     model = parallelize_module(make_model(factory).to(group.device), mesh, plan)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    if compiled:  # DTensor parameters and the plan's input/output hooks traced into the graph
+        model = torch.compile(model, backend=compile_backend(group))
     losses = []
     for x, y in data:
         optimizer.zero_grad()
@@ -344,6 +364,13 @@ def _tensor_parallel(
 def check_tp_colwise_rowwise(group: Group) -> None:
     plan = {"w1": ColwiseParallel(), "w2": RowwiseParallel()}
     _tensor_parallel(group, MLP, plan, (OUTPUTS,), sequence=False)
+
+
+def check_tp_compiled(group: Group) -> None:
+    """torch.compile of a Colwise/Rowwise-parallel model (the backend once refused its Dynamo graph:
+    plain fakes stood for the DTensor parameters in its eager-refusal run)."""
+    plan = {"w1": ColwiseParallel(), "w2": RowwiseParallel()}
+    _tensor_parallel(group, MLP, plan, (OUTPUTS,), sequence=False, compiled=True)
 
 
 def check_tp_sequence_parallel(group: Group) -> None:
@@ -487,10 +514,12 @@ SUITES: dict[str, list[Callable[[Group], None]]] = {
         check_ddp_compiled,
         check_fsdp2_reshard_after_forward,
         check_fsdp2_keep_unsharded,
+        check_fsdp2_compiled_blocks,
         check_fsdp2_bf16_mixed_precision,
         check_dtensor_redistribute,
         check_dtensor_ops,
         check_tp_colwise_rowwise,
+        check_tp_compiled,
         check_tp_sequence_parallel,
         check_pp_gpipe,
         check_pp_1f1b,

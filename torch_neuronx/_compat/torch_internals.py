@@ -160,6 +160,14 @@ def _fake_limits() -> tuple[type[Exception], ...]:
     )
 
 
+def is_wrapper_subclass(value: Any) -> bool:
+    """Whether ``value`` is a tensor subclass that wraps inner tensors (DTensor, a FakeTensor-backed
+    DTensor of Dynamo's example inputs), which a plain fake tensor of its shape would not stand for."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return is_traceable_wrapper_subclass(value)
+
+
 def run_on_fakes(
     fn: Callable[..., Any],
     inputs: list[Any],

@@ -24,7 +24,13 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx._compat.torch_internals import OpOverload, fake_in_active_mode, pytree, run_on_fakes
+from torch_neuronx._compat.torch_internals import (
+    OpOverload,
+    fake_in_active_mode,
+    is_wrapper_subclass,
+    pytree,
+    run_on_fakes,
+)
 from torch_neuronx.eager import dispatched_dtypes
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime.dtypes import CODE_OF
@@ -78,7 +84,9 @@ def find_refusal(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tupl
         for value in example_inputs
         if isinstance(value, torch.Tensor)
         for size in value.shape
-    ):
+    ) or any(is_wrapper_subclass(value) for value in example_inputs):
+        # Plain fakes cannot stand for DTensor inputs (their ops would meet mixed Tensor and
+        # DTensor arguments): the AOTAutograd graphs' node checks apply to those graphs.
         return None
     found: list[tuple[Exception, torch.fx.Node]] = []
     running: list[torch.fx.Node] = []
