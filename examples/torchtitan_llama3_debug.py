@@ -6,6 +6,9 @@ training in one CPU process to compare its losses with.
         --initial-weights runs/cpu/initial_weights
     NEURON_RT_NUM_CORES=4 torchrun --nproc-per-node 4 -m examples.torchtitan_llama3_debug \\
         --out runs/tp --initial-weights runs/cpu/initial_weights --parallelism.tensor_parallel_degree 2
+    torchrun --nproc-per-node 2 -m examples.torchtitan_llama3_debug --out runs/compiled \\
+        --initial-weights runs/cpu/initial_weights --activation-checkpoint selective \\
+        --compile.enable --compile.backend neuron
 
 The released ``torchtitan`` package runs unmodified. Its own device detection
 (``torchtitan.tools.utils.device_type``, which asks ``torch._utils._get_available_device_type``)
@@ -13,7 +16,8 @@ finds ``neuron`` through PyTorch's PrivateUse1 device module, and its process gr
 ``Backend.default_device_backend_map["neuron"]`` (the ``neuron`` c10d backend). This file is a
 TorchTitan config registry (``--module examples.torchtitan_llama3_debug --config
 llama3_debugmodel_neuron``): TorchTitan's ``llama3_debugmodel`` config, sized for a CPU-emulated
-device (sequence 64, batch 2 per rank, 6 steps, no activation checkpointing, no validation or
+device (sequence 64, batch 2 per rank, 6 steps, no activation checkpointing unless
+``--activation-checkpoint selective`` or ``full`` asks for TorchTitan's, no validation or
 checkpoint saves), float32 throughout (no bfloat16 parameters under FSDP), SDPA attention instead
 of FlexAttention, and the data set and tokenizer TorchTitan's tests use replaced by ones this file
 writes (``prepare_assets``): the repository's ``tests/assets`` are not in the package, and the job
@@ -42,6 +46,9 @@ import sys
 ASSETS_ENV = "TORCHNEURON_TITAN_ASSETS"
 #: A model-only DCP checkpoint the job starts from (``--initial-weights`` sets it), or unset.
 INITIAL_WEIGHTS_ENV = "TORCHNEURON_TITAN_INITIAL_WEIGHTS"
+#: TorchTitan's activation checkpointing policy for the job (``--activation-checkpoint`` sets it):
+#: ``none`` (the default), ``selective`` or ``full``.
+ACTIVATION_CHECKPOINT_ENV = "TORCHNEURON_TITAN_ACTIVATION_CHECKPOINT"
 #: Data-parallel degree of both documented jobs (FSDP on 2 processes; FSDP 2 x TP 2 on 4): the
 #: CPU reference reads the batches of this many data-parallel ranks per step.
 DATA_PARALLEL = 2
@@ -90,6 +97,7 @@ def llama3_debugmodel_neuron():
     """TorchTitan's ``llama3_debugmodel`` config for an emulated device (the module docstring says what changes)."""
     from torchtitan.components.checkpoint import CheckpointManager
     from torchtitan.components.validate import Validator
+    from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
     from torchtitan.models.common.attention import ScaledDotProductAttention
     from torchtitan.models.llama3.config_registry import llama3_debugmodel
 
@@ -104,7 +112,8 @@ def llama3_debugmodel_neuron():
     config.training.seq_len = SEQ_LEN
     config.training.local_batch_size = LOCAL_BATCH
     config.training.steps = STEPS
-    config.activation_checkpoint = None  # TorchTitan's 'none'
+    policies = {"none": None, "selective": SelectiveAC.Config(), "full": FullAC.Config()}
+    config.activation_checkpoint = policies[os.environ.get(ACTIVATION_CHECKPOINT_ENV, "none")]
     config.validator = Validator.Config(enable=False)
     initial_weights = os.environ.get(INITIAL_WEIGHTS_ENV)
     if initial_weights:
@@ -248,6 +257,12 @@ def main() -> None:
         type=pathlib.Path,
         help="start from this model-only DCP checkpoint (the reference's OUT/initial_weights)",
     )
+    parser.add_argument(
+        "--activation-checkpoint",
+        choices=("none", "selective", "full"),
+        default="none",
+        help="TorchTitan's activation checkpointing of each transformer block (values are unchanged)",
+    )
     args, titan_args = parser.parse_known_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -263,6 +278,7 @@ def main() -> None:
         return
     if args.initial_weights is not None:
         os.environ[INITIAL_WEIGHTS_ENV] = str(args.initial_weights.resolve())
+    os.environ[ACTIVATION_CHECKPOINT_ENV] = args.activation_checkpoint
     # Each rank writes its own copy (the same bytes: a seeded text, a deterministic BPE training),
     # so no rank reads files another is still writing.
     assets = args.out / "assets" / f"rank{os.environ.get('RANK', '0')}"

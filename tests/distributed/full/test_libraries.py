@@ -46,7 +46,17 @@ def titan_reference(tmp_path_factory):
     return out, json.loads((out / "losses.json").read_text())
 
 
-@pytest.mark.parametrize(("nproc", "titan_args"), [(2, ()), (4, ("--parallelism.tensor_parallel_degree", "2"))])
+@pytest.mark.parametrize(
+    ("nproc", "titan_args"),
+    [
+        (2, ()),
+        (4, ("--parallelism.tensor_parallel_degree", "2")),
+        # TorchTitan's compiled blocks under selective activation checkpointing (its debug model's
+        # default policy), the loss compiled too.
+        (2, ("--activation-checkpoint", "selective", "--compile.enable", "--compile.backend", "neuron")),
+    ],
+    ids=["fsdp", "fsdp-tp", "fsdp-compiled-selective-ac"],
+)
 def test_torchtitan_llama3_debug_matches_cpu(tmp_path, titan_reference, nproc, titan_args):
     # TorchTitan's trainer has no CPU device: the reference trains TorchTitan's model class with
     # plain PyTorch from the job's config, the same global batches and the same initial weights.
