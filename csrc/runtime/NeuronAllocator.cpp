@@ -1,5 +1,6 @@
 #include "runtime/NeuronAllocator.h"
 
+#include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -258,6 +259,18 @@ CoreMemory& core(c10::DeviceIndex device) {
   return cores()[device];
 }
 
+// torch.profiler(profile_memory=True)'s memory events, as CUDA's caching allocator reports them:
+// the block's (rounded) bytes, positive when allocated and negative when freed, with the core's
+// allocated and reserved totals after the change. Called under the core's lock.
+void report_to_profiler(const CoreMemory& memory, uint64_t address, int64_t bytes, c10::DeviceIndex device) {
+  if (!c10::memoryProfilingEnabled()) {
+    return;
+  }
+  constexpr auto all = static_cast<size_t>(StatType::AGGREGATE);
+  c10::reportMemoryUsageToProfiler(reinterpret_cast<void*>(address), bytes, memory.stats.allocated_bytes[all].current,
+                                   memory.stats.reserved_bytes[all].current, c10::Device(kNeuronDeviceType, device));
+}
+
 void free_allocation(void* context) {
   auto* allocation = static_cast<Allocation*>(context);
   {
@@ -273,6 +286,7 @@ void free_allocation(void* context) {
     decrease(memory.stats.active_bytes, block.size, block.size);
     decrease(memory.stats.requested_bytes, block.size, allocation->requested);
     memory.tensor_frees += 1;
+    report_to_profiler(memory, address, -static_cast<int64_t>(block.size), allocation->device);
     block.allocation = nullptr;
     // Coalesce with cached neighbours of the same segment.
     if (it != memory.blocks.begin()) {
@@ -342,6 +356,7 @@ c10::DataPtr NeuronAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes
     increase(memory.stats.active, size, 1);
     increase(memory.stats.active_bytes, size, size);
     increase(memory.stats.requested_bytes, size, nbytes);
+    report_to_profiler(memory, address, static_cast<int64_t>(size), device);
   } catch (...) {
     delete allocation;
     throw;
