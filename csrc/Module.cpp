@@ -5,6 +5,7 @@
 #include "aten/native/Metadata.h"
 #include "profiler/NeuronProfilerBindings.h"
 #include "runtime/NeuronAllocator.h"
+#include "runtime/NeuronMemoryHistoryBindings.h"
 #include "runtime/NeuronCallSignature.h"
 #include "runtime/NeuronDevice.h"
 #include "runtime/NeuronGenerator.h"
@@ -114,6 +115,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_num_tensor_frees", [](int device) { return allocator().num_tensor_frees(static_cast<c10::DeviceIndex>(device)); });
   m.def("_empty_cache", [](int device) { allocator().empty_cache_on(static_cast<c10::DeviceIndex>(device)); });
+  bind_memory_history(m);
 
   // Random numbers.
   m.def("_default_generator", [](int device) { return default_generator(static_cast<c10::DeviceIndex>(device)); });

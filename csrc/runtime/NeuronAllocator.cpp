@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -85,9 +87,44 @@ size_t default_capacity() {
   return capacity;
 }
 
+// What _record_memory_history asked for; read without a lock at each allocation (a stale read
+// records one action more or less around the switch).
+HistorySettings history_settings;
+std::atomic<bool> history_on{false};
+std::atomic<StackGatherer> history_gatherer{nullptr};
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The calling stack when history is on and `wanted`, else nullptr. Takes the GIL: call it before
+// taking a core's lock.
+std::shared_ptr<c10::GatheredContext> gather_stack(bool wanted) {
+  StackGatherer gather = history_gatherer.load();
+  return history_on.load() && wanted && gather != nullptr ? gather() : nullptr;
+}
+
 // All state of one core. Every method expects `mutex` held.
 struct CoreMemory {
   std::mutex mutex;
+  std::vector<HistoryEntry> history; // a ring of at most history_settings.max_entries
+  size_t history_next = 0; // where the next entry goes once the ring is full
+
+  void record(HistoryAction action, uint64_t address, uint64_t size, std::shared_ptr<c10::GatheredContext> context,
+              uint64_t device_free = 0) {
+    if (!history_on.load() || !history_settings.trace || history_settings.max_entries == 0) {
+      return;
+    }
+    HistoryEntry entry{action, address, size, now_us(), device_free, std::move(context)};
+    if (history.size() < history_settings.max_entries) {
+      history.push_back(std::move(entry));
+    } else {
+      history[history_next] = std::move(entry);
+      history_next = (history_next + 1) % history_settings.max_entries;
+    }
+  }
+
   std::map<uint64_t, Block> blocks; // by address: the blocks of every segment
   std::set<std::pair<uint64_t, uint64_t>> cached; // (size, address) of free blocks
   std::map<uint64_t, uint64_t> segments; // address -> size
@@ -181,6 +218,7 @@ struct CoreMemory {
         cache_erase(block->first, block->second);
         blocks.erase(block);
         release_range(it->first - base, size);
+        record(HistoryAction::SegmentFree, it->first, size, nullptr);
         decrease(stats.segment, size, 1);
         decrease(stats.reserved_bytes, size, size);
         stats.num_device_free += 1;
@@ -218,6 +256,7 @@ struct CoreMemory {
     uint64_t allocated = stats.allocated_bytes[all].current;
     uint64_t capacity_bytes = limit();
     uint64_t free_bytes = capacity_bytes > reserved ? capacity_bytes - reserved : 0;
+    record(HistoryAction::Oom, 0, nbytes, nullptr, free_bytes);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "neuron:", static_cast<int>(device), " out of memory. Tried to allocate ",
         format_bytes(nbytes), ". NeuronCore ", physical_core_ids()[device], " (neuron:", static_cast<int>(device),
@@ -242,6 +281,7 @@ struct CoreMemory {
     uint64_t address = range_base(device) + reserve_range(size);
     segments.emplace(address, size);
     blocks.emplace(address, Block{size, address, nullptr});
+    record(HistoryAction::SegmentAlloc, address, size, nullptr);
     increase(stats.segment, size, 1);
     increase(stats.reserved_bytes, size, size);
     stats.num_device_alloc += 1;
@@ -273,6 +313,7 @@ void report_to_profiler(const CoreMemory& memory, uint64_t address, int64_t byte
 
 void free_allocation(void* context) {
   auto* allocation = static_cast<Allocation*>(context);
+  auto stack = gather_stack(history_settings.free_stacks);
   {
     CoreMemory& memory = cores()[allocation->device];
     std::lock_guard<std::mutex> lock(memory.mutex);
@@ -287,6 +328,9 @@ void free_allocation(void* context) {
     decrease(memory.stats.requested_bytes, block.size, allocation->requested);
     memory.tensor_frees += 1;
     report_to_profiler(memory, address, -static_cast<int64_t>(block.size), allocation->device);
+    // The buffer is freed at once (PJRT keeps it alive for pending work), so both of CUDA's steps.
+    memory.record(HistoryAction::FreeRequested, address, block.size, stack);
+    memory.record(HistoryAction::FreeCompleted, address, block.size, stack);
     block.allocation = nullptr;
     // Coalesce with cached neighbours of the same segment.
     if (it != memory.blocks.begin()) {
@@ -342,7 +386,8 @@ c10::DataPtr NeuronAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes
     return c10::DataPtr(nullptr, where);
   }
   uint64_t size = (uint64_t(nbytes) + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
-  auto* allocation = new Allocation{device, 0, size, nbytes, {}};
+  auto stack = gather_stack(history_settings.state_stacks || history_settings.alloc_stacks);
+  auto* allocation = new Allocation{device, 0, size, nbytes, {}, history_settings.state_stacks ? stack : nullptr};
   try {
     std::lock_guard<std::mutex> lock(memory.mutex);
     uint64_t address = memory.take_cached(size);
@@ -357,6 +402,7 @@ c10::DataPtr NeuronAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes
     increase(memory.stats.active_bytes, size, size);
     increase(memory.stats.requested_bytes, size, nbytes);
     report_to_profiler(memory, address, static_cast<int64_t>(size), device);
+    memory.record(HistoryAction::Alloc, address, size, history_settings.alloc_stacks ? stack : nullptr);
   } catch (...) {
     delete allocation;
     throw;
@@ -538,6 +584,45 @@ int device_of_address(uint64_t address) noexcept {
     }
   }
   return -1;
+}
+
+void record_memory_history(const HistorySettings& settings, StackGatherer gather, bool clear) {
+  history_on.store(false);
+  for (c10::DeviceIndex device = 0; device < device_count(); ++device) {
+    CoreMemory& memory = core(device);
+    std::lock_guard<std::mutex> lock(memory.mutex);
+    history_settings = settings; // each core's recording reads it under that core's lock
+    if (clear || !settings.enabled || memory.history.size() > settings.max_entries) {
+      memory.history.clear();
+      memory.history_next = 0;
+    }
+  }
+  history_gatherer.store(gather);
+  history_on.store(settings.enabled);
+}
+
+MemorySnapshot memory_snapshot() {
+  MemorySnapshot snapshot;
+  for (c10::DeviceIndex device = 0; device < device_count(); ++device) {
+    CoreMemory& memory = core(device);
+    std::lock_guard<std::mutex> lock(memory.mutex);
+    for (const auto& [address, size] : memory.segments) {
+      SnapshotSegment segment{device, address, size, {}};
+      for (auto it = memory.blocks.find(address); it != memory.blocks.end() && it->second.segment == address; ++it) {
+        const Allocation* allocation = it->second.allocation;
+        segment.blocks.push_back(SnapshotBlock{it->first, it->second.size, allocation ? allocation->requested : 0,
+                                               allocation != nullptr, allocation ? allocation->context : nullptr});
+      }
+      snapshot.segments.push_back(std::move(segment));
+    }
+    // The ring's oldest entry is at history_next once it has wrapped.
+    std::vector<HistoryEntry> trace(memory.history.begin() + static_cast<ptrdiff_t>(memory.history_next),
+                                    memory.history.end());
+    trace.insert(trace.end(), memory.history.begin(),
+                 memory.history.begin() + static_cast<ptrdiff_t>(memory.history_next));
+    snapshot.traces.push_back(std::move(trace));
+  }
+  return snapshot;
 }
 
 REGISTER_ALLOCATOR(kNeuronDeviceType, &allocator());

@@ -21,6 +21,8 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace c10::neuron {
 
@@ -31,7 +33,61 @@ struct Allocation {
   size_t size; // rounded, what the allocator accounts
   size_t requested; // what the caller asked for
   StorageBuffer buffer;
+  std::shared_ptr<c10::GatheredContext> context = nullptr; // where it was allocated (memory history)
 };
+
+// Memory history, the record behind torch.neuron.memory._record_memory_history and _snapshot: the
+// actions of CUDA's caching allocator (its TraceEntry kinds) and the Python stacks of live blocks.
+enum class HistoryAction { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
+
+struct HistoryEntry {
+  HistoryAction action;
+  uint64_t address; // 0 for an OOM
+  uint64_t size; // bytes (rounded; an OOM's: what was asked for)
+  int64_t time_us; // microseconds since the epoch
+  uint64_t device_free; // an OOM's unreserved bytes of the capacity
+  std::shared_ptr<c10::GatheredContext> context; // the stack that caused it, or nullptr
+};
+
+// _record_memory_history's arguments: enabled ("state": stacks of live blocks; "all": every
+// action too), context (which actions keep a stack) and max_entries.
+struct HistorySettings {
+  bool enabled = false;
+  bool trace = false; // record every action (enabled="all")
+  bool state_stacks = false; // a live block keeps its allocation's stack (context != None)
+  bool alloc_stacks = false; // alloc actions keep it (context "alloc" or "all")
+  bool free_stacks = false; // free actions keep theirs (context "all")
+  size_t max_entries = SIZE_MAX; // per core; the oldest entries are overwritten
+};
+
+// Captures the calling thread's Python stack; set by the Python bindings (the allocator does not
+// depend on Python). Called without any allocator lock held.
+using StackGatherer = std::shared_ptr<c10::GatheredContext> (*)();
+// Starts (or, with settings.enabled false, stops) recording; `clear` drops the actions recorded so
+// far (stopping drops them too).
+void record_memory_history(const HistorySettings& settings, StackGatherer gather, bool clear);
+
+struct SnapshotBlock {
+  uint64_t address;
+  uint64_t size;
+  uint64_t requested; // 0 for a cached (free) block
+  bool allocated;
+  std::shared_ptr<c10::GatheredContext> context;
+};
+
+struct SnapshotSegment {
+  c10::DeviceIndex device;
+  uint64_t address;
+  uint64_t size;
+  std::vector<SnapshotBlock> blocks;
+};
+
+struct MemorySnapshot {
+  std::vector<SnapshotSegment> segments; // every core's, by address
+  std::vector<std::vector<HistoryEntry>> traces; // per core, oldest first
+};
+
+MemorySnapshot memory_snapshot();
 
 class NeuronAllocator final : public c10::DeviceAllocator {
  public:

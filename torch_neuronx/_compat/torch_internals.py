@@ -160,6 +160,14 @@ def _fake_limits() -> tuple[type[Exception], ...]:
     )
 
 
+def augment_memory_snapshot_stack_traces(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """``torch.cuda.memory._snapshot(augment_with_fx_traces=True)``'s step (device-independent):
+    frames of FX-generated code gain the original source's trace."""
+    from torch._utils import _augment_memory_snapshot_stack_traces
+
+    return _augment_memory_snapshot_stack_traces(snapshot)
+
+
 def is_wrapper_subclass(value: Any) -> bool:
     """Whether ``value`` is a tensor subclass that wraps inner tensors (DTensor, a FakeTensor-backed
     DTensor of Dynamo's example inputs), which a plain fake tensor of its shape would not stand for."""

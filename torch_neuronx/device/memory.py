@@ -2,10 +2,16 @@
 
 Requests are rounded up to 512 bytes, as CUDA's caching allocator rounds them; freed blocks stay
 reserved (cached) until :func:`empty_cache`. See csrc/runtime/NeuronAllocator.h.
+
+The memory history (:func:`_record_memory_history`, :func:`_snapshot`, :func:`_dump_snapshot`,
+:func:`memory_snapshot`) is ``torch.cuda.memory``'s: the same dictionary, which
+``torch.cuda._memory_viz`` and pytorch.org/memory_viz read.
 """
 
 from __future__ import annotations
 
+import pickle
+import sys
 import warnings
 from collections import OrderedDict
 from typing import Any
@@ -13,6 +19,7 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
+from torch_neuronx._compat.torch_internals import augment_memory_snapshot_stack_traces
 from torch_neuronx.device.core import _index
 
 __all__ = [
@@ -23,6 +30,7 @@ __all__ = [
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_summary",
     "max_memory_cached",
@@ -178,3 +186,84 @@ reset_max_memory_cached = _deprecated(
     "torch.neuron.reset_max_memory_cached now calls torch.neuron.reset_peak_memory_stats, which resets /all/ "
     "peak memory stats.",
 )
+
+
+def _record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: torch.device | int | str | None = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    """Starts recording the allocator's history on every core, as
+    ``torch.cuda.memory._record_memory_history`` does: ``enabled="state"`` keeps the Python stack of
+    each live allocation, ``"all"`` also records every action (``alloc``, ``free_requested``,
+    ``free_completed``, ``segment_alloc``, ``segment_free``, ``oom``), the last ``max_entries`` per
+    core; ``None`` stops and drops what was recorded. ``context`` says which actions keep a stack
+    (``"state"``: live allocations only, ``"alloc"``: allocations, ``"all"``: frees too, ``None``:
+    none). ``stacks`` ``"python"`` and ``"all"`` both record Python frames: the emulated device's C++
+    frames tell nothing about the program. ``device`` is accepted for CUDA's signature; the record
+    covers every core, as CUDA's covers every GPU. A free is immediate (PJRT keeps a buffer alive for
+    pending work), so ``free_requested`` and ``free_completed`` come together.
+
+    Raises:
+        RuntimeError: ``enabled``, ``context`` or ``stacks`` is not one of those values (CUDA's words).
+        NotImplementedError: ``compile_context``, ``global_record_annotations`` or ``skip_actions``,
+            which neuron does not record.
+    """
+    del device
+    if enabled not in (None, "state", "all"):
+        raise RuntimeError("expected state to be 'state', 'all', or None")
+    if context not in (None, "state", "alloc", "all"):
+        raise RuntimeError("expected context to be 'state', 'alloc', 'all', or None")
+    if stacks not in ("python", "all"):
+        raise RuntimeError("expected stacks to be 'python', or 'all'")
+    if compile_context or global_record_annotations or skip_actions:
+        raise NotImplementedError(
+            "torch.neuron.memory._record_memory_history: compile_context, global_record_annotations and "
+            "skip_actions are not recorded on neuron; leave them at their defaults"
+        )
+    _C._record_memory_history(
+        enabled is not None,
+        enabled == "all",
+        context is not None,
+        context in ("alloc", "all"),
+        context == "all",
+        max_entries,
+        clear_history,
+    )
+
+
+def _snapshot(device: torch.device | int | str | None = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    """The allocator's state and recorded history, ``torch.cuda.memory._snapshot()``'s dictionary:
+    ``segments`` (every core's, each with ``device``, ``address``, ``total_size``, ``allocated_size``,
+    ``blocks`` of ``size``, ``requested_size``, ``state`` and ``frames``) and ``device_traces`` (per
+    core, the recorded actions, oldest first, each with ``action``, ``addr``, ``size``, ``time_us``
+    and ``frames``). ``device`` is accepted for CUDA's signature (every core is in it)."""
+    del device
+    snapshot = _C._memory_snapshot()
+    return augment_memory_snapshot_stack_traces(snapshot) if augment_with_fx_traces else snapshot
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    """Pickles :func:`_snapshot` to ``filename``, for pytorch.org/memory_viz or
+    ``python -m torch.cuda._memory_viz``."""
+    snapshot = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as file:
+        pickle.dump(snapshot, file)
+
+
+def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> list[dict[str, Any]]:
+    """The segments of :func:`_snapshot`, ``torch.cuda.memory_snapshot()``'s list.
+
+    Raises:
+        NotImplementedError: ``mempool_id`` is given (neuron has one pool per core).
+    """
+    del include_traces
+    if mempool_id is not None:
+        raise NotImplementedError("torch.neuron.memory_snapshot: neuron has no memory pools (mempool_id)")
+    return _snapshot()["segments"]
