@@ -3,6 +3,8 @@ where no shape depends on them (dynamo/runtime_ints.py)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -44,15 +46,57 @@ def test_a_training_step_takes_the_int_in_forward_and_backward():
     [
         lambda x, n: x * (n + 1) - n // 2,
         lambda x, n: x + (-n) % 3 - n * 4,
-        lambda x, n: torch.add(x, n, alpha=2) if x.is_floating_point() else x,
+        lambda x, n: (x * n, n * 2),  # an int computed from it, returned (a forward saving it)
+        lambda x, n: torch.add(x, n, alpha=2),
     ],
-    ids=["add-floordiv", "neg-mod-mul", "alpha"],
+    ids=["add-floordiv", "neg-mod-mul", "returned-product", "alpha"],
 )
-def test_integer_arithmetic_on_the_int_keeps_pythons_meaning(fn):
+def test_python_arithmetic_on_the_int_keeps_pythons_meaning(fn):
+    # Arithmetic in the graph (n + 1) keeps the specialisation: one executable per value.
     compiled = torch.compile(fn, backend="neuron")
     x = torch.linspace(-2, 2, 6, device="neuron")
     for n in (3, 4, -7, 11):
-        assert_close(compiled(x, n).cpu(), fn(x.cpu(), n))
+        assert_close(compiled(x, n), fn(x, n))
+
+
+def test_a_gradient_scaled_by_an_int_expression_follows_each_value():
+    fn = torch.compile(lambda w, n: (w * (n + 1)).sum(), backend="neuron")
+    for n in (2, 3, 5):
+        w = torch.ones(3, device="neuron", requires_grad=True)
+        fn(w, n).backward()
+        assert_close(w.grad.cpu(), torch.full((3,), float(n + 1)))
+
+
+@pytest.mark.parametrize("order", [(2, -1, 3), (2, 3, -1)], ids=str)
+def test_the_eager_checks_of_an_int_see_each_calls_value(order):
+    # pow's refusal of a negative integer exponent reads the value: made at every call, as eager.
+    fn = torch.compile(lambda t, n: t**n, backend="neuron")
+    t = torch.tensor([1, 2, 3], device="neuron")
+    for n in order:
+        if n < 0:
+            with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+                fn(t, n)
+        else:
+            assert_close(fn(t, n).cpu(), t.cpu() ** n)
+
+
+def test_an_int_past_64_bits_raises_by_name():
+    fn = torch.compile(lambda x, n: x * n, backend="neuron")
+    x = torch.ones(2, device="neuron")
+    for n in (3, 4):
+        fn(x, n)
+    with pytest.raises(RuntimeError, match="the int argument 18446744073709551619 does not fit in 64 bits"):
+        fn(x, 2**64 + 3)
+
+
+def test_both_sizes_of_a_3d_input_changing():
+    # Two symbolic sizes multiplied in the graph (s0 * s1): specialised, as before runtime ints.
+    linear = torch.nn.Linear(8, 8)
+    on_device = copy.deepcopy(linear).to("neuron")
+    fn = torch.compile(lambda x: on_device(x).sum(), backend="neuron")
+    for shape in ((2, 5, 8), (3, 7, 8), (4, 2, 8)):
+        x = torch.randn(shape)
+        assert_close(fn(x.to("neuron")).cpu(), linear(x).sum())
 
 
 def test_an_int_added_to_an_int32_tensor_wraps_as_eager():

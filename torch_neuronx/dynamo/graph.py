@@ -35,6 +35,7 @@ from torch_neuronx.dynamo import eager_refusals
 from torch_neuronx.dynamo.runtime_ints import RuntimeInts
 from torch_neuronx.dynamo.runtime_ints import concretise as concretise_runtime_ints
 from torch_neuronx.dynamo.runtime_ints import find as find_runtime_ints
+from torch_neuronx.dynamo.runtime_ints import set_values as set_runtime_int_values
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.lowering import engine
 from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
@@ -155,7 +156,7 @@ class CompiledGraph:
             runtime_ints = RuntimeInts([], [])
         else:
             concretise_runtime_ints(graph, example_inputs, runtime_ints)
-        self.returned_ints = runtime_ints.returned
+        self.runtime_ints = runtime_ints
         self.signature = arguments.graph_signature(
             f"neuron graph {self.metrics.graph_id} ({kind})", example_inputs, runtime_ints.inputs
         )
@@ -175,6 +176,8 @@ class CompiledGraph:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
+        if self.runtime_ints.inputs:
+            self.runtime_ints.check(args)
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
         key = with_thread_count(key)
         if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)
@@ -202,7 +205,7 @@ class CompiledGraph:
     def _with_returned_ints(self, outputs: list[Any], args: tuple[Any, ...]) -> list[Any]:
         """The outputs, with this call's value of each runtime int the graph returns (the executable
         returns the value it was built with)."""
-        for at, index in self.returned_ints:
+        for at, index in self.runtime_ints.returned:
             outputs[at] = args[index]
         return outputs
 
@@ -240,6 +243,8 @@ class CompiledGraph:
         if self.eager:
             return self._eager_fallback()
         description = self.signature.describe(args, {})
+        if self.runtime_ints.inputs:
+            set_runtime_int_values(self.graph, self.runtime_ints, args)
         try:
             graph = self._specialised(args, list(description.values)) if self.symbolic else self.graph
         except CompileError:

@@ -4,17 +4,21 @@ Dynamo makes a Python int argument symbolic when its value changes between calls
 dynamic): ``f(x, step)`` in a training loop. A symbolic graph is specialised on its inputs' values
 before it is lowered (dynamo/graph.py), which built one executable per step. An int that the graph
 uses only as an operand, as eager ops take a Python number (a Scalar argument, or a Tensor one that
-the number is wrapped into), or through integer arithmetic into such operands, or returns as it is
-(AOTAutograd's forward graph saves it for the backward graph), changes no shape: the executable
-takes it as a runtime int64 scalar, as eager kernels take runtime scalars, and one executable serves
-every value. An int that a size, a dim, an op without a lowering or a static argument of a lowering
-uses keeps the specialisation.
+the number is wrapped into), or returns as it is (AOTAutograd's forward graph saves it for the
+backward graph), changes no shape: the executable takes it as a runtime int64 scalar, as eager
+kernels take runtime scalars, and one executable serves every value. Each call makes the checks an
+eager kernel makes of its numbers on the host (a lowering's dtype rule, which may read them: an
+integer tensor to a negative power) with the call's values.
+
+Anything else keeps the specialisation: an int that a size, a dim, an op without a lowering or a
+static argument of a lowering uses, one that Python arithmetic in the graph uses (``n + 1``: its
+result would have Python's meaning, not int64's), and a value outside int64.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
+import warnings
 from typing import Any
 
 import torch
@@ -24,19 +28,59 @@ from torch_neuronx._compat.torch_internals import OpOverload, pytree, schema_of,
 from torch_neuronx.lowering import engine, registry
 from torch_neuronx.runtime import arguments
 
-_ARITHMETIC = engine.INT_ARITHMETIC
-_DIVISIONS = frozenset({operator.floordiv, operator.mod})
+#: The ints a runtime scalar holds (int64, or uint64 above it, as eager's scalars).
+_SCALAR_RANGE = range(-(2**63), 2**64)
+
+
+@dataclasses.dataclass
+class _ValueCheck:
+    """An op that takes runtime ints, with its arguments as its eager kernel's checks see them;
+    ``positions`` maps an argument's index to the graph input that gives its value."""
+
+    op: OpOverload
+    values: list[Any]
+    positions: dict[int, int]
+
+    def check(self, args: tuple[Any, ...]) -> None:
+        values = list(self.values)
+        for index, position in self.positions.items():
+            values[index] = args[position]
+        registry.check_dtype_rule(self.op, values)
+        warning = registry.LOWERINGS[self.op].call_warning
+        message = (
+            warning(dict(zip([a.name for a in schema_of(self.op).arguments], values, strict=True))) if warning else None
+        )
+        if message:
+            warnings.warn(message, stacklevel=4)
 
 
 @dataclasses.dataclass
 class RuntimeInts:
-    """What :func:`find` found: the graph's runtime int inputs and the int outputs that are inputs."""
+    """A graph's runtime int inputs."""
 
     #: Input positions taken as runtime scalars.
     inputs: list[int]
-    #: (output position, input position) of the runtime ints the graph returns as they are; the
-    #: executable returns the value it was built with, the caller puts the call's in its place.
+    #: (output position, input position) of the runtime ints the graph returns as they are: the
+    #: executable returns the value it was built with; the caller puts the call's in its place.
     returned: list[tuple[int, int]]
+    #: The host checks of the ops that take them, made at every call.
+    checks: list[_ValueCheck] = dataclasses.field(default_factory=list)
+
+    def check(self, args: tuple[Any, ...]) -> None:
+        """Makes the eager kernels' host checks of this call's runtime ints.
+
+        Raises:
+            RuntimeError: an int does not fit a runtime scalar (int64, or uint64), or what the
+                eager kernel raises for its value.
+        """
+        for position in self.inputs:
+            if args[position] not in _SCALAR_RANGE:
+                raise RuntimeError(
+                    f"torch.compile(backend='neuron'): the int argument {args[position]} does not fit in 64 bits; "
+                    "pass it as a tensor, or reduce it before the compiled function"
+                )
+        for check in self.checks:
+            check.check(args)
 
 
 def _operand_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
@@ -54,32 +98,13 @@ def _operand_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
     )
 
 
-def _arithmetic_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
-    if user.target not in _ARITHMETIC or user.kwargs:
-        return False
-    if user.target in _DIVISIONS:
-        divisor = user.args[1]
-        if isinstance(divisor, torch.fx.Node) or divisor == 0:
-            return False
-    return all(isinstance(arg, int) or arg is value or _is_runtime(arg) for arg in user.args)
-
-
-def _is_runtime(node: Any) -> bool:
-    """Whether an int-valued node can be a runtime value: every use of it is an operand, arithmetic
-    whose result is such a value, or the graph's output."""
-    if not isinstance(node, torch.fx.Node) or not node.users:
-        return False
-    for user in node.users:
-        if user.op == "output":
-            continue
-        if user.op != "call_function":
-            return False
-        if isinstance(user.target, OpOverload):
-            if not _operand_use(user, node):
-                return False
-        elif not (_arithmetic_use(user, node) and _is_runtime(user)):
-            return False
-    return True
+def _is_runtime(node: torch.fx.Node) -> bool:
+    """Whether every use of an int input is an operand of a lowered op or the graph's output."""
+    return bool(node.users) and all(
+        user.op == "output"
+        or (user.op == "call_function" and isinstance(user.target, OpOverload) and _operand_use(user, node))
+        for user in node.users
+    )
 
 
 def find(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> RuntimeInts:
@@ -101,17 +126,34 @@ def find(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> RuntimeInts:
     return RuntimeInts(positions, returned)
 
 
-def concretise(graph: torch.fx.GraphModule, example_inputs: list[Any], found: RuntimeInts) -> None:
-    """Gives the runtime ints, and the arithmetic on them, the example's values as their metadata:
-    lowerings see numbers where eager kernels see a call's runtime scalars (the values only tell
-    their type: the executable takes the values at run time). New metadata dicts, as AOTAutograd's
-    backward graph may share the forward's."""
+def set_values(graph: torch.fx.GraphModule, found: RuntimeInts, args: tuple[Any, ...]) -> None:
+    """Gives the runtime ints the values of ``args`` (the call being built) as their metadata, so
+    that the lowering's own checks see the values its call has (the later calls are checked by
+    :meth:`RuntimeInts.check`)."""
     placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+    for index in found.inputs:
+        placeholders[index].meta = {**placeholders[index].meta, "val": args[index]}
+
+
+def concretise(graph: torch.fx.GraphModule, example_inputs: list[Any], found: RuntimeInts) -> None:
+    """Gives the runtime ints the example's values as their metadata (lowerings see numbers where
+    eager kernels see a call's runtime scalars: the values only tell their type, the executable
+    takes them at run time), in new metadata dicts (AOTAutograd's backward graph may share the
+    forward's), and records the host checks of the ops that take them."""
+    placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+    position_of = {placeholders[index]: index for index in found.inputs}
     for index in found.inputs:
         example = example_inputs[index]
         hint = example if type(example) is int else symint_hint(example)
         placeholders[index].meta = {**placeholders[index].meta, "val": hint}
     for node in graph.graph.nodes:
-        if node.op == "call_function" and node.target in _ARITHMETIC:
-            operands = [arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg for arg in node.args]
-            node.meta = {**node.meta, "val": node.target(*operands)}
+        if node.op != "call_function" or not any(arg in position_of for arg in node.all_input_nodes):
+            continue
+        values = engine.schema_values(node.target, node.args, node.kwargs)
+        found.checks.append(
+            _ValueCheck(
+                node.target,
+                [pytree.tree_map_only(torch.fx.Node, lambda n: n.meta.get("val"), value) for value in values],
+                {i: position_of[v] for i, v in enumerate(values) if isinstance(v, torch.fx.Node) and v in position_of},
+            )
+        )

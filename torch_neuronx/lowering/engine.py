@@ -43,9 +43,6 @@ CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 #: ``run_with_rng_state(state, op, *args)``: ``op`` drawing from a generator state another graph saved
 #: (activation checkpointing's recomputed random ops; dynamo/random_states.py).
 REPLAYED_RANDOM_OP = torch.ops.higher_order.run_with_rng_state
-#: Python integer arithmetic on a graph's runtime int inputs (dynamo/runtime_ints.py), run on the
-#: traced int64 scalars with Python's meaning (a divisor is a nonzero constant there).
-INT_ARITHMETIC = frozenset({operator.add, operator.sub, operator.mul, operator.neg, operator.floordiv, operator.mod})
 
 
 class Unsupported(Exception):
@@ -252,7 +249,7 @@ def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> Non
     """Raises Unsupported for the first node that has no lowering; within a control-flow
     subgraph (``nested``), also for a random op, whose draws the generator counts per graph."""
     for node in graph.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem or node.target in INT_ARITHMETIC:
+        if node.op != "call_function" or node.target is operator.getitem:
             continue
         if node.target in CONTROL_FLOW:
             for subgraph in _subgraphs(graph, node):
@@ -318,9 +315,6 @@ def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
                 continue
             if node.target in CONTROL_FLOW:
                 env[node] = _lower_control_flow(graph, node, env)
-                continue
-            if node.target in INT_ARITHMETIC:
-                env[node] = node.target(*pytree.tree_map_only(torch.fx.Node, env.__getitem__, node.args))
                 continue
             if node.target is REPLAYED_RANDOM_OP:
                 state, op, *op_args = node.args
