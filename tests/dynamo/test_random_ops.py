@@ -127,3 +127,74 @@ def test_a_checkpointed_random_op_without_a_lowering_is_refused_by_name():
     graph.output((saved,))
     with pytest.raises(CompileError, match="cannot recompute aten.randperm.default under activation checkpointing"):
         device_random_states(torch.fx.GraphModule({}, graph), [])
+
+
+def test_compiled_factories_of_another_core_draw_there(two_cores):
+    # A graph without tensor inputs runs on the core its factories name, from that core's generator.
+    def factories():
+        return torch.rand(3, device="neuron:1"), torch.zeros(2, device="neuron:1") + 1
+
+    results = []
+    for run in (factories, torch.compile(factories, backend="neuron")):
+        torch.manual_seed(0)
+        torch.rand(8, device="neuron:0")  # core 0's generator only
+        drawn, filled = run()
+        assert drawn.device == filled.device == torch.device("neuron:1")
+        results.append((drawn.cpu(), torch.neuron.get_rng_state(0), torch.neuron.get_rng_state(1)))
+    assert_close(results[1], results[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        lambda t: t * torch.rand(t.shape, device=t.device),
+        lambda t: t * torch.randint(0, 5, t.shape, device=t.device),
+    ],
+    ids=["rand", "randint"],
+)
+def test_a_checkpointed_factory_draws_the_same_in_the_backward(block):
+    # The factory has no tensor argument: the state is its result's core's, and computing the
+    # recomputed node's metadata drew nothing for real.
+    def loss(x):
+        return checkpoint(block, x, use_reentrant=False).sum()
+
+    x = torch.ones(4, 5, device="neuron", requires_grad=True)
+    assert_close(_losses_and_grads(torch.compile(loss, backend="neuron"), x, 2), _losses_and_grads(loss, x, 2))
+
+
+def test_a_dropout_of_p_1_draws_nothing_compiled_as_eager():
+    def fn(t):
+        return torch.nn.functional.dropout(t, 1.0) + torch.rand_like(t)
+
+    t = torch.randn(6, 7, device="neuron")
+    t[0, 0] = float("nan")  # input * 0, as F.dropout computes it
+    results = []
+    for run in (fn, torch.compile(fn, backend="neuron")):
+        torch.manual_seed(0)
+        results.append((run(t).cpu(), torch.neuron.get_rng_state()))
+    assert_close(results[1], results[0], rtol=0, atol=0, equal_nan=True)
+
+
+_library = torch.library.Library("neuron_random_ops_test", "DEF")
+_library.define("tripled_on_cpu(Tensor x) -> Tensor")
+_library.impl("tripled_on_cpu", lambda x: x * 3, "CPU")
+torch.library.register_fake("neuron_random_ops_test::tripled_on_cpu", lambda x: torch.empty_like(x), lib=_library)
+torch.library.register_autograd("neuron_random_ops_test::tripled_on_cpu", lambda ctx, grad: grad * 3, lib=_library)
+
+
+def test_a_checkpointed_region_run_eagerly_by_fallback_execution(monkeypatch):
+    # The op without a lowering makes both graphs run eagerly: the backward's recomputed dropout
+    # then sets and restores the core's generator (PyTorch's run_with_rng_state knows no neuron).
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+
+    def loss(x):
+        def block(t):
+            tripled = torch.ops.neuron_random_ops_test.tripled_on_cpu(t.sin())
+            return torch.nn.functional.dropout(tripled, 0.5) * torch.rand_like(t)
+
+        return checkpoint(block, x, use_reentrant=False).sum()
+
+    x = torch.ones(6, device="neuron", requires_grad=True)
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        compiled = _losses_and_grads(torch.compile(loss, backend="neuron"), x, 1)
+    assert_close(compiled, _losses_and_grads(loss, x, 1), rtol=0, atol=0)

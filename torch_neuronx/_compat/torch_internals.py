@@ -98,6 +98,18 @@ def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.Gra
     return trace
 
 
+def fake_result(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """What ``op`` returns for arguments that are fake tensors (their own mode computes it) or hold
+    no tensor (a factory: ``aten.rand.default([4], device=...)``), computed in a fresh
+    ``FakeTensorMode``: never a real call, which would allocate and draw random numbers."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs))):
+        return op(*args, **kwargs)
+    with FakeTensorMode():
+        return op(*args, **kwargs)
+
+
 def fake_like(values: list[Any]) -> list[Any]:
     """The tensors of ``values`` as fake tensors (sizes, strides, dtype and device, no storage) of one
     ``torch._subclasses.FakeTensorMode``, other values as they are: inputs for

@@ -157,6 +157,9 @@ class CompiledGraph:
         else:
             concretise_runtime_ints(graph, example_inputs, runtime_ints)
         self.runtime_ints = runtime_ints
+        #: The core of a graph whose inputs hold no tensor (factories only: ``torch.rand(3,
+        #: device="neuron:1")``), which the call signature cannot take from its inputs; else None.
+        self.core = None if any(isinstance(v, torch.Tensor) for v in example_inputs) else _core_of_results(graph)
         self.signature = arguments.graph_signature(
             f"neuron graph {self.metrics.graph_id} ({kind})", example_inputs, runtime_ints.inputs
         )
@@ -176,6 +179,16 @@ class CompiledGraph:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
+        if self.core is not None and self.core != _C._current_device():
+            previous = _C._current_device()
+            _C._set_device(self.core)  # the executable runs on the core its factories name
+            try:
+                return self._call(args)
+            finally:
+                _C._set_device(previous)
+        return self._call(args)
+
+    def _call(self, args: tuple[Any, ...]) -> list[Any]:
         if self.runtime_ints.inputs:
             self.runtime_ints.check(args)
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
@@ -283,7 +296,10 @@ class CompiledGraph:
 
     def _eager_fallback(self) -> Any:
         """Runs the graph op by op on the device's eager kernels (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0)."""
+        from torch_neuronx.dynamo.random_states import eager_random_replays  # it imports this module
+
         self.metrics.eager_fallback = True
+        eager_random_replays(self.graph)
         warnings.warn(
             f"{self.signature.op_name} could not be compiled; it runs eagerly, op by op "
             "(TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0).",
@@ -309,6 +325,15 @@ class CompiledGraph:
         signature = self.metrics.signatures + 1  # this signature, counted once it is built
         (folder / f"fx_graph_{signature}.py").write_text(graph.print_readable(print_output=False))
         return (folder / f"stablehlo_{signature}.mlir").write_text
+
+
+def _core_of_results(graph: torch.fx.GraphModule) -> int | None:
+    """The index of the neuron core the graph's tensors are on (one per executable), or None."""
+    for node in graph.graph.nodes:
+        for value in pytree.tree_leaves(node.meta.get("val")):
+            if isinstance(value, torch.Tensor) and value.device.type == "neuron":
+                return value.device.index or 0
+    return None
 
 
 def _host_value(meta: Any) -> Any:

@@ -26,6 +26,7 @@ from torch.fx.passes.split_module import split_module
 
 from torch_neuronx._compat.torch_internals import OpOverload, has_kernel, mark_boxed, pytree, unbacked_symbols
 from torch_neuronx.dynamo.graph import CompiledGraph
+from torch_neuronx.dynamo.random_states import eager_random_replays
 from torch_neuronx.lowering import registry
 
 
@@ -66,6 +67,8 @@ def runs_eagerly(node: torch.fx.Node) -> bool:
     can nevertheless run, or an op that leaves the core (``core_of`` is None)."""
     if node.op != "call_function" or node.target is operator.getitem:
         return False
+    if "drawn_by" in node.meta:  # a generator state (dynamo/random_states.py): where its op runs
+        return runs_eagerly(node.meta["drawn_by"])
     if _tensors(node.meta.get("val")) and core_of(node) is None:
         return True
     if _makes_data_dependent_sizes(node):
@@ -132,6 +135,8 @@ class PartitionedGraph:
             if not all(runs_eagerly(n) for n in ops):
                 delattr(self.split, name)
                 setattr(self.split, name, _CompiledPart(part, kind))
+            else:
+                eager_random_replays(part)
 
     def __call__(self, *args: Any) -> list[Any]:
         if len(args) == 1 and type(args[0]) is list:

@@ -14,7 +14,10 @@ device (``torch.neuron.get_rng_state``'s layout): :func:`device_random_states` p
 ``torch_neuronx::generator_state`` before the forward op (the lowering returns the trace's state
 there), and makes the backward graph take that tensor; the lowering engine runs the recomputed op
 with its draws taken from it (``TraceContext.replaying``). The forward graph advances the generator
-by the op's elements, as eager does; the backward graph does not.
+by the op's elements, as eager does; the backward graph does not. A random op that runs eagerly
+between compiled parts (a copy to another core) has its state taken eagerly right before it, and
+its replay sets and restores the core's generator (:func:`replay_random_op`), as CUDA's
+``run_with_rng_state`` does.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from torch_neuronx._compat.torch_internals import pytree
+from torch_neuronx._compat.torch_internals import fake_result, pytree
 from torch_neuronx.dynamo.graph import CompileError, source_line
 from torch_neuronx.lowering import registry
 from torch_neuronx.lowering.engine import REPLAYED_RANDOM_OP
@@ -34,10 +37,10 @@ SAVED_RANDOM_OP = torch.ops.higher_order.run_and_save_rng_state
 
 
 def _first_tensor(values: Any) -> torch.Tensor:
-    tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
-    if not tensors:
-        raise RuntimeError("neuron: a checkpointed random op without tensor arguments cannot be recomputed")
-    return tensors[0]
+    """The first tensor of ``values``: a random op's result, whose core draws it (``torch.rand(3,
+    device=...)`` has no tensor argument; ``rand_like(t, device="neuron:1")`` draws on another core
+    than its argument's)."""
+    return next(v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor))
 
 
 def _meta(value: Any) -> Any:
@@ -72,25 +75,54 @@ def device_random_states(graph: torch.fx.GraphModule, example_inputs: list[Any])
             )
         if node.target is SAVED_RANDOM_OP:
             op, *args = node.args
-            like = _first_tensor(_meta((args, node.kwargs)))
             getters = {user.args[1]: user for user in node.users if user.target is operator.getitem}
+            result_meta = (
+                getters[1].meta["val"] if 1 in getters else fake_result(op, *_meta(args), **_meta(node.kwargs))
+            )
+            like = _first_tensor(result_meta)
             with graph.graph.inserting_before(node):
                 state = graph.graph.call_function(torch.ops.torch_neuronx.generator_state.default, (like.device,))
                 result = graph.graph.call_function(op, tuple(args), dict(node.kwargs))
             state.meta["val"] = _state_meta(like)
-            result.meta = dict(getters[1].meta) if 1 in getters else {"val": op(*_meta(args), **_meta(node.kwargs))}
+            state.meta["drawn_by"] = result  # dynamo/partition.py: the state runs where the op runs
+            result.meta = dict(getters[1].meta) if 1 in getters else {"val": result_meta}
             for index, getter in getters.items():
                 getter.replace_all_uses_with(state if index == 0 else result)
                 graph.graph.erase_node(getter)
             graph.graph.erase_node(node)
         elif node.target is REPLAYED_RANDOM_OP:
             state, op, *args = node.args
-            like = _first_tensor(_meta((args, node.kwargs)))
+            if "val" not in node.meta:  # the partitioner made the node without one
+                node.meta["val"] = fake_result(op, *_meta(args), **_meta(node.kwargs))
+            like = _first_tensor(node.meta["val"])
             if state.meta.get("val") is None or state.meta["val"].device != like.device:
                 state.meta["val"] = _state_meta(like)
                 if state in placeholders:
                     example_inputs[placeholders.index(state)] = state.meta["val"]
-            if "val" not in node.meta:
-                node.meta["val"] = op(*_meta(args), **_meta(node.kwargs))
     graph.recompile()
     return example_inputs
+
+
+def replay_random_op(state: torch.Tensor, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """``run_with_rng_state`` for a recomputed op that runs eagerly (PyTorch's implementation knows
+    no neuron tensors): ``op`` drawing from ``state`` (the 16-byte generator state of the core its
+    result is on), that core's generator left as it was."""
+    device = state.device
+    previous = torch.neuron.get_rng_state(device)
+    torch.neuron.set_rng_state(state.cpu(), device)
+    try:
+        return op(*args, **kwargs)
+    finally:
+        torch.neuron.set_rng_state(previous, device)
+
+
+def eager_random_replays(graph: torch.fx.GraphModule, eager: Any = lambda node: True) -> None:
+    """Makes the ``run_with_rng_state`` nodes of ``graph`` that run eagerly (``eager(node)``) call
+    :func:`replay_random_op`."""
+    changed = False
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and node.target is REPLAYED_RANDOM_OP and eager(node):
+            node.target = replay_random_op
+            changed = True
+    if changed:
+        graph.recompile()

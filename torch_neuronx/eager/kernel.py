@@ -216,7 +216,7 @@ class EagerKernel:
             random_elements = engine.random_elements(graph)
         else:
             graph, positions = None, []
-            random_elements = engine.op_random_elements(plan.functional, functional_result)
+            random_elements = engine.op_random_elements(plan.functional, functional_result, values)
         host_checks = [] if graph is not None else runners.host_checked_scalars(plan, values, functional_result)
         lowered = registry.LOWERINGS.get(plan.functional) if graph is None else None
         checked_on_host = bool(host_checks) or (lowered is not None and bool(lowered.scalar_checks))

@@ -165,8 +165,10 @@ def lower_op(op: OpOverload, args: list[Any], metas: list[Any], result_meta: Any
             positional.append(arg)
     results = result_meta if isinstance(result_meta, (tuple, list)) else (result_meta,)
     if entry.random:
-        kwargs["rng_key"] = tracing.active_context().next_key(
-            sum(r.numel() for r in results if isinstance(r, torch.Tensor))
+        kwargs["rng_key"] = (
+            tracing.active_context().next_key(sum(r.numel() for r in results if isinstance(r, torch.Tensor)))
+            if draws(entry, metas)
+            else None
         )
     if entry.result_dtype:
         kwargs["result_dtype"] = jax_dtype(results[0].dtype)
@@ -269,11 +271,20 @@ def check_lowerable(graph: torch.fx.GraphModule, *, nested: bool = False) -> Non
             raise Unsupported(node.target)
 
 
-def op_random_elements(op: OpOverload, result: Any) -> int:
-    """How far one op advances the generator: a random op draws one element per element of its
-    results, counted as ``tracing.offset_increment`` counts them; any other op, 0."""
+def draws(entry: registry.Lowering, metas: list[Any]) -> bool:
+    """Whether a random op's lowering draws for these arguments (schema order, as PyTorch sees
+    them): ``random=True``, or its predicate's answer."""
+    if not callable(entry.random):
+        return bool(entry.random)
+    return entry.random(dict(zip([a.name for a in schema_of(entry.op).arguments], metas, strict=True)))
+
+
+def op_random_elements(op: OpOverload, result: Any, metas: list[Any]) -> int:
+    """How far one op advances the generator: a random op that draws (:func:`draws`) draws one
+    element per element of its results, counted as ``tracing.offset_increment`` counts them; any
+    other op, 0. ``metas``: its arguments in schema order, as PyTorch sees them."""
     entry = registry.LOWERINGS.get(op)
-    if entry is None or not entry.random:
+    if entry is None or not entry.random or not draws(entry, metas):
         return 0
     return tracing.offset_increment(sum(t.numel() for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)))
 
@@ -282,7 +293,11 @@ def random_elements(graph: torch.fx.GraphModule) -> int:
     """How far a graph advances the generator: the sum of its random ops' (:func:`op_random_elements`),
     what they advance it by launched one by one."""
     return sum(
-        op_random_elements(node.target, node.meta["val"])
+        op_random_elements(
+            node.target,
+            node.meta["val"],
+            [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in schema_values(node.target, node.args, node.kwargs)],
+        )
         for node in graph.graph.nodes
         if node.op == "call_function" and isinstance(node.target, OpOverload)
     )

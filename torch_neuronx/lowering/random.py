@@ -558,14 +558,23 @@ def _dropout_dtypes(arguments: dict[str, Any]) -> None:
         _check_dispatched("fused_dropout", arguments["input"].dtype, _FLOATING)
 
 
-@lowering(aten.native_dropout.default, static=("p", "train"), random=True, dtype_rule=_dropout_dtypes)
+def _dropout_draws(arguments: dict[str, Any]) -> bool:
+    """CUDA's native_dropout draws only when training with p != 1 (its short-cuts return first)."""
+    return arguments["train"] is not False and arguments["p"] != 1
+
+
+@lowering(aten.native_dropout.default, static=("p", "train"), random=_dropout_draws, dtype_rule=_dropout_dtypes)
 def native_dropout(input, p, train, *, rng_key):
     """torch.nn.functional.dropout's kernel: (input * mask / (1 - p), mask) with mask ~ Bernoulli(1 - p)
-    when training (p == 1 zeroes everything); (input, all True) otherwise. ``p`` is a compile-time
-    constant, checked as the CPU's kernel checks it (its ``bernoulli_(1 - p)``); CUDA's does not
-    check and computes values of no meaning."""
+    when training; (input * 0, all False) for p == 1 and (input, all True) otherwise, drawing
+    nothing, as CUDA's kernel does (the generator does not advance). ``p`` is a compile-time constant,
+    checked as the CPU's kernel checks it (its ``bernoulli_(1 - p)``); CUDA's does not check and
+    computes values of no meaning."""
     if train is False:
         return input, jnp.ones(input.shape, jnp.bool_)
+    if p == 1:  # input * 0, as F.dropout computes it (NaN stays NaN): what graphs decompose it from
+        dtype = _sample_dtype(input.dtype)
+        return input.astype(dtype) * jnp.zeros((), dtype), jnp.zeros(input.shape, jnp.bool_)
     if not 0 <= 1 - p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={stream_text(1 - p)}")
     dtype = _sample_dtype(input.dtype)

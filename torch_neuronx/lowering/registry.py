@@ -18,7 +18,10 @@ Shared semantics are declared here per op and applied once, by the engine when i
 - *Scalars*: a Python number in a Scalar/float position arrives as a 0-d traced array (it is a
   runtime input of the executable) unless the lowering lists it in ``static``.
 - *Random ops* (``random=True``) receive ``rng_key=``, a JAX PRNG key derived from the generator's
-  (seed, offset) for this op.
+  (seed, offset) for this op. ``random`` may instead be a predicate of the arguments (by name, as
+  PyTorch sees them) for an op that draws only for some (CUDA's ``native_dropout`` returns without
+  drawing in evaluation or for p == 1); when it is false the op draws nothing and gets
+  ``rng_key=None``.
 - ``uncast`` names arguments that take part in promotion but reach the lowering as they are (an
   exponent whose sign matters even when the computation dtype is unsigned).
 - ``checked`` names Scalar arguments that PyTorch's kernels convert with c10's ``checked_convert``
@@ -92,7 +95,7 @@ class Lowering:
     promotion: Promotion | None
     promote: tuple[str, ...] | None
     static: frozenset[str]
-    random: bool
+    random: bool | Callable[[dict[str, Any]], bool]
     result_dtype: bool
     uncast: frozenset[str] = frozenset()
     metas: bool = False
@@ -181,7 +184,7 @@ def lowering(
     promotion: Promotion | None = None,
     promote: Sequence[str] | None = None,
     static: Sequence[str] = (),
-    random: bool = False,
+    random: bool | Callable[[dict[str, Any]], bool] = False,
     result_dtype: bool = False,
     uncast: Sequence[str] = (),
     metas: bool = False,
