@@ -760,3 +760,19 @@ def test_a_compiled_foreach_adamw_step_after_a_fused_one_in_one_process():
         return [p.detach().cpu() for p in model.parameters()]
 
     torch.testing.assert_close(train(fused=True), train(foreach=True))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda t, n: t[n], lambda t, n: t.narrow(0, n, 1), lambda t, n: t[n : n + 2]],
+    ids=["index", "narrow", "slice"],
+)
+def test_a_returned_view_at_a_changing_offset(fn):
+    # After the first value Dynamo makes n symbolic; AOTAutograd rebuilds the returned alias of t
+    # from the compiled output's own offset, which was 0 (t[0] for every n, helper-64).
+    compiled = torch.compile(fn, backend="neuron")
+    t = torch.arange(10.0, 15.0, device="neuron")
+    for n in (1, 2, 3):
+        result = compiled(t, n)
+        torch.testing.assert_close(result.cpu(), fn(t.cpu(), n))
+        assert result.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()  # a view, as eager

@@ -98,6 +98,11 @@ def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.Gra
     return trace
 
 
+def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors (real or fake) are views of one storage."""
+    return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+
+
 def fake_result(op: OpOverload, *args: Any, **kwargs: Any) -> Any:
     """What ``op`` returns for arguments that are fake tensors (their own mode computes it) or hold
     no tensor (a factory: ``aten.rand.default([4], device=...)``), computed in a fresh

@@ -29,9 +29,11 @@ from torch_neuronx._compat.torch_internals import (
     make_fx,
     mark_boxed,
     pytree,
+    same_storage,
     without_aot_first_call_analysis,
 )
 from torch_neuronx.dynamo import eager_refusals
+from torch_neuronx.dynamo.random_replays import eager_random_replays
 from torch_neuronx.dynamo.runtime_ints import RuntimeInts
 from torch_neuronx.dynamo.runtime_ints import concretise as concretise_runtime_ints
 from torch_neuronx.dynamo.runtime_ints import find as find_runtime_ints
@@ -292,12 +294,10 @@ class CompiledGraph:
         self.metrics.lowering_s += built.times.lowering_s
         self.metrics.compile_s += built.times.compile_s
         self.metrics.persistent_cache_hits += built.times.persistent_cache_hit
-        return built.launch
+        return _with_input_views(built.launch, _input_views(graph, output_metas)) if self.symbolic else built.launch
 
     def _eager_fallback(self) -> Any:
         """Runs the graph op by op on the device's eager kernels (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0)."""
-        from torch_neuronx.dynamo.random_states import eager_random_replays  # it imports this module
-
         self.metrics.eager_fallback = True
         eager_random_replays(self.graph)
         warnings.warn(
@@ -325,6 +325,37 @@ class CompiledGraph:
         signature = self.metrics.signatures + 1  # this signature, counted once it is built
         (folder / f"fx_graph_{signature}.py").write_text(graph.print_readable(print_output=False))
         return (folder / f"stablehlo_{signature}.mlir").write_text
+
+
+def _input_views(graph: torch.fx.GraphModule, output_metas: list[Any]) -> list[tuple[int, int, Any, Any, int]]:
+    """(output position, input position, sizes, strides, storage offset) of each output of a
+    specialised graph that is a view of an input. AOTAutograd rebuilds an output that aliases an
+    input of a symbolic graph with ``as_strided`` over that input from the output's own metadata;
+    the executable's copy starts at offset 0, so ``t[n]`` gave ``t[0]`` for every n (helper-64)."""
+    inputs = [node.meta.get("val") for node in graph.graph.nodes if node.op == "placeholder"]
+    views = []
+    for at, meta in enumerate(output_metas):
+        if not isinstance(meta, torch.Tensor):
+            continue
+        for index, value in enumerate(inputs):
+            if isinstance(value, torch.Tensor) and same_storage(meta, value):
+                views.append((at, index, tuple(meta.shape), meta.stride(), meta.storage_offset()))
+                break
+    return views
+
+
+def _with_input_views(launch: executable.Runner, views: list[tuple[int, int, Any, Any, int]]) -> executable.Runner:
+    """``launch``, its outputs that are views of inputs made as those views of the call's inputs."""
+    if not views:
+        return launch
+
+    def launch_with_views(inputs: list[Any], device: int, slot_tensors: list[Any], generator: Any, values: list[Any]):
+        outputs = launch(inputs, device, slot_tensors, generator, values)
+        for at, index, sizes, strides, offset in views:
+            outputs[at] = values[index].as_strided(sizes, strides, offset)
+        return outputs
+
+    return launch_with_views
 
 
 def _core_of_results(graph: torch.fx.GraphModule) -> int | None:

@@ -26,7 +26,7 @@ from torch.fx.passes.split_module import split_module
 
 from torch_neuronx._compat.torch_internals import OpOverload, has_kernel, mark_boxed, pytree, unbacked_symbols
 from torch_neuronx.dynamo.graph import CompiledGraph
-from torch_neuronx.dynamo.random_states import eager_random_replays
+from torch_neuronx.dynamo.random_replays import eager_random_replays
 from torch_neuronx.lowering import registry
 
 

@@ -16,7 +16,7 @@ there), and makes the backward graph take that tensor; the lowering engine runs 
 with its draws taken from it (``TraceContext.replaying``). The forward graph advances the generator
 by the op's elements, as eager does; the backward graph does not. A random op that runs eagerly
 between compiled parts (a copy to another core) has its state taken eagerly right before it, and
-its replay sets and restores the core's generator (:func:`replay_random_op`), as CUDA's
+its replay sets and restores the core's generator (dynamo/random_replays.py), as CUDA's
 ``run_with_rng_state`` does.
 """
 
@@ -101,28 +101,3 @@ def device_random_states(graph: torch.fx.GraphModule, example_inputs: list[Any])
                     example_inputs[placeholders.index(state)] = state.meta["val"]
     graph.recompile()
     return example_inputs
-
-
-def replay_random_op(state: torch.Tensor, op: Any, *args: Any, **kwargs: Any) -> Any:
-    """``run_with_rng_state`` for a recomputed op that runs eagerly (PyTorch's implementation knows
-    no neuron tensors): ``op`` drawing from ``state`` (the 16-byte generator state of the core its
-    result is on), that core's generator left as it was."""
-    device = state.device
-    previous = torch.neuron.get_rng_state(device)
-    torch.neuron.set_rng_state(state.cpu(), device)
-    try:
-        return op(*args, **kwargs)
-    finally:
-        torch.neuron.set_rng_state(previous, device)
-
-
-def eager_random_replays(graph: torch.fx.GraphModule, eager: Any = lambda node: True) -> None:
-    """Makes the ``run_with_rng_state`` nodes of ``graph`` that run eagerly (``eager(node)``) call
-    :func:`replay_random_op`."""
-    changed = False
-    for node in graph.graph.nodes:
-        if node.op == "call_function" and node.target is REPLAYED_RANDOM_OP and eager(node):
-            node.target = replay_random_op
-            changed = True
-    if changed:
-        graph.recompile()
