@@ -991,6 +991,16 @@ def _batch_norm_parameters_without_stats(
     _batch_norm_parameters(input, weight, bias, None, None)
 
 
+def _boolean_out(name: str) -> Callable[..., None]:
+    """isposinf/isneginf's structured meta (ATen's UnaryOps.cpp): an ``out=`` must be bool."""
+
+    def check(self: torch.Tensor, *_: Any, out: torch.Tensor | None = None, **__: Any) -> None:
+        if out is not None and out.dtype != torch.bool:
+            raise RuntimeError(f"{name} does not support non-boolean outputs.")
+
+    return check
+
+
 def _overloads(*packets: torch._ops.OpOverloadPacket) -> list[OpOverload]:
     return [getattr(packet, name) for packet in packets for name in packet.overloads()]
 
@@ -1039,6 +1049,8 @@ _BY_PACKET: dict[torch._ops.OpOverloadPacket, Callable[..., None]] = {
     aten.linalg_vector_norm: _linalg_vector_norm,
     aten.masked_fill: _mask_broadcast,
     aten.masked_scatter: _mask_broadcast,
+    aten.isposinf: _boolean_out("isposinf"),
+    aten.isneginf: _boolean_out("isneginf"),
 }
 
 #: Overloads of packets that hold other schemas too (``aten.index.str`` is ``list.index``).
