@@ -193,9 +193,9 @@ def test_random_lowering_gets_a_key_and_counts_its_elements(registered):
     meta = torch.empty(5, device="meta")
     context = tracing.TraceContext(np.uint64(1), np.uint64(0))
     first, _ = _lower(ops.noise.default, [np.zeros(5, np.float32)], [meta], context)
-    assert context.random_elements == 5
-    assert engine.op_random_elements(ops.noise.default, meta) == 5
-    assert engine.op_random_elements(aten.neg.default, meta) == 0
+    assert context.random_elements == 8  # 5 elements, the offset advanced by a multiple of 4
+    assert engine.op_random_elements(ops.noise.default, meta, [meta]) == 8
+    assert engine.op_random_elements(aten.neg.default, meta, [meta]) == 0
     again, _ = _lower(
         ops.noise.default, [np.zeros(5, np.float32)], [meta], tracing.TraceContext(np.uint64(1), np.uint64(0))
     )

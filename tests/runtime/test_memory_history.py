@@ -47,13 +47,11 @@ def test_every_action_is_traced_in_order():
     trace = torch.neuron.memory._snapshot()["device_traces"][torch.neuron.current_device()]
     torch.neuron.memory._record_memory_history(None)
     mine = [(entry["action"], entry["size"]) for entry in trace if entry.get("addr") == address]
-    assert mine == [
-        ("segment_alloc", 4096),
-        ("alloc", 4096),
-        ("free_requested", 4096),
-        ("free_completed", 4096),
-        ("segment_free", 4096),
-    ]
+    blocks = [(action, size) for action, size in mine if not action.startswith("segment")]
+    assert blocks == [("alloc", 4096), ("free_requested", 4096), ("free_completed", 4096)]
+    # A block of a segment of its own (none cached could take it) comes and goes with it.
+    segments = [action for action, _ in mine if action.startswith("segment")]
+    assert segments in ([], ["segment_alloc", "segment_free"])
     times = [entry["time_us"] for entry in trace]
     assert times == sorted(times)
 

@@ -299,7 +299,9 @@ def random_elements(graph: torch.fx.GraphModule) -> int:
             [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in schema_values(node.target, node.args, node.kwargs)],
         )
         for node in graph.graph.nodes
-        if node.op == "call_function" and isinstance(node.target, OpOverload)
+        if node.op == "call_function"
+        and isinstance(node.target, OpOverload)
+        and getattr(registry.LOWERINGS.get(node.target), "random", False)
     )
 
 
