@@ -31,7 +31,7 @@ import torch.fx
 from torch_neuronx._compat.torch_internals import fake_result, pytree
 from torch_neuronx.dynamo.graph import CompileError, source_line
 from torch_neuronx.lowering import registry
-from torch_neuronx.lowering.engine import REPLAYED_RANDOM_OP
+from torch_neuronx.lowering.engine import REPLAYED_RANDOM_OP, metas
 
 SAVED_RANDOM_OP = torch.ops.higher_order.run_and_save_rng_state
 
@@ -41,10 +41,6 @@ def _first_tensor(values: Any) -> torch.Tensor:
     device=...)`` has no tensor argument; ``rand_like(t, device="neuron:1")`` draws on another core
     than its argument's)."""
     return next(v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor))
-
-
-def _meta(value: Any) -> Any:
-    return pytree.tree_map_only(torch.fx.Node, lambda node: node.meta["val"], value)
 
 
 def _state_meta(like: torch.Tensor) -> torch.Tensor:
@@ -77,7 +73,7 @@ def device_random_states(graph: torch.fx.GraphModule, example_inputs: list[Any])
             op, *args = node.args
             getters = {user.args[1]: user for user in node.users if user.target is operator.getitem}
             result_meta = (
-                getters[1].meta["val"] if 1 in getters else fake_result(op, *_meta(args), **_meta(node.kwargs))
+                getters[1].meta["val"] if 1 in getters else fake_result(op, *metas(args), **metas(node.kwargs))
             )
             like = _first_tensor(result_meta)
             with graph.graph.inserting_before(node):
@@ -93,7 +89,7 @@ def device_random_states(graph: torch.fx.GraphModule, example_inputs: list[Any])
         elif node.target is REPLAYED_RANDOM_OP:
             state, op, *args = node.args
             if "val" not in node.meta:  # the partitioner made the node without one
-                node.meta["val"] = fake_result(op, *_meta(args), **_meta(node.kwargs))
+                node.meta["val"] = fake_result(op, *metas(args), **metas(node.kwargs))
             like = _first_tensor(node.meta["val"])
             if state.meta.get("val") is None or state.meta["val"].device != like.device:
                 state.meta["val"] = _state_meta(like)

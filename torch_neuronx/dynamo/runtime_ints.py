@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,22 +35,20 @@ _SCALAR_RANGE = range(-(2**63), 2**64)
 
 @dataclasses.dataclass
 class _ValueCheck:
-    """An op that takes runtime ints, with its arguments as its eager kernel's checks see them;
-    ``positions`` maps an argument's index to the graph input that gives its value."""
+    """The host checks of an op that takes runtime ints (its lowering's dtype rule, which may read
+    their values, and its call warning), with its arguments by name as the checks see them;
+    ``positions`` maps an argument's name to the graph input that gives its value."""
 
-    op: OpOverload
-    values: list[Any]
-    positions: dict[int, int]
+    rule: Callable[[dict[str, Any]], None] | None
+    warning: Callable[[dict[str, Any]], str | None] | None
+    arguments: dict[str, Any]
+    positions: dict[str, int]
 
     def check(self, args: tuple[Any, ...]) -> None:
-        values = list(self.values)
-        for index, position in self.positions.items():
-            values[index] = args[position]
-        registry.check_dtype_rule(self.op, values)
-        warning = registry.LOWERINGS[self.op].call_warning
-        message = (
-            warning(dict(zip([a.name for a in schema_of(self.op).arguments], values, strict=True))) if warning else None
-        )
+        arguments = {**self.arguments, **{name: args[position] for name, position in self.positions.items()}}
+        if self.rule is not None:
+            self.rule(arguments)
+        message = self.warning(arguments) if self.warning is not None else None
         if message:
             warnings.warn(message, stacklevel=4)
 
@@ -149,11 +148,20 @@ def concretise(graph: torch.fx.GraphModule, example_inputs: list[Any], found: Ru
     for node in graph.graph.nodes:
         if node.op != "call_function" or not any(arg in position_of for arg in node.all_input_nodes):
             continue
+        entry = registry.LOWERINGS[node.target]  # every user of a runtime int is a lowered op (find)
+        if entry.dtype_rule is None and entry.call_warning is None:
+            continue
+        names = [argument.name for argument in schema_of(node.target).arguments]
         values = engine.schema_values(node.target, node.args, node.kwargs)
         found.checks.append(
             _ValueCheck(
-                node.target,
-                [pytree.tree_map_only(torch.fx.Node, lambda n: n.meta.get("val"), value) for value in values],
-                {i: position_of[v] for i, v in enumerate(values) if isinstance(v, torch.fx.Node) and v in position_of},
+                entry.dtype_rule,
+                entry.call_warning,
+                dict(zip(names, map(engine.metas, values), strict=True)),
+                {
+                    n: position_of[v]
+                    for n, v in zip(names, values, strict=True)
+                    if isinstance(v, torch.fx.Node) and v in position_of
+                },
             )
         )

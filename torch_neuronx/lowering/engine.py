@@ -293,11 +293,7 @@ def random_elements(graph: torch.fx.GraphModule) -> int:
     """How far a graph advances the generator: the sum of its random ops' (:func:`op_random_elements`),
     what they advance it by launched one by one."""
     return sum(
-        op_random_elements(
-            node.target,
-            node.meta["val"],
-            [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in schema_values(node.target, node.args, node.kwargs)],
-        )
+        op_random_elements(node.target, node.meta["val"], schema_metas(node.target, node.args, node.kwargs))
         for node in graph.graph.nodes
         if node.op == "call_function"
         and isinstance(node.target, OpOverload)
@@ -309,6 +305,17 @@ def _meta(value: Any) -> Any:
     if isinstance(value, torch.fx.Node):
         return value.meta["val"]
     return value
+
+
+def metas(value: Any) -> Any:
+    """A node argument (nodes, lists of them, constants) as PyTorch saw it when tracing: each node
+    replaced by its traced value (``meta["val"]``)."""
+    return pytree.tree_map_only(torch.fx.Node, _meta, value)
+
+
+def schema_metas(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """A node's arguments in schema order (:func:`schema_values`), as :func:`metas`."""
+    return [metas(value) for value in schema_values(op, args, kwargs)]
 
 
 def run_graph(graph: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
@@ -360,7 +367,7 @@ def _lower_node(
     return lower_op(
         op,
         [pytree.tree_map_only(torch.fx.Node, env.__getitem__, v) for v in values],
-        [pytree.tree_map_only(torch.fx.Node, _meta, v) for v in values],
+        list(map(metas, values)),
         result_meta,
     )
 
