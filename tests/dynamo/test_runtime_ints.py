@@ -52,11 +52,59 @@ def test_a_training_step_takes_the_int_in_forward_and_backward():
     ids=["add-floordiv", "neg-mod-mul", "returned-product", "alpha"],
 )
 def test_python_arithmetic_on_the_int_keeps_pythons_meaning(fn):
-    # Arithmetic in the graph (n + 1) keeps the specialisation: one executable per value.
+    # The host computes the arithmetic (floor division and modulo of negative ints as Python's)
+    # at each call; the executable takes the results as runtime scalars.
+    before = len(torch_neuronx.get_dynamo_metrics())
     compiled = torch.compile(fn, backend="neuron")
-    x = torch.linspace(-2, 2, 6, device="neuron")
+    x_cpu = torch.linspace(-2, 2, 6)
+    x = x_cpu.to("neuron")
     for n in (3, 4, -7, 11):
-        assert_close(compiled(x, n), fn(x, n))
+        assert_close(_to_cpu(compiled(x, n)), fn(x_cpu, n), rtol=0, atol=0)
+    assert _new_metrics(before)[1:] == [("inference", 1, 3)]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, n: x * (n / 10),
+        lambda x, n: x + n / 3 - 2 ** (n // 2),
+        lambda x, n: x * max(n, 4) - min(n, 2),
+    ],
+    ids=["truediv", "truediv-pow", "max-min"],
+)
+def test_true_division_of_the_int_is_a_runtime_float(fn):
+    before = len(torch_neuronx.get_dynamo_metrics())
+    compiled = torch.compile(fn, backend="neuron")
+    x_cpu = torch.linspace(-2, 2, 6)
+    x = x_cpu.to("neuron")
+    for n in (3, 7, 5, 12):  # a negative one: Dynamo guards pow's exponent sign, a recompile
+        assert_close(compiled(x, n).cpu(), fn(x_cpu, n), rtol=0, atol=0)
+    assert _new_metrics(before)[1:] == [("inference", 1, 3)]
+
+
+def test_arithmetic_raises_as_python_does():
+    fn = torch.compile(lambda x, n: x * (10 // n), backend="neuron")
+    x = torch.ones(2, device="neuron")
+    for n in (3, 4):
+        fn(x, n)
+    with pytest.raises(ZeroDivisionError):
+        fn(x, 0)
+    assert_close(fn(x, 5).cpu(), torch.full((2,), 2.0))
+
+
+def test_an_int_computed_past_64_bits_raises_by_name():
+    fn = torch.compile(lambda x, n: x * (n * 2**62), backend="neuron")
+    x = torch.ones(2, device="neuron")
+    for n in (1, 2):
+        assert_close(fn(x, n).cpu(), torch.ones(2) * (n * 2**62))
+    with pytest.raises(RuntimeError, match="the int 73786976294838206464, which Python arithmetic"):
+        fn(x, 16)
+
+
+def _to_cpu(value):
+    if isinstance(value, tuple):
+        return tuple(map(_to_cpu, value))
+    return value.cpu() if isinstance(value, torch.Tensor) else value
 
 
 def test_a_gradient_scaled_by_an_int_expression_follows_each_value():
@@ -106,10 +154,12 @@ def test_an_int_added_to_an_int32_tensor_wraps_as_eager():
         assert_close(fn(t.to("neuron"), n).cpu(), t + n)
 
 
-def test_ints_used_as_sizes_or_divisors_are_still_specialised():
+def test_ints_used_as_sizes_are_still_specialised():
+    before = len(torch_neuronx.get_dynamo_metrics())
     as_size = torch.compile(lambda x, n: x.view(n, -1) * n, backend="neuron")
-    as_divisor = torch.compile(lambda x, n: x * (10 // n), backend="neuron")
-    x = torch.ones(6, device="neuron")
-    for n in (2, 3, 6):
-        assert_close(as_size(x, n).cpu(), torch.ones(6).view(n, -1) * n)
-        assert_close(as_divisor(x, n).cpu(), torch.ones(6) * (10 // n))
+    as_computed_size = torch.compile(lambda x, n: x.view(n // 2, -1) + n, backend="neuron")
+    x = torch.ones(12, device="neuron")
+    for n in (2, 4, 6):
+        assert_close(as_size(x, n).cpu(), torch.ones(12).view(n, -1) * n)
+        assert_close(as_computed_size(x, n).cpu(), torch.ones(12).view(n // 2, -1) + n)
+    assert [signatures for _, signatures, _ in _new_metrics(before)] == [1, 1, 2, 2]

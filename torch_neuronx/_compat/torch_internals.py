@@ -127,11 +127,13 @@ def fake_like(values: list[Any]) -> list[Any]:
     ]
 
 
-def symint_hint(value: torch.SymInt) -> int:
-    """The value a SymInt had in the example that made it, without the guard ``int(value)`` adds
-    (which would specialise the graph on it)."""
+def symint_hint(value: torch.SymInt | torch.SymFloat) -> int | float:
+    """The value a SymInt (or SymFloat) had in the example that made it, without the guard
+    ``int(value)`` adds (which would specialise the graph on it)."""
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
+    if isinstance(value, torch.SymFloat):
+        return value.node.hint
     return optimization_hint(value)
 
 

@@ -34,7 +34,7 @@ from torch_neuronx._compat.torch_internals import (
 )
 from torch_neuronx.dynamo import eager_refusals
 from torch_neuronx.dynamo.random_replays import eager_random_replays
-from torch_neuronx.dynamo.runtime_ints import RuntimeInts
+from torch_neuronx.dynamo.runtime_ints import HostArithmetic, RuntimeInts
 from torch_neuronx.dynamo.runtime_ints import concretise as concretise_runtime_ints
 from torch_neuronx.dynamo.runtime_ints import find as find_runtime_ints
 from torch_neuronx.dynamo.runtime_ints import set_values as set_runtime_int_values
@@ -150,6 +150,7 @@ class CompiledGraph:
         self.kind = kind
         self.metrics = GraphMetrics(next(_graph_ids), kind, sum(n.op == "call_function" for n in graph.graph.nodes))
         METRICS.append(self.metrics)
+        self.host_arithmetic, example_inputs = HostArithmetic.hoist(graph, example_inputs)
         runtime_ints = find_runtime_ints(graph, example_inputs)
         self.symbolic = any(
             _is_symbolic(value) for index, value in enumerate(example_inputs) if index not in runtime_ints.inputs
@@ -181,6 +182,8 @@ class CompiledGraph:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()  # the boxed convention lets the callee drop its references to the inputs
+        if self.host_arithmetic.results:
+            args = (*args, *self.host_arithmetic.values(args))
         if self.core is not None and self.core != _C._current_device():
             previous = _C._current_device()
             _C._set_device(self.core)  # the executable runs on the core its factories name
@@ -196,7 +199,7 @@ class CompiledGraph:
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
         key = with_thread_count(key)
         if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)
-            return self(*[resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in args])
+            return self._call(tuple(resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in args))
         self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:

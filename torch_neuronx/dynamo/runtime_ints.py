@@ -10,14 +10,19 @@ kernels take runtime scalars, and one executable serves every value. Each call m
 eager kernel makes of its numbers on the host (a lowering's dtype rule, which may read them: an
 integer tensor to a negative power) with the call's values.
 
+Python arithmetic on them (``x * (step + 1)``, ``step // 2``, ``step / 10``: Dynamo records it as
+``operator`` nodes) is the host's: :class:`HostArithmetic` takes it out of the graph, computes it
+at each call with Python's meaning (unbounded ints, floor division, true division to a float), and
+gives the executable its results as runtime scalars of their own.
+
 Anything else keeps the specialisation: an int that a size, a dim, an op without a lowering or a
-static argument of a lowering uses, one that Python arithmetic in the graph uses (``n + 1``: its
-result would have Python's meaning, not int64's), and a value outside int64.
+static argument of a lowering uses, and a value outside int64.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +36,116 @@ from torch_neuronx.runtime import arguments
 
 #: The ints a runtime scalar holds (int64, or uint64 above it, as eager's scalars).
 _SCALAR_RANGE = range(-(2**63), 2**64)
+
+#: Python's arithmetic on numbers as Dynamo records it in a graph; the host computes it.
+_HOST_ARITHMETIC = frozenset(
+    {
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.floordiv,
+        operator.truediv,
+        operator.mod,
+        operator.pow,
+        operator.neg,
+        operator.abs,
+        torch.sym_max,
+        torch.sym_min,
+        torch.sym_float,
+    }
+)
+
+
+def _is_symbolic_number(value: Any) -> bool:
+    return isinstance(value, (torch.SymInt, torch.SymFloat))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One Python operation of :class:`HostArithmetic`: ``target(*args)``, where an argument that is
+    a str names an earlier result or a graph input (FX node names are unique)."""
+
+    name: str
+    target: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+@dataclasses.dataclass
+class HostArithmetic:
+    """Python arithmetic on a graph's symbolic int inputs, taken out of the graph: each result that
+    the graph uses becomes a new input of it, after the caller's, that :meth:`values` computes."""
+
+    #: The graph inputs that the arithmetic reads: name to position in a call.
+    reads: dict[str, int]
+    steps: list[_Step]
+    #: The names of the steps whose values are the graph's new inputs, in their order.
+    results: list[str]
+
+    @classmethod
+    def hoist(cls, graph: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[HostArithmetic, list[Any]]:
+        """Takes the arithmetic out of ``graph`` (changed in place); returns it and the example
+        inputs of the changed graph (the arithmetic's symbolic results after ``example_inputs``)."""
+        placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+        reads = {
+            node: index
+            for index, (node, value) in enumerate(zip(placeholders, example_inputs, strict=False))
+            if _is_symbolic_number(value) or _is_symbolic_number(node.meta.get("val"))
+        }
+        hoisted: list[torch.fx.Node] = []
+        for node in graph.graph.nodes:
+            if (
+                node.op == "call_function"
+                and node.target in _HOST_ARITHMETIC
+                and not node.kwargs
+                and _is_symbolic_number(node.meta.get("val"))
+                and all(arg in reads or arg in hoisted for arg in node.all_input_nodes)
+            ):
+                hoisted.append(node)
+        kept = set(hoisted)
+        results = [node for node in hoisted if any(user not in kept for user in node.users)]
+        if not results:
+            return cls({}, [], []), example_inputs
+        arithmetic = cls(
+            {node.name: index for node, index in reads.items()},
+            [
+                _Step(node.name, node.target, tuple(a.name if isinstance(a, torch.fx.Node) else a for a in node.args))
+                for node in hoisted
+            ],
+            [node.name for node in results],
+        )
+        examples = [*example_inputs, *(node.meta["val"] for node in results)]
+        anchor = placeholders[-1]
+        for node in results:
+            with graph.graph.inserting_after(anchor):
+                anchor = graph.graph.placeholder(f"host_{node.name}")
+            anchor.meta = {"val": node.meta["val"]}
+            node.replace_all_uses_with(anchor, delete_user_cb=lambda user: user not in kept)
+        for node in reversed(hoisted):
+            graph.graph.erase_node(node)
+        graph.recompile()
+        return arithmetic, examples
+
+    def values(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The results of the arithmetic for this call's inputs, as Python computes them.
+
+        Raises:
+            ZeroDivisionError, OverflowError: where Python's arithmetic raises for these values.
+            RuntimeError: an int result does not fit a runtime scalar (int64, or uint64).
+        """
+        if not self.results:
+            return ()
+        env = {name: args[position] for name, position in self.reads.items()}
+        for step in self.steps:
+            env[step.name] = step.target(*(env[a] if isinstance(a, str) else a for a in step.args))
+        values = tuple(env[name] for name in self.results)
+        for value in values:
+            if type(value) is int and value not in _SCALAR_RANGE:
+                raise RuntimeError(
+                    f"torch.compile(backend='neuron'): the int {value}, which Python arithmetic in the compiled "
+                    "function computes from its int arguments, does not fit in 64 bits; reduce it, or compute "
+                    "it with tensors"
+                )
+        return values
 
 
 @dataclasses.dataclass
@@ -73,7 +188,7 @@ class RuntimeInts:
                 eager kernel raises for its value.
         """
         for position in self.inputs:
-            if args[position] not in _SCALAR_RANGE:
+            if type(args[position]) is int and args[position] not in _SCALAR_RANGE:
                 raise RuntimeError(
                     f"torch.compile(backend='neuron'): the int argument {args[position]} does not fit in 64 bits; "
                     "pass it as a tensor, or reduce it before the compiled function"
@@ -98,8 +213,9 @@ def _operand_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
 
 
 def _is_runtime(node: torch.fx.Node) -> bool:
-    """Whether every use of an int input is an operand of a lowered op or the graph's output."""
-    return bool(node.users) and all(
+    """Whether every use of a number input is an operand of a lowered op or the graph's output (an
+    input that the graph does not use is one too: its arithmetic is the host's)."""
+    return all(
         user.op == "output"
         or (user.op == "call_function" and isinstance(user.target, OpOverload) and _operand_use(user, node))
         for user in node.users
@@ -114,8 +230,8 @@ def find(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> RuntimeInts:
     for index, (node, value) in enumerate(zip(placeholders, example_inputs, strict=False)):
         # AOTAutograd may compile a backward graph with the forward's saved ints as plain ints;
         # its placeholders keep the SymInts.
-        symbolic = isinstance(value, torch.SymInt) or (
-            type(value) is int and isinstance(node.meta.get("val"), torch.SymInt)
+        symbolic = _is_symbolic_number(value) or (
+            type(value) in (int, float) and _is_symbolic_number(node.meta.get("val"))
         )
         if symbolic and _is_runtime(node):
             positions.append(index)
@@ -143,7 +259,7 @@ def concretise(graph: torch.fx.GraphModule, example_inputs: list[Any], found: Ru
     position_of = {placeholders[index]: index for index in found.inputs}
     for index in found.inputs:
         example = example_inputs[index]
-        hint = example if type(example) is int else symint_hint(example)
+        hint = example if type(example) in (int, float) else symint_hint(example)
         placeholders[index].meta = {**placeholders[index].meta, "val": hint}
     for node in graph.graph.nodes:
         if node.op != "call_function" or not any(arg in position_of for arg in node.all_input_nodes):
