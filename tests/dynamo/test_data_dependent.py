@@ -25,9 +25,27 @@ def test_a_float_read_with_item_scales_a_tensor(dynamo_config, dtype):
     assert_close(torch.compile(fn, backend="neuron")(x.to("neuron")).cpu(), fn(x))
 
 
+def test_a_float_read_with_item_in_a_training_step(dynamo_config):
+    # The backward reads the float too: the joint graph's round trip is folded before AOTAutograd
+    # partitions it, so the forward saves it in float32, not as a float64 tensor.
+    def loss(w, x):
+        return (w * x.sum().item()).pow(2).sum()
+
+    w_cpu, x = torch.randn(5), torch.randn(5)
+    w = w_cpu.to("neuron").requires_grad_()
+    compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
+    compiled.backward()
+    w_cpu.requires_grad_()
+    expected = loss(w_cpu, x)
+    expected.backward()
+    assert_close(compiled.cpu(), expected)
+    assert_close(w.grad.cpu(), w_cpu.grad)
+
+
 def test_arithmetic_on_a_float_read_with_item_raises_the_fp64_policy(dynamo_config):
-    with pytest.raises(Exception, match="float64 \\(double\\) tensors are not supported"):
+    with pytest.raises(TypeError, match="float64 \\(double\\) tensors are not supported") as raised:
         torch.compile(lambda x: x * (x.sum().item() * 0.1), backend="neuron")(torch.ones(3, device="neuron"))
+    assert "Do it on the tensor instead (x.sum() * 0.1, not x.sum().item() * 0.1)" in "\n".join(raised.value.__notes__)
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,7 @@ __all__ = [
     "compute_elementwise_output_strides",
     "suggest_memory_format",
     "aot_autograd",
+    "default_partition",
     "aot_input_mutations",
     "forget_aot_metadata",
     "call_composite_explicit",
@@ -307,6 +308,15 @@ def aot_autograd(**kwargs: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.common import aot_autograd as factory
 
     return factory(**kwargs)
+
+
+def default_partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+    """AOTAutograd's default split of a joint forward-backward graph into a forward graph and a
+    backward graph (``torch._functorch.partitioners.default_partition``): its saved values are
+    what the backward reads of the forward."""
+    from torch._functorch.partitioners import default_partition as partition
+
+    return partition(joint, joint_inputs, **kwargs)
 
 
 def forget_aot_metadata() -> None:

@@ -19,6 +19,7 @@ import torch.fx
 from torch_neuronx._compat.torch_internals import (
     aot_autograd,
     assumes_static_shapes_by_default,
+    default_partition,
     forget_aot_metadata,
     mark_boxed,
     requested_dynamic_dims,
@@ -138,6 +139,14 @@ def compile_graph(graph: torch.fx.GraphModule, example_inputs: list[Any], kind: 
     return _ConstantsAsInputs(compiled, constants) if constants else compiled
 
 
+def _partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+    """AOTAutograd's default partition of the joint graph, after its float64 round trips are folded:
+    a float read with ``.item()`` that the backward uses too is then saved in its own dtype, not as
+    the float64 tensor the FP64 policy refuses."""
+    fold_float64_round_trips(joint)
+    return default_partition(joint, joint_inputs, **kwargs)
+
+
 def neuron_backend(
     graph: torch.fx.GraphModule, example_inputs: list[Any], *, mode: str | None = None, options: Any = None
 ) -> Any:
@@ -192,6 +201,7 @@ def neuron_backend(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
+        partition_fn=_partition,
         decompositions={op: fn for op, fn in engine.decompositions().items() if op not in _DECOMPOSED_WHEN_LOWERED},
         keep_inference_input_mutations=False,
     )(graph, example_inputs)

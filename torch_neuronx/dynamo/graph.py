@@ -82,11 +82,29 @@ def _is_symbolic(value: Any) -> bool:
 
 
 def source_line(node: torch.fx.Node) -> str:
-    """The user's source location of a node: the innermost frame of the stack Dynamo recorded."""
+    """The user's source location of a node: the innermost frame of the stack Dynamo recorded; for
+    a node without one (conversions AOTAutograd inserts), the nearest later node's that uses it."""
+    own = _innermost_frame(node)
+    if own is not None:
+        return own
+    queue, seen = list(node.users), set()
+    while queue:
+        user = queue.pop(0)
+        if user in seen:
+            continue
+        seen.add(user)
+        found = _innermost_frame(user)
+        if found is not None:
+            return f"no source location recorded; its result is used at {found}"
+        queue.extend(user.users)
+    return "no source location recorded"
+
+
+def _innermost_frame(node: torch.fx.Node) -> str | None:
     lines = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines() if line.strip()]
     frames = [i for i, line in enumerate(lines) if line.startswith('File "')]
     if not frames:
-        return "(no source location recorded)"
+        return None
     last = frames[-1]
     code = lines[last + 1] if last + 1 < len(lines) and not lines[last + 1].startswith("^") else ""
     return f"{lines[last]}: {code}".rstrip(": ")
@@ -96,6 +114,13 @@ def _is_host_scalar(tensor: torch.Tensor) -> bool:
     """A 0-d CPU tensor: a runtime scalar beside neuron tensors (``np.sqrt(d)`` that Dynamo computes
     on the CPU in float64)."""
     return tensor.device.type == "cpu" and tensor.dim() == 0
+
+
+_PYTHON_FLOAT_NOTE = (
+    "A 0-dim float64 tensor in a compiled graph is a Python float: arithmetic on a float read with "
+    ".item() (torch._dynamo.config.capture_scalar_outputs) is float64 arithmetic in the graph. Do it "
+    "on the tensor instead (x.sum() * 0.1, not x.sum().item() * 0.1), or let .item() break the graph."
+)
 
 
 def _check_dtypes(graph: torch.fx.GraphModule) -> None:
@@ -108,7 +133,12 @@ def _check_dtypes(graph: torch.fx.GraphModule) -> None:
                 continue  # a 0-d CPU input is a scalar to the ops on neuron, as in eager (their results are checked)
             if isinstance(tensor, torch.Tensor) and tensor.dtype in (torch.float64, torch.complex128):
                 name = f"torch.compile(backend='neuron') node {node.name} ({source_line(node)})"
-                _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
+                try:
+                    _C._check_dtype_supported(CODE_OF[tensor.dtype], name)
+                except TypeError as error:
+                    if tensor.dim() == 0:
+                        error.add_note(_PYTHON_FLOAT_NOTE)
+                    raise
 
 
 def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
