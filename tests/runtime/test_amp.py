@@ -112,3 +112,51 @@ def test_device_named_grad_scaler_warns_as_cudas_and_scales_on_neuron():
     scaled = scaler.scale(torch.ones(2, device="neuron"))
     assert scaled.device.type == "neuron"
     torch.testing.assert_close(scaled.cpu(), torch.full((2,), 4.0))
+
+
+def test_device_named_autocast_warns_as_cudas_and_casts_to_the_device_dtype():
+    # torch.cuda.amp.autocast, with the device's name and its autocast dtype (bfloat16).
+    import torch.neuron.amp
+
+    linear = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    on_device = torch.nn.Linear(4, 3).to("neuron")
+    on_device.load_state_dict(linear.state_dict())
+    with pytest.warns(FutureWarning) as caught:
+        with torch.neuron.amp.autocast():
+            result = on_device(x.to("neuron"))
+    assert str(caught[0].message) == (
+        "`torch.neuron.amp.autocast(args...)` is deprecated. "
+        "Please use `torch.amp.autocast('neuron', args...)` instead."
+    )
+    assert caught[0].filename == __file__
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = linear(x)
+    assert result.dtype == torch.bfloat16
+    torch.testing.assert_close(result.cpu(), expected)
+    with pytest.warns(FutureWarning):
+        assert torch.neuron.amp.autocast(dtype=torch.float16)(on_device)(x.to("neuron")).dtype == torch.float16
+
+
+def test_device_named_custom_fwd_casts_inputs_under_autocast():
+    import torch.neuron.amp
+
+    with pytest.warns(FutureWarning, match=r"torch.amp.custom_fwd\(args..., device_type='neuron'\)"):
+
+        class Doubled(torch.autograd.Function):
+            @staticmethod
+            @torch.neuron.amp.custom_fwd(cast_inputs=torch.float32)
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            @torch.neuron.amp.custom_bwd
+            def backward(ctx, grad):
+                return grad * 2
+
+    a = torch.ones(3, device="neuron", dtype=torch.bfloat16, requires_grad=True)
+    with torch.autocast("neuron"):
+        doubled = Doubled.apply(a)
+    assert doubled.dtype == torch.float32
+    doubled.sum().backward()
+    torch.testing.assert_close(a.grad.cpu(), torch.full((3,), 2.0, dtype=torch.bfloat16))

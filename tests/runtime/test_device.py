@@ -254,6 +254,12 @@ def test_device_properties():
     properties = torch.neuron.get_device_properties(0)
     assert properties.total_memory == 24 * 2**30
     assert "NeuronCore" in torch.neuron.get_device_name()
+    # CUDA's names, read by device-generic code through torch.get_device_module(device).
+    assert (properties.major, properties.minor, properties.multi_processor_count) == (2, 0, 1)
+    assert properties.L2_cache_size == 24 * 2**20  # the SBUF
+    assert not properties.is_integrated and not properties.is_multi_gpu_board
+    assert properties.uuid == torch.get_device_module("neuron").get_device_properties(0).uuid
+    assert properties.uuid != torch.neuron.get_device_properties(1).uuid
 
 
 def test_negative_device_context_is_a_no_op():

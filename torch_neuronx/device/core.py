@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import uuid
 import warnings
 from typing import Any
 
@@ -152,17 +154,42 @@ def get_device_capability(device: torch.device | int | str | None = None) -> tup
     return (2, 0)
 
 
+#: A NeuronCore-v3's SBUF, the on-chip memory its engines read (128 partitions of 192 KiB; the
+#: Trainium2 architecture guide for NKI): the nearest thing it has to CUDA's L2 cache.
+_SBUF_BYTES = 128 * 192 * 1024
+
+
 class _DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` gives that a NeuronCore has too. Each device is
+    one NeuronCore, so ``multi_processor_count`` is 1; ``L2_cache_size`` is its SBUF in bytes;
+    ``uuid`` is stable for the core's index on this host."""
+
     def __init__(self, index: int) -> None:
         self.name = get_device_name(index)
         self.index = index
         self.total_memory = _C._memory_capacity(index)
         self.major, self.minor = get_device_capability(index)
+        self.multi_processor_count = 1
+        self.L2_cache_size = _SBUF_BYTES
+        self.is_integrated = False
+        self.is_multi_gpu_board = False
+        self.uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"{socket.gethostname()}/neuron:{index}")
 
     def __repr__(self) -> str:
-        return f"_NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory // 2**20}MB)"
+        return (
+            f"_NeuronDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // 2**20}MB, multi_processor_count={self.multi_processor_count}, "
+            f"uuid={self.uuid}, L2_cache_size={self.L2_cache_size // 2**20}MB)"
+        )
 
 
 def get_device_properties(device: torch.device | int | str | None = None) -> Any:
-    """Name, ``total_memory`` (the HBM capacity in bytes) and capability of a core."""
+    """A core's properties, with CUDA's attribute names: ``name``, ``index``, ``total_memory`` (the
+    HBM capacity in bytes), ``major``/``minor`` (the capability), ``multi_processor_count`` (1: a
+    device is one NeuronCore), ``L2_cache_size`` (the SBUF, bytes), ``is_integrated``,
+    ``is_multi_gpu_board`` and ``uuid`` (a ``uuid.UUID``, stable per host and core).
+
+    Raises:
+        RuntimeError: the device index is out of range (CUDA's "Invalid device id").
+    """
     return _DeviceProperties(_index(device))
