@@ -172,6 +172,15 @@ def test_floating_conversion_of_special_values_matches_cpu(source, target):
     assert_matches_cpu(convert, x)
 
 
+@pytest.mark.parametrize("source", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("target", [torch.float8_e5m2, torch.float8_e4m3fn], ids=str)
+def test_float8_conversion_keeps_the_cpus_nan_bits(source, target):
+    # c10 makes a NaN 0x7F with the NaN's sign; XLA's e5m2 NaN was 0x7E, unsigned from 16 bits.
+    x = torch.tensor([NAN, -NAN, INF, 1e6, -3.0]).to(source)
+    expected = x.to(target).view(torch.uint8)
+    assert torch.equal(x.to("neuron").to(target).cpu().view(torch.uint8), expected)
+
+
 @pytest.mark.parametrize(
     "fn",
     [

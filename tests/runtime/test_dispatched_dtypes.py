@@ -35,6 +35,37 @@ REFUSALS = {
         NotImplementedError,
         "\"logspace_cuda\" not implemented for 'UInt32'",
     ),
+    # helper-66: AT_DISPATCH_INTEGRAL_TYPES and AT_DISPATCH_ALL_TYPES_AND* leave uint16/32/64 out.
+    "neg-of-uint32": (
+        lambda d: -torch.tensor([1, 7], dtype=torch.uint32, device=d),
+        NotImplementedError,
+        "\"neg_cuda\" not implemented for 'UInt32'",
+    ),
+    "right-shift-of-uint32": (
+        lambda d: torch.tensor([1, 7], dtype=torch.uint32, device=d) >> 1,
+        NotImplementedError,
+        "\"rshift_cuda\" not implemented for 'UInt32'",
+    ),
+    "left-shift-of-uint64": (
+        lambda d: torch.tensor([1, 7], dtype=torch.uint64, device=d) << 1,
+        NotImplementedError,
+        "\"lshift_cuda\" not implemented for 'UInt64'",
+    ),
+    "floor-divide-of-uint16": (
+        lambda d: torch.tensor([1, 7], dtype=torch.uint16, device=d) // 2,
+        NotImplementedError,
+        "\"div_floor_cuda\" not implemented for 'UInt16'",
+    ),
+    "trunc-division-of-uint32": (
+        lambda d: torch.div(torch.tensor([1, 7], dtype=torch.uint32, device=d), 2, rounding_mode="trunc"),
+        NotImplementedError,
+        "\"div_trunc_cuda\" not implemented for 'UInt32'",
+    ),
+    "remainder-of-uint32": (
+        lambda d: torch.tensor([1, 7], dtype=torch.uint32, device=d) % 2,
+        NotImplementedError,
+        "\"remainder_cuda\" not implemented for 'UInt32'",
+    ),
     "linspace-of-uint16": (
         lambda d: torch.linspace(0, 10, 5, dtype=torch.uint16, device=d),
         NotImplementedError,

@@ -159,6 +159,11 @@ def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch |
 #: RangeFactories.cu's macros (AT_DISPATCH_INTEGRAL_TYPES, AT_DISPATCH_ALL_TYPES_AND2) leave out the
 #: barebones unsigned dtypes, which the CPU's kernels refuse too ("logspace_cpu" for 'UInt32').
 _RANGES = VERIFIED | BAREBONES_UNSIGNED
+#: The integer division kernels (BinaryDivTruncKernel.cu, BinaryDivFloorKernel.cu,
+#: BinaryRemainderKernel.cu) and neg (UnarySignKernels.cu) dispatch integers with
+#: AT_DISPATCH_INTEGRAL_TYPES / AT_DISPATCH_ALL_TYPES_AND*, which leave the barebones unsigned out;
+#: the CPU refuses them too ("div_floor_cpu" for 'UInt32', helper-66).
+_INTEGRAL_MACROS = VERIFIED | BAREBONES_UNSIGNED
 
 #: Functional overload -> its refusals, checked in order. Each dtype set is CUDA's (the macro in the
 #: named file) joined with the CPU's (OpInfo's ``supported_dtypes("cpu")``): a dtype either computes
@@ -430,6 +435,7 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
             FLOATING | INTEGRAL | HALVES,
             "result",
             "BinaryDivTruncKernel.cu",
+            checked=_INTEGRAL_MACROS,
             when=("rounding_mode", frozenset(("trunc",))),
         ),
     ),
@@ -440,12 +446,19 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
             FLOATING | INTEGRAL | HALVES,
             "result",
             "BinaryDivFloorKernel.cu",
+            checked=_INTEGRAL_MACROS,
             when=("rounding_mode", frozenset(("floor",))),
         ),
     ),
     (
         aten.floor_divide.default,
-        Dispatch("div_floor_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryDivFloorKernel.cu"),
+        Dispatch(
+            "div_floor_cuda",
+            FLOATING | INTEGRAL | HALVES,
+            "result",
+            "BinaryDivFloorKernel.cu",
+            checked=_INTEGRAL_MACROS,
+        ),
     ),
     (
         aten.special_entr.default,
@@ -509,7 +522,19 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     (aten.polar.default, Dispatch("polar_cuda", FLOATING, "abs", "ComplexKernel.cu")),
     (
         (aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor),
-        Dispatch("remainder_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu"),
+        Dispatch(
+            "remainder_cuda",
+            FLOATING | INTEGRAL | HALVES,
+            "result",
+            "BinaryRemainderKernel.cu",
+            checked=_INTEGRAL_MACROS,
+        ),
+    ),
+    (
+        aten.neg.default,
+        Dispatch(
+            "neg_cuda", FLOATING | INTEGRAL | COMPLEX | HALVES, "self", "UnarySignKernels.cu", checked=_INTEGRAL_MACROS
+        ),
     ),
     (
         aten.special_scaled_modified_bessel_k0.default,

@@ -46,17 +46,23 @@ def floating_result(kernel: str):
     return rule
 
 
-def _integral_only(kernel: str, bool_too: bool = True):
+def _integral_only(kernel: str, bool_too: bool = True, unsigned_too: bool = True):
     """A ``dtype_rule`` of a bitwise op: CUDA's kernel dispatches integer dtypes (and bool, but for
     the shifts; BinaryBitwiseOpsKernels.cu, BinaryShiftOpsKernels.cu, UnaryOpsKernel.cu), so a
     floating or complex result raises its NotImplementedError, as the CPU's does in its own name.
     JAX's TypeError leaked before, which also turned ``float_tensor & 1`` into Python's
-    "unsupported operand type(s) for &"."""
+    "unsupported operand type(s) for &". The shifts' AT_DISPATCH_INTEGRAL_TYPES leaves out uint16,
+    uint32 and uint64 too (``not unsigned_too``; "rshift_cpu" refuses them as well)."""
 
     def rule(arguments: dict) -> None:
         self = arguments["self"]
         dtype = torch.result_type(self, arguments["other"]) if "other" in arguments else self.dtype
-        if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not bool_too):
+        if (
+            dtype.is_floating_point
+            or dtype.is_complex
+            or (dtype == torch.bool and not bool_too)
+            or (dtype in (torch.uint16, torch.uint32, torch.uint64) and not unsigned_too)
+        ):
             raise NotImplementedError(f"\"{kernel}\" not implemented for '{aten_name(dtype)}'")
 
     return rule
@@ -822,7 +828,9 @@ _register_all(
     {op: fn for op, (fn, _) in _BITWISE_KERNELS.items()},
     Promotion.DEFAULT,
     {
-        op: _integral_only(kernel, bool_too=not kernel.endswith("shift_cuda"))
+        op: _integral_only(
+            kernel, bool_too=not kernel.endswith("shift_cuda"), unsigned_too=not kernel.endswith("shift_cuda")
+        )
         for op, (_, kernel) in _BITWISE_KERNELS.items()
     },
 )

@@ -162,6 +162,8 @@ def convert(value, dtype):
     - floating -> int8 / int16 / uint16: through int32, then wrapped (300.0 -> int8 44);
     - floating -> uint8 / uint32 / uint64: through int64, then wrapped (-1.0 -> uint8 255);
     - real -> float8_e4m3fn: saturating to +-448 (infinities included), NaN stays NaN;
+    - floating -> float8_e5m2: a NaN is 0x7F with the NaN's sign (c10's ``fp8e5m2_from_fp32_value``),
+      where XLA gives 0x7E and drops the sign of a 16-bit NaN;
     - anything -> :data:`COMPLEX32`: complex64 with each part rounded to float16 (to nearest even, as
       ``c10::complex<Half>``), the value a complex32 tensor holds;
     - bool -> floating or complex: a select of 1 and 0 (XLA's simplifier would turn ``convert(b) *
@@ -195,4 +197,8 @@ def convert(value, dtype):
         limit = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)
         wide = value.astype(jnp.float32)
         return jnp.where(jnp.isnan(wide), wide, jnp.clip(wide, -limit, limit)).astype(target)
+    if target == np.dtype(ml_dtypes.float8_e5m2) and jnp.issubdtype(source, jnp.floating):
+        bits = jax.lax.bitcast_convert_type(value.astype(target), jnp.uint8)
+        nan_bits = jnp.where(jnp.signbit(value), jnp.uint8(0xFF), jnp.uint8(0x7F))
+        return jax.lax.bitcast_convert_type(jnp.where(jnp.isnan(value), nan_bits, bits), target)
     return value.astype(target)
