@@ -392,6 +392,24 @@ def _all_gather_coalesced(rank: int, world_size: int) -> None:
             assert_close(outputs[r][k].cpu(), make_input(t.shape, t.dtype, r, k + 1))
 
 
+@check("all_gather_uneven")
+def _all_gather_uneven(rank: int, world_size: int) -> None:
+    # Outputs of different sizes, one per rank (NCCL broadcasts each rank's input into its slot).
+    shapes = [(r + 1, 2) if r % 2 == 0 else (3 * r,) for r in range(world_size)]
+    outputs = [torch.empty(shape, dtype=torch.bfloat16, device="neuron") for shape in shapes]
+    dist.all_gather(outputs, make_input(shapes[rank], torch.bfloat16, rank).to("neuron"))
+    for r, got in enumerate(outputs):
+        assert_close(got.cpu(), make_input(shapes[r], torch.bfloat16, r))
+    try:  # this rank's input must have its own output's elements: every rank raises
+        wrong_on_rank_1 = (1, 2) if rank == 0 else (rank, 5)
+        dist.all_gather(outputs, torch.ones(wrong_on_rank_1, dtype=torch.bfloat16, device="neuron"))
+    except (RuntimeError, ValueError) as error:
+        wanted = "Tensor input and output of _broadcast_oop" if rank == 1 else "rank 1 refused its arguments"
+        assert wanted in str(error), error
+    else:
+        raise AssertionError("an all_gather input of the wrong size did not raise")
+
+
 @check("gather")
 def _gather(rank: int, world_size: int) -> None:
     cpu = make_input((3,), torch.int32, rank)
@@ -454,6 +472,19 @@ def _reduce_scatter(rank: int, world_size: int) -> None:
     dist.reduce_scatter(output, [t.to("neuron") for t in cpus])
     expected = sum(make_input((3,), torch.float32, r, rank) for r in range(world_size))
     assert_close(output.cpu(), expected)
+
+
+@check("reduce_scatter_uneven")
+def _reduce_scatter_uneven(rank: int, world_size: int) -> None:
+    # Inputs of different sizes (the same on every rank): rank r's output is the reduction of every
+    # rank's input r (NCCL reduces each to its rank).
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.AVG):
+        inputs = [make_input((r + 2,), torch.float32, rank, r).to("neuron") for r in range(world_size)]
+        output = torch.empty(rank + 2, device="neuron")
+        dist.reduce_scatter(output, inputs, op=op)
+        parts = torch.stack([make_input((rank + 2,), torch.float32, r, rank) for r in range(world_size)])
+        expected = {dist.ReduceOp.SUM: parts.sum(0), dist.ReduceOp.MAX: parts.amax(0), dist.ReduceOp.AVG: parts.mean(0)}
+        assert_close(output.cpu(), expected[op])
 
 
 @check("functional_collectives")
@@ -830,6 +861,14 @@ def _mismatched_collectives(rank: int, world_size: int) -> None:
         lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0),
         "rank 0: all_reduce (SUM) of float32, tensor of shape (4,), 4 elements; rank 1: broadcast of float32",
     )
+    # A barrier facing another collective: both raise at once (a gloo barrier waited out the timeout
+    # and left the group unusable); the group works afterwards.
+    _expect_disagreement(
+        lambda: dist.barrier() if rank == 0 else dist.all_reduce(tensor),
+        "rank 0: barrier; rank 1: all_reduce (SUM) of float32",
+    )
+    dist.all_reduce(tensor)
+    assert_close(tensor.cpu(), torch.full((4,), float(world_size)))
 
 
 # ------------------------------------------------------------------------------------- profiling

@@ -19,6 +19,8 @@ SAMPLE = [
     "broadcast_int64",
     "all_gather_into_tensor",
     "reduce_scatter_tensor_SUM_float32",
+    "all_gather_uneven",
+    "reduce_scatter_uneven",
     "all_to_all_single_uneven",
     "all_to_all_single_mismatched_splits_raise",
     "send_recv",

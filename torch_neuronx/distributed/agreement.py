@@ -35,6 +35,7 @@ COLLECTIVES = (
     "reduce_scatter_tensor",
     "all_to_all_single",
     "all_to_all",
+    "barrier",
 )
 _DTYPES = [
     torch.float32,
@@ -179,6 +180,8 @@ def _describe(row: list[int]) -> str:
     name = COLLECTIVES[collective] if 0 <= collective < len(COLLECTIVES) else "another collective"
     if reduction >= 0:
         name += f" ({dist.ReduceOp.RedOpType(reduction).name})"
+    if count == 0:
+        return name
     if numel < 0:
         return f"{name} of {dtype_name(dtype)}, any size"
     shape = f"({', '.join(map(str, dims[:ndim]))}{',' if ndim == 1 else ''})" if ndim <= _DIMS else f"{ndim} dims"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -305,6 +306,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather", inputs + outputs):
             return self._gloo.allgather(output_lists, inputs, opts)
+        if len({tuple(tensor.shape) for tensor in outputs}) > 1:
+            return self._allgather_uneven(outputs, inputs, opts)
         check = functools.partial(staging.check_tensors, "all_gather", inputs + outputs)
         device = self._agree("all_gather", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
@@ -314,6 +317,49 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
+
+        return self._run(
+            "all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+        )
+
+    def _allgather_uneven(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: dist.AllgatherOptions
+    ) -> dist.Work:
+        """``all_gather`` into outputs of different sizes, one per rank, as NCCL allows (it runs one
+        broadcast per rank, ``_broadcast_oop``): this rank's input must have as many elements as its
+        own output. The ranks agree on the outputs' shapes; gloo gathers every input padded to the
+        largest, and each output takes its rank's elements."""
+
+        def check() -> int:
+            if len(outputs) != self.size() or len(inputs) != 1:
+                raise ValueError(
+                    f"neuron all_gather: expected one input and one output per rank ({self.size()}), got "
+                    f"{len(inputs)} input(s) and {len(outputs)} outputs"
+                )
+            if inputs[0].numel() != outputs[self.rank()].numel():
+                raise ValueError("Tensor input and output of _broadcast_oop must have the same number of elements ")
+            device = staging.check_tensors("all_gather", inputs + outputs)
+            if any(tensor.dtype != inputs[0].dtype for tensor in outputs):
+                raise TypeError(f"neuron all_gather: every output must be {inputs[0].dtype}, the input's dtype")
+            return device
+
+        device = self._agree("all_gather", check, outputs)
+        padded = max(tensor.numel() for tensor in outputs)
+        wire = staging.wire_dtype(inputs[0].dtype)
+        host_outputs = [torch.empty(padded, dtype=wire) for _ in outputs]
+
+        def launch() -> dist.Work:
+            host_input = torch.zeros(padded, dtype=wire)
+            host_input[: inputs[0].numel()] = staging.to_host(inputs[0]).view(-1)
+            return self._gloo.allgather([host_outputs], [host_input], opts)
+
+        def finish() -> None:
+            staging.copy_back(
+                [
+                    (output, host[: output.numel()].reshape(output.shape))
+                    for output, host in zip(outputs, host_outputs, strict=True)
+                ]
+            )
 
         return self._run(
             "all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
@@ -444,15 +490,29 @@ class NeuronProcessGroup(dist.ProcessGroup):
                     f"neuron reduce_scatter: the input list holds {len(inputs)} tensors; it needs one per rank "
                     f"({self.size()})"
                 )
-            return staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
+            device = staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
+            if len({tuple(tensor.shape) for tensor in inputs}) > 1:
+                # Inputs of different sizes, as NCCL allows (one reduce per rank, ``_reduce_oop``):
+                # this rank's output takes the reduction of every rank's input at its position.
+                if inputs[self.rank()].numel() != outputs[0].numel():
+                    raise ValueError("Tensor input and output of _reduce_oop must have the same number of elements ")
+            else:
+                for position, tensor in enumerate(inputs):
+                    if tensor.shape != outputs[0].shape:
+                        raise ValueError(
+                            f"neuron reduce_scatter: input {position} is {tensor.dtype} {tuple(tensor.shape)}, the "
+                            f"output {outputs[0].dtype} {tuple(outputs[0].shape)}; every input must match the output"
+                        )
+            for position, tensor in enumerate(inputs):
+                if tensor.dtype != outputs[0].dtype:
+                    raise ValueError(
+                        f"neuron reduce_scatter: input {position} is {tensor.dtype}, the output {outputs[0].dtype}; "
+                        "every input must have the output's dtype"
+                    )
+            return device
 
-        self._agree("reduce_scatter", check, inputs + outputs, op=opts.reduceOp)
-        for position, tensor in enumerate(inputs):
-            if tensor.shape != outputs[0].shape or tensor.dtype != outputs[0].dtype:
-                raise ValueError(
-                    f"neuron reduce_scatter: input {position} is {tensor.dtype} {tuple(tensor.shape)}, the output "
-                    f"{outputs[0].dtype} {tuple(outputs[0].shape)}; every input must match the output"
-                )
+        # The ranks agree on the inputs; each checks its own output against them.
+        self._agree("reduce_scatter", check, inputs, op=opts.reduceOp)
         return self._reduce_scatter_stacked("reduce_scatter", outputs[0], inputs, opts, stack=True)
 
     def reduce_scatter_single(
@@ -480,13 +540,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts: dist.ReduceScatterOptions,
         stack: bool,
     ) -> dist.Work:
-        """Every rank's part of ``sources`` (one tensor per rank to ``stack``, else one tensor holding
-        them all) all-reduced on the host; this rank's part copied back into ``output``."""
+        """Every rank's part of ``sources`` (one tensor per rank to ``stack``, of any sizes, else one
+        tensor holding them all) all-reduced on the host; this rank's part copied back into ``output``."""
         device = output.device.index
         state = {}
+        if stack:
+            ends = list(itertools.accumulate(tensor.numel() for tensor in sources))
+            start, end = ends[self.rank()] - sources[self.rank()].numel(), ends[self.rank()]
+        else:
+            start, end = output.numel() * self.rank(), output.numel() * (self.rank() + 1)
 
         def launch() -> dist.Work:
-            host = staging.to_host(torch.stack(sources) if stack else sources[0])
+            host = staging.to_host(torch.cat([tensor.reshape(-1) for tensor in sources]) if stack else sources[0])
             gloo_op, state["post"] = reduce_ops.prepare(collective, opts.reduceOp, [host], self.size())
             state["host"] = host
             gloo_opts = dist.AllreduceOptions()
@@ -495,7 +560,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return self._gloo.allreduce([host], gloo_opts)
 
         def finish() -> None:
-            part = state["host"].reshape(self.size(), -1)[self.rank()]
+            part = state["host"].reshape(-1)[start:end]
             state["post"]([part])
             staging.copy_back([(output, part.reshape(output.shape))])
 
@@ -635,9 +700,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return _gathered(works, [])
 
     def barrier(self, opts: dist.BarrierOptions) -> dist.Work:
-        gloo_opts = dist.BarrierOptions()
-        gloo_opts.timeout = opts.timeout
-        return self._gloo.barrier(gloo_opts)
+        """Returns once every rank has called ``barrier``. The agreement's exchange is the barrier:
+        a rank that called another collective meanwhile makes every rank raise, where a gloo barrier
+        facing an all-reduce would wait out the group's timeout and leave the group unusable."""
+        agreement.check_agreement(self._gloo, "barrier", [], sizes=False)
+        return _done([])
 
 
 def _split_elements(
