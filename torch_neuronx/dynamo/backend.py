@@ -41,10 +41,6 @@ __all__ = ["neuron_backend"]
 torch.fx.node.has_side_effect(torch.ops.aten._assert_async.default)
 
 
-#: Warnings given once per process.
-_warned = {"dynamic": False}
-
-
 def _requested_dynamic_dimension(graph: torch.fx.GraphModule) -> str | None:
     """The first symbolic dimension the user asked for (dynamic=True or torch._dynamo.mark_dynamic),
     described for the error message; None when shapes are static or Dynamo made them dynamic itself."""
@@ -160,12 +156,10 @@ def neuron_backend(
         mode: torch.compile's mode; anything but "default" warns and compiles as "default".
         options: not supported (raises ValueError).
 
-    Dynamic shapes that the user asks for (``dynamic=True``, ``torch._dynamo.mark_dynamic``) give
-    one graph, as on CUDA, whose executables are built per input shape (a NeuronCore executable
-    has static shapes), with a warning the first time.
-
     Raises:
         ValueError: ``options`` were given.
+        RuntimeError: the user asked for dynamic shapes (``dynamic=True``, ``mark_dynamic``): neuron
+            compiles static shapes, one executable per input shape.
     """
     from torch_neuronx import runtime
     from torch_neuronx.eager import registration
@@ -180,13 +174,11 @@ def neuron_backend(
             stacklevel=2,
         )
     dynamic = _requested_dynamic_dimension(graph)
-    if dynamic is not None and not _warned["dynamic"]:
-        _warned["dynamic"] = True
-        warnings.warn(
-            f"torch.compile(backend='neuron'): {dynamic} was made dynamic (dynamic=True or "
-            "torch._dynamo.mark_dynamic); the graph is traced once and each input shape compiles its own "
-            "executable (a NeuronCore executable has static shapes).",
-            stacklevel=2,
+    if dynamic is not None:
+        raise RuntimeError(
+            f"torch.compile on neuron compiles static shapes, but {dynamic} was made dynamic "
+            "(dynamic=True or torch._dynamo.mark_dynamic). Use dynamic=False (or leave it unset): each new "
+            "input shape then compiles its own graph."
         )
     # The device starts here if no op has run yet: which ops have neuron kernels decides how a graph
     # is partitioned (dynamo/partition.py).
