@@ -3,6 +3,8 @@ it (``capture_dynamic_output_shape_ops``) compile and give eager's values."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch._dynamo
@@ -46,6 +48,38 @@ def test_arithmetic_on_a_float_read_with_item_raises_the_fp64_policy(dynamo_conf
     with pytest.raises(TypeError, match="float64 \\(double\\) tensors are not supported") as raised:
         torch.compile(lambda x: x * (x.sum().item() * 0.1), backend="neuron")(torch.ones(3, device="neuron"))
     assert "Do it on the tensor instead (x.sum() * 0.1, not x.sum().item() * 0.1)" in "\n".join(raised.value.__notes__)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x * int(x.sum().item()),
+        lambda x: x * math.floor(x.sum().item()),
+        lambda x: x + round(x.sum().item()),
+        lambda x: x[: int((x > 0).sum().item())] * 3,
+    ],
+    ids=["int", "floor", "round", "slice"],
+)
+def test_python_on_a_value_read_with_item_runs_on_the_host(dynamo_config, fn):
+    # int(s), math.floor(s), round(s) of a float read from the device are Python on the host, as in
+    # eager: they run between compiled parts (they raised "math.trunc has no neuron lowering").
+    x = torch.tensor([1.5, -2.25, 3.0, 0.5])
+    assert_close(torch.compile(fn, backend="neuron")(x.to("neuron")).cpu(), fn(x))
+
+
+def test_an_int_read_with_item_in_a_training_step(dynamo_config):
+    def loss(w, x):
+        return (w * int(x.sum().item())).pow(2).sum()
+
+    w_cpu, x = torch.randn(5), torch.tensor([1.5, 2.0, -0.25, 4.0, 0.5])
+    w = w_cpu.to("neuron").requires_grad_()
+    compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
+    compiled.backward()
+    w_cpu.requires_grad_()
+    expected = loss(w_cpu, x)
+    expected.backward()
+    assert_close(compiled.cpu(), expected)
+    assert_close(w.grad.cpu(), w_cpu.grad)
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,8 @@ def runs_eagerly(node: torch.fx.Node) -> bool:
         return True
     if _makes_data_dependent_sizes(node):
         return True
+    if not isinstance(node.target, OpOverload) and unbacked_symbols(_metas((node.args, node.kwargs))):
+        return True  # Python on a value read from a tensor (int(x.item()): math.trunc) is the host's
     if node.target in registry.LOWERINGS:
         return False
     if node.target is torch.ops.higher_order.with_effects:
