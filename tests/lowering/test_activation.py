@@ -291,3 +291,16 @@ def test_prelu_and_its_gradients_match_cpu(weights):
         return y, *torch.autograd.grad(y, (x, weight), grad)
 
     assert_matches_cpu(run, x, weight, grad)
+
+
+@pytest.mark.parametrize("fn", [F.hardsigmoid, F.hardswish], ids=["hardsigmoid", "hardswish"])
+def test_hard_activations_divide_by_six_as_the_cpu(fn):
+    # The CPU divides by 6 (and hardswish's gradient by 3); XLA turned a division by a constant into
+    # a multiplication by its rounded reciprocal, an ulp off in a quarter of the elements.
+    x = torch.randn(4096) * 4
+    on_device = x.to("neuron").requires_grad_()
+    x.requires_grad_()
+    fn(on_device).sum().backward()
+    fn(x).sum().backward()
+    torch.testing.assert_close(fn(on_device).detach().cpu(), fn(x).detach(), rtol=0, atol=0)
+    torch.testing.assert_close(on_device.grad.cpu(), x.grad, rtol=0, atol=0)

@@ -16,6 +16,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.exact_division import divided_by
 from torch_neuronx.lowering.promotion import c10_rounding, cpu_16_bit_vector_elements, opmath_dtype
 from torch_neuronx.lowering.registry import Promotion, lowering
 from torch_neuronx.runtime.dtypes import aten_name
@@ -99,20 +100,20 @@ def hardtanh(self, min_val=-1, max_val=1):
 @lowering(aten.hardswish.default, promotion=Promotion.DEFAULT)
 def hardswish(self):
     """F.hardswish: x * relu6(x + 3) / 6."""
-    return self * jnp.clip(self + 3, 0, 6) / 6
+    return divided_by(self * jnp.clip(self + 3, 0, 6), 6)
 
 
 @lowering(aten.hardsigmoid.default, promotion=Promotion.DEFAULT)
 def hardsigmoid(self):
     """F.hardsigmoid: relu6(x + 3) / 6."""
-    return jnp.clip(self + 3, 0, 6) / 6
+    return divided_by(jnp.clip(self + 3, 0, 6), 6)
 
 
 @lowering(aten.softplus.default, promotion=Promotion.DEFAULT, checked=("beta", "threshold"), checked_in_opmath=True)
 def softplus(self, beta=1, threshold=20):
     """F.softplus: log1p(exp(beta * x)) / beta, reverting to x where beta * x > threshold."""
     scaled = self * beta
-    return jnp.where(scaled > threshold, self, jnp.log1p(jnp.exp(scaled)) / beta)
+    return jnp.where(scaled > threshold, self, divided_by(jnp.log1p(jnp.exp(scaled)), beta))
 
 
 @lowering(aten.threshold.default, promotion=Promotion.DEFAULT, promote=("self",), checked=("threshold", "value"))
@@ -344,7 +345,7 @@ def hardtanh_backward(grad_output, self, min_val, max_val):
 @lowering(aten.hardswish_backward.default, promotion=Promotion.DEFAULT)
 def hardswish_backward(grad_output, self):
     """Gradient of F.hardswish: 0 for x <= -3, grad * (x / 3 + 0.5) for -3 < x < 3, grad for x >= 3."""
-    return jnp.where(self <= -3, 0, jnp.where(self < 3, grad_output * (self / 3 + 0.5), grad_output))
+    return jnp.where(self <= -3, 0, jnp.where(self < 3, grad_output * (divided_by(self, 3) + 0.5), grad_output))
 
 
 @lowering(aten.hardsigmoid_backward.default, promotion=Promotion.DEFAULT)

@@ -21,6 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from torch_neuronx.lowering.exact_division import divided_by
 from torch_neuronx.lowering.fused_multiply_add import float32_fma_in_float64, rounded_to_float32
 
 __all__ = [
@@ -239,16 +240,14 @@ def log2(z):
     """torch.log2 of a complex tensor as the CPU computes it: each part of :func:`log` divided by
     ``log(2)``."""
     w = log(z)
-    scale = jnp.asarray(math.log(2), w.real.dtype)
-    return jax.lax.complex(w.real / scale, w.imag / scale)
+    return jax.lax.complex(divided_by(w.real, math.log(2)), divided_by(w.imag, math.log(2)))
 
 
 def log10(z):
     """torch.log10 of a complex tensor as the CPU computes it: each part of :func:`log` divided by
     ``log(10)``."""
     w = log(z)
-    scale = jnp.asarray(math.log(10), w.real.dtype)
-    return jax.lax.complex(w.real / scale, w.imag / scale)
+    return jax.lax.complex(divided_by(w.real, math.log(10)), divided_by(w.imag, math.log(10)))
 
 
 def log1p(z):

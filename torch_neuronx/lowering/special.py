@@ -22,6 +22,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.exact_division import divided_by
 from torch_neuronx.lowering.overflow import raise_if_overflows
 from torch_neuronx.lowering.ranges import bfloat16_nans_positive
 from torch_neuronx.lowering.registry import DECOMPOSED_DTYPE_RULES, Promotion, lowering
@@ -430,13 +431,6 @@ DECOMPOSED_DTYPE_RULES[aten.mvlgamma.default] = _mvlgamma_rule
 # --- Bessel and Airy functions (Cephes approximations, as in PyTorch's Math.h) ---------------------
 
 
-def _divide(a: jax.Array, divisor: float) -> jax.Array:
-    """a / divisor, correctly rounded. XLA rewrites a division by a broadcast scalar into a
-    multiplication by its (rounded) reciprocal, one ulp off the CPU's quotient; a divisor that is
-    an array behind an optimization barrier is left alone."""
-    return a / jax.lax.optimization_barrier(jnp.full(a.shape, divisor, a.dtype))
-
-
 def _polynomial(coefficients: tuple[float, ...], z: jax.Array) -> jax.Array:
     """Horner's rule, highest power first, starting from zero as Math.h does."""
     result = jnp.zeros_like(z)
@@ -683,7 +677,7 @@ def _airy_ai(x: jax.Array) -> jax.Array:
     series between; NaN at +-inf and 0 above 103.892, as PyTorch computes it."""
     neg = jnp.where(x < -2.09, x, -4.0)
     root = jnp.sqrt(-neg)
-    zeta_neg = _divide(-2.0 * neg * root, 3.0)
+    zeta_neg = divided_by(-2.0 * neg * root, 3.0)
     z = 1.0 / zeta_neg
     zz = z * z
     theta = zeta_neg + np.float32(0.25 * np.pi)
@@ -693,7 +687,7 @@ def _airy_ai(x: jax.Array) -> jax.Array:
         - jnp.cos(theta) * (z * _polynomial(_AIRY_AGN, zz) / _polynomial(_AIRY_AGD, zz))
     )
     pos = jnp.where(x >= 2.09, x, 4.0)
-    zeta_pos = _divide(2.0 * pos * jnp.sqrt(pos), 3.0)
+    zeta_pos = divided_by(2.0 * pos * jnp.sqrt(pos), 3.0)
     ratio = _polynomial(_AIRY_AN, 1.0 / zeta_pos) / _polynomial(_AIRY_AD, 1.0 / zeta_pos)
     decaying = np.float32(_INV_SQRT_PI) * ratio / (2.0 * jnp.sqrt(jnp.sqrt(pos)) * jnp.exp(zeta_pos))
     series = _airy_power_series(jnp.where((x >= -2.09) & (x < 2.09), x, 0.0))
