@@ -524,6 +524,10 @@ UPSTREAM_SKIPS: dict[str, str] = {
     + "torch 2.13's nn.Unflatten checks a list of lists element by element ('unflattened_size must be tuple of "
     "ints, but found element of type list at pos 0'), the v2.4.0 test expects 'unflattened_size must be a "
     "tuple of tuples, but found type list' (a CPU-only test)",
+    "test_reference_numerics_large_round_decimals_3_neuron_float16*": (
+        "values follow the CPU: its float16 round(decimals=3) multiplies by 1000 in float32, finite where "
+        "the test's NumPy reference (and CUDA's Half arithmetic) overflow to inf above 65.5"
+    ),
     "test_stable_sort_against_numpy": (
         "after its first samples the test index_fills the device tensor with index tensors on the CPU "
         "(torch.randint without device=), which CUDA's TensorIterator refuses as neuron does; the test "
