@@ -436,3 +436,20 @@ def test_fractional_max_pool_of_no_window_raises_instead_of_returning_minus_infi
     # The CPU returns -inf with indices outside the input for a kernel_size of 0 or less.
     with pytest.raises(RuntimeError, match=r"kernel_size must be greater than zero, but got \[-?[0-9], "):
         pool(torch.ones(1, 3, 8, 8, device="neuron"))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.avg_pool2d(x, 3, stride=1),
+        lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+        lambda x: F.avg_pool1d(x.flatten(2), 5, stride=3),
+        lambda x: F.adaptive_avg_pool1d(x.flatten(2), 10),
+    ],
+    ids=["avg_pool2d", "avg_pool2d-uncounted-padding", "avg_pool1d", "adaptive_avg_pool1d"],
+)
+def test_window_averages_divide_as_the_cpu(fn):
+    # The CPU divides each window's sum by its count; XLA turned the division by the constant
+    # counts into a multiplication by their reciprocals, an ulp off in 11-20% of the elements.
+    x = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(fn(x.to("neuron")).cpu(), fn(x), rtol=0, atol=0)

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from torch_neuronx.lowering.exact_division import divided_by
 from torch_neuronx.lowering.promotion import c10_rounding, contiguous_runs, opmath_dtype, runs_of, sum_runs_in_order
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime.dtypes import aten_name
@@ -327,7 +328,7 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
     if not divisor_override:
         # A window entirely in the padding (possible only with ceil_mode) averages to 0, as on CPU.
         divisor = np.maximum(divisor, 1)
-    return total / jnp.asarray(divisor, x.dtype)
+    return divided_by(total, divisor)
 
 
 @lowering(aten.avg_pool2d.default)
@@ -435,7 +436,7 @@ def _adaptive_avg_pool(self, output_size):
         shape = [1] * nd
         shape[dim] = out
         divisor = divisor * (end - start).reshape(shape)
-    return x / jnp.asarray(divisor, x.dtype)
+    return divided_by(x, divisor)
 
 
 @lowering(aten._adaptive_avg_pool2d.default)
