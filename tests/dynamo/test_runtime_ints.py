@@ -4,6 +4,7 @@ where no shape depends on them (dynamo/runtime_ints.py)."""
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -97,8 +98,43 @@ def test_an_int_computed_past_64_bits_raises_by_name():
     x = torch.ones(2, device="neuron")
     for n in (1, 2):
         assert_close(fn(x, n).cpu(), torch.ones(2) * (n * 2**62))
-    with pytest.raises(RuntimeError, match="the int 73786976294838206464, which Python arithmetic"):
+    with pytest.raises(OverflowError, match="the int 73786976294838206464, which Python arithmetic"):
         fn(x, 16)
+
+
+def test_ints_no_op_reads_may_pass_64_bits_as_in_eager():
+    # Returned as they are, or read only by the host's arithmetic: the executable never takes them.
+    returned = torch.compile(lambda x, n: (x * 2, n * 2**70), backend="neuron")
+    host_only = torch.compile(lambda x, n: x * (n // 2**40), backend="neuron")
+    x = torch.ones(2, device="neuron")
+    for n in (1, 2, 2**70 + 1):
+        doubled, big = returned(x, n)
+        assert big == n * 2**70
+        assert_close(doubled.cpu(), torch.full((2,), 2.0))
+    for n in (2**41, 2**42, 2**70):
+        assert_close(host_only(x, n).cpu(), torch.full((2,), float(n // 2**40)))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, n: x * int(n / 2),
+        lambda x, n: x * round(n / 4),
+        lambda x, n: x * math.ceil((n + 1) / 3),
+        lambda x, n: x * math.floor(n / 3),
+        lambda x, n: x * math.sqrt(n),
+    ],
+    ids=["int", "round", "ceil", "floor", "sqrt"],
+)
+def test_python_conversions_of_int_arithmetic_are_the_hosts(fn):
+    # int(n / 2), round(...), math.ceil(...) of a symbolic int's arithmetic: the host's too (they
+    # stayed in the graph, where nothing lowers them: helper-67).
+    before = len(torch_neuronx.get_dynamo_metrics())
+    compiled = torch.compile(fn, backend="neuron")
+    x = torch.linspace(-2, 2, 5)
+    for n in (6, 7, 9, 12):
+        assert_close(compiled(x.to("neuron"), n).cpu(), fn(x, n), rtol=0, atol=0)
+    assert _new_metrics(before)[1:] == [("inference", 1, 3)]
 
 
 def _to_cpu(value):
@@ -133,7 +169,8 @@ def test_an_int_past_64_bits_raises_by_name():
     x = torch.ones(2, device="neuron")
     for n in (3, 4):
         fn(x, n)
-    with pytest.raises(RuntimeError, match="the int argument 18446744073709551619 does not fit in 64 bits"):
+    # Eager raises OverflowError ("int too big to convert") for such a number too.
+    with pytest.raises(OverflowError, match="the int argument 18446744073709551619 does not fit in 64 bits"):
         fn(x, 2**64 + 3)
 
 

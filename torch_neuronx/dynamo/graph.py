@@ -76,7 +76,7 @@ class CompileError(RuntimeError):
 
 
 def _is_symbolic(value: Any) -> bool:
-    if isinstance(value, torch.SymInt):
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
         return True
     return isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
 
@@ -180,8 +180,10 @@ class CompiledGraph:
         self.kind = kind
         self.metrics = GraphMetrics(next(_graph_ids), kind, sum(n.op == "call_function" for n in graph.graph.nodes))
         METRICS.append(self.metrics)
+        caller_inputs = len(example_inputs)
         self.host_arithmetic, example_inputs = HostArithmetic.hoist(graph, example_inputs)
         runtime_ints = find_runtime_ints(graph, example_inputs)
+        runtime_ints.caller_inputs = caller_inputs
         self.symbolic = any(
             _is_symbolic(value) for index, value in enumerate(example_inputs) if index not in runtime_ints.inputs
         )
@@ -226,10 +228,11 @@ class CompiledGraph:
     def _call(self, args: tuple[Any, ...]) -> list[Any]:
         if self.runtime_ints.inputs:
             self.runtime_ints.check(args)
+        call_args, args = args, self.runtime_ints.executable_args(args)
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
         key = with_thread_count(key)
         if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)
-            return self._call(tuple(resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in args))
+            return self._call(tuple(resolve_math_bits(a) if isinstance(a, torch.Tensor) else a for a in call_args))
         self.metrics.calls += 1
         run = self.cache.get(key)
         if run is None:
@@ -245,10 +248,10 @@ class CompiledGraph:
                 built_s = self.metrics.lowering_s + self.metrics.compile_s - compile_before
                 detail = f"{self.signature.op_name}: lowering and compilation {built_s * 1e3:.3f} ms"
                 launch_records.runtime_event("neuronCacheMiss", device, started, 0, detail)
-            return self._with_returned_ints(outputs, args)
+            return self._with_returned_ints(outputs, call_args)
         EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
-        return self._with_returned_ints(run(inputs, device, slot_tensors, generator, values), args)
+        return self._with_returned_ints(run(inputs, device, slot_tensors, generator, values), call_args)
 
     def _with_returned_ints(self, outputs: list[Any], args: tuple[Any, ...]) -> list[Any]:
         """The outputs, with this call's value of each runtime int the graph returns (the executable

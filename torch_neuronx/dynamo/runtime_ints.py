@@ -21,7 +21,9 @@ static argument of a lowering uses, and a value outside int64.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import math
 import operator
 import warnings
 from collections.abc import Callable
@@ -52,6 +54,13 @@ _HOST_ARITHMETIC = frozenset(
         torch.sym_max,
         torch.sym_min,
         torch.sym_float,
+        torch.sym_int,
+        torch.sym_sqrt,
+        math.trunc,
+        math.floor,
+        math.ceil,
+        math.sqrt,
+        builtins.round,
     }
 )
 
@@ -130,22 +139,13 @@ class HostArithmetic:
 
         Raises:
             ZeroDivisionError, OverflowError: where Python's arithmetic raises for these values.
-            RuntimeError: an int result does not fit a runtime scalar (int64, or uint64).
         """
         if not self.results:
             return ()
         env = {name: args[position] for name, position in self.reads.items()}
         for step in self.steps:
             env[step.name] = step.target(*(env[a] if isinstance(a, str) else a for a in step.args))
-        values = tuple(env[name] for name in self.results)
-        for value in values:
-            if type(value) is int and value not in _SCALAR_RANGE:
-                raise RuntimeError(
-                    f"torch.compile(backend='neuron'): the int {value}, which Python arithmetic in the compiled "
-                    "function computes from its int arguments, does not fit in 64 bits; reduce it, or compute "
-                    "it with tensors"
-                )
-        return values
+        return tuple(env[name] for name in self.results)
 
 
 @dataclasses.dataclass
@@ -179,22 +179,41 @@ class RuntimeInts:
     returned: list[tuple[int, int]]
     #: The host checks of the ops that take them, made at every call.
     checks: list[_ValueCheck] = dataclasses.field(default_factory=list)
+    #: The runtime ints no op of the graph reads (returned as they are, or read only by the host's
+    #: arithmetic): the executable gets 0 for them, so any Python int passes, as in eager.
+    unread: list[int] = dataclasses.field(default_factory=list)
+    #: How many of the graph's inputs are the caller's; the others are :class:`HostArithmetic`'s.
+    caller_inputs: int = 0
 
     def check(self, args: tuple[Any, ...]) -> None:
         """Makes the eager kernels' host checks of this call's runtime ints.
 
         Raises:
-            RuntimeError: an int does not fit a runtime scalar (int64, or uint64), or what the
-                eager kernel raises for its value.
+            OverflowError: an int an op reads does not fit a runtime scalar (int64, or uint64), as
+                eager's "int too big to convert".
+            RuntimeError: what the eager kernel raises for its value.
         """
         for position in self.inputs:
-            if type(args[position]) is int and args[position] not in _SCALAR_RANGE:
-                raise RuntimeError(
-                    f"torch.compile(backend='neuron'): the int argument {args[position]} does not fit in 64 bits; "
-                    "pass it as a tensor, or reduce it before the compiled function"
+            value = args[position]
+            if type(value) is int and value not in _SCALAR_RANGE and position not in self.unread:
+                what = (
+                    f"the int argument {value}"
+                    if position < self.caller_inputs
+                    else f"the int {value}, which Python arithmetic in the compiled function computes from its "
+                    "int arguments,"
+                )
+                raise OverflowError(
+                    f"torch.compile(backend='neuron'): {what} does not fit in 64 bits (eager raises \"int too big "
+                    'to convert" for it too); reduce it, or compute it with tensors'
                 )
         for check in self.checks:
             check.check(args)
+
+    def executable_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args`` with 0 for the ints the executable does not read."""
+        if not self.unread:
+            return args
+        return tuple(0 if position in self.unread else value for position, value in enumerate(args))
 
 
 def _operand_use(user: torch.fx.Node, value: torch.fx.Node) -> bool:
@@ -238,7 +257,8 @@ def find(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> RuntimeInts:
     output = next(node for node in graph.graph.nodes if node.op == "output")
     leaves = pytree.tree_leaves(output.args[0])
     returned = [(at, index) for index in positions for at, leaf in enumerate(leaves) if leaf is placeholders[index]]
-    return RuntimeInts(positions, returned)
+    unread = [index for index in positions if all(user.op == "output" for user in placeholders[index].users)]
+    return RuntimeInts(positions, returned, unread=unread)
 
 
 def set_values(graph: torch.fx.GraphModule, found: RuntimeInts, args: tuple[Any, ...]) -> None:
