@@ -44,6 +44,39 @@ def test_a_float_read_with_item_in_a_training_step(dynamo_config):
     assert_close(w.grad.cpu(), w_cpu.grad)
 
 
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda w, x: w.clamp(max=x.max().item()).sum(),
+        lambda w, x: w.clamp(min=x.min().item()).pow(2).sum(),
+        lambda w, x: torch.where(w <= x.mean().item(), w, 2 * w).sum(),
+    ],
+    ids=["clamp-max", "clamp-min", "compared"],
+)
+def test_a_float_read_with_item_as_a_bound_in_training(dynamo_config, loss):
+    # The float64 value meets only float32 tensors, which decide the dtype: its source replaces it
+    # (helper-67: the clamp's gradient mask compared w with the float64 tensor).
+    w_cpu, x = torch.randn(6), torch.randn(6)
+    w = w_cpu.to("neuron").requires_grad_()
+    compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
+    compiled.backward()
+    w_cpu.requires_grad_()
+    expected = loss(w_cpu, x)
+    expected.backward()
+    assert_close(compiled.cpu(), expected)
+    assert_close(w.grad.cpu(), w_cpu.grad)
+
+
+def test_a_float_read_with_item_beside_integers_is_not_narrowed(dynamo_config):
+    # An int64 tensor compared with the float64 value compares in float64 (the 0-dim float wins):
+    # float32 would round the integers, so the FP64 policy's error stands.
+    def fn(t, x):
+        return (t <= x.sum().item()).sum()
+
+    with pytest.raises(Exception, match="float64 \\(double\\) tensors are not supported"):  # in Dynamo's wrapper
+        torch.compile(fn, backend="neuron")(torch.arange(5, device="neuron") + 2**40, torch.ones(3, device="neuron"))
+
+
 def test_arithmetic_on_a_float_read_with_item_raises_the_fp64_policy(dynamo_config):
     with pytest.raises(TypeError, match="float64 \\(double\\) tensors are not supported") as raised:
         torch.compile(lambda x: x * (x.sum().item() * 0.1), backend="neuron")(torch.ones(3, device="neuron"))
