@@ -66,6 +66,22 @@ REFUSALS = {
         NotImplementedError,
         "\"remainder_cuda\" not implemented for 'UInt32'",
     ),
+    # helper-67: the same macros in abs, sign, bitwise_not, logical_not and fmod.
+    **{
+        f"{name}-of-uint32": (
+            lambda d, call=call: call(torch.tensor([1, 7], dtype=torch.uint32, device=d)),
+            NotImplementedError,
+            f"\"{kernel}\" not implemented for 'UInt32'",
+        )
+        for name, call, kernel in (
+            ("abs", torch.abs, "abs_cuda"),
+            ("sign", torch.sign, "sign_cuda"),
+            ("sgn", torch.sgn, "sign_cuda"),
+            ("bitwise-not", torch.bitwise_not, "bitwise_not_cuda"),
+            ("logical-not", torch.logical_not, "logical_not_cuda"),
+            ("fmod", lambda t: torch.fmod(t, 2), "fmod_cuda"),
+        )
+    },
     "linspace-of-uint16": (
         lambda d: torch.linspace(0, 10, 5, dtype=torch.uint16, device=d),
         NotImplementedError,

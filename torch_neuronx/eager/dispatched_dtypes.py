@@ -160,9 +160,10 @@ def _table(*entries: tuple[Any, Dispatch | Check]) -> dict[Any, tuple[Dispatch |
 #: barebones unsigned dtypes, which the CPU's kernels refuse too ("logspace_cpu" for 'UInt32').
 _RANGES = VERIFIED | BAREBONES_UNSIGNED
 #: The integer division kernels (BinaryDivTruncKernel.cu, BinaryDivFloorKernel.cu,
-#: BinaryRemainderKernel.cu) and neg (UnarySignKernels.cu) dispatch integers with
+#: BinaryRemainderKernel.cu: div, remainder, fmod), neg and sign (UnarySignKernels.cu), abs
+#: (AbsKernel.cu) and logical_not (UnaryLogicalOpsKernels.cu) dispatch integers with
 #: AT_DISPATCH_INTEGRAL_TYPES / AT_DISPATCH_ALL_TYPES_AND*, which leave the barebones unsigned out;
-#: the CPU refuses them too ("div_floor_cpu" for 'UInt32', helper-66).
+#: the CPU refuses them too ("div_floor_cpu" for 'UInt32', helper-66 and helper-67).
 _INTEGRAL_MACROS = VERIFIED | BAREBONES_UNSIGNED
 
 #: Functional overload -> its refusals, checked in order. Each dtype set is CUDA's (the macro in the
@@ -466,7 +467,41 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
     ),
     (
         (aten.fmod.Tensor, aten.fmod.Scalar),
-        Dispatch("fmod_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu"),
+        Dispatch(
+            "fmod_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryRemainderKernel.cu", checked=_INTEGRAL_MACROS
+        ),
+    ),
+    (
+        aten.abs.default,
+        Dispatch(
+            "abs_cuda", FLOATING | INTEGRAL | COMPLEX | BOOL | HALVES, "self", "AbsKernel.cu", checked=_INTEGRAL_MACROS
+        ),
+    ),
+    (
+        aten.sign.default,
+        Dispatch(
+            "sign_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "self", "UnarySignKernels.cu", checked=_INTEGRAL_MACROS
+        ),
+    ),
+    (  # sgn of a real tensor is sign's kernel
+        aten.sgn.default,
+        Dispatch(
+            "sign_cuda",
+            FLOATING | INTEGRAL | COMPLEX | BOOL | HALVES,
+            "self",
+            "UnarySignKernels.cu",
+            checked=_INTEGRAL_MACROS,
+        ),
+    ),
+    (
+        aten.logical_not.default,
+        Dispatch(
+            "logical_not_cuda",
+            FLOATING | INTEGRAL | COMPLEX | BOOL | HALVES,
+            "self",
+            "UnaryLogicalOpsKernels.cu",
+            checked=_INTEGRAL_MACROS,
+        ),
     ),
     (aten.glu.default, Dispatch("glu_cuda", FLOATING | HALVES, "result", "ActivationGluKernel.cu")),
     (

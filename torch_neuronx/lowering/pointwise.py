@@ -209,7 +209,7 @@ _register_all(
             op: _real_only(op.__name__.split(".")[0])
             for op in (aten.floor.default, aten.ceil.default, aten.trunc.default)
         },
-        aten.bitwise_not.default: _integral_only("bitwise_not_cuda"),
+        aten.bitwise_not.default: _integral_only("bitwise_not_cuda", unsigned_too=False),
     },
 )
 
