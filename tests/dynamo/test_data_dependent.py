@@ -27,36 +27,23 @@ def test_a_float_read_with_item_scales_a_tensor(dynamo_config, dtype):
     assert_close(torch.compile(fn, backend="neuron")(x.to("neuron")).cpu(), fn(x))
 
 
-def test_a_float_read_with_item_in_a_training_step(dynamo_config):
-    # The backward reads the float too: the joint graph's round trip is folded before AOTAutograd
-    # partitions it, so the forward saves it in float32, not as a float64 tensor.
-    def loss(w, x):
-        return (w * x.sum().item()).pow(2).sum()
-
-    w_cpu, x = torch.randn(5), torch.randn(5)
-    w = w_cpu.to("neuron").requires_grad_()
-    compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
-    compiled.backward()
-    w_cpu.requires_grad_()
-    expected = loss(w_cpu, x)
-    expected.backward()
-    assert_close(compiled.cpu(), expected)
-    assert_close(w.grad.cpu(), w_cpu.grad)
-
-
 @pytest.mark.parametrize(
     "loss",
     [
+        lambda w, x: (w * x.sum().item()).pow(2).sum(),
+        lambda w, x: (w * int(x.sum().item())).pow(2).sum(),
         lambda w, x: w.clamp(max=x.max().item()).sum(),
         lambda w, x: w.clamp(min=x.min().item()).pow(2).sum(),
         lambda w, x: torch.where(w <= x.mean().item(), w, 2 * w).sum(),
     ],
-    ids=["clamp-max", "clamp-min", "compared"],
+    ids=["float-factor", "int-factor", "clamp-max", "clamp-min", "compared"],
 )
-def test_a_float_read_with_item_as_a_bound_in_training(dynamo_config, loss):
-    # The float64 value meets only float32 tensors, which decide the dtype: its source replaces it
-    # (helper-67: the clamp's gradient mask compared w with the float64 tensor).
-    w_cpu, x = torch.randn(6), torch.randn(6)
+def test_values_read_with_item_in_a_training_step(dynamo_config, loss):
+    # The backward reads the float too: the joint graph's round trip is folded before AOTAutograd
+    # partitions it, so the forward saves it in float32, not as a float64 tensor; as a bound or a
+    # comparand of float32 tensors (the clamp's gradient mask compares w with it) its float32
+    # source replaces it (helper-67); int() of it runs on the host between compiled parts.
+    w_cpu, x = torch.randn(6), torch.tensor([1.5, 2.0, -0.25, 4.0, 0.5, -1.0])
     w = w_cpu.to("neuron").requires_grad_()
     compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
     compiled.backward()
@@ -98,21 +85,6 @@ def test_python_on_a_value_read_with_item_runs_on_the_host(dynamo_config, fn):
     # eager: they run between compiled parts (they raised "math.trunc has no neuron lowering").
     x = torch.tensor([1.5, -2.25, 3.0, 0.5])
     assert_close(torch.compile(fn, backend="neuron")(x.to("neuron")).cpu(), fn(x))
-
-
-def test_an_int_read_with_item_in_a_training_step(dynamo_config):
-    def loss(w, x):
-        return (w * int(x.sum().item())).pow(2).sum()
-
-    w_cpu, x = torch.randn(5), torch.tensor([1.5, 2.0, -0.25, 4.0, 0.5])
-    w = w_cpu.to("neuron").requires_grad_()
-    compiled = torch.compile(loss, backend="neuron")(w, x.to("neuron"))
-    compiled.backward()
-    w_cpu.requires_grad_()
-    expected = loss(w_cpu, x)
-    expected.backward()
-    assert_close(compiled.cpu(), expected)
-    assert_close(w.grad.cpu(), w_cpu.grad)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -121,8 +123,14 @@ def test_logit_and_its_gradient_match_the_cpu_kernels(eps, dtype):
     ``x < lo ? lo : (x > hi ? hi : x)`` does, and a negative one clamps nothing (1 + 1e-10 is 1)."""
     x = torch.linspace(-0.1, 1.1, 25).to(dtype).requires_grad_()
     grad = torch.linspace(-1, 1, 25).to(dtype)
-    run = _value_and_grad(lambda t: torch.logit(t, eps))
     exact = {} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    if dtype == torch.float32 and math.isnan(eps or 0):
+        # The CPU's float32 gradient with a NaN eps is 0 in its vectorised part (16 of these 25
+        # elements on AVX2 hosts, none on AVX-512), CUDA's elsewhere: neuron gives CUDA's
+        # (test_logit_gradient_with_a_nan_eps_is_cudas), so only the values compare here.
+        assert_matches_cpu(lambda t: torch.logit(t, eps), x.detach())
+        return
+    run = _value_and_grad(lambda t: torch.logit(t, eps))
     assert_matches_cpu(run, x, grad, **exact)
     assert torch_neuronx.get_fallback_ops() == {}
     assert "aten::logit_backward.default" in torch_neuronx.get_executed_ops()

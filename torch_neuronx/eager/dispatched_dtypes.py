@@ -166,6 +166,11 @@ _RANGES = VERIFIED | BAREBONES_UNSIGNED
 #: the CPU refuses them too ("div_floor_cpu" for 'UInt32', helper-66 and helper-67).
 _INTEGRAL_MACROS = VERIFIED | BAREBONES_UNSIGNED
 
+#: floor_divide's kernel, which div(rounding_mode="floor") runs too.
+_DIV_FLOOR = Dispatch(
+    "div_floor_cuda", FLOATING | INTEGRAL | HALVES, "result", "BinaryDivFloorKernel.cu", checked=_INTEGRAL_MACROS
+)
+
 #: Functional overload -> its refusals, checked in order. Each dtype set is CUDA's (the macro in the
 #: named file) joined with the CPU's (OpInfo's ``supported_dtypes("cpu")``): a dtype either computes
 #: stays computed, so code that runs on the CPU keeps running here.
@@ -440,27 +445,8 @@ CUDA_DISPATCH: dict[Any, tuple[Dispatch | Check, ...]] = _table(
             when=("rounding_mode", frozenset(("trunc",))),
         ),
     ),
-    (
-        aten.div.Tensor_mode,
-        Dispatch(
-            "div_floor_cuda",
-            FLOATING | INTEGRAL | HALVES,
-            "result",
-            "BinaryDivFloorKernel.cu",
-            checked=_INTEGRAL_MACROS,
-            when=("rounding_mode", frozenset(("floor",))),
-        ),
-    ),
-    (
-        aten.floor_divide.default,
-        Dispatch(
-            "div_floor_cuda",
-            FLOATING | INTEGRAL | HALVES,
-            "result",
-            "BinaryDivFloorKernel.cu",
-            checked=_INTEGRAL_MACROS,
-        ),
-    ),
+    (aten.div.Tensor_mode, dataclasses.replace(_DIV_FLOOR, when=("rounding_mode", frozenset(("floor",))))),
+    (aten.floor_divide.default, _DIV_FLOOR),
     (
         aten.special_entr.default,
         Dispatch("entr_cuda", FLOATING | INTEGRAL | BOOL | HALVES, "result", "UnarySpecialOpsKernel.cu"),

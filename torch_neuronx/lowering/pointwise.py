@@ -18,7 +18,7 @@ import torch
 
 from torch_neuronx.lowering import complex_math, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
-from torch_neuronx.lowering.promotion import c10_rounding, cpu_16_bit_vector_elements
+from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
 from torch_neuronx.runtime.dtypes import aten_name, jax_dtype
 from torch_neuronx.runtime.host_threads import cpu_thread_count
@@ -437,18 +437,21 @@ def _one_dense_loop(self_meta: torch.Tensor, other_meta: object) -> tuple[int, .
 #: ATen's grain of TensorIterator's loops: at::parallel_for splits fewer elements than this among
 #: no threads (internal::GRAIN_SIZE).
 _GRAIN_SIZE = 32768
+#: Elements a 16-bit ``cpu_kernel_vec`` loop takes per vectorised step, measured on AVX-512 and AVX2
+#: hosts alike (add with alpha, logit); not ``Vectorized<BFloat16>::size()``, which is 16 on AVX2.
+_LOOP_STEP = 32
 
 
 def _cpu_scalar_tail(numel: int) -> jax.Array:
     """Which elements of a contiguous 16-bit TensorIterator loop over ``numel`` elements the CPU's
     ``cpu_kernel_vec`` computes one by one (its scalar lambda) rather than in vectors:
     ``at::parallel_for`` gives each of min(threads, ceil(numel / 32768)) tasks ceil(numel / tasks)
-    elements; a task runs whole ``Vectorized<BFloat16/Half>`` vectors (32 elements on AVX-512
-    builds, else 16) and the rest of its range element by element (measured: float16 and bfloat16
-    add with alpha differ from the fused body exactly from position ``numel - numel % 32`` on an
-    AVX-512 host). Computed from an iota, not held as a constant; the thread count is read when the
-    call is compiled (part of its cache key)."""
-    step = cpu_16_bit_vector_elements()
+    elements; a task runs whole vectorised steps and the rest of its range element by element
+    (measured: float16 and bfloat16 add with alpha differ from the fused body exactly from position
+    ``numel - numel % 32`` on AVX-512 and AVX2 hosts alike, :data:`_LOOP_STEP`). Computed from an
+    iota, not held as a constant; the thread count is read when the call is compiled (part of its
+    cache key)."""
+    step = _LOOP_STEP
     tasks = max(min(cpu_thread_count(), -(-numel // _GRAIN_SIZE)), 1)
     chunk = -(-numel // tasks)
     index = jnp.int64 if numel >= 2**31 else jnp.int32
