@@ -16,7 +16,8 @@ at each call with Python's meaning (unbounded ints, floor division, true divisio
 gives the executable its results as runtime scalars of their own.
 
 Anything else keeps the specialisation: an int that a size, a dim, an op without a lowering or a
-static argument of a lowering uses, and a value outside int64.
+static argument of a lowering uses. An int an op reads past 64 bits raises OverflowError at the
+call, as eager does; one no op reads may be any Python int.
 """
 
 from __future__ import annotations
