@@ -10,7 +10,9 @@ collected tests, evenly spread over the file (the same ones in every restarted p
 out because neuron does not hold their dtype (:class:`torch_neuronx._compat.upstream_tests.NeuronTestBase`,
 installed here with the compatibility names of :func:`~torch_neuronx._compat.upstream_tests.install_compat`
 and the accelerator classes' policy of :func:`~torch_neuronx._compat.upstream_tests.install_accelerator_classes`
-before any test file imports). Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
+before any test file imports, with a lookup of the running test that reads no source
+(:func:`~torch_neuronx._compat.testing_internals.install_frame_walking_test_lookup`, for speed)).
+Deliberate skips (:data:`torch_neuronx.testing.tables.UPSTREAM_SKIPS`)
 are applied here, each with its reason, and a failure that is the device's own refusal of what it
 does not have by design (the dtype policy's ``TypeError`` for FP64, the
 ``NotImplementedError`` of sparse, quantized and strided nested tensors) is recorded as a deliberate skip too
@@ -30,6 +32,7 @@ import pytest
 import torch
 
 from torch_neuronx._compat import upstream_tests
+from torch_neuronx._compat.testing_internals import install_frame_walking_test_lookup
 from torch_neuronx.testing import tables
 
 #: The prefix that marks a skip reason as ours, not PyTorch's eligibility checks'.
@@ -99,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("TORCH_NEURONX_UPSTREAM_RECORD")
     if path:
         _record = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole session
+    install_frame_walking_test_lookup()
     upstream_tests.install_compat()
     upstream_tests.install_renamed_classes()
     upstream_tests.install_device_base()
