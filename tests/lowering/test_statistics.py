@@ -301,13 +301,28 @@ def test_repeat_interleave_with_tensor_repeats(form, dtype):
         (torch.tensor([1, -1]), {}, "repeats can not be negative"),
         (torch.tensor([[1]]), {}, "only accept 1D vector as repeat"),
         (torch.tensor([2, 1]), {"output_size": 4}, "allocated size does not match required size"),
+        (torch.tensor([3, -1]), {"output_size": 2}, "repeats can not be negative"),
     ],
 )
 def test_repeat_interleave_errors_match_cpu(repeats, kwargs, match):
+    """With ``output_size`` nothing is read back, as on CUDA: the checks raise at the next
+    synchronisation, here the copy to the CPU."""
     with pytest.raises(RuntimeError, match=match):
         torch.repeat_interleave(repeats, **kwargs)
     with pytest.raises(RuntimeError, match=match):
-        torch.repeat_interleave(repeats.to("neuron"), **kwargs)
+        torch.repeat_interleave(repeats.to("neuron"), **kwargs).cpu()
+
+
+def test_repeat_interleave_with_output_size_reads_nothing_back():
+    repeats, x = torch.tensor([2, 0, 3]), torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    torch.neuron.set_sync_debug_mode("error")
+    try:
+        index = torch.repeat_interleave(repeats.to("neuron"), output_size=5)
+        rows = x.to("neuron").repeat_interleave(repeats.to("neuron"), dim=0, output_size=5)
+    finally:
+        torch.neuron.set_sync_debug_mode("default")
+    torch.testing.assert_close(index.cpu(), torch.repeat_interleave(repeats, output_size=5))
+    torch.testing.assert_close(rows.cpu(), x.repeat_interleave(repeats, dim=0, output_size=5))
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])

@@ -17,10 +17,12 @@ from torch_neuronx.device.core import (
     get_device_capability,
     get_device_name,
     get_device_properties,
+    get_sync_debug_mode,
     init,
     is_available,
     is_initialized,
     set_device,
+    set_sync_debug_mode,
     synchronize,
 )
 from torch_neuronx.device.memory import (
@@ -85,6 +87,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
@@ -113,6 +116,7 @@ __all__ = [
     "seed",
     "seed_all",
     "set_device",
+    "set_sync_debug_mode",
     "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from torch_neuronx import _C
+from torch_neuronx.runtime import sync_debug
 
 __all__ = [
     "current_device",
@@ -19,10 +20,12 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "init",
     "is_available",
     "is_initialized",
     "set_device",
+    "set_sync_debug_mode",
     "synchronize",
 ]
 
@@ -142,6 +145,28 @@ class device_of(device):
 def synchronize(device: torch.device | int | str | None = None) -> None:
     """Waits for all work on a core, then raises the earliest pending device fault, if any."""
     torch.accelerator.synchronize(torch.device("neuron", _index(device)))
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Warn (``"warn"`` or 1) or raise (``"error"`` or 2) at every operation that makes the host wait
+    for a NeuronCore, or neither (``"default"`` or 0), as ``torch.cuda.set_sync_debug_mode``.
+
+    The operations are a host read of a neuron tensor (``.item()``, ``bool(t)``, ``.tolist()``,
+    ``print``, a blocking ``.cpu()``, and ops whose output size depends on values, such as
+    ``nonzero`` and boolean-mask indexing) and ``Stream.synchronize()``; the warning is a
+    ``UserWarning`` "called a synchronizing neuron operation: ...", the error a ``RuntimeError``
+    with those words. As on CUDA, ``torch.neuron.synchronize()``, ``Event.synchronize()``,
+    ``non_blocking=True`` copies and collectives do not count. The mode is process-wide.
+
+    Raises:
+        RuntimeError: ``debug_mode`` is none of the above (CUDA's message).
+    """
+    sync_debug.set_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode :func:`set_sync_debug_mode` set: 0 (default), 1 (warn) or 2 (error)."""
+    return sync_debug.mode()
 
 
 def get_device_name(device: torch.device | int | str | None = None) -> str:

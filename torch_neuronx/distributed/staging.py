@@ -96,9 +96,10 @@ def to_host(tensor: torch.Tensor) -> torch.Tensor:
     earlier work of ``tensor``'s core."""
     host = empty_host(tensor)
     if tensor.is_conj() or tensor.is_neg():
-        host.view(tensor.dtype).copy_(tensor)  # the copy applies the lazy conjugate / negative bit
+        # The copy applies the lazy conjugate / negative bit; not a sync debug point (collectives are not).
+        host.view(tensor.dtype).copy_(tensor, non_blocking=True)
         return host
-    value = np.ascontiguousarray(buffers.device_to_host(tensor))
+    value = np.ascontiguousarray(buffers.device_to_host(tensor, synchronizing=False))
     np.copyto(host.view(-1).view(torch.uint8).numpy(), value.reshape(-1).view(np.uint8))
     return host
 

@@ -47,7 +47,7 @@ def _copy_from(source: torch.Tensor, destination: torch.Tensor, non_blocking: bo
         value = buffers.host_to_device(host.expand(destination.shape), destination.device.index)
         buffers.write(destination, value)
     elif destination.device.type == "cpu":
-        host = numpy_to_torch(buffers.device_to_host(source)).reshape(source.shape)
+        host = numpy_to_torch(buffers.device_to_host(source, synchronizing=not non_blocking)).reshape(source.shape)
         if source.is_conj():
             host = host.conj_physical()
         if source.is_neg():

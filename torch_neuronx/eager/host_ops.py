@@ -288,9 +288,12 @@ def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minleng
 
 def _repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
     """``torch.repeat_interleave(repeats)``: each index ``i`` repeated ``repeats[i]`` times, in
-    ``repeats``' dtype (int32 or int64); ``x.repeat_interleave(tensor, dim)`` is built on it. One
-    synchronisation reads the total and the smallest repeat (the output's size, the negativity check),
-    which ``output_size`` does not save: CPU checks it against the total too."""
+    ``repeats``' dtype (int32 or int64); ``x.repeat_interleave(tensor, dim)`` is built on it.
+
+    Without ``output_size`` one synchronisation reads the total and the smallest repeat (the output's
+    size, the negativity check). With it, as on CUDA, nothing is read: the CPU's two checks (no
+    negative repeat, a total equal to ``output_size``) are device checks that raise the CPU's
+    RuntimeError at the next synchronisation (DESIGN.md, 9)."""
     tracking.executed["aten::repeat_interleave"] += 1
     if repeats.dim() != 1:
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
@@ -299,11 +302,14 @@ def _repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None)
     if repeats.numel() == 0:
         return torch.empty(0, dtype=repeats.dtype, device=repeats.device)
     ends = torch.cumsum(repeats, 0, dtype=torch.int64)
-    total, smallest = torch.stack([ends[-1], repeats.min().to(torch.int64)]).cpu().tolist()
-    if smallest < 0:
-        raise RuntimeError("repeats can not be negative")
-    if output_size is not None and output_size != total:
-        raise RuntimeError("allocated size does not match required size")
+    if output_size is None:
+        total, smallest = torch.stack([ends[-1], repeats.min().to(torch.int64)]).cpu().tolist()
+        if smallest < 0:
+            raise RuntimeError("repeats can not be negative")
+    else:
+        aten._assert_async.msg(repeats.min() >= 0, "repeats can not be negative")
+        aten._assert_async.msg(ends[-1] == output_size, "allocated size does not match required size")
+        total = output_size
     positions = torch.arange(total, dtype=torch.int64, device=repeats.device)
     return torch.searchsorted(ends, positions, right=True).to(repeats.dtype)
 

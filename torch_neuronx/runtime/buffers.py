@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import cores, faults, launch_records, layout, queue, recording
+from torch_neuronx.runtime import cores, faults, launch_records, layout, queue, recording, sync_debug
 from torch_neuronx.runtime.dtypes import CODE_OF, COMPLEX32, JAX_DTYPE_OF_CODE, torch_to_numpy, view_dtype
 from torch_neuronx.runtime.executable import jit_on_core
 
@@ -257,10 +257,19 @@ def host_to_device_adopting(source: torch.Tensor, device: int) -> jax.Array:
     return value
 
 
-def device_to_host(tensor: torch.Tensor) -> np.ndarray:
+def device_to_host(tensor: torch.Tensor, *, synchronizing: bool = True) -> np.ndarray:
     """The value of a neuron tensor on the host (a complex32 tensor's as a numpy array of
     ``COMPLEX32``, its bytes exactly). A synchronisation point: waits for the tensor's core and raises
-    any pending device fault first, and the fault of another core's op its value was copied from."""
+    any pending device fault first, and the fault of another core's op its value was copied from.
+
+    ``synchronizing=False`` for reads that do not wait on the hardware (a ``non_blocking`` copy, a
+    collective's staging): they do not count for ``torch.neuron.set_sync_debug_mode``.
+
+    Raises:
+        RuntimeError: a pending device fault; or, in sync debug mode "error", the synchronisation.
+    """
+    if synchronizing:
+        sync_debug.check(f"a host read of a {tensor.dtype} tensor of shape {tuple(tensor.shape)} on {tensor.device}")
     recording.flush(tensor.device.index, "host read")
     value = read_stored(tensor)
     device = tensor.device.index
