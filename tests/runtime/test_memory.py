@@ -43,6 +43,24 @@ def test_memory_stats_use_cuda_key_names():
         assert key in stats, key
 
 
+def test_nested_memory_stats_hold_the_flat_ones_along_their_paths():
+    keep = torch.ones(1000, device="neuron")
+    flat, nested = torch.neuron.memory_stats(), torch.neuron.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] >= keep.nbytes
+    assert nested["num_ooms"] == flat["num_ooms"]
+    leaves = {}
+
+    def collect(level, prefix):
+        for key, value in level.items():
+            if isinstance(value, dict):
+                collect(value, f"{prefix}{key}.")
+            else:
+                leaves[prefix + key] = value
+
+    collect(nested, "")
+    assert leaves == dict(flat)
+
+
 def test_peak_and_reset():
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.max_memory_allocated()

@@ -32,6 +32,7 @@ __all__ = [
     "memory_reserved",
     "memory_snapshot",
     "memory_stats",
+    "memory_stats_as_nested_dict",
     "memory_summary",
     "max_memory_cached",
     "memory_cached",
@@ -51,6 +52,20 @@ def memory_stats(device: torch.device | int | str | None = None) -> OrderedDict[
     stats = OrderedDict(torch.accelerator.memory_stats(index))
     stats["num_tensor_frees"] = _C._num_tensor_frees(index)
     return OrderedDict(sorted(stats.items()))
+
+
+def memory_stats_as_nested_dict(device: torch.device | int | str | None = None) -> dict[str, Any]:
+    """:func:`memory_stats` as ``torch.cuda.memory_stats_as_nested_dict()`` gives it: each dotted
+    key a path (``stats["allocated_bytes"]["all"]["current"]``), the undotted ones (``num_ooms``) at
+    the top."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        level = nested
+        for part in path:
+            level = level.setdefault(part, {})
+        level[leaf] = value
+    return nested
 
 
 def memory_allocated(device: torch.device | int | str | None = None) -> int:
