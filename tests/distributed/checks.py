@@ -898,6 +898,11 @@ def _profiled_all_reduce(rank: int, world_size: int) -> None:
 # ------------------------------------------------------------------------- the parallelism stack
 
 
+@check("sync_batch_norm_matches_batch_norm_in_one_cpu_process")
+def _sync_batch_norm(rank: int, world_size: int) -> None:
+    stack_checks.check_ddp_sync_batch_norm(stack_checks.Group.joined())
+
+
 @check("ddp_step_matches_one_cpu_process")
 def _ddp_step(rank: int, world_size: int) -> None:
     """One DDP step on neuron against the same step in one CPU process (``stack_checks.py``)."""

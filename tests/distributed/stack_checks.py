@@ -171,6 +171,41 @@ def assert_same_training(
 # ---- DistributedDataParallel ----
 
 
+class BatchNormMLP(nn.Module):
+    """An MLP with a BatchNorm1d between its layers, for SyncBatchNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(FEATURES, HIDDEN)
+        self.norm = nn.BatchNorm1d(HIDDEN)
+        self.w2 = nn.Linear(HIDDEN, OUTPUTS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(torch.relu(self.norm(self.w1(x))))
+
+
+def check_ddp_sync_batch_norm(group: Group) -> None:
+    """DDP of a model whose BatchNorm is converted to SyncBatchNorm: each rank normalises its share
+    with the statistics of the global batch, so losses, parameters and running statistics are those
+    of plain BatchNorm over the global batch in one CPU process (``batch_norm_stats`` and the other
+    four CUDA-only ops of ``eager/sync_batch_norm.py``)."""
+    data = batches(STEPS, 4 * group.world_size, OUTPUTS)
+    reference = make_model(BatchNormMLP)
+    reference_losses = train_reference(reference, data)
+    model = DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(make_model(BatchNormMLP)).to(group.device))
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = mse(model(local_share(group, x)), local_share(group, y))
+        loss.backward()
+        optimizer.step()
+        losses.append(global_mean(group, loss))
+    assert_same_training(losses, reference_losses, model, reference, FLOAT32)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(model.module.norm, name).cpu(), getattr(reference.norm, name), **FLOAT32)
+
+
 def _ddp(group: Group, accumulate: int = 1, compiled: bool = False, unused: bool = False, **ddp_kwargs) -> None:
     data = batches(STEPS, 4 * group.world_size * accumulate, OUTPUTS)
     reference = make_model(lambda: MLP(unused))
@@ -512,6 +547,7 @@ SUITES: dict[str, list[Callable[[Group], None]]] = {
         check_ddp_no_sync,
         check_ddp_find_unused_parameters,
         check_ddp_compiled,
+        check_ddp_sync_batch_norm,
         check_fsdp2_reshard_after_forward,
         check_fsdp2_keep_unsharded,
         check_fsdp2_compiled_blocks,

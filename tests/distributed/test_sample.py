@@ -31,6 +31,7 @@ SAMPLE = [
     "arguments_refused_on_one_rank_raise_on_every_rank",
     "profiled_all_reduce_is_a_device_event",
     "ddp_step_matches_one_cpu_process",
+    "sync_batch_norm_matches_batch_norm_in_one_cpu_process",
 ]
 
 

@@ -34,6 +34,7 @@ from torch_neuronx.eager import (
     math_bits,
     metadata,
     redirects,
+    sync_batch_norm,
     views,
 )
 from torch_neuronx.eager.kernel import EagerKernel
@@ -226,6 +227,7 @@ def _register_kernels() -> None:
         **host_ops.KERNELS,
         **redirects.KERNELS,
         **composites.BACKEND_KERNELS,
+        **sync_batch_norm.KERNELS,
         **views.KERNELS,
         **metadata.KERNELS,
     }
