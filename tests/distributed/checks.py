@@ -760,6 +760,24 @@ def _mismatched_shapes(rank: int, world_size: int) -> None:
     )
 
 
+@check("shapes_of_one_element_count_compute")
+def _shapes_of_one_element_count(rank: int, world_size: int) -> None:
+    # NCCL takes counts: a (6,) tensor and a (2, 3) one reduce, broadcast and travel in row-major order.
+    shape = (6,) if rank == 0 else (2, 3)
+    tensor = torch.arange(6.0, device="neuron").reshape(shape)
+    dist.all_reduce(tensor)
+    assert_close(tensor.cpu().flatten(), torch.arange(6.0) * world_size)
+    tensor = (torch.arange(6.0) if rank == 0 else torch.zeros(6)).reshape(shape).to("neuron")
+    dist.broadcast(tensor, src=0)
+    assert_close(tensor.cpu().flatten(), torch.arange(6.0))
+    if rank == 0:
+        dist.send(torch.arange(6.0, device="neuron"), dst=1)
+    elif rank == 1:
+        received = torch.zeros(2, 3, device="neuron")
+        dist.recv(received, src=0)
+        assert_close(received.cpu(), torch.arange(6.0).reshape(2, 3))
+
+
 @check("mismatched_dtypes_raise")
 def _mismatched_dtypes(rank: int, world_size: int) -> None:
     # Equal byte sizes: gloo itself would add float32 bits to int32 bits (a wrong value).

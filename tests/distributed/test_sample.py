@@ -25,6 +25,7 @@ SAMPLE = [
     "all_to_all_single_mismatched_splits_raise",
     "send_recv",
     "send_recv_mismatched_size_raises",
+    "shapes_of_one_element_count_compute",
     "all_gather_object",
     "cpu_tensor_on_neuron_group_raises",
     "dtypes_nccl_lacks_raise",

@@ -1,5 +1,6 @@
 """Checks that every rank calls the same collective, with the same reduction, on tensors of the same
-dtypes and sizes, and that what an all-to-all sends each rank is what that rank expects.
+dtypes and element counts (not shapes: NCCL's collectives take counts), and that what an all-to-all
+sends each rank is what that rank expects.
 
 gloo trusts its callers: ranks whose tensors differ in size make it abort the process ("Received
 data size doesn't match expected size", a C++ ``terminate``), and tensors of different dtypes but
@@ -62,6 +63,10 @@ _DIMS = 6  # dimensions of the first tensor named in a disagreement
 #: each (an all-to-all's; -1 otherwise).
 FINGERPRINT = 6 + _DIMS + 2
 _REFUSED = FINGERPRINT - 1
+#: The columns ranks must agree on: not the first tensor's shape (dims and sizes), only described.
+#: NCCL's collectives take counts, so tensors of one element count but different shapes (a (6,)
+#: tensor on one rank, a (2, 3) one on another) compute, in row-major order, as gloo's do.
+_COMPARED = [column for column in range(FINGERPRINT) if not 5 <= column < 6 + _DIMS]
 
 
 def dtype_code(dtype: torch.dtype) -> int:
@@ -91,7 +96,7 @@ def _fingerprint(
 ) -> torch.Tensor:
     first = tensors[0] if tensors else None
     shape = list(first.shape) if first is not None and sizes else []
-    described = repr([(str(t.dtype), tuple(t.shape) if sizes else ()) for t in tensors])
+    described = repr([(str(t.dtype), t.numel() if sizes else -1) for t in tensors])
     sent, received = exchange if exchange is not None else ([-1] * world_size, [-1] * world_size)
     return torch.tensor(
         [
@@ -121,7 +126,8 @@ def check_agreement(
     refused: Exception | None = None,
 ) -> None:
     """Raises on every rank unless all ranks call ``collective`` with the same reduction ``op`` on
-    tensors of the same dtypes and, with ``sizes``, the same shapes (``sizes=False`` for collectives
+    tensors of the same dtypes and, with ``sizes``, the same element counts, as NCCL requires
+    (shapes may differ; ``sizes=False`` for collectives
     whose sizes may differ per rank, such as an uneven ``all_to_all_single``). ``exchange`` is an
     all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
     rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
@@ -153,12 +159,12 @@ def check_agreement(
         )
     calls = rows[:, :FINGERPRINT]
     sent, received = rows[:, FINGERPRINT : FINGERPRINT + size], rows[:, FINGERPRINT + size :]
-    if not bool((calls == mine[:FINGERPRINT]).all()):
+    if not bool((calls[:, _COMPARED] == mine[_COMPARED]).all()):
         described = "; ".join(f"rank {rank}: {_describe(row)}" for rank, row in enumerate(calls.tolist()))
         raise RuntimeError(
             f"neuron {collective}: the ranks disagree on the collective, its reduction or its tensors' dtypes "
-            f"and shapes ({described}); every rank must call the same collective with tensors of the same "
-            "dtype and shape"
+            f"and sizes ({described}); every rank must call the same collective with tensors of the same "
+            "dtype and number of elements"
         )
     if exchange is not None and not bool((sent == received.t()).all()):
         wrong = [

@@ -7,7 +7,7 @@ a send to match its receive too, but the neuron group must not crash the interpr
 garbage when they do not. So every send of a neuron tensor is two gloo messages:
 
 - a header (:data:`HEADER_ELEMENTS` int64s on the user's tag): the payload's tag, dtype, element
-  count and shape;
+  count and shape (the receive checks the dtype and count, as NCCL; the shape names it in errors);
 - the payload (the host copy of the tensor) on a tag of its own, unique per sender and receiver.
 
 A receive posts its header receive at once and, in a background thread, posts the payload receive
@@ -188,7 +188,8 @@ class StagedReceive(_PointToPointWork):
             if self._source is None:
                 self._source = header_work._source_rank()
             header = self._header.tolist()
-            if header[1:] == self._expected.tolist()[1:]:
+            # dtype, element count, bytes: as NCCL, a (6,) send fills a (2, 3) receive in row-major order.
+            if header[1:4] == self._expected.tolist()[1:4]:
                 buffer = self._host
             else:
                 self._mismatch = _describe(header)
@@ -211,7 +212,7 @@ class StagedReceive(_PointToPointWork):
                 raise RuntimeError(
                     f"neuron recv: rank {self._source} sent {self._mismatch}, but the receive tensor is "
                     f"{_describe(self._expected.tolist())}; a send and its receive must have the same dtype "
-                    "and shape (the receive tensor is unchanged)"
+                    "and number of elements (the receive tensor is unchanged)"
                 )
             staging.copy_back([(self._tensor, self._host)])
         return True
