@@ -734,6 +734,14 @@ def _cpu_tensor(rank: int, world_size: int) -> None:
     # still connecting to it (gloo's "Connection closed by peer" on a loaded machine).
     dist.barrier(group=group)
     dist.destroy_process_group(group)
+    # One CPU output among neuron tensors, on the default group that serves both devices.
+    outputs = [torch.empty(3, device="neuron"), torch.empty(3)]
+    try:
+        dist.all_gather(outputs, torch.ones(3, device="neuron"))
+    except ValueError as error:
+        assert "all_gather: output 1 is a torch.strided tensor on cpu; the others are neuron" in str(error), error
+    else:
+        raise AssertionError("a CPU output among neuron tensors did not raise")
 
 
 @check("current_device_follows_local_rank")

@@ -308,7 +308,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return self._gloo.allgather(output_lists, inputs, opts)
         if len({tuple(tensor.shape) for tensor in outputs}) > 1:
             return self._allgather_uneven(outputs, inputs, opts)
-        check = functools.partial(staging.check_tensors, "all_gather", inputs + outputs)
+        check = functools.partial(staging.check_tensors, "all_gather", inputs + outputs, outputs_from=len(inputs))
         device = self._agree("all_gather", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
@@ -338,7 +338,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 )
             if inputs[0].numel() != outputs[self.rank()].numel():
                 raise ValueError("Tensor input and output of _broadcast_oop must have the same number of elements ")
-            device = staging.check_tensors("all_gather", inputs + outputs)
+            device = staging.check_tensors("all_gather", inputs + outputs, outputs_from=len(inputs))
             if any(tensor.dtype != inputs[0].dtype for tensor in outputs):
                 raise TypeError(f"neuron all_gather: every output must be {inputs[0].dtype}, the input's dtype")
             return device
@@ -371,7 +371,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
             return self._gloo.allgather_coalesced(output_lists, inputs, opts)
-        check = functools.partial(staging.check_tensors, "all_gather_coalesced", inputs + outputs)
+        check = functools.partial(
+            staging.check_tensors, "all_gather_coalesced", inputs + outputs, outputs_from=len(inputs)
+        )
         device = self._agree("all_gather_coalesced", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
@@ -396,7 +398,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``all_gather_into_tensor``: every rank's ``input`` concatenated (or stacked) into ``output``."""
         if self._on_cpu("all_gather_into_tensor", [output, input]):
             return self._gloo._allgather_base(output, input, opts)
-        check = functools.partial(staging.check_tensors, "all_gather_into_tensor", [output, input])
+        check = functools.partial(staging.check_tensors, "all_gather_into_tensor", [input, output], outputs_from=1)
         device = self._agree("all_gather_into_tensor", check, [output, input])
         host_output = staging.empty_host(output)
 
@@ -435,7 +437,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("gather", inputs + outputs):
             return self._gloo.gather(output_lists, inputs, opts)
-        device = self._agree("gather", functools.partial(staging.check_tensors, "gather", inputs + outputs), inputs)
+        device = self._agree(
+            "gather",
+            functools.partial(staging.check_tensors, "gather", inputs + outputs, outputs_from=len(inputs)),
+            inputs,
+        )
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
@@ -456,7 +462,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         inputs = [tensor for inputs in input_lists for tensor in inputs]
         if self._on_cpu("scatter", inputs + outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
-        device = self._agree("scatter", functools.partial(staging.check_tensors, "scatter", inputs + outputs), outputs)
+        device = self._agree(
+            "scatter",
+            functools.partial(staging.check_tensors, "scatter", inputs + outputs, outputs_from=len(inputs)),
+            outputs,
+        )
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
         def launch() -> dist.Work:
@@ -490,7 +500,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
                     f"neuron reduce_scatter: the input list holds {len(inputs)} tensors; it needs one per rank "
                     f"({self.size()})"
                 )
-            device = staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True)
+            device = staging.check_tensors("reduce_scatter", inputs + outputs, reduces=True, outputs_from=len(inputs))
             if len({tuple(tensor.shape) for tensor in inputs}) > 1:
                 # Inputs of different sizes, as NCCL allows (one reduce per rank, ``_reduce_oop``):
                 # this rank's output takes the reduction of every rank's input at its position.
@@ -521,7 +531,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``reduce_scatter_tensor``: ``input`` is every rank's part, concatenated (or stacked)."""
         if self._on_cpu("reduce_scatter_tensor", [output, input]):
             return self._gloo._reduce_scatter_base(output, input, opts)
-        check = functools.partial(staging.check_tensors, "reduce_scatter_tensor", [output, input], reduces=True)
+        check = functools.partial(
+            staging.check_tensors, "reduce_scatter_tensor", [input, output], reduces=True, outputs_from=1
+        )
         self._agree("reduce_scatter_tensor", check, [output, input], op=opts.reduceOp)
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
             raise ValueError(
@@ -590,7 +602,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """``all_to_all_single``: splits along dimension 0, even or given per rank (uneven)."""
         if self._on_cpu("all_to_all_single", [output, input]):
             return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-        check = functools.partial(staging.check_tensors, "all_to_all_single", [output, input])
+        check = functools.partial(staging.check_tensors, "all_to_all_single", [input, output], outputs_from=1)
         exchange = functools.partial(_split_elements, self.size(), output, input, output_split_sizes, input_split_sizes)
         even = not output_split_sizes and not input_split_sizes
         device = self._agree("all_to_all_single", check, [output, input], exchange=exchange, sizes=even)
@@ -633,7 +645,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
                     f"neuron all_to_all: {len(inputs)} input and {len(outputs)} output tensors; it needs one of "
                     f"each per rank ({self.size()})"
                 )
-            return staging.check_tensors("all_to_all", inputs + outputs)
+            return staging.check_tensors("all_to_all", inputs + outputs, outputs_from=len(inputs))
 
         def exchange() -> tuple[list[int], list[int]]:
             return [t.numel() for t in inputs], [t.numel() for t in outputs]

@@ -46,11 +46,16 @@ _NCCL_DTYPES = frozenset(
 
 
 def check_tensors(
-    collective: str, tensors: Sequence[torch.Tensor], device: int | None = None, reduces: bool = False
+    collective: str,
+    tensors: Sequence[torch.Tensor],
+    device: int | None = None,
+    reduces: bool = False,
+    outputs_from: int | None = None,
 ) -> int:
     """Checks that every tensor of ``collective`` is a dense neuron tensor on one core, of a dtype
     NCCL carries (and reduces, for a collective that ``reduces``), as NCCL checks its tensors, and
-    returns that core's index.
+    returns that core's index. ``outputs_from``: where the outputs start in ``tensors`` (inputs
+    first), so that errors name "input i" or "output j".
 
     Raises:
         ValueError: a tensor is on another device or is sparse (NCCL raises ValueError too), or the
@@ -60,13 +65,28 @@ def check_tensors(
         RuntimeError: a float8 tensor in a reduction (NCCL's "Float8 dtypes are not currenlty
             supported for NCCL reductions", its spelling).
     """
+
+    def label(position: int) -> str:
+        if outputs_from is None:
+            return f"tensor {position}"
+        return f"input {position}" if position < outputs_from else f"output {position - outputs_from}"
+
+    mixed = any(tensor.device.type == "neuron" for tensor in tensors)
     for position, tensor in enumerate(tensors):
         if tensor.device.type != "neuron" or tensor.layout != torch.strided:
+            dense = " (tensor.to_dense() for a sparse one)" if tensor.layout != torch.strided else ""
+            if mixed and tensor.device.type != "neuron":
+                advice = (
+                    "the others are neuron tensors, and one call's tensors must all be on neuron: move it with "
+                    f"tensor.to('neuron'){dense}"
+                )
+            else:
+                advice = (
+                    f"tensors must be neuron and dense: move it with tensor.to('neuron'){dense}, or give CPU "
+                    "tensors to a group created with backend 'cpu:gloo,neuron:neuron'"
+                )
             raise ValueError(
-                f"neuron {collective}: tensor {position} is a {tensor.layout} tensor on {tensor.device}; "
-                "tensors must be neuron and dense: move it with tensor.to('neuron') (tensor.to_dense() "
-                "for a sparse one), or give CPU tensors to a group created with backend "
-                "'cpu:gloo,neuron:neuron'"
+                f"neuron {collective}: {label(position)} is a {tensor.layout} tensor on {tensor.device}; {advice}"
             )
         if device is None:
             device = tensor.device.index
