@@ -19,6 +19,7 @@ import functools
 import itertools
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -46,6 +47,23 @@ class CollectiveWork(dist.Work):
         self._result = result
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        """Waits for the collective, at most ``timeout`` when one is given (c10d's default of 0 means
+        no limit), and raises its error.
+
+        Raises:
+            torch.distributed.DistBackendError: ``timeout`` passed first, as NCCL's work raises it
+                ("... timed out in blocking wait"); the collective carries on.
+        """
+        if timeout is not None and timeout > datetime.timedelta(0):
+            deadline = time.monotonic() + timeout.total_seconds()
+            while not self._future.done():
+                if time.monotonic() >= deadline:
+                    milliseconds = int(timeout.total_seconds() * 1000)
+                    raise dist.DistBackendError(
+                        f"neuron collective work timed out in blocking wait (timeout={milliseconds} ms); "
+                        "a rank of the group may not have called it yet"
+                    )
+                time.sleep(0.001)
         self._future.wait()
         return True
 
