@@ -313,6 +313,19 @@ def test_repeat_interleave_errors_match_cpu(repeats, kwargs, match):
         torch.repeat_interleave(repeats.to("neuron"), **kwargs).cpu()
 
 
+@pytest.mark.parametrize("output_size", [5, 2])
+def test_a_wrong_output_size_raises_once_and_leaves_the_rows_unreadable(output_size):
+    # helper-71: a too-large output_size made a second fault (the rows' index_select out of range),
+    # raised by the next unrelated host read.
+    x = torch.arange(6.0, device="neuron").reshape(2, 3)
+    with pytest.raises(RuntimeError, match="allocated size does not match required size"):
+        rows = x.repeat_interleave(torch.tensor([1, 2], device="neuron"), 0, output_size=output_size)
+        torch.neuron.synchronize()
+    assert (torch.ones(2, device="neuron") * 3).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="raised before"):
+        rows.cpu()
+
+
 def test_repeat_interleave_with_output_size_reads_nothing_back():
     repeats, x = torch.tensor([2, 0, 3]), torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     torch.neuron.set_sync_debug_mode("error")

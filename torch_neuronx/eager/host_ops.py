@@ -307,9 +307,16 @@ def _repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None)
         if smallest < 0:
             raise RuntimeError("repeats can not be negative")
     else:
-        aten._assert_async.msg(repeats.min() >= 0, "repeats can not be negative")
-        aten._assert_async.msg(ends[-1] == output_size, "allocated size does not match required size")
-        total = output_size
+        # The functional form hands ``ends`` back from the launch that checks, so a failed check
+        # leaves the result undefined (unreadable), as device faults do; positions past a short
+        # total are clamped so that they make no second fault in the caller's index_select.
+        ends = aten._functional_assert_async.msg(repeats.min() >= 0, "repeats can not be negative", ends)
+        ends = aten._functional_assert_async.msg(
+            ends[-1] == output_size, "allocated size does not match required size", ends
+        )
+        positions = torch.arange(output_size, dtype=torch.int64, device=repeats.device)
+        found = torch.searchsorted(ends, positions, right=True).clamp_(max=repeats.numel() - 1)
+        return found.to(repeats.dtype)
     positions = torch.arange(total, dtype=torch.int64, device=repeats.device)
     return torch.searchsorted(ends, positions, right=True).to(repeats.dtype)
 
