@@ -784,6 +784,23 @@ def _shapes_of_one_element_count(rank: int, world_size: int) -> None:
         received = torch.zeros(2, 3, device="neuron")
         dist.recv(received, src=0)
         assert_close(received.cpu(), torch.arange(6.0).reshape(2, 3))
+    # A rank's own input and outputs of different shapes (helper-71: gloo refused them on that rank
+    # alone, after the ranks agreed, and the next collective crashed the other).
+    outputs = [torch.zeros(2, 3, device="neuron") for _ in range(world_size)]
+    dist.all_gather(outputs, torch.arange(6.0, device="neuron").reshape(shape) + rank)
+    assert_close(torch.stack([o.cpu().flatten() for o in outputs]), torch.arange(6.0) + torch.arange(2.0)[:, None])
+    gathered = [torch.zeros(6, device="neuron") for _ in range(world_size)] if rank == 0 else None
+    dist.gather(torch.arange(6.0, device="neuron").reshape(2, 3) + rank, gathered, dst=0)
+    if rank == 0:
+        assert_close(torch.stack([g.cpu() for g in gathered]), torch.arange(6.0) + torch.arange(2.0)[:, None])
+    short = [torch.zeros(6, device="neuron"), torch.zeros(4, device="neuron")] if rank == 0 else None
+    try:
+        dist.gather(torch.ones(6, device="neuron"), short, dst=0)
+    except (ValueError, RuntimeError) as error:
+        wanted = "output 1 has 4 elements where 6 are expected" if rank == 0 else "rank 0 refused its arguments"
+        assert wanted in str(error), error
+    else:
+        raise AssertionError("a gather whose root has an output of another element count did not raise")
 
 
 @check("mismatched_dtypes_raise")

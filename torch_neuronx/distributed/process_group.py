@@ -92,6 +92,29 @@ def _done(result: list[torch.Tensor]) -> dist.Work:
     return CollectiveWork(future, result)
 
 
+def _check_counts(collective: str, given: Sequence[torch.Tensor], expected: int, role: str) -> None:
+    """NCCL's rule for a list collective's own tensors: each has ``expected`` elements (shapes may
+    differ). Checked on the rank itself, before the ranks' agreement, so that a rank whose list is
+    wrong refuses there and every rank raises, rather than that rank alone raising in gloo while
+    the others wait for it.
+
+    Raises:
+        ValueError: a tensor of ``given`` has another element count.
+    """
+    for index, tensor in enumerate(given):
+        if tensor.numel() != expected:
+            raise ValueError(
+                f"neuron {collective}: {role} {index} has {tensor.numel()} elements where {expected} are "
+                f"expected; every tensor of {collective}'s list must have the element count of the "
+                "tensor it pairs with"
+            )
+
+
+def _flat(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """1-D views of contiguous host tensors, for gloo, which checks shapes where NCCL counts elements."""
+    return [tensor.view(-1) for tensor in tensors]
+
+
 def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
     """The device addresses of the storages under ``tensors``."""
     return frozenset(tensor.untyped_storage().data_ptr() for tensor in tensors)
@@ -326,12 +349,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return self._gloo.allgather(output_lists, inputs, opts)
         if len({tuple(tensor.shape) for tensor in outputs}) > 1:
             return self._allgather_uneven(outputs, inputs, opts)
-        check = functools.partial(staging.check_tensors, "all_gather", inputs + outputs, outputs_from=len(inputs))
+
+        def check() -> int:
+            device = staging.check_tensors("all_gather", inputs + outputs, outputs_from=len(inputs))
+            for input in inputs:
+                _check_counts("all_gather", outputs, input.numel(), "output")
+            return device
+
         device = self._agree("all_gather", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
-            return self._gloo.allgather(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+            hosts = _flat([staging.to_host(tensor) for tensor in inputs])
+            return self._gloo.allgather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
@@ -455,15 +485,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("gather", inputs + outputs):
             return self._gloo.gather(output_lists, inputs, opts)
-        device = self._agree(
-            "gather",
-            functools.partial(staging.check_tensors, "gather", inputs + outputs, outputs_from=len(inputs)),
-            inputs,
-        )
+
+        def check() -> int:
+            device = staging.check_tensors("gather", inputs + outputs, outputs_from=len(inputs))
+            for input in inputs:
+                _check_counts("gather", outputs, input.numel(), "output")
+            return device
+
+        device = self._agree("gather", check, inputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
-            return self._gloo.gather(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+            hosts = _flat([staging.to_host(tensor) for tensor in inputs])
+            return self._gloo.gather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
@@ -480,16 +514,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
         inputs = [tensor for inputs in input_lists for tensor in inputs]
         if self._on_cpu("scatter", inputs + outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
-        device = self._agree(
-            "scatter",
-            functools.partial(staging.check_tensors, "scatter", inputs + outputs, outputs_from=len(inputs)),
-            outputs,
-        )
+
+        def check() -> int:
+            device = staging.check_tensors("scatter", inputs + outputs, outputs_from=len(inputs))
+            for output in outputs:
+                _check_counts("scatter", inputs, output.numel(), "input")
+            return device
+
+        device = self._agree("scatter", check, outputs)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
         def launch() -> dist.Work:
-            host_lists = [[staging.to_host(tensor) for tensor in inputs] for inputs in input_lists]
-            return self._gloo.scatter(host_outputs, host_lists, opts)
+            host_lists = [_flat([staging.to_host(tensor) for tensor in inputs]) for inputs in input_lists]
+            return self._gloo.scatter(_flat(host_outputs), host_lists, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, host_outputs, strict=True)))
