@@ -185,7 +185,10 @@ def _describe(row: list[int]) -> str:
     dims = rest[:_DIMS]
     name = COLLECTIVES[collective] if 0 <= collective < len(COLLECTIVES) else "another collective"
     if reduction >= 0:
-        name += f" ({dist.ReduceOp.RedOpType(reduction).name})"
+        try:
+            name += f" ({dist.ReduceOp.RedOpType(reduction).name})"
+        except (TypeError, ValueError):  # not a fingerprint: the ranks' exchanges are out of step
+            return "a message that is not a collective's fingerprint (the ranks are out of step)"
     if count == 0:
         return name
     if numel < 0:

@@ -419,14 +419,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
             return self._gloo.allgather_coalesced(output_lists, inputs, opts)
-        check = functools.partial(
-            staging.check_tensors, "all_gather_coalesced", inputs + outputs, outputs_from=len(inputs)
-        )
+
+        def check() -> int:
+            device = staging.check_tensors("all_gather_coalesced", inputs + outputs, outputs_from=len(inputs))
+            for index, input in enumerate(inputs):
+                _check_counts("all_gather_coalesced", [row[index] for row in output_lists], input.numel(), "output")
+            return device
+
         device = self._agree("all_gather_coalesced", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def launch() -> dist.Work:
-            return self._gloo.allgather_coalesced(host_lists, [staging.to_host(tensor) for tensor in inputs], opts)
+            hosts = _flat([staging.to_host(tensor) for tensor in inputs])
+            return self._gloo.allgather_coalesced([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
