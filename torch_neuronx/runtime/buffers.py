@@ -268,11 +268,13 @@ def device_to_host(tensor: torch.Tensor, *, synchronizing: bool = True) -> np.nd
     Raises:
         RuntimeError: a pending device fault; or, in sync debug mode "error", the synchronisation.
     """
-    if synchronizing:
-        sync_debug.check(f"a host read of a {tensor.dtype} tensor of shape {tuple(tensor.shape)} on {tensor.device}")
-    recording.flush(tensor.device.index, "host read")
-    value = read_stored(tensor)
     device = tensor.device.index
+    if synchronizing:
+        sync_debug.check(
+            lambda: f"a host read of a {tensor.dtype} tensor of shape {tuple(tensor.shape)} on neuron:{device}"
+        )
+    recording.flush(device, "host read")
+    value = read_stored(tensor)
     queue.synchronize(device, "neuronHostReadSynchronize")
     if faults.open_checks:  # a value copied from another core's op: that core's fault, if it faulted
         faults.raise_depended_on(value)

@@ -30,7 +30,7 @@ class RuntimeCallbacks:
     def stream_synchronize(self, device: int, stream_id: int) -> None:
         from torch_neuronx.runtime import sync_debug
 
-        sync_debug.check(f"Stream.synchronize() on neuron:{device}")  # as CUDA's stream_synchronize
+        sync_debug.check(lambda: f"Stream.synchronize() on neuron:{device}")  # as CUDA's stream_synchronize
         if _runtime_started():
             from torch_neuronx.runtime import queue
 

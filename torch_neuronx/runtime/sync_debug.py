@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Callable
 
 #: ``torch.cuda.set_sync_debug_mode``'s names for the three modes.
 MODES = {"default": 0, "warn": 1, "error": 2}
@@ -52,15 +53,16 @@ def mode() -> int:
     return _mode
 
 
-def check(what: str) -> None:
-    """Called where the host is about to wait for the device; ``what`` names the operation.
+def check(what: Callable[[], str]) -> None:
+    """Called where the host is about to wait for the device; ``what()`` names the operation (a
+    callable, so that mode 0 formats nothing on the host-read path).
 
     Raises:
-        RuntimeError: in mode 2, "called a synchronizing neuron operation: <what>".
+        RuntimeError: in mode 2, "called a synchronizing neuron operation: <what()>".
     """
     if _mode == 0:
         return
-    message = f"called a synchronizing neuron operation: {what}"
+    message = f"called a synchronizing neuron operation: {what()}"
     if _mode == 2:
         raise RuntimeError(message)
     warnings.warn(message, UserWarning, stacklevel=_caller_stacklevel())
