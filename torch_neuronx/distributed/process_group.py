@@ -92,22 +92,32 @@ def _done(result: list[torch.Tensor]) -> dist.Work:
     return CollectiveWork(future, result)
 
 
-def _check_counts(collective: str, given: Sequence[torch.Tensor], expected: int, role: str) -> None:
-    """NCCL's rule for a list collective's own tensors: each has ``expected`` elements (shapes may
-    differ). Checked on the rank itself, before the ranks' agreement, so that a rank whose list is
-    wrong refuses there and every rank raises, rather than that rank alone raising in gloo while
-    the others wait for it.
+def _check_lists(
+    collective: str,
+    inputs: list[torch.Tensor],
+    outputs: list[torch.Tensor],
+    lists: Sequence[tuple[Sequence[torch.Tensor], int]],
+    role: str,
+) -> int:
+    """:func:`staging.check_tensors` of a list collective's tensors, then NCCL's rule for its own
+    lists: each tensor of each ``(given, expected)`` pair of ``lists`` has ``expected`` elements
+    (shapes may differ; ``role`` names the tensors in the error). Checked on the rank itself, before
+    the ranks' agreement, so that a rank whose list is wrong refuses there and every rank raises,
+    rather than that rank alone raising in gloo while the others wait for it. Returns the core.
 
     Raises:
-        ValueError: a tensor of ``given`` has another element count.
+        ValueError: a tensor of a list has another element count (and check_tensors' errors).
     """
-    for index, tensor in enumerate(given):
-        if tensor.numel() != expected:
-            raise ValueError(
-                f"neuron {collective}: {role} {index} has {tensor.numel()} elements where {expected} are "
-                f"expected; every tensor of {collective}'s list must have the element count of the "
-                "tensor it pairs with"
-            )
+    device = staging.check_tensors(collective, inputs + outputs, outputs_from=len(inputs))
+    for given, expected in lists:
+        for index, tensor in enumerate(given):
+            if tensor.numel() != expected:
+                raise ValueError(
+                    f"neuron {collective}: {role} {index} has {tensor.numel()} elements where {expected} are "
+                    f"expected; every tensor of {collective}'s list must have the element count of the "
+                    "tensor it pairs with"
+                )
+    return device
 
 
 def _flat(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -350,12 +360,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if len({tuple(tensor.shape) for tensor in outputs}) > 1:
             return self._allgather_uneven(outputs, inputs, opts)
 
-        def check() -> int:
-            device = staging.check_tensors("all_gather", inputs + outputs, outputs_from=len(inputs))
-            for input in inputs:
-                _check_counts("all_gather", outputs, input.numel(), "output")
-            return device
-
+        counts = [(outputs, input.numel()) for input in inputs]
+        check = functools.partial(_check_lists, "all_gather", inputs, outputs, counts, "output")
         device = self._agree("all_gather", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
@@ -420,12 +426,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
             return self._gloo.allgather_coalesced(output_lists, inputs, opts)
 
-        def check() -> int:
-            device = staging.check_tensors("all_gather_coalesced", inputs + outputs, outputs_from=len(inputs))
-            for index, input in enumerate(inputs):
-                _check_counts("all_gather_coalesced", [row[index] for row in output_lists], input.numel(), "output")
-            return device
-
+        counts = [([row[index] for row in output_lists], input.numel()) for index, input in enumerate(inputs)]
+        check = functools.partial(_check_lists, "all_gather_coalesced", inputs, outputs, counts, "output")
         device = self._agree("all_gather_coalesced", check, inputs + outputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
@@ -491,12 +493,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("gather", inputs + outputs):
             return self._gloo.gather(output_lists, inputs, opts)
 
-        def check() -> int:
-            device = staging.check_tensors("gather", inputs + outputs, outputs_from=len(inputs))
-            for input in inputs:
-                _check_counts("gather", outputs, input.numel(), "output")
-            return device
-
+        counts = [(outputs, input.numel()) for input in inputs]
+        check = functools.partial(_check_lists, "gather", inputs, outputs, counts, "output")
         device = self._agree("gather", check, inputs)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
@@ -520,12 +518,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("scatter", inputs + outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
 
-        def check() -> int:
-            device = staging.check_tensors("scatter", inputs + outputs, outputs_from=len(inputs))
-            for output in outputs:
-                _check_counts("scatter", inputs, output.numel(), "input")
-            return device
-
+        counts = [(inputs, output.numel()) for output in outputs]
+        check = functools.partial(_check_lists, "scatter", inputs, outputs, counts, "input")
         device = self._agree("scatter", check, outputs)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 

@@ -71,11 +71,10 @@ def check_tensors(
             return f"tensor {position}"
         return f"input {position}" if position < outputs_from else f"output {position - outputs_from}"
 
-    mixed = any(tensor.device.type == "neuron" for tensor in tensors)
     for position, tensor in enumerate(tensors):
         if tensor.device.type != "neuron" or tensor.layout != torch.strided:
             dense = " (tensor.to_dense() for a sparse one)" if tensor.layout != torch.strided else ""
-            if mixed and tensor.device.type != "neuron":
+            if tensor.device.type != "neuron" and any(other.device.type == "neuron" for other in tensors):
                 advice = (
                     "the others are neuron tensors, and one call's tensors must all be on neuron: move it with "
                     f"tensor.to('neuron'){dense}"
