@@ -13,6 +13,7 @@ one job serves many tests.
 from __future__ import annotations
 
 import datetime
+import os
 import time
 import traceback
 import warnings
@@ -65,8 +66,15 @@ def strided_view(base: torch.Tensor) -> torch.Tensor:
 
 
 def init(rank: int, world_size: int, backend: str = "cpu:gloo,neuron:neuron", timeout: float = 60.0) -> None:
-    """Joins the job's default group (the harness put MASTER_ADDR/PORT in the environment)."""
-    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
+    """Joins the job's default group (the harness put MASTER_ADDR/PORT and LOCAL_RANK in the
+    environment), bound to the core of its LOCAL_RANK, as NCCL jobs bind theirs with ``device_id``."""
+    dist.init_process_group(
+        backend,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout),
+        device_id=torch.device("neuron", int(os.environ["LOCAL_RANK"]) % torch.neuron.device_count()),
+    )
 
 
 def run(names: list[str]) -> dict[str, str | None]:
@@ -686,14 +694,44 @@ def _send_tag_out_of_range(rank: int, world_size: int) -> None:
 @check("device_id_binds_the_group")
 def _device_id_binds_the_group(rank: int, world_size: int) -> None:
     # As NCCL's: the group keeps the device it was given, and its barrier needs no guess (no warning).
+    # A group made without device_id inherits the default group's (c10d's new_group); the default
+    # group of these checks is bound (init()).
     core = torch.device("neuron", torch.neuron.current_device())
+    assert dist.group.WORLD.bound_device_id == core, dist.group.WORLD.bound_device_id
     group = dist.new_group(ranks=list(range(world_size)), backend="neuron", device_id=core)
     assert group.bound_device_id == core, group.bound_device_id
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dist.barrier(group=group)
-    unbound = dist.new_group(ranks=list(range(world_size)), backend="neuron")
-    assert unbound.bound_device_id is None, unbound.bound_device_id
+    inheriting = dist.new_group(ranks=list(range(world_size)), backend="neuron")
+    assert inheriting.bound_device_id == core, inheriting.bound_device_id
+
+
+@check("split_group")
+def _split_group(rank: int, world_size: int) -> None:
+    # dist.split_group (and init_device_mesh over several dimensions, which uses it once the default
+    # group is bound to a device): one subgroup per rank, then the same ranks split off a second
+    # time, as a mesh dimension that matches an earlier split does.
+    alone = dist.split_group(split_ranks=[[r] for r in range(world_size)])
+    assert alone.size() == 1 and alone.bound_device_id == dist.group.WORLD.bound_device_id, alone
+    cpu = make_input((3, 2), torch.float32, rank)
+    neuron = cpu.to("neuron")
+    dist.all_reduce(neuron, group=alone)
+    assert_close(neuron.cpu(), cpu)
+    for _ in range(2):
+        everyone = dist.split_group(split_ranks=[list(range(world_size))])
+        assert dist.get_process_group_ranks(everyone) == list(range(world_size))
+        neuron = cpu.to("neuron")
+        dist.all_reduce(neuron, group=everyone)
+        assert_close(neuron.cpu(), sum(make_input((3, 2), torch.float32, r) for r in range(world_size)))
+    left_out = dist.split_group(split_ranks=[[0]])
+    assert (left_out is None) == (rank != 0), left_out
+    try:
+        dist.split_group(split_ranks=[[0]], pg_options=dist.ProcessGroupGloo._Options())
+    except ValueError as error:
+        assert "the neuron backend takes no pg_options" in str(error), error
+    else:
+        raise AssertionError("split_group with pg_options did not raise")
 
 
 @check("barrier")

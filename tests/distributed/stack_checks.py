@@ -562,7 +562,12 @@ SUITES: dict[str, list[Callable[[Group], None]]] = {
         check_dcp_sharded_save_load,
     ],
     "mesh2d": [check_fsdp2_tp_2d],
+    # The same with the default group bound to its core (device_id), as NCCL jobs and TorchTitan
+    # bind theirs: init_device_mesh then builds the mesh's dimension groups with split_group.
+    "mesh2d_bound": [check_fsdp2_tp_2d],
 }
+#: Suites whose default group is created with ``device_id`` (the others' meshes use new_group).
+BOUND_SUITES = {"mesh2d_bound"}
 
 
 def check_names(suite: str) -> list[str]:
@@ -577,7 +582,10 @@ def main(suite: str, device_type: str, out_dir: str) -> None:
         device = torch.device("neuron", torch.neuron.current_device())
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=120))
+    bound = device if device_type == "neuron" and suite in BOUND_SUITES else None
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=120), device_id=bound)
+    # init_device_mesh splits the default group when, and only when, it is bound to a core.
+    assert dist.group.WORLD.bound_device_id == bound, (dist.group.WORLD.bound_device_id, bound)
     group = Group(rank, world_size, device, pathlib.Path(out_dir))
     results: dict[str, str | None] = {}
     for check in SUITES[suite]:

@@ -27,6 +27,7 @@ SAMPLE = [
     "send_recv_mismatched_size_raises",
     "shapes_of_one_element_count_compute",
     "all_gather_object",
+    "split_group",
     "cpu_tensor_on_neuron_group_raises",
     "dtypes_nccl_lacks_raise",
     "arguments_refused_on_one_rank_raise_on_every_rank",

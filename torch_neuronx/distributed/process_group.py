@@ -130,6 +130,27 @@ def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
     return frozenset(tensor.untyped_storage().data_ptr() for tensor in tensors)
 
 
+class _GlooTransport(dist.ProcessGroupGloo):
+    """The gloo group that carries a neuron group's host-staged collectives, registered as that
+    group's backend for the neuron device (so that ``group._device_types`` names neuron).
+
+    ``dist.split_group`` deep-copies the ``options`` of the parent's device backend before it asks
+    the parent group to split; gloo's options cannot be copied (a pybind object without pickling).
+    The neuron group takes no backend options, so there are none to copy.
+
+    Once the default group is bound to a core (``init_process_group(device_id=...)``), c10d's
+    ``new_group`` has every rank left out of the new group call ``perform_nocolor_split`` on this
+    backend, NCCL's way of keeping ``ncclCommSplit`` collective. A neuron group's new groups
+    rendezvous among their members only, so a rank left out has nothing to do."""
+
+    @property
+    def options(self) -> None:
+        return None
+
+    def perform_nocolor_split(self, device: torch.device) -> None:
+        """Nothing: a rank outside a new group takes no part in its rendezvous (see the class)."""
+
+
 class NeuronProcessGroup(dist.ProcessGroup):
     """A c10d process group for neuron tensors (the ``neuron`` backend of ``init_process_group``).
 
@@ -142,13 +163,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> None:
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._store = store
+        self._gloo = _GlooTransport(store, rank, size, timeout)
         self._timeout = timeout
         self._cpu_allowed: bool | None = None
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
         self._pending: list[tuple[frozenset[int], torch.futures.Future]] = []
         self._pending_lock = threading.Lock()
+        self._splits = 0
         register_device_backend(self, "neuron", self._gloo)
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
@@ -156,6 +179,64 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __repr__(self) -> str:
         return f"NeuronProcessGroup(rank={self.rank()}, size={self.size()})"
+
+    def get_group_store(self) -> dist.Store:
+        """The store the group was created with (c10d's ``ProcessGroup.get_group_store``)."""
+        return self._store
+
+    def split_group(
+        self,
+        ranks: Sequence[int],
+        timeout: datetime.timedelta | None = None,
+        opts: object | None = None,
+        group_name: str | None = None,
+        group_desc: str | None = None,
+        device_types: Sequence[torch.device] | None = None,
+    ) -> NeuronProcessGroup | None:
+        """The step of ``dist.split_group`` (and of ``init_device_mesh`` after
+        ``init_process_group(device_id=...)``) that makes the new group: a neuron group of the
+        ``ranks`` of this group (sorted group ranks) with its own gloo transport. Only the members
+        meet, as in NCCL's ``ncclCommSplit``; a rank outside ``ranks`` gets ``None``, as c10d's
+        ``splitGroup`` returns. Every rank of this group makes each split call (c10d requires it),
+        so the calls' count is the same on every rank: the members' transport rendezvous in this
+        group's store under that count and their ranks (NCCL's split color). Not under
+        ``group_name``: c10d hashes it from the ranks and the number of groups this process
+        registered, which differs between ranks once a split has left some of them out.
+
+        Raises:
+            ValueError: ``opts`` given (the neuron backend takes no options), ``device_types``
+                without neuron (the group splits whole), a rank outside this group, or no
+                ``group_name`` (c10d always passes one).
+        """
+        if opts is not None:
+            raise ValueError(
+                f"neuron split_group: the neuron backend takes no pg_options (got {type(opts).__name__}); leave "
+                "pg_options out"
+            )
+        if device_types is not None and not any(device.type == "neuron" for device in device_types):
+            raise ValueError(
+                f"neuron split_group: backend selects {[str(d) for d in device_types]}, but a neuron group splits "
+                "with its neuron backend; leave backend out or include neuron:neuron"
+            )
+        if group_name is None:
+            raise ValueError("neuron split_group: a group_name is needed (dist.split_group passes one)")
+        self._splits += 1
+        members = list(ranks)
+        outside = [rank for rank in members if not 0 <= rank < self.size()]
+        if outside:
+            raise ValueError(f"neuron split_group: ranks {outside} are not ranks of a group of size {self.size()}")
+        if self.rank() not in members:
+            return None
+        child = NeuronProcessGroup(
+            dist.PrefixStore(f"split{self._splits}/{'_'.join(map(str, members))}/", self._store),
+            members.index(self.rank()),
+            len(members),
+            timeout if timeout is not None else self._timeout,
+        )
+        child._set_group_name(group_name)
+        if group_desc is not None:
+            child._set_group_desc(group_desc)
+        return child
 
     # ---------------------------------------------------------------- dispatch helpers
 

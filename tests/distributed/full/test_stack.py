@@ -1,5 +1,7 @@
 """The parallelism stack on the ``neuron`` c10d backend: DDP, FSDP2, DTensor, tensor and pipeline
-parallelism, distributed checkpoint and FSDP2 + TP on a 2-D mesh, each against one CPU process.
+parallelism, distributed checkpoint and FSDP2 + TP on a 2-D mesh (its dimension groups made by
+new_group, and by split_group when the default group is bound to a core), each against one CPU
+process.
 
 The checks live in ``stack_checks.py``; one group of processes runs a whole suite and each check is
 reported here as its own test. Part of ``make test-distributed`` (``full/``); the default run has
@@ -40,6 +42,11 @@ def mesh2d_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     return _run(tmp_path_factory, "mesh2d", 4)
 
 
+@pytest.fixture(scope="module")
+def mesh2d_bound_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    return _run(tmp_path_factory, "mesh2d_bound", 4)
+
+
 @pytest.mark.parametrize("check", check_names("stack"))
 def test_stack_two_processes(stack_results: list[dict], check: str) -> None:
     assert not check_failures(stack_results, check), check_failures(stack_results, check)
@@ -48,3 +55,9 @@ def test_stack_two_processes(stack_results: list[dict], check: str) -> None:
 @pytest.mark.parametrize("check", check_names("mesh2d"))
 def test_stack_four_processes(mesh2d_results: list[dict], check: str) -> None:
     assert not check_failures(mesh2d_results, check), check_failures(mesh2d_results, check)
+
+
+@pytest.mark.parametrize("check", check_names("mesh2d_bound"))
+def test_stack_four_processes_bound_to_cores(mesh2d_bound_results: list[dict], check: str) -> None:
+    # init_process_group(device_id=...): the mesh's dimension groups come from split_group.
+    assert not check_failures(mesh2d_bound_results, check), check_failures(mesh2d_bound_results, check)
