@@ -232,6 +232,56 @@ def _async(rank: int, world_size: int) -> None:
     assert future_value[0] is neuron
 
 
+@check("async_collective_returns_before_the_peers_call_it")
+def _async_returns_at_once(rank: int, world_size: int) -> None:
+    # NCCL enqueues an async collective and returns: rank 0's all_reduce on one group must not wait
+    # for rank 1, which first receives on another group what rank 0 sends after its all_reduce.
+    # (The groups' short timeout bounds the job's time if this regresses into a wait.)
+    timeout = datetime.timedelta(seconds=10)
+    reducing, sending = (dist.new_group(list(range(world_size)), timeout=timeout) for _ in range(2))
+    reduced, message = torch.ones(4, device="neuron"), torch.full((3,), 7.0, device="neuron")
+    if rank == 0:
+        work = dist.all_reduce(reduced, group=reducing, async_op=True)
+        for peer in range(1, world_size):
+            dist.send(message, peer, group=sending)
+        work.wait()
+    else:
+        received = torch.zeros(3, device="neuron")
+        dist.recv(received, 0, group=sending)
+        assert_close(received.cpu(), message.cpu())
+        dist.all_reduce(reduced, group=reducing)
+    assert_close(reduced.cpu(), torch.full((4,), float(world_size)))
+
+
+@check("async_disagreement_raises_at_wait_on_every_rank")
+def _async_disagreement(rank: int, world_size: int) -> None:
+    # An async collective's agreement is checked after the call returns: the ranks' disagreement
+    # (here element counts) raises at wait() on every rank, no rank posts the collective, and the
+    # group goes on working.
+    mismatched = dist.all_reduce(torch.ones(4 + rank, device="neuron"), async_op=True)
+    agreed = torch.ones(2, device="neuron")
+    after = dist.all_reduce(agreed, async_op=True)
+    try:
+        mismatched.wait()
+    except RuntimeError as error:
+        assert "the ranks disagree" in str(error), error
+    else:
+        raise AssertionError("an all_reduce whose ranks disagree did not raise at wait()")
+    assert not mismatched.is_success()
+    after.wait()
+    assert_close(agreed.cpu(), torch.full((2,), float(world_size)))
+    # A rank that refuses its own arguments raises at the call; the others at wait().
+    refused = torch.ones(2, device="neuron").to(torch.int16 if rank == 1 else torch.int32)
+    try:
+        dist.all_reduce(refused, async_op=True).wait()
+    except TypeError as error:
+        assert rank == 1 and "not supported for NCCL process group: Short" in str(error), error
+    except RuntimeError as error:
+        assert rank != 1 and "rank 1 refused its arguments" in str(error), error
+    else:
+        raise AssertionError("an all_reduce that rank 1 refuses did not raise")
+
+
 @check("all_reduce_async_then_sync_on_one_tensor")
 def _async_then_sync(rank: int, world_size: int) -> None:
     # NCCL runs a group's collectives in order: the second reduces the first's result.

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["check_agreement", "dtype_code", "dtype_name"]
+__all__ = ["check_agreement", "dtype_code", "dtype_name", "start_agreement"]
 
 #: Every collective the neuron group checks, so that any rank can name what another one called.
 COLLECTIVES = (
@@ -116,6 +116,47 @@ def _fingerprint(
     )
 
 
+def start_agreement(
+    gloo: dist.ProcessGroup,
+    collective: str,
+    tensors: Sequence[torch.Tensor],
+    sizes: bool = True,
+    op: dist.ReduceOp | None = None,
+    exchange: tuple[Sequence[int], Sequence[int]] | None = None,
+    refused: Exception | None = None,
+) -> torch.futures.Future:
+    """Posts this rank's fingerprint of the call to ``gloo`` and returns a future of the verdict:
+    ``None`` when all ranks call ``collective`` with the same reduction ``op`` on tensors of the
+    same dtypes and, with ``sizes``, the same element counts, as NCCL requires (shapes may differ;
+    ``sizes=False`` for collectives whose sizes may differ per rank, such as an uneven
+    ``all_to_all_single``); otherwise the exception to raise, as the future's value (gloo's own
+    error too, the group's timeout for one: the future itself does not fail). ``exchange`` is an
+    all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
+    rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
+    arguments, posted so that the other ranks learn of it and none of them waits for a collective
+    that will not come (NCCL's ranks would, until the group's timeout); it is the verdict here.
+
+    The verdict's exceptions: ``refused``; or RuntimeError when the ranks disagree (the message
+    says what each rank passed) or another rank refused its arguments.
+    """
+    size = gloo.size()
+    if size == 1:
+        verdict = torch.futures.Future()
+        verdict.set_result(refused)
+        return verdict
+    mine = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
+    everyone = torch.empty(size * mine.numel(), dtype=torch.int64)
+
+    def judge(future: torch.futures.Future) -> Exception | None:
+        try:
+            future.value()
+        except Exception as error:  # noqa: BLE001 (gloo's error, the timeout's for one, is the verdict)
+            return error
+        return refused or _disagreement(collective, mine, everyone.view(size, -1), exchange is not None)
+
+    return gloo._allgather_base(everyone, mine).get_future().then(judge)
+
+
 def check_agreement(
     gloo: dist.ProcessGroup,
     collective: str,
@@ -125,35 +166,24 @@ def check_agreement(
     exchange: tuple[Sequence[int], Sequence[int]] | None = None,
     refused: Exception | None = None,
 ) -> None:
-    """Raises on every rank unless all ranks call ``collective`` with the same reduction ``op`` on
-    tensors of the same dtypes and, with ``sizes``, the same element counts, as NCCL requires
-    (shapes may differ; ``sizes=False`` for collectives
-    whose sizes may differ per rank, such as an uneven ``all_to_all_single``). ``exchange`` is an
-    all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
-    rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
-    arguments, raised here after the other ranks learnt of it, so that none of them waits for a
-    collective that will not come (NCCL's ranks would, until the group's timeout).
+    """:func:`start_agreement`, waited for: raises its verdict on every rank unless the ranks agree.
 
     Raises:
-        RuntimeError: the ranks disagree, the message saying what each rank passed; or another rank
-            refused its arguments.
+        RuntimeError: the ranks disagree, or another rank refused its arguments.
         Exception: ``refused``, on the rank that refused.
     """
-    size = gloo.size()
-    if size == 1:
-        if refused is not None:
-            raise refused
-        return
-    mine = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
-    everyone = torch.empty(size * mine.numel(), dtype=torch.int64)
-    gloo._allgather_base(everyone, mine).wait()
-    rows = everyone.view(size, -1)
-    if refused is not None:
-        raise refused
+    verdict = start_agreement(gloo, collective, tensors, sizes, op, exchange, refused).wait()
+    if verdict is not None:
+        raise verdict
+
+
+def _disagreement(collective: str, mine: torch.Tensor, rows: torch.Tensor, exchanged: bool) -> Exception | None:
+    """The error for the ranks' fingerprints ``rows`` (one per rank; this rank's is ``mine``), or None."""
+    size = rows.shape[0]
     refusing = [rank for rank, flag in enumerate(rows[:, _REFUSED].tolist()) if flag]
     if refusing:
         ranks = ", ".join(map(str, refusing))
-        raise RuntimeError(
+        return RuntimeError(
             f"neuron {collective}: rank {ranks} refused its arguments (its error says why), so this rank raises "
             "too instead of waiting for a collective that will not come"
         )
@@ -161,12 +191,12 @@ def check_agreement(
     sent, received = rows[:, FINGERPRINT : FINGERPRINT + size], rows[:, FINGERPRINT + size :]
     if not bool((calls[:, _COMPARED] == mine[_COMPARED]).all()):
         described = "; ".join(f"rank {rank}: {_describe(row)}" for rank, row in enumerate(calls.tolist()))
-        raise RuntimeError(
+        return RuntimeError(
             f"neuron {collective}: the ranks disagree on the collective, its reduction or its tensors' dtypes "
             f"and sizes ({described}); every rank must call the same collective with tensors of the same "
             "dtype and number of elements"
         )
-    if exchange is not None and not bool((sent == received.t()).all()):
+    if exchanged and not bool((sent == received.t()).all()):
         wrong = [
             f"rank {source} sends {sent[source, target]} elements to rank {target}, which expects "
             f"{received[target, source]}"
@@ -174,10 +204,11 @@ def check_agreement(
             for target in range(size)
             if sent[source, target] != received[target, source]
         ]
-        raise RuntimeError(
+        return RuntimeError(
             f"neuron {collective}: the ranks disagree on the split sizes ({'; '.join(wrong)}); what each rank "
             "sends another must be what that rank's output splits expect from it"
         )
+    return None
 
 
 def _describe(row: list[int]) -> str:

@@ -7,13 +7,18 @@ created with ``"cpu:gloo,neuron:neuron"``; otherwise they raise, as NCCL's do.
 
 Ordering (as NCCL's): staging waits for the earlier work of the tensors' core, so a collective sees
 everything launched before it on the current stream. With ``async_op=False`` the results are back
-on the device when the call returns. With ``async_op=True`` gloo runs in the background and the
-copy back happens when it finishes; ``work.wait()`` (or ``work.get_future().wait()``) returns once
-the results are bound to the tensors, so every op launched after it reads them.
+on the device when the call returns. With ``async_op=True`` the call returns once the tensors are
+staged, without waiting for the other ranks (NCCL enqueues): the ranks' agreement
+(``agreement.py``, on a gloo transport of its own), gloo's collective (made in the group's call
+order, ``call_order.py``) and the copy back run in the background; ``work.wait()`` (or
+``work.get_future().wait()``) returns once the results are bound to the tensors, so every op
+launched after it reads them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import functools
 import itertools
@@ -26,13 +31,23 @@ import torch
 import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend
-from torch_neuronx.distributed import agreement, point_to_point, reduce_ops, staging
+from torch_neuronx.distributed import agreement, call_order, point_to_point, reduce_ops, staging
 from torch_neuronx.runtime import launch_records
 
 __all__ = ["NeuronProcessGroup"]
 
 #: A finished gloo collective's results, turned into the tensors the caller gave: host -> device.
 Finish = Callable[[], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Agreed:
+    """A collective whose arguments this rank accepted: the core of its tensors, and the verdict
+    of the ranks' agreement (``agreement.start_agreement``'s future; resolved for a synchronous
+    call, which waited for it)."""
+
+    device: int
+    verdict: torch.futures.Future
 
 
 class CollectiveWork(dist.Work):
@@ -165,6 +180,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._store = store
         self._gloo = _GlooTransport(store, rank, size, timeout)
+        # The agreements travel apart from the collectives: they are posted when a collective is
+        # called, the collectives once their agreement is in (call_order.py).
+        self._agreement_transport = dist.ProcessGroupGloo(dist.PrefixStore("agreement/", store), rank, size, timeout)
+        self._order = call_order.CallOrder()
         self._timeout = timeout
         self._cpu_allowed: bool | None = None
         self._coalesced_works: list[dist.Work] | None = None
@@ -251,6 +270,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             except (RuntimeError, ValueError):
                 config = ""
             self._cpu_allowed = "cpu:" in config
+        if self._cpu_allowed:
+            self._order.wait_posted()  # gloo matches calls by order: after the neuron ones called before
         return self._cpu_allowed
 
     def _agree(
@@ -259,55 +280,88 @@ class NeuronProcessGroup(dist.ProcessGroup):
         check: Callable[[], int],
         tensors: Sequence[torch.Tensor],
         exchange: Callable[[], tuple[list[int], list[int]]] | None = None,
+        async_op: bool = False,
         **fingerprint: object,
-    ) -> int:
+    ) -> _Agreed:
         """This rank's argument checks (``check``, returning the core; ``exchange``, an all-to-all's
         elements sent and received), then the agreement with the other ranks
-        (``agreement.check_agreement``), which a refusal reaches first: the refusing rank raises its
-        error there and every other rank raises too, so that none waits for the collective until
-        the group's timeout."""
+        (``agreement.start_agreement``), which a refusal reaches first: the refusing rank raises its
+        error and every other rank raises too, so that none waits for the collective until the
+        group's timeout. A synchronous call waits for the agreement and raises here; an asynchronous
+        one returns at once (its work raises), as NCCL's enqueue does."""
         try:
             device, refused = check(), None
             sent_and_received = exchange() if exchange is not None else None
         except (ValueError, TypeError, RuntimeError) as error:
             device, sent_and_received, refused = -1, None, error
-        agreement.check_agreement(
-            self._gloo, collective, tensors, exchange=sent_and_received, refused=refused, **fingerprint
+        verdict = agreement.start_agreement(
+            self._agreement_transport,
+            collective,
+            tensors,
+            exchange=sent_and_received,
+            refused=refused,
+            **fingerprint,
         )
-        return device
+        if refused is not None:
+            if not async_op:
+                verdict.wait()  # the others have this rank's fingerprint before it moves on
+            raise refused
+        if not async_op:
+            error = verdict.wait()
+            if error is not None:
+                raise error
+            verdict = call_order.agreed()
+        return _Agreed(device, verdict)
 
     def _run(
         self,
         collective: str,
-        device: int,
+        agreed: _Agreed,
         nbytes: int,
         async_op: bool,
-        launch: Callable[[], dist.Work],
+        stage: Callable[[], call_order.Post],
         finish: Finish,
         result: list[torch.Tensor],
         touched: Sequence[torch.Tensor],
     ) -> dist.Work:
-        """Runs the host-staged part of a collective (``launch``: stage, then start gloo), then
-        ``finish`` (copy the results back) once gloo is done: before returning, or, with
-        ``async_op``, when gloo completes (the returned work's future completes after it).
+        """Stages a collective's tensors to the host now (``stage``, returning its gloo call), makes
+        the gloo call in the group's call order once the ranks agree, then ``finish`` (copy the
+        results back) once gloo is done: before returning, or, with ``async_op``, when gloo
+        completes (the returned work's future completes after it).
 
         ``touched`` (the tensors the collective reads or writes) orders it after this group's
         unfinished async collectives on the same storages, as NCCL orders a group's collectives on
         its stream: ``all_reduce(t, async_op=True); all_reduce(t)`` reduces the first result."""
         self._after_pending(touched)
-        with launch_records.collective(collective, device, nbytes):
-            work = launch()
+        with launch_records.collective(collective, agreed.device, nbytes):
+            posted = self._order.post(agreed.verdict, stage())
             if not async_op:
+                work = posted.wait()
+                if isinstance(work, Exception):
+                    raise work
                 work.wait()
                 finish()
                 return self._coalesced(_done(result))
 
-        def completed(future: torch.futures.Future) -> list[torch.Tensor]:
-            future.value()  # raises gloo's error, if any
-            finish()
-            return result
+        finished = torch.futures.Future()
 
-        finished = work.get_future().then(completed)
+        def completed(gloo_future: torch.futures.Future) -> None:
+            try:
+                gloo_future.value()
+                finish()
+            except Exception as error:  # noqa: BLE001 (the work raises it)
+                finished.set_exception(error)
+            else:
+                finished.set_result(result)
+
+        def started(posted_future: torch.futures.Future) -> None:
+            work = posted_future.value()
+            if isinstance(work, Exception):
+                finished.set_exception(work)
+            else:
+                work.get_future().add_done_callback(completed)
+
+        posted.add_done_callback(started)
         with self._pending_lock:
             self._pending.append((_storages(touched), finished))
         return self._coalesced(CollectiveWork(finished, result))
@@ -336,32 +390,32 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_reduce", tensors):
             return self._gloo.allreduce(tensors, opts)
         check = functools.partial(staging.check_tensors, "all_reduce", tensors, reduces=True)
-        device = self._agree("all_reduce", check, tensors, op=opts.reduceOp)
+        agreed = self._agree("all_reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         state = {}
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = [staging.to_host(tensor) for tensor in tensors]
             gloo_op, state["post"] = reduce_ops.prepare("all_reduce", opts.reduceOp, hosts, self.size())
             state["hosts"] = hosts
             gloo_opts = dist.AllreduceOptions()
             gloo_opts.reduceOp = gloo_op
             gloo_opts.timeout = opts.timeout
-            return self._gloo.allreduce(hosts, gloo_opts)
+            return lambda: self._gloo.allreduce(hosts, gloo_opts)
 
         def finish() -> None:
             state["post"](state["hosts"])
             staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("all_reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
+        return self._run("all_reduce", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: dist.AllreduceCoalescedOptions) -> dist.Work:
         if self._on_cpu("all_reduce_coalesced", tensors):
             return self._gloo.allreduce_coalesced(tensors, opts)
         check = functools.partial(staging.check_tensors, "all_reduce_coalesced", tensors, reduces=True)
-        device = self._agree("all_reduce_coalesced", check, tensors, op=opts.reduceOp)
+        agreed = self._agree("all_reduce_coalesced", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         state = {}
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = [staging.to_host(tensor) for tensor in tensors]
             gloo_op, state["post"] = reduce_ops.prepare("all_reduce_coalesced", opts.reduceOp, hosts, self.size())
             state["hosts"] = hosts
@@ -374,26 +428,27 @@ class NeuronProcessGroup(dist.ProcessGroup):
             for host in hosts:
                 by_dtype.setdefault(host.dtype, []).append(host)
             if len(by_dtype) == 1:
-                return self._gloo.allreduce_coalesced(hosts, gloo_opts)
-            return _gathered([self._gloo.allreduce_coalesced(group, gloo_opts) for group in by_dtype.values()], hosts)
+                return lambda: self._gloo.allreduce_coalesced(hosts, gloo_opts)
+            groups = list(by_dtype.values())
+            return lambda: _gathered([self._gloo.allreduce_coalesced(group, gloo_opts) for group in groups], hosts)
 
         def finish() -> None:
             state["post"](state["hosts"])
             staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
         return self._run(
-            "all_reduce_coalesced", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors
+            "all_reduce_coalesced", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors
         )
 
     def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
         if self._on_cpu("reduce", tensors):
             return self._gloo.reduce(tensors, opts)
         check = functools.partial(staging.check_tensors, "reduce", tensors, reduces=True)
-        device = self._agree("reduce", check, tensors, op=opts.reduceOp)
+        agreed = self._agree("reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         is_root = self.rank() == opts.rootRank
         state = {}
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = [staging.to_host(tensor) for tensor in tensors]
             gloo_op, state["post"] = reduce_ops.prepare("reduce", opts.reduceOp, hosts, self.size())
             state["hosts"] = hosts
@@ -402,7 +457,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             gloo_opts.rootRank = opts.rootRank
             gloo_opts.rootTensor = opts.rootTensor
             gloo_opts.timeout = opts.timeout
-            return self._gloo.reduce(hosts, gloo_opts)
+            return lambda: self._gloo.reduce(hosts, gloo_opts)
 
         def finish() -> None:
             # Only the root receives the result; the other ranks' tensors stay as they were (NCCL's).
@@ -410,25 +465,27 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 state["post"](state["hosts"])
                 staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("reduce", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
+        return self._run("reduce", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
         if self._on_cpu("broadcast", tensors):
             return self._gloo.broadcast(tensors, opts)
-        device = self._agree("broadcast", functools.partial(staging.check_tensors, "broadcast", tensors), tensors)
+        agreed = self._agree(
+            "broadcast", functools.partial(staging.check_tensors, "broadcast", tensors), tensors, async_op=opts.asyncOp
+        )
         is_root = self.rank() == opts.rootRank
         hosts: list[torch.Tensor] = []
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             # Only the root's values travel: the other ranks receive into empty host tensors.
             hosts.extend(staging.to_host(t) if is_root else staging.empty_host(t) for t in tensors)
-            return self._gloo.broadcast(hosts, opts)
+            return lambda: self._gloo.broadcast(hosts, opts)
 
         def finish() -> None:
             if not is_root:
                 staging.copy_back(list(zip(tensors, hosts, strict=True)))
 
-        return self._run("broadcast", device, staging.nbytes(tensors), opts.asyncOp, launch, finish, tensors, tensors)
+        return self._run("broadcast", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors)
 
     # ---------------------------------------------------------------- gathers
 
@@ -443,18 +500,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [(outputs, input.numel()) for input in inputs]
         check = functools.partial(_check_lists, "all_gather", inputs, outputs, counts, "output")
-        device = self._agree("all_gather", check, inputs + outputs)
+        agreed = self._agree("all_gather", check, inputs + outputs, async_op=opts.asyncOp)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = _flat([staging.to_host(tensor) for tensor in inputs])
-            return self._gloo.allgather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
+            return lambda: self._gloo.allgather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
         return self._run(
-            "all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+            "all_gather", agreed, staging.nbytes(inputs), opts.asyncOp, stage, finish, outputs, inputs + outputs
         )
 
     def _allgather_uneven(
@@ -478,15 +535,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 raise TypeError(f"neuron all_gather: every output must be {inputs[0].dtype}, the input's dtype")
             return device
 
-        device = self._agree("all_gather", check, outputs)
+        agreed = self._agree("all_gather", check, outputs, async_op=opts.asyncOp)
         padded = max(tensor.numel() for tensor in outputs)
         wire = staging.wire_dtype(inputs[0].dtype)
         host_outputs = [torch.empty(padded, dtype=wire) for _ in outputs]
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             host_input = torch.zeros(padded, dtype=wire)
             host_input[: inputs[0].numel()] = staging.to_host(inputs[0]).view(-1)
-            return self._gloo.allgather([host_outputs], [host_input], opts)
+            return lambda: self._gloo.allgather([host_outputs], [host_input], opts)
 
         def finish() -> None:
             staging.copy_back(
@@ -497,7 +554,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             )
 
         return self._run(
-            "all_gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+            "all_gather", agreed, staging.nbytes(inputs), opts.asyncOp, stage, finish, outputs, inputs + outputs
         )
 
     def allgather_coalesced(
@@ -509,22 +566,22 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [([row[index] for row in output_lists], input.numel()) for index, input in enumerate(inputs)]
         check = functools.partial(_check_lists, "all_gather_coalesced", inputs, outputs, counts, "output")
-        device = self._agree("all_gather_coalesced", check, inputs + outputs)
+        agreed = self._agree("all_gather_coalesced", check, inputs + outputs, async_op=opts.asyncOp)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = _flat([staging.to_host(tensor) for tensor in inputs])
-            return self._gloo.allgather_coalesced([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
+            return lambda: self._gloo.allgather_coalesced([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
         return self._run(
             "all_gather_coalesced",
-            device,
+            agreed,
             staging.nbytes(inputs),
             opts.asyncOp,
-            launch,
+            stage,
             finish,
             outputs,
             inputs + outputs,
@@ -535,22 +592,23 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("all_gather_into_tensor", [output, input]):
             return self._gloo._allgather_base(output, input, opts)
         check = functools.partial(staging.check_tensors, "all_gather_into_tensor", [input, output], outputs_from=1)
-        device = self._agree("all_gather_into_tensor", check, [output, input])
+        agreed = self._agree("all_gather_into_tensor", check, [output, input], async_op=opts.asyncOp)
         host_output = staging.empty_host(output)
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             # Flat on the host: the output may stack the inputs (world_size, *shape) or concatenate them.
-            return self._gloo._allgather_base(host_output.view(-1), staging.to_host(input).view(-1), opts)
+            host_input = staging.to_host(input).view(-1)
+            return lambda: self._gloo._allgather_base(host_output.view(-1), host_input, opts)
 
         def finish() -> None:
             staging.copy_back([(output, host_output)])
 
         return self._run(
             "all_gather_into_tensor",
-            device,
+            agreed,
             staging.nbytes([input]),
             opts.asyncOp,
-            launch,
+            stage,
             finish,
             [output],
             [output, input],
@@ -576,18 +634,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [(outputs, input.numel()) for input in inputs]
         check = functools.partial(_check_lists, "gather", inputs, outputs, counts, "output")
-        device = self._agree("gather", check, inputs)
+        agreed = self._agree("gather", check, inputs, async_op=opts.asyncOp)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             hosts = _flat([staging.to_host(tensor) for tensor in inputs])
-            return self._gloo.gather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
+            return lambda: self._gloo.gather([_flat(hosts_) for hosts_ in host_lists], hosts, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, [h for hosts in host_lists for h in hosts], strict=True)))
 
         return self._run(
-            "gather", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+            "gather", agreed, staging.nbytes(inputs), opts.asyncOp, stage, finish, outputs, inputs + outputs
         )
 
     # ---------------------------------------------------------------- scatters
@@ -601,18 +659,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [(inputs, output.numel()) for output in outputs]
         check = functools.partial(_check_lists, "scatter", inputs, outputs, counts, "input")
-        device = self._agree("scatter", check, outputs)
+        agreed = self._agree("scatter", check, outputs, async_op=opts.asyncOp)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             host_lists = [_flat([staging.to_host(tensor) for tensor in inputs]) for inputs in input_lists]
-            return self._gloo.scatter(_flat(host_outputs), host_lists, opts)
+            return lambda: self._gloo.scatter(_flat(host_outputs), host_lists, opts)
 
         def finish() -> None:
             staging.copy_back(list(zip(outputs, host_outputs, strict=True)))
 
         return self._run(
-            "scatter", device, staging.nbytes(outputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+            "scatter", agreed, staging.nbytes(outputs), opts.asyncOp, stage, finish, outputs, inputs + outputs
         )
 
     def reduce_scatter(
@@ -657,8 +715,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return device
 
         # The ranks agree on the inputs; each checks its own output against them.
-        self._agree("reduce_scatter", check, inputs, op=opts.reduceOp)
-        return self._reduce_scatter_stacked("reduce_scatter", outputs[0], inputs, opts, stack=True)
+        agreed = self._agree("reduce_scatter", check, inputs, op=opts.reduceOp, async_op=opts.asyncOp)
+        return self._reduce_scatter_stacked("reduce_scatter", agreed, outputs[0], inputs, opts, stack=True)
 
     def reduce_scatter_single(
         self, output: torch.Tensor, input: torch.Tensor, opts: dist.ReduceScatterOptions
@@ -669,19 +727,20 @@ class NeuronProcessGroup(dist.ProcessGroup):
         check = functools.partial(
             staging.check_tensors, "reduce_scatter_tensor", [input, output], reduces=True, outputs_from=1
         )
-        self._agree("reduce_scatter_tensor", check, [output, input], op=opts.reduceOp)
+        agreed = self._agree("reduce_scatter_tensor", check, [output, input], op=opts.reduceOp, async_op=opts.asyncOp)
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
             raise ValueError(
                 f"neuron reduce_scatter_tensor: input {input.dtype} {tuple(input.shape)} must hold {self.size()} "
                 f"times the elements of output {output.dtype} {tuple(output.shape)}, in the same dtype"
             )
-        return self._reduce_scatter_stacked("reduce_scatter_tensor", output, [input], opts, stack=False)
+        return self._reduce_scatter_stacked("reduce_scatter_tensor", agreed, output, [input], opts, stack=False)
 
     _reduce_scatter_base = reduce_scatter_single
 
     def _reduce_scatter_stacked(
         self,
         collective: str,
+        agreed: _Agreed,
         output: torch.Tensor,
         sources: list[torch.Tensor],
         opts: dist.ReduceScatterOptions,
@@ -689,7 +748,6 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """Every rank's part of ``sources`` (one tensor per rank to ``stack``, of any sizes, else one
         tensor holding them all) all-reduced on the host; this rank's part copied back into ``output``."""
-        device = output.device.index
         state = {}
         if stack:
             ends = list(itertools.accumulate(tensor.numel() for tensor in sources))
@@ -697,14 +755,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
         else:
             start, end = output.numel() * self.rank(), output.numel() * (self.rank() + 1)
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             host = staging.to_host(torch.cat([tensor.reshape(-1) for tensor in sources]) if stack else sources[0])
             gloo_op, state["post"] = reduce_ops.prepare(collective, opts.reduceOp, [host], self.size())
             state["host"] = host
             gloo_opts = dist.AllreduceOptions()
             gloo_opts.reduceOp = gloo_op
             gloo_opts.timeout = opts.timeout
-            return self._gloo.allreduce([host], gloo_opts)
+            return lambda: self._gloo.allreduce([host], gloo_opts)
 
         def finish() -> None:
             part = state["host"].reshape(-1)[start:end]
@@ -712,7 +770,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             staging.copy_back([(output, part.reshape(output.shape))])
 
         return self._run(
-            collective, device, staging.nbytes(sources), opts.asyncOp, launch, finish, [output], [output, *sources]
+            collective, agreed, staging.nbytes(sources), opts.asyncOp, stage, finish, [output], [output, *sources]
         )
 
     def reduce_scatter_single_coalesced(
@@ -740,22 +798,26 @@ class NeuronProcessGroup(dist.ProcessGroup):
         check = functools.partial(staging.check_tensors, "all_to_all_single", [input, output], outputs_from=1)
         exchange = functools.partial(_split_elements, self.size(), output, input, output_split_sizes, input_split_sizes)
         even = not output_split_sizes and not input_split_sizes
-        device = self._agree("all_to_all_single", check, [output, input], exchange=exchange, sizes=even)
+        agreed = self._agree(
+            "all_to_all_single", check, [output, input], exchange=exchange, sizes=even, async_op=opts.asyncOp
+        )
         host_output = staging.empty_host(output)
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             host_input = staging.to_host(input)
-            return self._gloo.alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes, opts)
+            return lambda: self._gloo.alltoall_base(
+                host_output, host_input, output_split_sizes, input_split_sizes, opts
+            )
 
         def finish() -> None:
             staging.copy_back([(output, host_output)])
 
         return self._run(
             "all_to_all_single",
-            device,
+            agreed,
             staging.nbytes([input]),
             opts.asyncOp,
-            launch,
+            stage,
             finish,
             [output],
             [output, input],
@@ -785,15 +847,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def exchange() -> tuple[list[int], list[int]]:
             return [t.numel() for t in inputs], [t.numel() for t in outputs]
 
-        device = self._agree("all_to_all", check, inputs + outputs, exchange=exchange, sizes=False)
+        agreed = self._agree(
+            "all_to_all", check, inputs + outputs, exchange=exchange, sizes=False, async_op=opts.asyncOp
+        )
         dtypes = {tensor.dtype for tensor in inputs + outputs}
         if len(dtypes) != 1:
             raise TypeError(f"neuron all_to_all: the tensors must share one dtype, got {sorted(map(str, dtypes))}")
         host_output = torch.empty(sum(t.numel() for t in outputs), dtype=staging.wire_dtype(outputs[0].dtype))
 
-        def launch() -> dist.Work:
+        def stage() -> call_order.Post:
             host_input = torch.cat([staging.to_host(tensor).reshape(-1) for tensor in inputs])
-            return self._gloo.alltoall_base(
+            return lambda: self._gloo.alltoall_base(
                 host_output, host_input, [t.numel() for t in outputs], [t.numel() for t in inputs], opts
             )
 
@@ -802,7 +866,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             staging.copy_back([(t, part.reshape(t.shape)) for t, part in zip(outputs, parts, strict=True)])
 
         return self._run(
-            "all_to_all", device, staging.nbytes(inputs), opts.asyncOp, launch, finish, outputs, inputs + outputs
+            "all_to_all", agreed, staging.nbytes(inputs), opts.asyncOp, stage, finish, outputs, inputs + outputs
         )
 
     # ---------------------------------------------------------------- point to point, barrier
@@ -847,10 +911,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return _gathered(works, [])
 
     def barrier(self, opts: dist.BarrierOptions) -> dist.Work:
-        """Returns once every rank has called ``barrier``. The agreement's exchange is the barrier:
-        a rank that called another collective meanwhile makes every rank raise, where a gloo barrier
-        facing an all-reduce would wait out the group's timeout and leave the group unusable."""
-        agreement.check_agreement(self._gloo, "barrier", [], sizes=False)
+        """Returns once every rank has called ``barrier`` and this rank's earlier collectives on the
+        group are done (as NCCL's barrier, an all-reduce on the group's stream, completes after
+        them; their errors stay with their works). The agreement's exchange is the barrier: a rank
+        that called another collective meanwhile makes every rank raise, where a gloo barrier facing
+        an all-reduce would wait out the group's timeout and leave the group unusable."""
+        agreement.check_agreement(self._agreement_transport, "barrier", [], sizes=False)
+        with self._pending_lock:
+            pending = [future for _, future in self._pending]
+        for future in pending:
+            with contextlib.suppress(Exception):
+                future.wait()
         return _done([])
 
 
