@@ -633,6 +633,33 @@ def _send_recv(rank: int, world_size: int) -> None:
     assert_close(received.cpu(), make_input((2, 3), torch.float32, source))
 
 
+@check("batch_isend_irecv_with_self")
+def _batch_with_self(rank: int, world_size: int) -> None:
+    # An all-to-all made of point-to-point ops, each rank sending to itself too, as NCCL allows
+    # (gloo's transport has no pair to itself); receives posted before the sends.
+    outputs = [strided_view(torch.zeros(3, 2, dtype=torch.float16, device="neuron")) for _ in range(world_size)]
+    inputs = [make_input((2, 3), torch.float16, rank, salt=peer).to("neuron") for peer in range(world_size)]
+    receives = [dist.P2POp(dist.irecv, outputs[peer], peer) for peer in range(world_size)]
+    sends = [dist.P2POp(dist.isend, inputs[peer], peer) for peer in range(world_size)]
+    for work in dist.batch_isend_irecv(receives + sends):
+        work.wait()
+    for peer, output in enumerate(outputs):
+        assert_close(output.cpu(), make_input((2, 3), torch.float16, peer, salt=rank))
+    # A receive from itself of another element count raises, as one from a peer does.
+    unchanged = torch.full((4,), 5.0, device="neuron")
+    works = dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, torch.ones(3, device="neuron"), rank), dist.P2POp(dist.irecv, unchanged, rank)]
+    )
+    try:
+        for work in works:
+            work.wait()
+    except RuntimeError as error:
+        assert f"rank {rank} sent float32 of shape (3,) (3 elements), but the receive tensor" in str(error), error
+    else:
+        raise AssertionError("a receive from itself of another element count did not raise")
+    assert_close(unchanged.cpu(), torch.full((4,), 5.0))
+
+
 @check("isend_irecv")
 def _isend_irecv(rank: int, world_size: int) -> None:
     peer = (rank + 1) % world_size
@@ -764,6 +791,7 @@ def _split_group(rank: int, world_size: int) -> None:
     # time, as a mesh dimension that matches an earlier split does.
     alone = dist.split_group(split_ranks=[[r] for r in range(world_size)])
     assert alone.size() == 1 and alone.bound_device_id == dist.group.WORLD.bound_device_id, alone
+    assert alone.group_desc.startswith(f"{dist.group.WORLD.group_desc}:split:"), alone.group_desc
     cpu = make_input((3, 2), torch.float32, rank)
     neuron = cpu.to("neuron")
     dist.all_reduce(neuron, group=alone)

@@ -16,10 +16,14 @@ otherwise into a scratch buffer of the payload's size (so the sender completes a
 stays clean), and ``wait()`` then raises naming both sides. Posting from a thread, not in
 ``wait()``, keeps gloo's progress rule: a send completes once its receive is posted, whether or not
 the receiver has waited yet (``isend``; ``recv``; ``wait`` rings rely on it).
+
+A rank's sends to itself, which NCCL allows and gloo's transport cannot carry (it has no pair to
+itself), go through :class:`SelfMessages`: the host copy waits there, per tag, for the receive.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
 import itertools
 import threading
@@ -31,7 +35,15 @@ import torch.distributed as dist
 
 from torch_neuronx.distributed import agreement, staging
 
-__all__ = ["HEADER_ELEMENTS", "MAX_USER_TAG", "PayloadTags", "StagedReceive", "StagedSend", "check_tag"]
+__all__ = [
+    "HEADER_ELEMENTS",
+    "MAX_USER_TAG",
+    "PayloadTags",
+    "SelfMessages",
+    "StagedReceive",
+    "StagedSend",
+    "check_tag",
+]
 
 #: Header layout: payload tag, dtype code, element count, byte count, number of dims, the first
 #: ``_SHAPE_DIMS`` sizes (-1 past the last), and a checksum of the whole shape.
@@ -229,6 +241,106 @@ class StagedReceive(_PointToPointWork):
         if self._source is None:
             raise RuntimeError("neuron recv: the source rank is known once the header has arrived")
         return self._source
+
+
+class SelfMessages:
+    """A rank's sends to itself, matched with its receives from itself in order per tag, as NCCL
+    matches a send and receive of the same peer (inside ``batch_isend_irecv`` either may come
+    first). A send completes at once: its host copy waits here for its receive.
+
+    Args:
+        rank: this rank in the group (the peer of these messages, in errors).
+        timeout: how long a receive's ``wait()`` waits for its send before it raises.
+    """
+
+    def __init__(self, rank: int, timeout: datetime.timedelta) -> None:
+        self._rank = rank
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._sent: dict[int, collections.deque[tuple[list[int], torch.Tensor]]] = defaultdict(collections.deque)
+        self._waiting: dict[int, collections.deque[_SelfReceive]] = defaultdict(collections.deque)
+
+    def send(self, tensor: torch.Tensor, tag: int) -> dist.Work:
+        """Hands the host copy of ``tensor`` to the first receive on ``tag``, now or when it comes."""
+        message = (_header(0, tensor).tolist(), staging.to_host(tensor))
+        with self._lock:
+            receive = self._waiting[tag].popleft() if self._waiting[tag] else None
+            if receive is None:
+                self._sent[tag].append(message)
+        if receive is not None:
+            receive.deliver(*message)
+        return _SelfSend(tensor)
+
+    def recv(self, tensor: torch.Tensor, tag: int) -> dist.Work:
+        """A receive of the first send on ``tag`` not yet received."""
+        receive = _SelfReceive(tensor, self._rank, self._timeout)
+        with self._lock:
+            message = self._sent[tag].popleft() if self._sent[tag] else None
+            if message is None:
+                self._waiting[tag].append(receive)
+        if message is not None:
+            receive.deliver(*message)
+        return receive
+
+
+class _SelfSend(_PointToPointWork):
+    """A send to the rank itself: complete once made (its host copy is with :class:`SelfMessages`)."""
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+
+class _SelfReceive(_PointToPointWork):
+    """A receive from the rank itself: ``wait()`` waits for the send, then copies its host copy in
+    or raises, as :class:`StagedReceive` does, when the send's dtype or element count differs."""
+
+    def __init__(self, tensor: torch.Tensor, rank: int, timeout: datetime.timedelta) -> None:
+        super().__init__(tensor)
+        self._rank = rank
+        self._timeout = timeout
+        self._arrived = threading.Event()
+        self._message: tuple[list[int], torch.Tensor] | None = None
+        self._done = False
+
+    def deliver(self, header: list[int], host: torch.Tensor) -> None:
+        self._message = (header, host)
+        self._arrived.set()
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        if self._done:
+            return True
+        limit = timeout if timeout is not None and timeout > datetime.timedelta(0) else self._timeout
+        if not self._arrived.wait(limit.total_seconds()):
+            raise dist.DistBackendError(
+                f"neuron recv: rank {self._rank} waited {limit.total_seconds():g} s for its own send to itself; "
+                "post the send (isend, or batch_isend_irecv's P2POp) before waiting for the receive"
+            )
+        header, host = self._message
+        expected = _header(0, self._tensor).tolist()
+        self._done = True
+        if header[1:4] != expected[1:4]:
+            raise RuntimeError(
+                f"neuron recv: rank {self._rank} sent {_describe(header)}, but the receive tensor is "
+                f"{_describe(expected)}; a send and its receive must have the same dtype and number of elements "
+                "(the receive tensor is unchanged)"
+            )
+        staging.copy_back([(self._tensor, host.reshape(self._tensor.shape))])
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+    def is_success(self) -> bool:
+        return self._done
+
+    def _source_rank(self) -> int:
+        return self._rank
 
 
 def _wait(work: dist.Work, timeout: datetime.timedelta | None) -> None:

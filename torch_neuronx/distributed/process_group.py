@@ -188,6 +188,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._cpu_allowed: bool | None = None
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
+        self._self_messages = point_to_point.SelfMessages(rank, timeout)
         self._pending: list[tuple[frozenset[int], torch.futures.Future]] = []
         self._pending_lock = threading.Lock()
         self._splits = 0
@@ -253,8 +254,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             timeout if timeout is not None else self._timeout,
         )
         child._set_group_name(group_name)
-        if group_desc is not None:
-            child._set_group_desc(group_desc)
+        # NCCL's split names an undescribed child after its parent ("default_pg:split:1").
+        child._set_group_desc(group_desc if group_desc is not None else f"{self.group_desc}:split:{self._splits}")
         return child
 
     # ---------------------------------------------------------------- dispatch helpers
@@ -879,6 +880,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         (tensor,) = tensors  # c10d passes one tensor
         self._after_pending(tensors)
         with launch_records.collective("send", device, staging.nbytes(tensors)):
+            if dst == self.rank():
+                return self._self_messages.send(tensor, tag)
             return point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
@@ -898,6 +901,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         (tensor,) = tensors  # c10d passes one tensor
         self._after_pending(tensors)
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
+            if src == self.rank():
+                return self._self_messages.recv(tensor, tag)
             return point_to_point.StagedReceive(self._gloo, tensor, src, tag)
 
     def _start_coalescing(self, device: torch.device) -> None:
