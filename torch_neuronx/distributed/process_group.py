@@ -200,6 +200,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def __repr__(self) -> str:
         return f"NeuronProcessGroup(rank={self.rank()}, size={self.size()})"
 
+    def shutdown(self) -> None:
+        """Shuts down the group's gloo transports (``destroy_process_group`` calls this): the
+        registered one through c10d, the agreements' one here, so that neither outlives the group
+        to the interpreter's exit."""
+        super().shutdown()
+        self._agreement_transport.shutdown()
+
+    def abort(self) -> None:
+        """Aborts the group's gloo transports, as ``shutdown`` shuts them down."""
+        super().abort()
+        self._agreement_transport.abort()
+
     def get_group_store(self) -> dist.Store:
         """The store the group was created with (c10d's ``ProcessGroup.get_group_store``)."""
         return self._store
