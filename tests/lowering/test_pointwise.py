@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.testing import assert_close
 
 import torch_neuronx
 from tests.utils import assert_matches_cpu
@@ -854,3 +855,46 @@ def test_nan_to_num_replaces_each_element_by_its_own_value(replacements, dtype):
     x = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, -0.0])
     x = torch.complex(x, x.flip(0)) if dtype.is_complex else x.to(dtype)
     assert_matches_cpu(lambda t: torch.nan_to_num(t, **replacements), x)
+
+
+# --- exp2, sinh, cosh: within an ulp or two of the CPU's Sleef kernels (lowering/exponential.py) --------
+
+#: Two float32 ulps, relative: XLA's own exp2 was 67 ulps off at |x| = 100, its sinh/cosh 24 at 60.
+TWO_ULPS = {"rtol": 2 * 2.0**-23, "atol": 0.0}
+
+
+def test_exp2_of_integers_is_exact():
+    # Normal results only: computations flush float32 subnormals (docs/usage.md).
+    exponents = torch.arange(-126, 128, dtype=torch.float32)
+    assert_close(torch.exp2(exponents.to("neuron")).cpu(), torch.exp2(exponents), rtol=0, atol=0)
+    assert torch.exp2(torch.tensor([128.0, -150.0], device="neuron")).cpu().tolist() == [INF, 0.0]
+
+
+@pytest.mark.parametrize("op", [torch.exp2, torch.sinh, torch.cosh], ids=lambda op: op.__name__)
+def test_exponentials_are_within_two_ulps_of_cpu(op):
+    # The CPU's vectorized sinh/cosh overflow from 88.72 (Sleef's range) where its scalar path and
+    # CUDA's give the finite value up to 89.41: the grid stays below 88.
+    x = torch.cat([torch.linspace(-88, 88, 40001), torch.linspace(-1, 1, 4001), torch.tensor([0.0, -0.0])])
+    assert_close(op(x.to("neuron")).cpu(), op(x), **TWO_ULPS)
+    assert_close(op(x.to("neuron").bfloat16()).cpu(), op(x.bfloat16()), rtol=0, atol=0)
+    assert_close(op(x.to("neuron").half()).cpu(), op(x.half()), rtol=0, atol=0)
+    assert_matches_cpu(op, _special(torch.float32))
+
+
+@pytest.mark.parametrize("op", [torch.sinh, torch.cosh], ids=lambda op: op.__name__)
+def test_sinh_cosh_stay_finite_until_their_own_overflow(op):
+    # cosh(89.) is 2.2e38: exp(89.) overflows first. The CPU's scalar path (a short tensor) is the reference.
+    x = torch.tensor([88.8, 89.0, -89.4, 89.5])
+    assert_close(op(x.to("neuron")).cpu(), op(x), **TWO_ULPS)
+    assert torch.isfinite(op(x.to("neuron"))[:3]).all()
+
+
+@pytest.mark.parametrize("op", [torch.sinh, torch.cosh], ids=lambda op: op.__name__)
+def test_complex_sinh_cosh_take_accurate_real_parts(op):
+    # glibc's csinh/ccosh multiply sinh x and cosh x by cos y and sin y: XLA's real sinh/cosh made
+    # them 1.6e-6 off at |x| ~ 60 (10x the float32 tolerance's share); now 1.6e-7.
+    generator = torch.Generator().manual_seed(0)
+    real = torch.empty(4096).uniform_(-80, 80, generator=generator)
+    imag = torch.empty(4096).uniform_(-3, 3, generator=generator)
+    z = torch.complex(real, imag)
+    assert_close(op(z.to("neuron")).cpu(), op(z), rtol=4e-7, atol=0)

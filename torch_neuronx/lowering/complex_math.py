@@ -21,6 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from torch_neuronx.lowering import exponential
 from torch_neuronx.lowering.exact_division import divided_by
 from torch_neuronx.lowering.fused_multiply_add import float32_fma_in_float64, rounded_to_float32
 
@@ -361,7 +362,7 @@ def _sinh_cosh_parts(x, y, odd: bool):
     big = ax > t
     # Past t, sinh and cosh are both exp(|x|) / 2: scaled in steps.
     half_cos, half_sin = _times_exp(jnp.where(big, ax, 0), cos_y / 2, sin_y / 2)
-    sinh_x, cosh_x = jnp.sinh(ax), jnp.cosh(ax)
+    sinh_x, cosh_x = exponential.sinh(ax), exponential.cosh(ax)
     if odd:
         real = jnp.where(big, half_cos, sinh_x * cos_y)
         imag = jnp.where(big, half_sin, cosh_x * sin_y)

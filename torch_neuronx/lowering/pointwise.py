@@ -16,7 +16,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering import complex_math, registry
+from torch_neuronx.lowering import complex_math, exponential, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
@@ -102,7 +102,7 @@ def _behind_barriers(fn: Callable, inputs: bool = False, result: bool = False) -
 
 _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the default float dtype
     aten.exp.default: _behind_barriers(jnp.exp, result=True),
-    aten.exp2.default: _behind_barriers(jnp.exp2, result=True),
+    aten.exp2.default: _behind_barriers(exponential.exp2, result=True),
     aten.expm1.default: jnp.expm1,
     aten.log.default: _behind_barriers(jnp.log, inputs=True),
     aten.log2.default: _behind_barriers(jnp.log2, inputs=True),
@@ -116,8 +116,8 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.asin.default: jnp.arcsin,
     aten.acos.default: jnp.arccos,
     aten.atan.default: jnp.arctan,
-    aten.sinh.default: jnp.sinh,
-    aten.cosh.default: jnp.cosh,
+    aten.sinh.default: exponential.sinh,
+    aten.cosh.default: exponential.cosh,
     aten.tanh.default: jnp.tanh,
     aten.asinh.default: jnp.arcsinh,
     aten.acosh.default: jnp.arccosh,
