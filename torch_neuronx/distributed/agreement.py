@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["check_agreement", "dtype_code", "dtype_name", "start_agreement"]
+__all__ = ["dtype_code", "dtype_name", "start_agreement"]
 
 #: Every collective the neuron group checks, so that any rank can name what another one called.
 COLLECTIVES = (
@@ -155,26 +155,6 @@ def start_agreement(
         return refused or _disagreement(collective, mine, everyone.view(size, -1), exchange is not None)
 
     return gloo._allgather_base(everyone, mine).get_future().then(judge)
-
-
-def check_agreement(
-    gloo: dist.ProcessGroup,
-    collective: str,
-    tensors: Sequence[torch.Tensor],
-    sizes: bool = True,
-    op: dist.ReduceOp | None = None,
-    exchange: tuple[Sequence[int], Sequence[int]] | None = None,
-    refused: Exception | None = None,
-) -> None:
-    """:func:`start_agreement`, waited for: raises its verdict on every rank unless the ranks agree.
-
-    Raises:
-        RuntimeError: the ranks disagree, or another rank refused its arguments.
-        Exception: ``refused``, on the rank that refused.
-    """
-    verdict = start_agreement(gloo, collective, tensors, sizes, op, exchange, refused).wait()
-    if verdict is not None:
-        raise verdict
 
 
 def _disagreement(collective: str, mine: torch.Tensor, rows: torch.Tensor, exchanged: bool) -> Exception | None:

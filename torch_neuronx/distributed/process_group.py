@@ -933,7 +933,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         them; their errors stay with their works). The agreement's exchange is the barrier: a rank
         that called another collective meanwhile makes every rank raise, where a gloo barrier facing
         an all-reduce would wait out the group's timeout and leave the group unusable."""
-        agreement.check_agreement(self._agreement_transport, "barrier", [], sizes=False)
+        verdict = agreement.start_agreement(self._agreement_transport, "barrier", [], sizes=False).wait()
+        if verdict is not None:
+            raise verdict
         with self._pending_lock:
             pending = [future for _, future in self._pending]
         for future in pending:
