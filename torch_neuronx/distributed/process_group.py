@@ -273,8 +273,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
     # ---------------------------------------------------------------- dispatch helpers
 
     def _on_cpu(self, collective: str, tensors: Sequence[torch.Tensor]) -> bool:
-        """Whether the collective's tensors are all CPU tensors, for a group that serves the CPU too;
-        raises (through ``check_tensors``) for CPU tensors otherwise."""
+        """Whether the collective's tensors are all CPU tensors, for a group that serves the CPU too,
+        once the neuron collectives called before are posted to gloo (the caller then posts this one
+        to gloo directly, and gloo matches calls by their order); raises (through
+        ``check_tensors``) for CPU tensors otherwise."""
         if not tensors or any(tensor.device.type != "cpu" for tensor in tensors):
             return False
         if self._cpu_allowed is None:
