@@ -124,7 +124,7 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.atanh.default: jnp.arctanh,
     aten.sigmoid.default: jax.nn.sigmoid,
     aten.erf.default: jsp.erf,
-    aten.erfc.default: jsp.erfc,
+    aten.erfc.default: exponential.erfc,
     aten.lgamma.default: jsp.gammaln,
     aten.reciprocal.default: _behind_barriers(jnp.reciprocal, result=True),
     aten.sinc.default: jnp.sinc,
