@@ -16,7 +16,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import torch
 
-from torch_neuronx.lowering import complex_math, exponential, registry
+from torch_neuronx.lowering import complex_math, exponential, log_gamma, registry
 from torch_neuronx.lowering.fused_multiply_add import fused_multiply_add
 from torch_neuronx.lowering.promotion import c10_rounding
 from torch_neuronx.lowering.registry import Promotion, lowering, same_dtype
@@ -125,7 +125,7 @@ _FLOAT_UNARY: dict = {  # PyTorch INT_TO_FLOAT: integer inputs compute in the de
     aten.sigmoid.default: jax.nn.sigmoid,
     aten.erf.default: jsp.erf,
     aten.erfc.default: exponential.erfc,
-    aten.lgamma.default: jsp.gammaln,
+    aten.lgamma.default: log_gamma.lgamma,
     aten.reciprocal.default: _behind_barriers(jnp.reciprocal, result=True),
     aten.sinc.default: jnp.sinc,
     aten.i0.default: jnp.i0,
