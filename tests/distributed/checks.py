@@ -282,6 +282,38 @@ def _async_disagreement(rank: int, world_size: int) -> None:
         raise AssertionError("an all_reduce that rank 1 refuses did not raise")
 
 
+@check("destroying_a_group_finishes_its_async_collectives")
+def _destroy_with_async_pending(rank: int, world_size: int) -> None:
+    # destroy_process_group with async collectives in flight: their copies back ran on gloo's
+    # threads while the group shut down, and the process aborted ("terminate called without an
+    # active exception"). The group finishes them first; their works stay waitable.
+    group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=20))
+    tensors = [torch.full((256,), float(rank + index), device="neuron") for index in range(8)]
+    works = [dist.all_reduce(tensor, group=group, async_op=True) for tensor in tensors]
+    dist.destroy_process_group(group)
+    for index, (tensor, work) in enumerate(zip(tensors, works, strict=True)):
+        work.wait()
+        expected = sum(float(r + index) for r in range(world_size))
+        assert_close(tensor.cpu(), torch.full((256,), expected))
+
+
+@check("cpu_and_neuron_collectives_in_either_order")
+def _cpu_and_neuron_orders(rank: int, world_size: int) -> None:
+    # A "cpu:gloo,neuron:neuron" group's CPU and neuron collectives travel apart, as the two
+    # communicators of "cpu:gloo,cuda:nccl" do: the ranks may order them differently.
+    group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=20))
+    on_cpu, on_neuron = torch.ones(3), torch.ones(3, device="neuron")
+    if rank == 0:
+        work = dist.all_reduce(on_neuron, group=group, async_op=True)
+        dist.all_reduce(on_cpu, group=group)
+        work.wait()
+    else:
+        dist.all_reduce(on_cpu, group=group)
+        dist.all_reduce(on_neuron, group=group)
+    assert_close(on_cpu, torch.full((3,), float(world_size)))
+    assert_close(on_neuron.cpu(), torch.full((3,), float(world_size)))
+
+
 @check("all_reduce_async_then_sync_on_one_tensor")
 def _async_then_sync(rank: int, world_size: int) -> None:
     # NCCL runs a group's collectives in order: the second reduces the first's result.
@@ -658,6 +690,24 @@ def _batch_with_self(rank: int, world_size: int) -> None:
     else:
         raise AssertionError("a receive from itself of another element count did not raise")
     assert_close(unchanged.cpu(), torch.full((4,), 5.0))
+    # A receive from itself that times out is withdrawn: the next send goes to the next receive.
+    abandoned = dist.irecv(torch.zeros(2, device="neuron"), rank, tag=7)
+    try:
+        abandoned.wait(datetime.timedelta(seconds=0.2))
+    except dist.DistBackendError as error:
+        assert "this receive is withdrawn" in str(error), error
+    else:
+        raise AssertionError("a receive from itself with no send did not time out")
+    received = torch.zeros(2, device="neuron")
+    works = dist.batch_isend_irecv(
+        [
+            dist.P2POp(dist.isend, torch.full((2,), 3.0, device="neuron"), rank, tag=7),
+            dist.P2POp(dist.irecv, received, rank, tag=7),
+        ]
+    )
+    for work in works:
+        work.wait()
+    assert_close(received.cpu(), torch.full((2,), 3.0))
 
 
 @check("isend_irecv")

@@ -58,10 +58,3 @@ class CallOrder:
             posted = ready.then(post_when_ready)
             self._last = posted
         return posted
-
-    def wait_posted(self) -> None:
-        """Returns once every call handed in so far has been posted or dropped (for gloo calls made
-        directly, such as a CPU tensor's collective, which must come after them)."""
-        with self._lock:
-            last = self._last
-        last.wait()

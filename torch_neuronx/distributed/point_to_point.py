@@ -29,6 +29,7 @@ import itertools
 import threading
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -273,7 +274,7 @@ class SelfMessages:
 
     def recv(self, tensor: torch.Tensor, tag: int) -> dist.Work:
         """A receive of the first send on ``tag`` not yet received."""
-        receive = _SelfReceive(tensor, self._rank, self._timeout)
+        receive = _SelfReceive(tensor, self._rank, self._timeout, lambda: self._withdraw(tag, receive))
         with self._lock:
             message = self._sent[tag].popleft() if self._sent[tag] else None
             if message is None:
@@ -281,6 +282,15 @@ class SelfMessages:
         if message is not None:
             receive.deliver(*message)
         return receive
+
+    def _withdraw(self, tag: int, receive: _SelfReceive) -> bool:
+        """Takes a receive whose wait timed out off ``tag``'s queue, so that the next send goes to the
+        next receive; False when a send reached it meanwhile."""
+        with self._lock:
+            if receive in self._waiting[tag]:
+                self._waiting[tag].remove(receive)
+                return True
+            return False
 
 
 class _SelfSend(_PointToPointWork):
@@ -300,10 +310,13 @@ class _SelfReceive(_PointToPointWork):
     """A receive from the rank itself: ``wait()`` waits for the send, then copies its host copy in
     or raises, as :class:`StagedReceive` does, when the send's dtype or element count differs."""
 
-    def __init__(self, tensor: torch.Tensor, rank: int, timeout: datetime.timedelta) -> None:
+    def __init__(
+        self, tensor: torch.Tensor, rank: int, timeout: datetime.timedelta, withdraw: Callable[[], bool]
+    ) -> None:
         super().__init__(tensor)
         self._rank = rank
         self._timeout = timeout
+        self._withdraw = withdraw
         self._arrived = threading.Event()
         self._message: tuple[list[int], torch.Tensor] | None = None
         self._done = False
@@ -317,10 +330,13 @@ class _SelfReceive(_PointToPointWork):
             return True
         limit = timeout if timeout is not None and timeout > datetime.timedelta(0) else self._timeout
         if not self._arrived.wait(limit.total_seconds()):
-            raise dist.DistBackendError(
-                f"neuron recv: rank {self._rank} waited {limit.total_seconds():g} s for its own send to itself; "
-                "post the send (isend, or batch_isend_irecv's P2POp) before waiting for the receive"
-            )
+            if self._withdraw():
+                raise dist.DistBackendError(
+                    f"neuron recv: rank {self._rank} waited {limit.total_seconds():g} s for its own send to itself; "
+                    "post the send (isend, or batch_isend_irecv's P2POp) before waiting for the receive; this "
+                    "receive is withdrawn, so a later send goes to the next one"
+                )
+            self._arrived.wait()  # a send took it off the queue just now: its delivery is under way
         header, host = self._message
         expected = _header(0, self._tensor).tolist()
         self._done = True

@@ -17,6 +17,7 @@ launched after it reads them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
@@ -25,6 +26,7 @@ import itertools
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import torch
@@ -145,6 +147,17 @@ def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
     return frozenset(tensor.untyped_storage().data_ptr() for tensor in tensors)
 
 
+#: The neuron groups of this process, drained at exit (``NeuronProcessGroup._drain``): a script
+#: may end with async collectives in flight and without ``destroy_process_group``.
+_LIVE_GROUPS: weakref.WeakSet[NeuronProcessGroup] = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_live_groups() -> None:
+    for group in list(_LIVE_GROUPS):
+        group._drain()
+
+
 class _GlooTransport(dist.ProcessGroupGloo):
     """The gloo group that carries a neuron group's host-staged collectives, registered as that
     group's backend for the neuron device (so that ``group._device_types`` names neuron).
@@ -186,6 +199,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._order = call_order.CallOrder()
         self._timeout = timeout
         self._cpu_allowed: bool | None = None
+        self._cpu: dist.ProcessGroup | None = None
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
         self._self_messages = point_to_point.SelfMessages(rank, timeout)
@@ -193,6 +207,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._pending_lock = threading.Lock()
         self._splits = 0
         register_device_backend(self, "neuron", self._gloo)
+        _LIVE_GROUPS.add(self)
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
         return "neuron"
@@ -201,16 +216,33 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return f"NeuronProcessGroup(rank={self.rank()}, size={self.size()})"
 
     def shutdown(self) -> None:
-        """Shuts down the group's gloo transports (``destroy_process_group`` calls this): the
-        registered one through c10d, the agreements' one here, so that neither outlives the group
-        to the interpreter's exit."""
+        """Finishes the group's unfinished collectives (``_drain``), then shuts down its gloo
+        transports (``destroy_process_group`` calls this): the registered one through c10d, the
+        agreements' and the CPU's here, so that none outlives the group to the interpreter's exit."""
+        self._drain()
         super().shutdown()
-        self._agreement_transport.shutdown()
+        for transport in (self._agreement_transport, self._cpu):
+            if transport is not None:
+                transport.shutdown()
 
     def abort(self) -> None:
         """Aborts the group's gloo transports, as ``shutdown`` shuts them down."""
         super().abort()
-        self._agreement_transport.abort()
+        for transport in (self._agreement_transport, self._cpu):
+            if transport is not None:
+                transport.abort()
+
+    def _drain(self) -> None:
+        """Waits for this rank's unfinished collectives on the group, their results copied back
+        (each raising, if it fails, at its own work's ``wait()``, not here). An async collective's
+        gloo call and copy back run in callbacks on gloo's threads: left running while the group
+        is shut down or the interpreter exits, they abort the process (a gloo thread that drops the
+        last reference to its own group joins itself)."""
+        with self._pending_lock:
+            pending = [future for _, future in self._pending]
+        for future in pending:
+            with contextlib.suppress(Exception):
+                future.wait()
 
     def get_group_store(self) -> dist.Store:
         """The store the group was created with (c10d's ``ProcessGroup.get_group_store``)."""
@@ -273,10 +305,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
     # ---------------------------------------------------------------- dispatch helpers
 
     def _on_cpu(self, collective: str, tensors: Sequence[torch.Tensor]) -> bool:
-        """Whether the collective's tensors are all CPU tensors, for a group that serves the CPU too,
-        once the neuron collectives called before are posted to gloo (the caller then posts this one
-        to gloo directly, and gloo matches calls by their order); raises (through
-        ``check_tensors``) for CPU tensors otherwise."""
+        """Whether the collective's tensors are all CPU tensors, for a group that serves the CPU too
+        (the caller then hands them to :meth:`_cpu_transport`); raises (through ``check_tensors``)
+        for CPU tensors otherwise."""
         if not tensors or any(tensor.device.type != "cpu" for tensor in tensors):
             return False
         if self._cpu_allowed is None:
@@ -285,9 +316,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
             except (RuntimeError, ValueError):
                 config = ""
             self._cpu_allowed = "cpu:" in config
-        if self._cpu_allowed:
-            self._order.wait_posted()  # gloo matches calls by order: after the neuron ones called before
         return self._cpu_allowed
+
+    def _cpu_transport(self) -> dist.ProcessGroup:
+        """The gloo group of this group's CPU collectives, made at the first (every rank makes one,
+        in the same order as its other CPU collectives). Apart from the neuron collectives' gloo, as
+        the backends of ``"cpu:gloo,cuda:nccl"`` are two communicators: ranks may order their CPU
+        and neuron collectives differently."""
+        if self._cpu is None:
+            self._cpu = dist.ProcessGroupGloo(
+                dist.PrefixStore("cpu/", self._store), self.rank(), self.size(), self._timeout
+            )
+        return self._cpu
 
     def _agree(
         self,
@@ -403,7 +443,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions) -> dist.Work:
         if self._on_cpu("all_reduce", tensors):
-            return self._gloo.allreduce(tensors, opts)
+            return self._cpu_transport().allreduce(tensors, opts)
         check = functools.partial(staging.check_tensors, "all_reduce", tensors, reduces=True)
         agreed = self._agree("all_reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         state = {}
@@ -425,7 +465,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: dist.AllreduceCoalescedOptions) -> dist.Work:
         if self._on_cpu("all_reduce_coalesced", tensors):
-            return self._gloo.allreduce_coalesced(tensors, opts)
+            return self._cpu_transport().allreduce_coalesced(tensors, opts)
         check = functools.partial(staging.check_tensors, "all_reduce_coalesced", tensors, reduces=True)
         agreed = self._agree("all_reduce_coalesced", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         state = {}
@@ -457,7 +497,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
         if self._on_cpu("reduce", tensors):
-            return self._gloo.reduce(tensors, opts)
+            return self._cpu_transport().reduce(tensors, opts)
         check = functools.partial(staging.check_tensors, "reduce", tensors, reduces=True)
         agreed = self._agree("reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
         is_root = self.rank() == opts.rootRank
@@ -484,7 +524,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
         if self._on_cpu("broadcast", tensors):
-            return self._gloo.broadcast(tensors, opts)
+            return self._cpu_transport().broadcast(tensors, opts)
         agreed = self._agree(
             "broadcast", functools.partial(staging.check_tensors, "broadcast", tensors), tensors, async_op=opts.asyncOp
         )
@@ -509,7 +549,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather", inputs + outputs):
-            return self._gloo.allgather(output_lists, inputs, opts)
+            return self._cpu_transport().allgather(output_lists, inputs, opts)
         if len({tuple(tensor.shape) for tensor in outputs}) > 1:
             return self._allgather_uneven(outputs, inputs, opts)
 
@@ -577,7 +617,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("all_gather_coalesced", inputs + outputs):
-            return self._gloo.allgather_coalesced(output_lists, inputs, opts)
+            return self._cpu_transport().allgather_coalesced(output_lists, inputs, opts)
 
         counts = [([row[index] for row in output_lists], input.numel()) for index, input in enumerate(inputs)]
         check = functools.partial(_check_lists, "all_gather_coalesced", inputs, outputs, counts, "output")
@@ -605,7 +645,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: dist.AllgatherOptions) -> dist.Work:
         """``all_gather_into_tensor``: every rank's ``input`` concatenated (or stacked) into ``output``."""
         if self._on_cpu("all_gather_into_tensor", [output, input]):
-            return self._gloo._allgather_base(output, input, opts)
+            return self._cpu_transport()._allgather_base(output, input, opts)
         check = functools.partial(staging.check_tensors, "all_gather_into_tensor", [input, output], outputs_from=1)
         agreed = self._agree("all_gather_into_tensor", check, [output, input], async_op=opts.asyncOp)
         host_output = staging.empty_host(output)
@@ -645,7 +685,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         outputs = [tensor for outputs in output_lists for tensor in outputs]
         if self._on_cpu("gather", inputs + outputs):
-            return self._gloo.gather(output_lists, inputs, opts)
+            return self._cpu_transport().gather(output_lists, inputs, opts)
 
         counts = [(outputs, input.numel()) for input in inputs]
         check = functools.partial(_check_lists, "gather", inputs, outputs, counts, "output")
@@ -670,7 +710,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         inputs = [tensor for inputs in input_lists for tensor in inputs]
         if self._on_cpu("scatter", inputs + outputs):
-            return self._gloo.scatter(outputs, input_lists, opts)
+            return self._cpu_transport().scatter(outputs, input_lists, opts)
 
         counts = [(inputs, output.numel()) for output in outputs]
         check = functools.partial(_check_lists, "scatter", inputs, outputs, counts, "input")
@@ -698,7 +738,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """
         inputs = [tensor for tensors in input_lists for tensor in tensors]
         if self._on_cpu("reduce_scatter", inputs + outputs):
-            return self._gloo.reduce_scatter(outputs, input_lists, opts)
+            return self._cpu_transport().reduce_scatter(outputs, input_lists, opts)
 
         def check() -> int:
             if len(outputs) != 1 or len(input_lists) != 1:
@@ -738,7 +778,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """``reduce_scatter_tensor``: ``input`` is every rank's part, concatenated (or stacked)."""
         if self._on_cpu("reduce_scatter_tensor", [output, input]):
-            return self._gloo._reduce_scatter_base(output, input, opts)
+            return self._cpu_transport()._reduce_scatter_base(output, input, opts)
         check = functools.partial(
             staging.check_tensors, "reduce_scatter_tensor", [input, output], reduces=True, outputs_from=1
         )
@@ -809,7 +849,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """``all_to_all_single``: splits along dimension 0, even or given per rank (uneven)."""
         if self._on_cpu("all_to_all_single", [output, input]):
-            return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+            return self._cpu_transport().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
         check = functools.partial(staging.check_tensors, "all_to_all_single", [input, output], outputs_from=1)
         exchange = functools.partial(_split_elements, self.size(), output, input, output_split_sizes, input_split_sizes)
         even = not output_split_sizes and not input_split_sizes
@@ -849,7 +889,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         of elements (one copy each way per tensor); the tensors must share one dtype.
         """
         if self._on_cpu("all_to_all", inputs + outputs):
-            return self._gloo.alltoall(outputs, inputs, opts)
+            return self._cpu_transport().alltoall(outputs, inputs, opts)
 
         def check() -> int:
             if len(inputs) != self.size() or len(outputs) != self.size():
@@ -888,7 +928,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
         if self._on_cpu("send", tensors):
-            return self._gloo.send(tensors, dst, tag)
+            return self._cpu_transport().send(tensors, dst, tag)
         device = staging.check_tensors("send", tensors)
         point_to_point.check_tag("send", tag)
         (tensor,) = tensors  # c10d passes one tensor
@@ -900,13 +940,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         if self._on_cpu("recv", tensors):
-            return self._gloo.recv(tensors, src, tag)
+            return self._cpu_transport().recv(tensors, src, tag)
         return self._staged_receive(tensors, src, tag)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
         """``recv`` from whichever rank sends first; the work's ``_source_rank()`` names it."""
         if self._on_cpu("recv", tensors):
-            return self._gloo.recv_anysource(tensors, tag)
+            return self._cpu_transport().recv_anysource(tensors, tag)
         return self._staged_receive(tensors, None, tag)
 
     def _staged_receive(self, tensors: list[torch.Tensor], src: int | None, tag: int) -> dist.Work:
@@ -938,11 +978,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         verdict = agreement.start_agreement(self._agreement_transport, "barrier", [], sizes=False).wait()
         if verdict is not None:
             raise verdict
-        with self._pending_lock:
-            pending = [future for _, future in self._pending]
-        for future in pending:
-            with contextlib.suppress(Exception):
-                future.wait()
+        self._drain()
         return _done([])
 
 
