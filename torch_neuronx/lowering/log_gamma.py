@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
-import mpmath
+import mpmath  # torch requires sympy, which requires mpmath
 
 __all__ = ["lgamma"]
 
