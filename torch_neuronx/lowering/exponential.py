@@ -12,7 +12,6 @@ and overflow from 88.7, where ``cosh(89.)`` is 2.2e38 on the CPU. Here:
   ``e`` overflows before ``e / 2`` does) ``h * (h / 2)`` with ``h = exp(|x| / 2)``.
 - ``sinh`` below 1: its Taylor series to ``x**13`` (truncation under 2e-10 of the value), which has
   no cancellation, where ``(e - 1/e) / 2`` loses bits near 0.
-
 - ``erfc`` past 1, where XLA takes ``exp(-x * x)`` times a rational function of ``x``: the
   rounding error ``r`` of ``x * x`` (exact, by Dekker's split) put back as ``exp(-r)``; it cost up
   to 64 ulps at ``x = 8.5``, 4 now. Below 1 XLA's ``1 - erf(x)`` stays (9 ulps near 0.9).
@@ -26,23 +25,12 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 
+from torch_neuronx.lowering.promotion import in_opmath
+
 __all__ = ["cosh", "erfc", "exp2", "sinh"]
 
 #: 1 / (2k + 1)! for k = 1..6: sinh's series after x.
 _SINH_SERIES = (1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800, 1 / 6227020800)
-
-
-def _in_float32(fn):
-    """``fn`` on float32; 16-bit floats go through float32 and round once; float64 as it is."""
-
-    def computed(x: jax.Array) -> jax.Array:
-        if x.dtype in (jnp.float16, jnp.bfloat16):
-            return fn(x.astype(jnp.float32)).astype(x.dtype)
-        return fn(x)
-
-    computed.__doc__ = fn.__doc__
-    computed.__name__ = fn.__name__
-    return computed
 
 
 def _power_of_two(exponent: jax.Array, dtype) -> jax.Array:
@@ -53,7 +41,7 @@ def _power_of_two(exponent: jax.Array, dtype) -> jax.Array:
     return jax.lax.bitcast_convert_type(biased, dtype)
 
 
-@_in_float32
+@in_opmath
 def exp2(x: jax.Array) -> jax.Array:
     """``2 ** x`` (see the module docstring); infinities and NaN as ``jnp.exp2``."""
     info = jnp.finfo(x.dtype)
@@ -79,7 +67,7 @@ def _half_exp(magnitude: jax.Array) -> tuple[jax.Array, jax.Array]:
     return half_e, 0.5 / e
 
 
-@_in_float32
+@in_opmath
 def cosh(x: jax.Array) -> jax.Array:
     """``cosh(x)`` (see the module docstring)."""
     magnitude = jnp.abs(x)
@@ -87,7 +75,7 @@ def cosh(x: jax.Array) -> jax.Array:
     return jnp.where(magnitude < 1, jnp.cosh(x), half_e + half_inverse)
 
 
-@_in_float32
+@in_opmath
 def sinh(x: jax.Array) -> jax.Array:
     """``sinh(x)`` (see the module docstring); signed zeros kept."""
     magnitude = jnp.abs(x)
@@ -100,7 +88,7 @@ def sinh(x: jax.Array) -> jax.Array:
     return jnp.where(magnitude < 1, small, jnp.copysign(half_e - half_inverse, x))
 
 
-@_in_float32
+@in_opmath
 def erfc(x: jax.Array) -> jax.Array:
     """``erfc(x)`` (see the module docstring)."""
     # Past 32 erfc is 0 in float32 and float64 alike: clamped, the split below cannot overflow.

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import mpmath  # torch requires sympy, which requires mpmath
 
+from torch_neuronx.lowering.promotion import in_opmath
+
 __all__ = ["lgamma"]
 
 _TERMS = 26
@@ -40,10 +42,9 @@ def _lgamma_two_plus(w: jax.Array) -> jax.Array:
     return total
 
 
+@in_opmath
 def lgamma(x: jax.Array) -> jax.Array:
     """``lgamma(x)`` (see the module docstring); 16-bit floats through float32, rounded once."""
-    if x.dtype in (jnp.float16, jnp.bfloat16):
-        return lgamma(x.astype(jnp.float32)).astype(x.dtype)
     # Each interval's w for the series, exact (Sterbenz; x - j exact for integer j when the result
     # is representable, which it is, having no more bits than x below x's last one).
     tiny, lower, middle = (x > 0) & (x < 0.5), (x >= 0.5) & (x < 1.5), (x >= 1.5) & (x <= 3)

@@ -184,6 +184,17 @@ def opmath_dtype(dtype: Any) -> Any:
     return jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype
 
 
+def in_opmath(fn):
+    """``fn`` of one array computed in :func:`opmath_dtype` and rounded once to the input's dtype, as
+    ATen's 16-bit float kernels compute in float and round their result."""
+
+    @functools.wraps(fn)
+    def computed(x: jax.Array) -> jax.Array:
+        return fn(x.astype(opmath_dtype(x.dtype))).astype(x.dtype)
+
+    return computed
+
+
 def cpu_16_bit_vector_elements() -> int:
     """Elements of ATen's ``Vectorized<BFloat16>``/``Vectorized<Half>`` in this host's CPU kernels
     (32 on AVX-512 builds, else 16): where their loops leave whole vectors for a scalar tail."""
