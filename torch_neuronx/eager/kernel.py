@@ -37,7 +37,7 @@ from torch_neuronx.eager import (
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.eager.plan import Plan, call, results_of_in_place, returns
 from torch_neuronx.lowering import engine, registry
-from torch_neuronx.runtime import arguments, executable, launch_records
+from torch_neuronx.runtime import arguments, executable, launch_records, storage_writes
 from torch_neuronx.runtime.dtypes import aten_name
 from torch_neuronx.runtime.executable_cache import EXECUTABLES, with_thread_count
 
@@ -84,8 +84,17 @@ class EagerKernel:
             plan.op, static_scalars=plan.decomposed, static=static, allow_cpu=allow_cpu
         )
         self.cache: dict[bytes, executable.Runner] = {}  # bounded by runtime.executable_cache
+        #: In-place and out= overloads read the buffers they write and bind their successors: under
+        #: runtime/storage_writes.py's lock, so another thread's write to the same storage is kept.
+        self.writes = schema_of(plan.op).is_mutable
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.writes:
+            with storage_writes.lock:
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
             key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
             key = with_thread_count(key)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from torch_neuronx import _C
-from torch_neuronx.runtime import cores, faults, launch_records, layout, queue, recording, sync_debug
+from torch_neuronx.runtime import cores, faults, launch_records, layout, queue, recording, storage_writes, sync_debug
 from torch_neuronx.runtime.dtypes import CODE_OF, COMPLEX32, JAX_DTYPE_OF_CODE, torch_to_numpy, view_dtype
 from torch_neuronx.runtime.executable import jit_on_core
 
@@ -125,6 +125,11 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     tensor's own shape has it) is its (real, imag) pairs, as :func:`read_stored` and
     :func:`host_to_device` give them, and is written bit for bit.
     """
+    with storage_writes.lock:  # from reading the buffer to binding its successor: runtime/storage_writes.py
+        _write(tensor, value)
+
+
+def _write(tensor: torch.Tensor, value: jax.Array) -> None:
     array, code, offset, nbytes = _storage_buffer(tensor)
     if nbytes == 0:
         return
@@ -159,6 +164,11 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
     """
     if source.dtype != destination.dtype or source.shape != destination.shape or source.device != destination.device:
         return False
+    with storage_writes.lock:  # a bind racing another thread's partial write: runtime/storage_writes.py
+        return _share_whole(source, destination)
+
+
+def _share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
     array, code, offset, nbytes = _storage_buffer(source)
     source_view = view_of(source, offset)
     if (
