@@ -152,10 +152,27 @@ def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
 _LIVE_GROUPS: weakref.WeakSet[NeuronProcessGroup] = weakref.WeakSet()
 
 
+#: Whether this process made a neuron group, whose gloo threads run Python callbacks.
+_gloo_threads_started = False
+
+#: How long the exit gives gloo's threads, once the collectives are drained, to let go of the last
+#: ones' Python objects (seconds): what they do then takes microseconds of one time slice.
+_GLOO_SETTLE_S = 0.1
+
+
 @atexit.register
 def _drain_live_groups() -> None:
+    """Finishes the live neuron groups' collectives at exit, then lets gloo's threads settle.
+
+    A gloo thread drops a finished collective's Python callbacks and host tensors, which takes the
+    GIL, just after the completion reached Python. Once the interpreter is finalizing, a thread
+    asking for the GIL exits on the spot, unwinding through gloo's noexcept frames: std::terminate
+    aborts the process after all its work is done (1 exit in 5 after a barrier and
+    ``destroy_process_group``). The wait covers groups already destroyed too."""
     for group in list(_LIVE_GROUPS):
         group._drain()
+    if _gloo_threads_started:
+        time.sleep(_GLOO_SETTLE_S)
 
 
 class _GlooTransport(dist.ProcessGroupGloo):
@@ -208,6 +225,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._splits = 0
         register_device_backend(self, "neuron", self._gloo)
         _LIVE_GROUPS.add(self)
+        global _gloo_threads_started
+        _gloo_threads_started = True
 
     def getBackendName(self) -> str:  # noqa: N802 (the C++ virtual's name)
         return "neuron"
