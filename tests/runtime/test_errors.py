@@ -289,6 +289,20 @@ REFUSED_CALLS = {
     "index_fill_-1d-value": lambda d: torch.ones(3, device=d).index_fill_(
         0, torch.tensor([0], device=d), torch.ones(1, device=d)
     ),
+    # checks ATen makes before the kernel's dtype dispatch: neuron named CUDA's kernel for neg, and
+    # PyTorch's reference words isposinf's check its own way
+    "neg-of-bool": lambda d: torch.neg(torch.tensor([True, False], device=d)),
+    "neg_-of-bool": lambda d: torch.tensor([True], device=d).neg_(),
+    "isposinf-of-complex": lambda d: torch.isposinf(torch.ones(2, dtype=torch.complex64, device=d)),
+    "isneginf-of-complex": lambda d: torch.isneginf(torch.ones(2, dtype=torch.complex64, device=d)),
+    # overlap checks ATen makes before resizing an out= (neuron resized it and computed, or resized
+    # the input and then refused k)
+    "index_select-into-expanded-out": lambda d: torch.index_select(
+        torch.rand(3, 6, device=d), 1, torch.tensor([0, 1], device=d), out=torch.rand(1, 6, device=d).expand(2, 6)
+    ),
+    "kthvalue-into-its-input": lambda d: (lambda t: torch.kthvalue(t, 5, out=(t, torch.empty((), device=d).long())))(
+        torch.randn(10, device=d)
+    ),
     "arange-to-nan": lambda d: torch.arange(0, float("nan"), device=d),
     "arange-from-inf": lambda d: torch.arange(float("-inf"), 3, device=d),
     "matmul-long-out": lambda d: torch.matmul(

@@ -114,6 +114,10 @@ _REWORDED = (
             f"{_type_meta(match.group(3))}"
         ),
     ),
+    (  # isposinf/isneginf's checks in ATen's TensorCompare.cpp, on every device
+        re.compile(r"^Complex dtype is not supported for (isposinf|isneginf), got dtype \w+$"),
+        r"\1 does not support complex inputs.",
+    ),
     (  # topk's structured meta in ATen's TopKImpl/Sorting.cpp
         re.compile(r"^k not in range for dimension$"),
         "selected index k out of range",
@@ -250,12 +254,27 @@ def raise_as_cpu(name: str, plan: Plan, metas: list[Any], described: list[Any], 
         _raise_solver_operand_error_as_cpu(plan, metas, error)
     _raise_conversion_error_as_cpu(metas, error)
     _raise_argument_error_as_cpu(plan, metas)
-    if isinstance(error, RuntimeError):  # after ATen's checks above, which come before its dispatch
+    if isinstance(error, RuntimeError) and not _checked_before_dispatch(plan, error):
+        # after ATen's checks above, which come before its dispatch
         dispatched_dtypes.check_refusal_by_dtype(plan.functional, plan.functional_args(metas))
     worded = in_aten_words(error)
     if worded is error:
         raise error
     raise worded from None
+
+
+#: Dtype checks of ATen's structured meta functions, which run before the kernel's dispatch on every
+#: device: a meta kernel's refusal in these words is CUDA's error too, not CUDA's kernel's "not
+#: implemented for" (op -> the check's opening words).
+_CHECKED_BEFORE_DISPATCH = {
+    "aten::neg": "Negation, the `-` operator, on a bool tensor is not supported.",  # UnaryOps.cpp's meta
+}
+
+
+def _checked_before_dispatch(plan: Plan, error: Exception) -> bool:
+    """Whether ``error`` is one of ``_CHECKED_BEFORE_DISPATCH``'s checks of the call's op."""
+    words = _CHECKED_BEFORE_DISPATCH.get(schema_of(plan.functional).name)
+    return words is not None and str(error).startswith(words)
 
 
 def _raise_dtype_rule_error(plan: Plan, metas: list[Any], error: Exception) -> None:

@@ -410,24 +410,39 @@ _NO_OVERLAP_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "gather": ("self",),
     "cat": ("tensors",),
     "stack": ("tensors",),  # ATen's stack writes through cat
+    "kthvalue": ("self",),  # kthvalue_out_impl_cpu/_cuda (Sorting.cpp, cuda/Sorting.cpp)
 }
 _NO_PARTIAL_OVERLAP_ARGUMENTS: dict[str, tuple[str, ...]] = {"gather": ("index",)}
 
+#: The ops of ``_NO_OVERLAP_ARGUMENTS`` whose ATen code also calls ``assert_no_internal_overlap`` on
+#: the written tensor first, before an ``out=`` is resized: ``index_select(x, 1, i,
+#: out=y.expand(2, 6))`` raises though the result's shape would give ``out`` a new storage.
+#: ``index_put_``/``index_fill_`` only warn (eager/expanded_writes.py).
+_NO_INTERNAL_OVERLAP = frozenset(
+    {"index_select", "index_add", "index_copy", "index_reduce", "scatter", "scatter_add", "scatter_reduce"}
+    | {"put", "take", "gather"}
+)
+
 
 def check_argument_overlap(name: str, plan: Plan, values: list[Any]) -> None:
-    """ATen's overlap checks of indexing, scatter and ``cat`` calls (``_NO_OVERLAP_ARGUMENTS``): each
-    written tensor against the listed arguments; ``values`` are the call's arguments in schema order.
+    """ATen's overlap checks of indexing, scatter, ``cat`` and ``kthvalue`` calls
+    (``_NO_OVERLAP_ARGUMENTS``): the written tensors' own elements (``_NO_INTERNAL_OVERLAP``), then
+    each written tensor against the listed arguments; ``values`` are the call's arguments in schema
+    order.
 
     Raises:
-        RuntimeError: ATen's "unsupported operation: some elements of the input tensor and the
-            written-to tensor refer to a single memory location. Please clone() the tensor before
-            performing the operation."
+        RuntimeError: ATen's "unsupported operation: more than one element of the written-to tensor
+            refers to a single memory location. ..."; ATen's "unsupported operation: some elements of
+            the input tensor and the written-to tensor refer to a single memory location. Please
+            clone() the tensor before performing the operation."
     """
     base = name.removeprefix("aten::").split(".")[0].removesuffix("_")
     no_overlap, no_partial = _NO_OVERLAP_ARGUMENTS.get(base, ()), _NO_PARTIAL_OVERLAP_ARGUMENTS.get(base, ())
     if not (no_overlap or no_partial):
         return
     written = [t for i in plan.writes for t in arguments.flat_tensors(values[i]) if isinstance(t, torch.Tensor)]
+    if base in _NO_INTERNAL_OVERLAP and any(refers_twice(t.shape, t.stride()) for t in written):
+        raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
     for schema_argument, value in zip(schema_of(plan.op).arguments, values, strict=False):
         if schema_argument.name not in no_overlap + no_partial:
             continue

@@ -407,7 +407,15 @@ UPSTREAM_SKIPS: dict[str, str] = {
     "test_bincount": "FP64 policy: the test weighs bincount with int8 weights, whose sums the CPU and CUDA give "
     "in float64; neuron raises TypeError naming float32 weights as the fix (DESIGN.md, 8)",
     **dict.fromkeys(
-        ("test_dim_ndim_limit_*", "test_dim_reduction_less_than_64"),
+        (
+            "test_dim_ndim_limit_*",
+            "test_dim_reduction_less_than_64",
+            "test_errors_amax",
+            "test_errors_amin",
+            "test_errors_aminmax",
+            "test_errors__refs_amax",
+            "test_errors__refs_amin",
+        ),
         "builds a tensor of 65 dimensions on the device, beyond the 64 of NumPy's and JAX's arrays that hold "
         "neuron's values: making it raises the reductions' own error ('only tensors with up to 64 dims are "
         "supported') before the reduction the test checks",
