@@ -274,8 +274,9 @@ def _bincount(tensor: torch.Tensor, weights: torch.Tensor | None = None, minleng
         raise RuntimeError("weights should be 1-d and have the same length as input")
     if weights is not None and weights.dtype != torch.float32:
         raise TypeError(
-            f"bincount on neuron: weights of dtype {weights.dtype} give float64 sums on CPU, and neuron has no "
-            "float64; pass weights.to(torch.float32) for float32 sums"
+            f"bincount on neuron: weights of dtype {weights.dtype} give float64 (double) sums on CPU, and float64 "
+            "(double) tensors are not supported because Trainium has no FP64 arithmetic. Pass "
+            "weights.to(torch.float32) for float32 sums."
         )
     low, high = torch.stack(torch.aminmax(tensor)).to(torch.int64).cpu().tolist()
     if low < 0:
