@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -108,3 +109,32 @@ def test_threads_writing_parts_of_one_storage_keep_every_write(write):
         thread.join()
     assert not errors, errors
     torch.testing.assert_close(base.cpu(), torch.full((rows, 256), float(steps)))
+
+
+def test_threads_launching_at_once_keep_the_cores_queue_consistent():
+    """Two threads launching ops on one core: the queue of launches in flight is shared, and a
+    thread switch between its ready check and its release popped an empty deque (IndexError in
+    about half the runs of helper-75's repro, 500 adds per thread)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch at nearly every bytecode, as under load
+    errors: list[BaseException] = []
+    tensors = [torch.zeros(4096, device="neuron") for _ in range(2)]
+
+    def add(x: torch.Tensor) -> None:
+        try:
+            for _ in range(300):
+                x + 1
+        except BaseException as error:  # noqa: BLE001 - reported in the main thread below
+            errors.append(error)
+
+    try:
+        for _ in range(4):
+            threads = [threading.Thread(target=add, args=(x,)) for x in tensors]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            torch.neuron.synchronize()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors

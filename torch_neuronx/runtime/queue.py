@@ -13,6 +13,7 @@ core; the stream layer adds events and priorities on top.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import jax
@@ -21,6 +22,10 @@ from torch_neuronx import _config
 from torch_neuronx.runtime import faults, launch_records, recording
 
 _launched: dict[int, deque[jax.Array]] = {}
+#: Guards ``_launched``: several Python threads launch and wait (serving threads, the autograd
+#: engine's, gloo's copies back); a thread switch between a ready check and its release popped an
+#: empty deque.
+_lock = threading.Lock()
 _BLOCKING = _config.launch_blocking()  # read when the runtime starts: this module loads then
 
 
@@ -30,28 +35,32 @@ def note_launch(device: int, output: jax.Array) -> None:
         output.block_until_ready()
         faults.raise_pending(device)
         return
-    queue = _launched.get(device)
-    if queue is None:
-        queue = _launched[device] = deque()
-    queue.append(output)
-    # Release what has finished: launches complete roughly in order, so looking at the oldest two
-    # keeps the queue as short as the work actually in flight, at O(1) per launch.
-    for _ in range(2):
-        if queue and queue[0].is_ready():
-            queue.popleft()
+    with _lock:
+        queue = _launched.get(device)
+        if queue is None:
+            queue = _launched[device] = deque()
+        queue.append(output)
+        # Release what has finished: launches complete roughly in order, so looking at the oldest
+        # two keeps the queue as short as the work actually in flight, at O(1) per launch.
+        for _ in range(2):
+            if queue and queue[0].is_ready():
+                queue.popleft()
 
 
 def in_flight(device: int) -> list[jax.Array]:
     """One output of each launch on ``device`` that may still be running (recorded launches are
     launched first: runtime/recording.py)."""
     recording.flush(device, "event")
-    return list(_launched.get(device, ()))
+    with _lock:
+        return list(_launched.get(device, ()))
 
 
 def is_idle(device: int) -> bool:
     """True when every launch on ``device`` has finished (faults are not raised)."""
     recording.flush(device, "stream query")
-    return all(array.is_ready() for array in _launched.get(device, ()))
+    with _lock:
+        launched = list(_launched.get(device, ()))
+    return all(array.is_ready() for array in launched)
 
 
 def synchronize(device: int, reason: str = "neuronDeviceSynchronize") -> None:
@@ -62,7 +71,8 @@ def synchronize(device: int, reason: str = "neuronDeviceSynchronize") -> None:
     a host read)."""
     recording.flush(device, "synchronize")
     started = launch_records.now() if launch_records.active else 0
-    pending = _launched.pop(device, None)
+    with _lock:
+        pending = _launched.pop(device, None)
     if pending:
         jax.block_until_ready(list(pending))
     if started:
