@@ -84,17 +84,8 @@ class EagerKernel:
             plan.op, static_scalars=plan.decomposed, static=static, allow_cpu=allow_cpu
         )
         self.cache: dict[bytes, executable.Runner] = {}  # bounded by runtime.executable_cache
-        #: In-place and out= overloads read the buffers they write and bind their successors: under
-        #: runtime/storage_writes.py's lock, so another thread's write to the same storage is kept.
-        self.writes = schema_of(plan.op).is_mutable
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.writes:
-            with storage_writes.lock:
-                return self._call(args, kwargs)
-        return self._call(args, kwargs)
-
-    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
             key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
             key = with_thread_count(key)
@@ -263,3 +254,20 @@ class EagerKernel:
         if lowered is not None and lowered.call_warning is not None:
             launch = runners.with_call_warning(launch, plan)
         return launch
+
+
+class WritingKernel(EagerKernel):
+    """The kernel of an in-place or ``out=`` overload: it reads the buffers it writes and binds
+    their successors under runtime/storage_writes.py's lock, so that another thread's write to the
+    same storage is kept. Functional overloads, which bind only new storages, skip the lock."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with storage_writes.lock:
+            return super().__call__(*args, **kwargs)
+
+
+def eager_kernel(plan: Plan, allow_cpu: frozenset[str] = frozenset()) -> EagerKernel:
+    """The PrivateUse1 kernel of ``plan``'s overload: a :class:`WritingKernel` for an overload that
+    writes its arguments (its schema is mutable), else an :class:`EagerKernel`."""
+    kind = WritingKernel if schema_of(plan.op).is_mutable else EagerKernel
+    return kind(plan, allow_cpu)

@@ -37,7 +37,7 @@ from torch_neuronx.eager import (
     sync_batch_norm,
     views,
 )
-from torch_neuronx.eager.kernel import EagerKernel
+from torch_neuronx.eager.kernel import eager_kernel
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.lowering import engine, load_lowerings, registry
 from torch_neuronx.runtime.cores import device_entry_point
@@ -241,7 +241,7 @@ def _register_kernels() -> None:
     for plan in plans():
         if plan.op in custom or has_kernel(plan.op, "PrivateUse1"):
             continue
-        kernel = EagerKernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
+        kernel = eager_kernel(plan, ALLOW_CPU.get(plan.op, frozenset()))
         if plan.op is aten.index.Tensor:
             kernel = host_ops.index_with_masks(kernel)
         elif plan.op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):

@@ -441,8 +441,8 @@ def check_argument_overlap(name: str, plan: Plan, values: list[Any]) -> None:
     if not (no_overlap or no_partial):
         return
     written = [t for i in plan.writes for t in arguments.flat_tensors(values[i]) if isinstance(t, torch.Tensor)]
-    if base in _NO_INTERNAL_OVERLAP and any(refers_twice(t.shape, t.stride()) for t in written):
-        raise RuntimeError(INTERNAL_OVERLAP_MESSAGE)
+    if base in _NO_INTERNAL_OVERLAP:
+        check_no_internal_overlap(plan, values)
     for schema_argument, value in zip(schema_of(plan.op).arguments, values, strict=False):
         if schema_argument.name not in no_overlap + no_partial:
             continue

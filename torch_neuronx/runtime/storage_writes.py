@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 
 #: Held from reading the buffers of the storages a call writes to binding their successors: by the
-#: eager kernels of in-place and out= overloads (eager/kernel.py) and by :func:`buffers.write` and
+#: eager kernels of in-place and out= overloads (eager/kernel.py's ``WritingKernel``) and by :func:`buffers.write` and
 #: :func:`buffers.share_whole` (copies, and collectives' copies back). Compiled graphs write no
 #: input: AOTAutograd applies their input mutations with ``copy_`` after the graph. Reentrant: a
 #: write may run others (a copy that casts runs the cast's kernel). One lock for every storage,
