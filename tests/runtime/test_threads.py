@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 import torch
 
-from torch_neuronx.runtime import tracing
+from torch_neuronx.runtime import storage_writes, tracing
 
 
 def test_trace_contexts_are_per_thread():
@@ -109,6 +110,56 @@ def test_threads_writing_parts_of_one_storage_keep_every_write(write):
         thread.join()
     assert not errors, errors
     torch.testing.assert_close(base.cpu(), torch.full((rows, 256), float(steps)))
+
+
+def _add_one_to_row_one(base: torch.Tensor) -> None:
+    base[1] += 1
+
+
+_compiled_add_one_to_row_one = torch.compile(_add_one_to_row_one, backend="neuron", dynamic=False)
+
+
+def _storages(tensor: torch.Tensor) -> frozenset[int]:
+    return frozenset({tensor.untyped_storage().data_ptr()})
+
+
+def test_a_compiled_mutation_waits_for_a_write_announced_into_its_input():
+    """A thread announces a write into row 0 (as an async collective does for its copy back) and
+    makes it 0.2 s later; a compiled function adding to row 1 meanwhile returns only after it: its
+    graph read the whole tensor, and AOTAutograd's write-back of it would undo the copy."""
+    base = torch.zeros(2, 256, device="neuron")
+    _compiled_add_one_to_row_one(base)  # compiled before the test
+    base.zero_()
+    end = storage_writes.begin_async_write(_storages(base))
+    landed = threading.Event()
+
+    def copy_back() -> None:
+        time.sleep(0.2)
+        base[0].copy_(torch.full((256,), 7.0))
+        landed.set()
+        end()
+
+    thread = threading.Thread(target=copy_back)
+    thread.start()
+    _compiled_add_one_to_row_one(base)
+    assert landed.is_set()
+    thread.join()
+    torch.testing.assert_close(base.cpu(), torch.stack([torch.full((256,), 7.0), torch.ones(256)]))
+
+
+def test_a_compiled_mutation_waits_for_no_write_into_another_storage():
+    base, other = torch.zeros(2, 256, device="neuron"), torch.zeros(2, 256, device="neuron")
+    _compiled_add_one_to_row_one(other)
+    end = storage_writes.begin_async_write(_storages(base))
+    try:
+        thread = threading.Thread(target=_compiled_add_one_to_row_one, args=(other,))
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the call waited for a write into another tensor's storage"
+    finally:
+        end()
+        thread.join()
+    torch.testing.assert_close(other[1].cpu(), torch.full((256,), 2.0))
 
 
 def test_threads_launching_at_once_keep_the_cores_queue_consistent():

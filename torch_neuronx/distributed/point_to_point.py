@@ -24,6 +24,7 @@ itself), go through :class:`SelfMessages`: the host copy waits there, per tag, f
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
 import itertools
 import threading
@@ -105,6 +106,7 @@ class _PointToPointWork(dist.Work):
     def __init__(self, tensor: torch.Tensor) -> None:
         super().__init__()
         self._tensor = tensor
+        self._future_threads: list[threading.Thread] = []
 
     def result(self) -> list[torch.Tensor]:
         return [self._tensor]
@@ -120,8 +122,24 @@ class _PointToPointWork(dist.Work):
             else:
                 future.set_result(self.result())
 
-        threading.Thread(target=complete, name="neuron-p2p-future", daemon=True).start()
+        thread = threading.Thread(target=complete, name="neuron-p2p-future", daemon=True)
+        self._future_threads.append(thread)
+        thread.start()
         return future
+
+    def is_settled(self) -> bool:
+        """Whether nothing of the work runs any more: it completed, and so did its futures' threads
+        (with the callbacks chained on them)."""
+        return self.is_completed() and not any(thread.is_alive() for thread in self._future_threads)
+
+    def settle(self, timeout: datetime.timedelta) -> None:
+        """Waits for the work (its error is left to its own ``wait()``), then for its futures'
+        threads, at most ``timeout`` each: what the process group does before it shuts down or
+        the interpreter exits, when the user never waited."""
+        with contextlib.suppress(Exception):
+            self.wait()
+        for thread in self._future_threads:
+            thread.join(timeout.total_seconds())
 
 
 class StagedSend(_PointToPointWork):

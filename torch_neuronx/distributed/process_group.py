@@ -34,12 +34,24 @@ import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend
 from torch_neuronx.distributed import agreement, call_order, point_to_point, reduce_ops, staging
-from torch_neuronx.runtime import launch_records
+from torch_neuronx.runtime import launch_records, storage_writes
 
 __all__ = ["NeuronProcessGroup"]
 
 #: A finished gloo collective's results, turned into the tensors the caller gave: host -> device.
 Finish = Callable[[], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _InFlight:
+    """An async collective of a group, from its call until the callbacks chained on its work's
+    future have run: ``finished`` (that future) completes once the results are copied back into
+    ``storages`` (the device addresses of the storages it reads or writes), then ``settled`` is set
+    once the callbacks that completion ran (``get_future().then(...)``) have returned."""
+
+    storages: frozenset[int]
+    finished: torch.futures.Future
+    settled: threading.Event
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +232,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
         self._self_messages = point_to_point.SelfMessages(rank, timeout)
-        self._pending: list[tuple[frozenset[int], torch.futures.Future]] = []
+        self._pending: list[_InFlight] = []
+        self._unwaited_point_to_point: list[point_to_point.StagedSend | point_to_point.StagedReceive] = []
         self._pending_lock = threading.Lock()
         self._splits = 0
         register_device_backend(self, "neuron", self._gloo)
@@ -252,13 +265,28 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 transport.abort()
 
     def _drain(self) -> None:
-        """Waits for this rank's unfinished collectives on the group, their results copied back
-        (each raising, if it fails, at its own work's ``wait()``, not here). An async collective's
-        gloo call and copy back run in callbacks on gloo's threads: left running while the group
-        is shut down or the interpreter exits, they abort the process (a gloo thread that drops the
-        last reference to its own group joins itself)."""
+        """Waits for this rank's unfinished work on the group: async collectives, their results
+        copied back and the callbacks chained on their futures run (each raising, if it fails, at
+        its own work's ``wait()``, not here), and sends and receives not yet waited on (a receive's
+        message is copied in). Their gloo calls, copies back and callbacks run on gloo's threads
+        and ours: left running while the group is shut down or the interpreter exits, they abort
+        the process (a thread that takes the GIL once the interpreter is finalizing exits through
+        gloo's noexcept frames; a gloo thread that drops the last reference to its own group joins
+        itself). A callback that has not returned within the group's timeout is left running."""
+        self._wait_for_collectives()
         with self._pending_lock:
-            pending = [future for _, future in self._pending]
+            in_flight = list(self._pending)
+            point_to_point_works, self._unwaited_point_to_point = self._unwaited_point_to_point, []
+        for collective in in_flight:
+            collective.settled.wait(self._timeout.total_seconds())
+        for work in point_to_point_works:
+            work.settle(self._timeout)
+
+    def _wait_for_collectives(self) -> None:
+        """Waits for this rank's unfinished async collectives on the group, their results copied
+        back (each raising, if it fails, at its own work's ``wait()``, not here)."""
+        with self._pending_lock:
+            pending = [collective.finished for collective in self._pending]
         for future in pending:
             with contextlib.suppress(Exception):
                 future.wait()
@@ -418,37 +446,50 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 return self._coalesced(_done(result))
 
         finished = torch.futures.Future()
+        in_flight = _InFlight(_storages(touched), finished, threading.Event())
+        # A compiled function mutating these storages waits for the copy back (runtime/storage_writes.py).
+        end_write = storage_writes.begin_async_write(in_flight.storages)
+
+        def complete(error: Exception | None) -> None:
+            end_write()
+            try:
+                if error is None:
+                    finished.set_result(result)  # runs the callbacks chained on the work's future
+                else:
+                    finished.set_exception(error)
+            finally:
+                in_flight.settled.set()
 
         def completed(gloo_future: torch.futures.Future) -> None:
             try:
                 gloo_future.value()
                 finish()
             except Exception as error:  # noqa: BLE001 (the work raises it)
-                finished.set_exception(error)
+                complete(error)
             else:
-                finished.set_result(result)
+                complete(None)
 
         def started(posted_future: torch.futures.Future) -> None:
             work = posted_future.value()
             if isinstance(work, Exception):
-                finished.set_exception(work)
+                complete(work)
             else:
                 work.get_future().add_done_callback(completed)
 
         posted.add_done_callback(started)
         with self._pending_lock:
-            self._pending.append((_storages(touched), finished))
+            self._pending.append(in_flight)
         return self._coalesced(CollectiveWork(finished, result))
 
     def _after_pending(self, tensors: Sequence[torch.Tensor]) -> None:
         """Waits for the unfinished async collectives of this group that touch ``tensors``' storages
         (their results copied back), raising their error if one failed."""
         with self._pending_lock:
-            self._pending = [(touched, future) for touched, future in self._pending if not future.done()]
+            self._pending = [collective for collective in self._pending if not collective.settled.is_set()]
             if not self._pending:
                 return
             storages = _storages(tensors)
-            earlier = [future for touched, future in self._pending if touched & storages]
+            earlier = [collective.finished for collective in self._pending if collective.storages & storages]
         for future in earlier:
             future.wait()
 
@@ -955,7 +996,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         with launch_records.collective("send", device, staging.nbytes(tensors)):
             if dst == self.rank():
                 return self._self_messages.send(tensor, tag)
-            return point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
+            return self._until_drained(point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         if self._on_cpu("recv", tensors):
@@ -976,7 +1017,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
             if src == self.rank():
                 return self._self_messages.recv(tensor, tag)
-            return point_to_point.StagedReceive(self._gloo, tensor, src, tag)
+            return self._until_drained(point_to_point.StagedReceive(self._gloo, tensor, src, tag))
+
+    def _until_drained(
+        self, work: point_to_point.StagedSend | point_to_point.StagedReceive
+    ) -> point_to_point.StagedSend | point_to_point.StagedReceive:
+        """``work``, kept for ``_drain`` until it is waited on: a script may end, or destroy the
+        group, with an ``isend`` or ``irecv`` it never waited for, whose gloo calls are still under
+        way on threads (see ``_drain``)."""
+        with self._pending_lock:
+            self._unwaited_point_to_point = [w for w in self._unwaited_point_to_point if not w.is_settled()]
+            self._unwaited_point_to_point.append(work)
+        return work
 
     def _start_coalescing(self, device: torch.device) -> None:
         """``_coalescing_manager(group, device)``: the collectives issued until ``_end_coalescing``
@@ -997,7 +1049,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         verdict = agreement.start_agreement(self._agreement_transport, "barrier", [], sizes=False).wait()
         if verdict is not None:
             raise verdict
-        self._drain()
+        self._wait_for_collectives()
         return _done([])
 
 
