@@ -21,7 +21,7 @@ test-adaptive: install  ## The lowering, runtime, compile and workload tests and
 test-conformance: install  ## The OpInfo sample in three dtypes, every OpInfo's error inputs, the runner's worker (minutes).
 	TORCH_NEURONX_CONFORMANCE_FULL=1 $(BIN)/python -m pytest -n 2 tests/conformance
 
-test-distributed: install  ## The full distributed suite: 2-process jobs, torchrun, faults (a few minutes).
+test-distributed: install  ## The full distributed suite: 2-process jobs, torchrun, faults (about 7 minutes on 2 cores).
 	TORCH_NEURONX_DISTRIBUTED_FULL=1 $(BIN)/python -m pytest -v tests/distributed
 
 test-ecosystem: install  ## PEFT, TRL, Diffusers, sentence-transformers and timm against the CPU, in full (minutes).
