@@ -232,6 +232,26 @@ def _async(rank: int, world_size: int) -> None:
     assert future_value[0] is neuron
 
 
+@check("all_reduce_at_and_past_the_inline_size")
+def _inline_sizes(rank: int, world_size: int) -> None:
+    # Up to 4 KiB an all_reduce's data travels with the ranks' agreement and each rank sums it
+    # (distributed/agreement.py); past it, gloo sums. Both give gloo's bits, in place and async.
+    for dtype, limit in ((torch.float32, 1024), (torch.bfloat16, 2048), (torch.int64, 512)):
+        for numel in (1, limit, limit + 1):
+            cpu = make_input((numel,), dtype, rank)
+            expected = cpu.clone()
+            dist.all_reduce(expected)
+            neuron = cpu.to("neuron")
+            dist.all_reduce(neuron)
+            assert_close(neuron.cpu(), expected, rtol=0, atol=0)
+            view = cpu.to("neuron").repeat_interleave(2)[::2]  # a strided view of a larger storage
+            dist.all_reduce(view, async_op=True).wait()
+            assert_close(view.cpu(), expected, rtol=0, atol=0)
+    scalar = torch.tensor(float(rank + 1), device="neuron")
+    dist.all_reduce(scalar, op=dist.ReduceOp.AVG)
+    assert_close(scalar.cpu(), torch.tensor((world_size + 1) / 2))
+
+
 @check("async_collective_returns_before_the_peers_call_it")
 def _async_returns_at_once(rank: int, world_size: int) -> None:
     # NCCL enqueues an async collective and returns: rank 0's all_reduce on one group must not wait

@@ -9,17 +9,28 @@ neuron group therefore all-gathers a fingerprint of the call through gloo (:data
 numbers plus two per rank, one layout for every collective, so that ranks calling different ones
 still exchange equal sizes) and raises, on every rank, when the ranks disagree. It costs one small
 round trip per collective.
+
+A small collective's data can travel in that same message (:data:`INLINE_BYTES` at most): every
+fingerprint carries a slot of that size, used or not, so the message keeps one size for every
+collective. The caller then computes the collective from every rank's data (``Inline``), and the
+collective costs one round trip instead of two.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["dtype_code", "dtype_name", "start_agreement"]
+__all__ = ["INLINE_BYTES", "Inline", "dtype_code", "dtype_name", "start_agreement"]
+
+#: The most bytes of a rank's data that travel in its fingerprint's message (a slot every
+#: fingerprint carries): 1,024 float32 values, enough for losses, norms and small statistics.
+INLINE_BYTES = 4096
+_INLINE_WORDS = INLINE_BYTES // 8
 
 #: Every collective the neuron group checks, so that any rank can name what another one called.
 COLLECTIVES = (
@@ -116,6 +127,20 @@ def _fingerprint(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Inline:
+    """A rank's data sent with its fingerprint, and where every rank's arrives.
+
+    Args:
+        payload: this rank's data, a contiguous host tensor of at most :data:`INLINE_BYTES` bytes.
+        gathered: a contiguous ``uint8`` host tensor of shape (ranks, ``payload``'s bytes), filled
+            in rank order once the ranks agree (before the verdict completes).
+    """
+
+    payload: torch.Tensor
+    gathered: torch.Tensor
+
+
 def start_agreement(
     gloo: dist.ProcessGroup,
     collective: str,
@@ -124,6 +149,7 @@ def start_agreement(
     op: dist.ReduceOp | None = None,
     exchange: tuple[Sequence[int], Sequence[int]] | None = None,
     refused: Exception | None = None,
+    inline: Inline | None = None,
 ) -> torch.futures.Future:
     """Posts this rank's fingerprint of the call to ``gloo`` and returns a future of the verdict:
     ``None`` when all ranks call ``collective`` with the same reduction ``op`` on tensors of the
@@ -135,16 +161,27 @@ def start_agreement(
     rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
     arguments, posted so that the other ranks learn of it and none of them waits for a collective
     that will not come (NCCL's ranks would, until the group's timeout); it is the verdict here.
+    ``inline``: this rank's data to send along, and where every rank's goes (:class:`Inline`).
 
     The verdict's exceptions: ``refused``; or RuntimeError when the ranks disagree (the message
     says what each rank passed) or another rank refused its arguments.
     """
     size = gloo.size()
+    nbytes = 0 if inline is None else inline.payload.numel() * inline.payload.element_size()
+    if nbytes > INLINE_BYTES:
+        raise ValueError(f"neuron {collective}: {nbytes} bytes do not fit the agreement's {INLINE_BYTES}-byte slot")
     if size == 1:
+        if inline is not None:
+            inline.gathered.copy_(inline.payload.reshape(-1).view(torch.uint8).view(1, -1))
         verdict = torch.futures.Future()
         verdict.set_result(refused)
         return verdict
-    mine = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
+    fingerprint = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
+    mine = torch.zeros(fingerprint.numel() + _INLINE_WORDS, dtype=torch.int64)
+    mine[: fingerprint.numel()] = fingerprint
+    slot = fingerprint.numel()
+    if nbytes:
+        mine[slot:].view(torch.uint8)[:nbytes] = inline.payload.reshape(-1).view(torch.uint8)
     everyone = torch.empty(size * mine.numel(), dtype=torch.int64)
 
     def judge(future: torch.futures.Future) -> Exception | None:
@@ -152,7 +189,11 @@ def start_agreement(
             future.value()
         except Exception as error:  # noqa: BLE001 (gloo's error, the timeout's for one, is the verdict)
             return error
-        return refused or _disagreement(collective, mine, everyone.view(size, -1), exchange is not None)
+        rows = everyone.view(size, -1)
+        verdict = refused or _disagreement(collective, fingerprint, rows[:, :slot], exchange is not None)
+        if verdict is None and inline is not None:
+            inline.gathered.copy_(rows[:, slot:].contiguous().view(torch.uint8)[:, :nbytes])
+        return verdict
 
     return gloo._allgather_base(everyone, mine).get_future().then(judge)
 
