@@ -356,6 +356,63 @@ def _async_view_and_compiled(rank: int, world_size: int) -> None:
         assert_close(base.cpu(), expected)
 
 
+@check("a_callback_running_a_compiled_update_waits_for_no_later_collective")
+def _callback_with_compiled_update(rank: int, world_size: int) -> None:
+    # A then() callback runs on the thread that posts the group's later collectives: a compiled
+    # update of y there waited for y's async all_reduce, which that thread had yet to post (rank 0
+    # hung in 4 of 4 runs, helper-77).
+    @torch.compile(backend="neuron")
+    def bump(tensor: torch.Tensor) -> None:
+        tensor.add_(1)
+
+    group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=30))
+    y = torch.zeros(1024, device="neuron")
+    bump(y)  # compiled before
+    works = [dist.all_reduce(torch.ones(1024, device="neuron"), group=group, async_op=True) for _ in range(2)]
+    callbacks = [work.get_future().then(lambda _: bump(y)) for work in works]
+    if rank == 1:
+        time.sleep(1.0)  # rank 1 calls y's all_reduce later
+    dist.all_reduce(y, group=group, async_op=True).wait()
+    for callback in callbacks:
+        callback.wait()
+    assert 2 <= y[0].item() <= 2 * (1 + 2) + 2  # the order of the callbacks and the reduction is a race
+
+
+@check("irecv_future_keeps_a_compiled_write_to_its_storage")
+def _irecv_future_and_compiled(rank: int, world_size: int) -> None:
+    # get_future() copies a receive in from a thread of its own: a compiled update of another row of
+    # the tensor meanwhile undid it (19 of 30 trials, helper-77) until the copy was announced.
+    @torch.compile(backend="neuron")
+    def bump(base: torch.Tensor) -> None:
+        base[1] += 1
+
+    bump(torch.zeros(2, 1024, device="neuron"))
+    for _ in range(10):
+        base = torch.zeros(2, 1024, device="neuron")
+        if rank == 0:
+            dist.send(torch.full((1024,), 7.0, device="neuron"), dst=1)
+        elif rank == 1:
+            future = dist.irecv(base[0], src=0).get_future()
+            for _ in range(10):
+                bump(base)
+            future.wait()
+            assert_close(base.cpu(), torch.stack([torch.full((1024,), 7.0), torch.full((1024,), 10.0)]))
+
+
+@check("isend_never_waited_is_delivered")
+def _isend_fire_and_forget(rank: int, world_size: int) -> None:
+    # NCCL completes an isend whose work is dropped; gloo's send work completes only in wait(), and
+    # the message was lost (the receiver timed out) until the group waited for such sends itself.
+    for step in range(20):
+        if rank == 0:
+            dist.isend(torch.full((256,), float(step), device="neuron"), dst=1)
+        elif rank == 1:
+            received = torch.empty(256, device="neuron")
+            dist.recv(received, src=0)
+            assert_close(received.cpu(), torch.full((256,), float(step)))
+    dist.barrier()
+
+
 @check("cpu_and_neuron_collectives_in_either_order")
 def _cpu_and_neuron_orders(rank: int, world_size: int) -> None:
     # A "cpu:gloo,neuron:neuron" group's CPU and neuron collectives travel apart, as the two

@@ -16,6 +16,7 @@ SAMPLE = [
     "all_reduce_SUM_complex32",
     "all_reduce_async_orders_later_work",
     "all_reduce_at_and_past_the_inline_size",
+    "a_callback_running_a_compiled_update_waits_for_no_later_collective",
     "all_reduce_async_then_sync_on_one_tensor",
     "async_collective_returns_before_the_peers_call_it",
     "async_disagreement_raises_at_wait_on_every_rank",

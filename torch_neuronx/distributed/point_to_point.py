@@ -27,6 +27,7 @@ import collections
 import contextlib
 import datetime
 import itertools
+import queue
 import threading
 import zlib
 from collections import defaultdict
@@ -36,12 +37,14 @@ import torch
 import torch.distributed as dist
 
 from torch_neuronx.distributed import agreement, staging
+from torch_neuronx.runtime import storage_writes
 
 __all__ = [
     "HEADER_ELEMENTS",
     "MAX_USER_TAG",
     "PayloadTags",
     "SelfMessages",
+    "SendCompletions",
     "StagedReceive",
     "StagedSend",
     "check_tag",
@@ -111,16 +114,33 @@ class _PointToPointWork(dist.Work):
     def result(self) -> list[torch.Tensor]:
         return [self._tensor]
 
+    #: Whether ``wait()`` writes into the tensor (a receive's copy back).
+    _writes = False
+
     def get_future(self) -> torch.futures.Future:
         future: torch.futures.Future = torch.futures.Future()
+        # A receive's copy back then lands from the future's thread: a compiled function mutating
+        # the tensor meanwhile waits for it (runtime/storage_writes.py).
+        end_write = (
+            storage_writes.begin_async_write(frozenset({self._tensor.untyped_storage().data_ptr()}))
+            if self._writes
+            else None
+        )
 
         def complete() -> None:
             try:
                 self.wait()
             except BaseException as error:  # noqa: BLE001 (handed to the future's waiter)
-                future.set_exception(error)
+                outcome = error
             else:
+                outcome = None
+            finally:
+                if end_write is not None:
+                    end_write()
+            if outcome is None:
                 future.set_result(self.result())
+            else:
+                future.set_exception(outcome)
 
         thread = threading.Thread(target=complete, name="neuron-p2p-future", daemon=True)
         self._future_threads.append(thread)
@@ -181,6 +201,44 @@ class StagedSend(_PointToPointWork):
         return self._done
 
 
+class SendCompletions:
+    """Waits for a group's sends in the background, in the order they were made, so that a send
+    whose work the caller never waits on (``dist.isend(t, dst)`` alone, which NCCL completes) still
+    completes and lets go of its tensor and host copy: gloo's send work has no completion but
+    ``wait()`` (``is_completed()`` stays False until then). One daemon thread, started at the
+    first send; only the sends not yet complete are held."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[StagedSend] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._outstanding = 0
+        self._changed = threading.Condition()
+
+    def track(self, send: StagedSend) -> None:
+        """Waits for ``send`` after the sends tracked before it (its error is left to its own ``wait()``)."""
+        with self._changed:
+            self._outstanding += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._complete, name="neuron-send-completions", daemon=True)
+                self._thread.start()
+        self._queue.put(send)
+
+    def settle(self, timeout: datetime.timedelta) -> bool:
+        """Waits, at most ``timeout``, until every tracked send has completed (or failed); whether they have."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._outstanding == 0, timeout.total_seconds())
+
+    def _complete(self) -> None:
+        while True:
+            send = self._queue.get()
+            with contextlib.suppress(Exception):
+                send.wait()
+            del send  # not held while the next one is awaited
+            with self._changed:
+                self._outstanding -= 1
+                self._changed.notify_all()
+
+
 class StagedReceive(_PointToPointWork):
     """A receive into one neuron tensor (any layout), checked against the sender's header.
 
@@ -193,6 +251,8 @@ class StagedReceive(_PointToPointWork):
     ``wait()`` raises ``RuntimeError`` when the sender's tensor differs from ``tensor`` in dtype or
     shape (``tensor`` keeps its values), and gloo's error when the sender never comes.
     """
+
+    _writes = True
 
     def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, src: int | None, tag: int) -> None:
         super().__init__(tensor)
@@ -327,6 +387,8 @@ class _SelfSend(_PointToPointWork):
 class _SelfReceive(_PointToPointWork):
     """A receive from the rank itself: ``wait()`` waits for the send, then copies its host copy in
     or raises, as :class:`StagedReceive` does, when the send's dtype or element count differs."""
+
+    _writes = True
 
     def __init__(
         self, tensor: torch.Tensor, rank: int, timeout: datetime.timedelta, withdraw: Callable[[], bool]

@@ -233,11 +233,18 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._payload_tags = point_to_point.PayloadTags()
         self._self_messages = point_to_point.SelfMessages(rank, timeout)
         self._pending: list[_InFlight] = []
-        self._unwaited_point_to_point: list[point_to_point.StagedSend | point_to_point.StagedReceive] = []
+        self._unwaited_receives: list[point_to_point.StagedReceive] = []
+        self._send_completions = point_to_point.SendCompletions()
         self._pending_lock = threading.Lock()
         self._splits = 0
         register_device_backend(self, "neuron", self._gloo)
         _LIVE_GROUPS.add(self)
+        # A callback chained on a collective may make its first compile during the exit's drain,
+        # after threading's shutdown began, when a module that registers a threading atexit hook
+        # (concurrent.futures', which Dynamo imports) can no longer be imported: import them now.
+        import concurrent.futures.process  # noqa: F401, PLC0415
+        import concurrent.futures.thread  # noqa: F401, PLC0415
+
         global _gloo_threads_started
         _gloo_threads_started = True
 
@@ -273,14 +280,24 @@ class NeuronProcessGroup(dist.ProcessGroup):
         the process (a thread that takes the GIL once the interpreter is finalizing exits through
         gloo's noexcept frames; a gloo thread that drops the last reference to its own group joins
         itself). A callback that has not returned within the group's timeout is left running."""
-        self._wait_for_collectives()
-        with self._pending_lock:
-            in_flight = list(self._pending)
-            point_to_point_works, self._unwaited_point_to_point = self._unwaited_point_to_point, []
-        for collective in in_flight:
-            collective.settled.wait(self._timeout.total_seconds())
-        for work in point_to_point_works:
-            work.settle(self._timeout)
+        deadline = time.monotonic() + self._timeout.total_seconds()
+
+        def left() -> datetime.timedelta:
+            return datetime.timedelta(seconds=max(0.0, deadline - time.monotonic()))
+
+        while time.monotonic() < deadline:
+            # Until nothing is left: a callback may start another collective, or a send.
+            self._wait_for_collectives()
+            with self._pending_lock:
+                in_flight = [collective for collective in self._pending if not collective.settled.is_set()]
+                receives, self._unwaited_receives = self._unwaited_receives, []
+            sends_done = self._send_completions.settle(left())
+            if not in_flight and not receives and sends_done:
+                return
+            for collective in in_flight:
+                collective.settled.wait(left().total_seconds())
+            for receive in receives:
+                receive.settle(left())
 
     def _wait_for_collectives(self) -> None:
         """Waits for this rank's unfinished async collectives on the group, their results copied
@@ -458,10 +475,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
         def complete(error: Exception | None) -> None:
             end_write()
             try:
-                if error is None:
-                    finished.set_result(result)  # runs the callbacks chained on the work's future
-                else:
-                    finished.set_exception(error)
+                # Runs the callbacks chained on the work's future, on the thread that posts the
+                # group's later collectives: a compiled call there must not wait for their copies back.
+                with storage_writes.landing_async_writes():
+                    if error is None:
+                        finished.set_result(result)
+                    else:
+                        finished.set_exception(error)
             finally:
                 in_flight.settled.set()
 
@@ -1036,7 +1056,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         with launch_records.collective("send", device, staging.nbytes(tensors)):
             if dst == self.rank():
                 return self._self_messages.send(tensor, tag)
-            return self._until_drained(point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags))
+            sent = point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
+            self._send_completions.track(sent)
+            return sent
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         if self._on_cpu("recv", tensors):
@@ -1057,18 +1079,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
             if src == self.rank():
                 return self._self_messages.recv(tensor, tag)
-            return self._until_drained(point_to_point.StagedReceive(self._gloo, tensor, src, tag))
-
-    def _until_drained(
-        self, work: point_to_point.StagedSend | point_to_point.StagedReceive
-    ) -> point_to_point.StagedSend | point_to_point.StagedReceive:
-        """``work``, kept for ``_drain`` until it is waited on: a script may end, or destroy the
-        group, with an ``isend`` or ``irecv`` it never waited for, whose gloo calls are still under
-        way on threads (see ``_drain``)."""
-        with self._pending_lock:
-            self._unwaited_point_to_point = [w for w in self._unwaited_point_to_point if not w.is_settled()]
-            self._unwaited_point_to_point.append(work)
-        return work
+            received = point_to_point.StagedReceive(self._gloo, tensor, src, tag)
+            # Kept for _drain until waited on: a script may end, or destroy the group, with an irecv
+            # it never waited for, whose header is awaited on a thread of the receive's own.
+            with self._pending_lock:
+                self._unwaited_receives = [r for r in self._unwaited_receives if not r.is_settled()]
+                self._unwaited_receives.append(received)
+            return received
 
     def _start_coalescing(self, device: torch.device) -> None:
         """``_coalescing_manager(group, device)``: the collectives issued until ``_end_coalescing``

@@ -17,13 +17,14 @@ and a compiled call that mutates an input first waits for those into its storage
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-__all__ = ["begin_async_write", "lock", "wait_for_async_writes"]
+__all__ = ["begin_async_write", "landing_async_writes", "lock", "wait_for_async_writes"]
 
 #: Held from reading the buffers of the storages a call writes to binding their successors: by the
 #: eager kernels of in-place and out= overloads (eager/kernel.py's ``WritingKernel``) and by :func:`buffers.write` and
@@ -57,10 +58,29 @@ def begin_async_write(storages: frozenset[int]) -> Callable[[], None]:
     return end
 
 
+#: Per thread: whether it is landing announced writes (:func:`landing_async_writes`).
+_landing = threading.local()
+
+
+@contextlib.contextmanager
+def landing_async_writes() -> Iterator[None]:
+    """Marks the current thread, for the block, as one that lands announced writes (a collective's
+    completion, with the callbacks chained on its future). :func:`wait_for_async_writes` returns at
+    once on it: the writes it would wait for may need this very thread (the next collective's copy
+    back), and it would wait for ever."""
+    previous = getattr(_landing, "active", False)
+    _landing.active = True
+    try:
+        yield
+    finally:
+        _landing.active = previous
+
+
 def wait_for_async_writes(tensors: Sequence[torch.Tensor]) -> None:
     """Waits until no announced write into the storages of ``tensors`` is still to land. A dict
-    check when none is announced (the common case)."""
-    if not _async_writes:
+    check when none is announced (the common case); nothing on a thread that lands them
+    (:func:`landing_async_writes`)."""
+    if not _async_writes or getattr(_landing, "active", False):
         return
     storages = {tensor.untyped_storage().data_ptr() for tensor in tensors}
     with _async_writes_lock:
