@@ -477,7 +477,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             try:
                 # Runs the callbacks chained on the work's future, on the thread that posts the
                 # group's later collectives: a compiled call there must not wait for their copies back.
-                with storage_writes.landing_async_writes():
+                with storage_writes.landing_async_writes.raised():
                     if error is None:
                         finished.set_result(result)
                     else:

@@ -12,21 +12,20 @@ replace that code, so each op of :data:`ALERTS` raises its alert before its kern
 PyTorch's Python meta kernels raise two of CUDA's kernel alerts themselves (``histc`` of floats,
 ``median`` with indices), for any tensor whose device they take for CUDA: a meta tensor's
 (``torch._meta_registrations.device_hint``). The eager layer's meta calls describe neuron tensors,
-whose kernels for those ops are deterministic, so :func:`describing_neuron_tensors` keeps those
+whose kernels for those ops are deterministic, so :data:`describing_neuron_tensors` keeps those
 alerts out of them; without it the first call of ``histc`` raised under deterministic algorithms
 and later calls, whose executable was cached, did not.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from torch_neuronx._compat.torch_internals import OpOverload, alert_not_deterministic, skip_meta_alerts
+from torch_neuronx.runtime.thread_flags import ThreadFlag
 
 aten = torch.ops.aten
 
@@ -66,20 +65,10 @@ def alerting(op: OpOverload, kernel: Callable[..., Any]) -> Callable[..., Any]:
 #: The alerts PyTorch's meta kernels raise for CUDA's kernels (their callers' words).
 CUDA_KERNEL_ALERTS = frozenset({"_histc_cuda with floating point input", "median CUDA with indices output"})
 
-_describing = threading.local()
-
-
-@contextlib.contextmanager
-def describing_neuron_tensors() -> Iterator[None]:
-    """Meta calls in this thread describe neuron tensors: :data:`CUDA_KERNEL_ALERTS` are not raised."""
-    previous = getattr(_describing, "active", False)
-    _describing.active = True
-    try:
-        yield
-    finally:
-        _describing.active = previous
+#: Raised while meta calls in this thread describe neuron tensors: :data:`CUDA_KERNEL_ALERTS` are not raised.
+describing_neuron_tensors = ThreadFlag()
 
 
 def install() -> None:
-    """Keeps :data:`CUDA_KERNEL_ALERTS` out of meta calls inside :func:`describing_neuron_tensors`."""
-    skip_meta_alerts(lambda caller: caller in CUDA_KERNEL_ALERTS and getattr(_describing, "active", False))
+    """Keeps :data:`CUDA_KERNEL_ALERTS` out of meta calls inside :data:`describing_neuron_tensors`."""
+    skip_meta_alerts(lambda caller: caller in CUDA_KERNEL_ALERTS and bool(describing_neuron_tensors))

@@ -156,7 +156,7 @@ class EagerKernel:
         refused = None
         try:
             try:
-                with _meta_resize_warnings_silenced(), determinism.describing_neuron_tensors():
+                with _meta_resize_warnings_silenced(), determinism.describing_neuron_tensors.raised():
                     _empty_outs(plan.op, metas)
                     result_meta = call(plan.op, metas)
                     if plan.functional is not plan.op:

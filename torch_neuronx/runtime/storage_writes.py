@@ -17,12 +17,13 @@ and a compiled call that mutates an input first waits for those into its storage
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+
+from torch_neuronx.runtime.thread_flags import ThreadFlag
 
 __all__ = ["begin_async_write", "landing_async_writes", "lock", "wait_for_async_writes"]
 
@@ -58,29 +59,17 @@ def begin_async_write(storages: frozenset[int]) -> Callable[[], None]:
     return end
 
 
-#: Per thread: whether it is landing announced writes (:func:`landing_async_writes`).
-_landing = threading.local()
-
-
-@contextlib.contextmanager
-def landing_async_writes() -> Iterator[None]:
-    """Marks the current thread, for the block, as one that lands announced writes (a collective's
-    completion, with the callbacks chained on its future). :func:`wait_for_async_writes` returns at
-    once on it: the writes it would wait for may need this very thread (the next collective's copy
-    back), and it would wait for ever."""
-    previous = getattr(_landing, "active", False)
-    _landing.active = True
-    try:
-        yield
-    finally:
-        _landing.active = previous
+#: Raised in a thread that lands announced writes: a collective's completion, with the callbacks
+#: chained on its future. :func:`wait_for_async_writes` returns at once there: the writes it would
+#: wait for may need this very thread (the next collective's copy back), and it would wait for ever.
+landing_async_writes = ThreadFlag()
 
 
 def wait_for_async_writes(tensors: Sequence[torch.Tensor]) -> None:
     """Waits until no announced write into the storages of ``tensors`` is still to land. A dict
     check when none is announced (the common case); nothing on a thread that lands them
-    (:func:`landing_async_writes`)."""
-    if not _async_writes or getattr(_landing, "active", False):
+    (:data:`landing_async_writes`)."""
+    if not _async_writes or landing_async_writes:
         return
     storages = {tensor.untyped_storage().data_ptr() for tensor in tensors}
     with _async_writes_lock:
