@@ -235,9 +235,10 @@ def _async(rank: int, world_size: int) -> None:
 @check("all_reduce_at_and_past_the_inline_size")
 def _inline_sizes(rank: int, world_size: int) -> None:
     # Up to 4 KiB an all_reduce's data travels with the ranks' agreement and each rank sums it
-    # (distributed/agreement.py); past it, gloo sums. Both give gloo's bits, in place and async.
+    # (distributed/agreement.py); past it, and empty, gloo sums. Both give gloo's bits, in place and
+    # async (an empty one raised a view error, helper-79).
     for dtype, limit in ((torch.float32, 1024), (torch.bfloat16, 2048), (torch.int64, 512)):
-        for numel in (1, limit, limit + 1):
+        for numel in (0, 1, limit, limit + 1):
             cpu = make_input((numel,), dtype, rank)
             expected = cpu.clone()
             dist.all_reduce(expected)

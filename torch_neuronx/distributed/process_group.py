@@ -1120,8 +1120,8 @@ _INLINE_DTYPES = frozenset(
 
 
 def _inlines_all_reduce(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> bool:
-    """Whether an all_reduce of ``tensors`` travels with its agreement: one neuron tensor of at most
-    ``agreement.INLINE_BYTES`` of a summed dtype, summed. Decided from what the agreement compares
+    """Whether an all_reduce of ``tensors`` travels with its agreement: one non-empty neuron tensor of
+    at most ``agreement.INLINE_BYTES`` of a summed dtype, summed. Decided from what the agreement compares
     (collective, reduction, dtype, element count), so every rank that agrees decides the same."""
     if len(tensors) != 1:
         return False
@@ -1131,7 +1131,7 @@ def _inlines_all_reduce(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> b
         kind in _INLINE_REDUCTIONS
         and tensor.device.type == "neuron"
         and tensor.dtype in _INLINE_DTYPES
-        and staging.nbytes(tensors) <= agreement.INLINE_BYTES
+        and 0 < staging.nbytes(tensors) <= agreement.INLINE_BYTES  # an empty one is gloo's no-op
     )
 
 

@@ -9,6 +9,10 @@ import torch.distributed as dist
 
 dist.init_process_group("neuron")
 rank = dist.get_rank()
+# A collective as the first device work, on a tensor torch.empty made without starting the
+# runtime: its copy back raised IndexError from cores.core (helper-79).
+first = torch.empty(2, device="neuron")
+dist.all_reduce(first)
 tensor = torch.full((64,), float(rank + 1), device="neuron")
 work = dist.all_reduce(tensor, async_op=True)
 work.get_future().then(lambda future: (future.value()[0] * 3.25 + 1).sin().sum().item())
