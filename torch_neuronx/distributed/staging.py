@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from torch_neuronx import runtime
 from torch_neuronx._compat.aten_checks import scalar_type_name
 from torch_neuronx.runtime import buffers
 
@@ -101,6 +102,9 @@ def check_tensors(
             )
         if reduces and tensor.dtype in _FLOAT8:
             raise RuntimeError("Float8 dtypes are not currenlty supported for NCCL reductions")
+    # The copy back may be the process's first device write: tensors made with torch.empty alone
+    # have not started the runtime (cores.core would find no core).
+    runtime.start()
     return -1 if device is None else device
 
 

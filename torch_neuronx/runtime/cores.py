@@ -93,11 +93,5 @@ def _private_devices(count: int, default_count: int) -> tuple[jax.Device, ...]:
 
 
 def core(index: int) -> jax.Device:
-    """The PJRT device of ``neuron:index``, the runtime started first if nothing has started it: a
-    collective's copy back may be the first device write of a process whose tensors were only made
-    with ``torch.empty``, which allocates without starting it."""
-    if not _devices:
-        from torch_neuronx import runtime  # the package imports this module
-
-        runtime.start()
+    """The PJRT device of ``neuron:index``."""
     return _devices[index]
