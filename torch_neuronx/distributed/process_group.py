@@ -1126,9 +1126,8 @@ def _inlines_all_reduce(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> b
     if len(tensors) != 1:
         return False
     (tensor,) = tensors
-    kind = op.op if isinstance(op, dist.ReduceOp) else op
     return (
-        kind in _INLINE_REDUCTIONS
+        reduce_ops.op_type(op) in _INLINE_REDUCTIONS
         and tensor.device.type == "neuron"
         and tensor.dtype in _INLINE_DTYPES
         and 0 < staging.nbytes(tensors) <= agreement.INLINE_BYTES  # an empty one is gloo's no-op

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["prepare"]
+__all__ = ["op_type", "prepare"]
 
 _OWN = {
     dist.ReduceOp.SUM,
@@ -29,7 +29,8 @@ _OWN = {
 }
 
 
-def _op_type(op: dist.ReduceOp) -> dist.ReduceOp.RedOpType:
+def op_type(op: dist.ReduceOp) -> dist.ReduceOp.RedOpType:
+    """The kind of ``op`` (a ``ReduceOp`` object, PREMUL_SUM's included, or a ``RedOpType``)."""
     return op.op if isinstance(op, dist.ReduceOp) else op
 
 
@@ -43,7 +44,7 @@ def prepare(
         TypeError: AVG or PREMUL_SUM of boolean tensors, PREMUL_SUM of integers (NCCL raises too).
         ValueError: an operator the neuron group does not know.
     """
-    kind = _op_type(op)
+    kind = op_type(op)
     if kind in _OWN:
         return op, _nothing
     dtypes = {host.dtype for host in hosts}

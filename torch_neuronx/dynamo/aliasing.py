@@ -120,6 +120,7 @@ class AliasGuard:
         self.names = names
         self.compiled = compiled
         self.mutated = mutated
+        self.mutated_positions = [p for p in tensor_positions if mutated is not None and mutated[p]]
         self.tensor_positions = tensor_positions
         self._warned = False
 
@@ -131,7 +132,7 @@ class AliasGuard:
             # AOTAutograd writes a mutated input back whole after the graph read it: a write another
             # thread makes into its storage in between (an async collective's copy back) would be
             # undone, so the call waits for those first (runtime/storage_writes.py).
-            storage_writes.wait_for_async_writes([args[p] for p in self.tensor_positions if self.mutated[p]])
+            storage_writes.wait_for_async_writes([args[p] for p in self.mutated_positions])
             return self.compiled(*args)
         return self._eagerly(args, pair)
 
