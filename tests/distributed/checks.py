@@ -17,6 +17,7 @@ import os
 import time
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -316,6 +317,50 @@ def _destroy_with_async_pending(rank: int, world_size: int) -> None:
         work.wait()
         expected = sum(float(r + index) for r in range(world_size))
         assert_close(tensor.cpu(), torch.full((256,), expected))
+
+
+@check("destroyed_groups_are_freed_off_gloo_threads")
+def _destroyed_groups_freed(rank: int, world_size: int) -> None:
+    # Callbacks that hold their group (as a PowerSGD hook's state does): once the script let go of
+    # a destroyed group, gloo's thread dropped the last reference as a callback returned and freed
+    # the group there; gloo's destructor joined its own thread and the process aborted ("Resource
+    # deadlock avoided": 6 of 7 jobs; the CI's sample, once).
+    class Holds:
+        def __init__(self, group: dist.ProcessGroup) -> None:
+            self.group = group
+
+    freed = []
+    for _ in range(4):
+        group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=20))
+        tensor = torch.ones(1024, device="neuron")  # an inline all_reduce: its callbacks run on the agreement's thread
+        work = dist.all_reduce(tensor, group=group, async_op=True)
+        holds = Holds(group)
+        chained = work.get_future().then(lambda _, holds=holds: holds.group.size())
+        dist.destroy_process_group(group)
+        assert chained.wait() == world_size
+        freed.append(weakref.ref(group))
+        del group, holds, work, chained
+        time.sleep(0.2)  # the gloo thread lets go of the callback
+        assert_close(tensor.cpu(), torch.full((1024,), float(world_size)))
+    dist.barrier()
+    dist.new_group(list(range(world_size)))  # a new group frees the unreferenced destroyed ones
+    assert all(group() is None for group in freed), "a destroyed group nothing references was kept"
+
+
+@check("destroying_a_group_inside_its_callback")
+def _destroy_inside_callback(rank: int, world_size: int) -> None:
+    # The destroy waited for the running callback, its own caller, until the group's timeout, and
+    # the process then aborted as gloo's thread freed the group.
+    for numel in (1024, 4096):  # the inline all_reduce and the staged one
+        group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=20))
+        tensor = torch.ones(numel, device="neuron")
+        work = dist.all_reduce(tensor, group=group, async_op=True)
+        start = time.monotonic()
+        work.get_future().then(lambda _, group=group: dist.destroy_process_group(group)).wait()
+        assert time.monotonic() - start < 10, f"the destroy took {time.monotonic() - start:.1f} s"
+        assert_close(tensor.cpu(), torch.full((numel,), float(world_size)))
+        del group, work
+    dist.barrier()
 
 
 @check("async_collective_into_a_view_keeps_other_writes_to_its_storage")

@@ -21,6 +21,7 @@ SAMPLE = [
     "async_collective_returns_before_the_peers_call_it",
     "async_disagreement_raises_at_wait_on_every_rank",
     "destroying_a_group_finishes_its_async_collectives",
+    "destroyed_groups_are_freed_off_gloo_threads",
     "broadcast_int64",
     "all_gather_into_tensor",
     "reduce_scatter_tensor_SUM_float32",

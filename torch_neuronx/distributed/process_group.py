@@ -27,13 +27,13 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend
-from torch_neuronx.distributed import agreement, call_order, point_to_point, reduce_ops, staging
+from torch_neuronx.distributed import agreement, call_order, point_to_point, reduce_ops, retired_groups, staging
 from torch_neuronx.runtime import launch_records, storage_writes
 
 __all__ = ["NeuronProcessGroup"]
@@ -42,7 +42,7 @@ __all__ = ["NeuronProcessGroup"]
 Finish = Callable[[], None]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class _InFlight:
     """An async collective of a group, from its call until the callbacks chained on its work's
     future have run: ``finished`` (that future) completes once the results are copied back into
@@ -164,6 +164,21 @@ def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
 _LIVE_GROUPS: weakref.WeakSet[NeuronProcessGroup] = weakref.WeakSet()
 
 
+#: ``entries``: the async collectives whose completion (the callbacks chained on their futures) runs
+#: on this thread now; a callback that destroys the group does not wait for its own return.
+_completing_here = threading.local()
+
+
+@contextlib.contextmanager
+def _completing(in_flight: _InFlight) -> Iterator[None]:
+    entries = _completing_here.__dict__.setdefault("entries", [])
+    entries.append(in_flight)
+    try:
+        yield
+    finally:
+        entries.pop()
+
+
 #: Whether this process made a neuron group, whose gloo threads run Python callbacks.
 _gloo_threads_started = False
 
@@ -185,6 +200,7 @@ def _drain_live_groups() -> None:
         group._drain()
     if _gloo_threads_started:
         time.sleep(_GLOO_SETTLE_S)
+    retired_groups.free_all()
 
 
 class _GlooTransport(dist.ProcessGroupGloo):
@@ -220,6 +236,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> None:
         super().__init__(rank, size)
+        retired_groups.free_unreferenced()
         self._store = store
         self._gloo = _GlooTransport(store, rank, size, timeout)
         # The agreements travel apart from the collectives: they are posted when a collective is
@@ -263,6 +280,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
         for transport in (self._agreement_transport, self._cpu):
             if transport is not None:
                 transport.shutdown()
+        self._retire()
+
+    def _retire(self) -> None:
+        """Hands the destroyed group to ``retired_groups``, which frees it, and the groups destroyed
+        before it, on a thread of the caller's: never on a thread of its gloo transports."""
+        retired_groups.retire(self, [t for t in (self._gloo, self._agreement_transport, self._cpu) if t is not None])
+        if not getattr(_completing_here, "entries", None):  # not on a gloo thread, in a callback
+            retired_groups.free_unreferenced()
 
     def abort(self) -> None:
         """Aborts the group's gloo transports, as ``shutdown`` shuts them down."""
@@ -270,6 +295,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         for transport in (self._agreement_transport, self._cpu):
             if transport is not None:
                 transport.abort()
+        self._retire()
 
     def _drain(self) -> None:
         """Waits for this rank's unfinished work on the group: async collectives, their results
@@ -278,8 +304,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         message is copied in). Their gloo calls, copies back and callbacks run on gloo's threads
         and ours: left running while the group is shut down or the interpreter exits, they abort
         the process (a thread that takes the GIL once the interpreter is finalizing exits through
-        gloo's noexcept frames; a gloo thread that drops the last reference to its own group joins
-        itself). A callback that has not returned within the group's timeout is left running."""
+        gloo's noexcept frames). A callback that has not returned within the group's timeout is
+        left running; one that destroys the group is not waited for (nor the callbacks chained after
+        it on that collective's future: they run once it returns)."""
         deadline = time.monotonic() + self._timeout.total_seconds()
 
         def left() -> datetime.timedelta:
@@ -288,8 +315,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
         while time.monotonic() < deadline:
             # Until nothing is left: a callback may start another collective, or a send.
             self._wait_for_collectives()
+            completing_here = getattr(_completing_here, "entries", ())
             with self._pending_lock:
-                in_flight = [collective for collective in self._pending if not collective.settled.is_set()]
+                in_flight = [
+                    collective
+                    for collective in self._pending
+                    if not collective.settled.is_set() and all(collective is not own for own in completing_here)
+                ]
                 receives, self._unwaited_receives = self._unwaited_receives, []
             sends_done = self._send_completions.settle(left())
             if not in_flight and not receives and sends_done:
@@ -477,7 +509,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             try:
                 # Runs the callbacks chained on the work's future, on the thread that posts the
                 # group's later collectives: a compiled call there must not wait for their copies back.
-                with storage_writes.landing_async_writes.raised():
+                with storage_writes.landing_async_writes.raised(), _completing(in_flight):
                     if error is None:
                         finished.set_result(result)
                     else:
