@@ -233,6 +233,28 @@ def _async(rank: int, world_size: int) -> None:
     assert future_value[0] is neuron
 
 
+@check("callbacks_run_in_program_order")
+def _callbacks_in_program_order(rank: int, world_size: int) -> None:
+    # NCCL's work future completes at the enqueue: a then() callback runs at once, and the
+    # collective it starts reaches the group before the caller's next one on every rank. Callbacks
+    # that ran once the results landed, on gloo's thread, raced the caller's next collective, and
+    # the ranks disagreed (PowerSGD's DDP hook, 3 of 3 runs).
+    def reduce_doubled(future: torch.futures.Future) -> torch.Tensor:
+        doubled = future.value()[0] * 2  # reads the first result: waits for it to land
+        dist.all_reduce(doubled)
+        return doubled
+
+    total = float(sum(range(world_size)))
+    for numel in (256, 2048):  # the inline all_reduce and the staged one
+        for _ in range(5):
+            first = torch.full((numel,), float(rank), device="neuron")
+            chained = dist.all_reduce(first, async_op=True).get_future().then(reduce_doubled)
+            second = torch.ones(3, device="neuron")
+            dist.all_reduce(second)
+            assert_close(chained.wait().cpu(), torch.full((numel,), 2 * total * world_size))
+            assert_close(second.cpu(), torch.full((3,), float(world_size)))
+
+
 @check("all_reduce_at_and_past_the_inline_size")
 def _inline_sizes(rank: int, world_size: int) -> None:
     # Up to 4 KiB an all_reduce's data travels with the ranks' agreement and each rank sums it
@@ -283,6 +305,16 @@ def _async_disagreement(rank: int, world_size: int) -> None:
     mismatched = dist.all_reduce(torch.ones(4 + rank, device="neuron"), async_op=True)
     agreed = torch.ones(2, device="neuron")
     after = dist.all_reduce(agreed, async_op=True)
+    # Its future completed at the call, as NCCL's; work on its tensor raises the failure, which
+    # says the tensor holds no defined value, until wait() raised it.
+    assert mismatched.get_future().done()
+    (undefined,) = mismatched.result()
+    try:
+        undefined.add_(1)
+    except RuntimeError as error:
+        assert "holds no defined value" in str(error) and "the ranks disagree" in str(error), error
+    else:
+        raise AssertionError("work on the tensor of a failed async all_reduce did not raise")
     try:
         mismatched.wait()
     except RuntimeError as error:
@@ -290,6 +322,7 @@ def _async_disagreement(rank: int, world_size: int) -> None:
     else:
         raise AssertionError("an all_reduce whose ranks disagree did not raise at wait()")
     assert not mismatched.is_success()
+    assert_close(undefined.add_(1).cpu(), torch.full((4 + rank,), 2.0))  # usable once wait() raised
     after.wait()
     assert_close(agreed.cpu(), torch.full((2,), float(world_size)))
     # A rank that refuses its own arguments raises at the call; the others at wait().
@@ -404,9 +437,9 @@ def _async_view_and_compiled(rank: int, world_size: int) -> None:
 
 @check("a_callback_running_a_compiled_update_waits_for_no_later_collective")
 def _callback_with_compiled_update(rank: int, world_size: int) -> None:
-    # A then() callback runs on the thread that posts the group's later collectives: a compiled
-    # update of y there waited for y's async all_reduce, which that thread had yet to post (rank 0
-    # hung in 4 of 4 runs, helper-77).
+    # While then() callbacks ran when a collective landed, on the thread that posts the group's
+    # later collectives, a compiled update of y there waited for y's async all_reduce, which that
+    # thread had yet to post (rank 0 hung in 4 of 4 runs, helper-77). They run at the call now.
     @torch.compile(backend="neuron")
     def bump(tensor: torch.Tensor) -> None:
         tensor.add_(1)
@@ -1278,3 +1311,9 @@ def _sync_batch_norm(rank: int, world_size: int) -> None:
 def _ddp_step(rank: int, world_size: int) -> None:
     """One DDP step on neuron against the same step in one CPU process (``stack_checks.py``)."""
     stack_checks.check_ddp_one_step(stack_checks.Group.joined())
+
+
+@check("ddp_powersgd_hook_matches_one_cpu_process")
+def _ddp_powersgd(rank: int, world_size: int) -> None:
+    """DDP with PowerSGD's comm hook, whose callbacks chain collectives (``stack_checks.py``)."""
+    stack_checks.check_ddp_powersgd_hook(stack_checks.Group.joined())

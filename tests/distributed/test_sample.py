@@ -15,6 +15,7 @@ SAMPLE = [
     "all_reduce_MAX_int32",
     "all_reduce_SUM_complex32",
     "all_reduce_async_orders_later_work",
+    "callbacks_run_in_program_order",
     "all_reduce_at_and_past_the_inline_size",
     "a_callback_running_a_compiled_update_waits_for_no_later_collective",
     "all_reduce_async_then_sync_on_one_tensor",

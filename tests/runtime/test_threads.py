@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -119,8 +120,19 @@ def _add_one_to_row_one(base: torch.Tensor) -> None:
 _compiled_add_one_to_row_one = torch.compile(_add_one_to_row_one, backend="neuron", dynamic=False)
 
 
-def _storages(tensor: torch.Tensor) -> frozenset[int]:
-    return frozenset({tensor.untyped_storage().data_ptr()})
+def _land_later(write: storage_writes.AsyncWrite, land: Callable[[], object], delay: float = 0.2) -> threading.Thread:
+    """A thread that makes an announced write ``delay`` seconds from now, as gloo's thread makes an
+    async collective's copy back."""
+
+    def copy_back() -> None:
+        time.sleep(delay)
+        with storage_writes.landing_async_writes.raised():
+            land()
+        write.landed()
+
+    thread = threading.Thread(target=copy_back)
+    thread.start()
+    return thread
 
 
 def test_a_compiled_mutation_waits_for_a_write_announced_into_its_input():
@@ -130,34 +142,63 @@ def test_a_compiled_mutation_waits_for_a_write_announced_into_its_input():
     base = torch.zeros(2, 256, device="neuron")
     _compiled_add_one_to_row_one(base)  # compiled before the test
     base.zero_()
-    end = storage_writes.begin_async_write(_storages(base))
     landed = threading.Event()
-
-    def copy_back() -> None:
-        time.sleep(0.2)
-        base[0].copy_(torch.full((256,), 7.0))
-        landed.set()
-        end()
-
-    thread = threading.Thread(target=copy_back)
-    thread.start()
+    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    thread = _land_later(write, lambda: (base[0].copy_(torch.full((256,), 7.0)), landed.set()))
     _compiled_add_one_to_row_one(base)
     assert landed.is_set()
     thread.join()
     torch.testing.assert_close(base.cpu(), torch.stack([torch.full((256,), 7.0), torch.ones(256)]))
 
 
+def test_eager_work_on_announced_bytes_runs_after_the_write():
+    """As work on a CUDA stream synchronised with a collective: a read of the announced bytes (an
+    op, a host copy) sees the write, made 0.2 s after the announcement by another thread."""
+    base = torch.zeros(2, 256, device="neuron")
+    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    thread = _land_later(write, lambda: base[0].copy_(torch.full((256,), 7.0)))
+    doubled = base[0] * 2
+    torch.testing.assert_close(base[0].cpu(), torch.full((256,), 7.0))
+    thread.join()
+    torch.testing.assert_close(doubled.cpu(), torch.full((256,), 14.0))
+
+
+def test_eager_work_on_other_bytes_of_the_storage_does_not_wait():
+    """NCCL's stream touches only the collective's bytes: row 1 is written while row 0's announced
+    write is still to come (it never lands here), and the write of row 1 is kept."""
+    base = torch.zeros(2, 256, device="neuron")
+    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    try:
+        base[1].add_(1)
+        torch.testing.assert_close(base[1].cpu(), torch.ones(256))
+    finally:
+        write.landed()
+
+
+def test_work_on_the_bytes_of_a_failed_write_raises_until_acknowledged():
+    base = torch.zeros(4, device="neuron")
+    write = storage_writes.begin_async_write([storage_writes.span_of(base)])
+    write.failed(RuntimeError("neuron all_reduce: the copy back failed"), [base])
+    with pytest.raises(RuntimeError, match="the copy back failed"):
+        base.add_(1)
+    with pytest.raises(RuntimeError, match="the copy back failed"):
+        base.cpu()
+    write.acknowledge()
+    torch.testing.assert_close(base.cpu(), torch.zeros(4))
+    assert not storage_writes.active
+
+
 def test_a_compiled_mutation_waits_for_no_write_into_another_storage():
     base, other = torch.zeros(2, 256, device="neuron"), torch.zeros(2, 256, device="neuron")
     _compiled_add_one_to_row_one(other)
-    end = storage_writes.begin_async_write(_storages(base))
+    write = storage_writes.begin_async_write([storage_writes.span_of(base)])
     try:
         thread = threading.Thread(target=_compiled_add_one_to_row_one, args=(other,))
         thread.start()
         thread.join(timeout=60)
         assert not thread.is_alive(), "the call waited for a write into another tensor's storage"
     finally:
-        end()
+        write.landed()
         thread.join()
     torch.testing.assert_close(other[1].cpu(), torch.full((256,), 2.0))
 

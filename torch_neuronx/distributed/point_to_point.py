@@ -119,13 +119,9 @@ class _PointToPointWork(dist.Work):
 
     def get_future(self) -> torch.futures.Future:
         future: torch.futures.Future = torch.futures.Future()
-        # A receive's copy back then lands from the future's thread: a compiled function mutating
-        # the tensor meanwhile waits for it (runtime/storage_writes.py).
-        end_write = (
-            storage_writes.begin_async_write(frozenset({self._tensor.untyped_storage().data_ptr()}))
-            if self._writes
-            else None
-        )
+        # A receive's copy back then lands from the future's thread: device work on the tensor
+        # meanwhile waits for it (runtime/storage_writes.py).
+        write = storage_writes.begin_async_write([storage_writes.span_of(self._tensor)]) if self._writes else None
 
         def complete() -> None:
             try:
@@ -135,8 +131,8 @@ class _PointToPointWork(dist.Work):
             else:
                 outcome = None
             finally:
-                if end_write is not None:
-                    end_write()
+                if write is not None:
+                    write.landed()
             if outcome is None:
                 future.set_result(self.result())
             else:
@@ -305,7 +301,8 @@ class StagedReceive(_PointToPointWork):
                     f"{_describe(self._expected.tolist())}; a send and its receive must have the same dtype "
                     "and number of elements (the receive tensor is unchanged)"
                 )
-            staging.copy_back([(self._tensor, self._host)])
+            with storage_writes.landing_async_writes.raised():  # the write get_future() announced
+                staging.copy_back([(self._tensor, self._host)])
         return True
 
     def is_completed(self) -> bool:

@@ -10,9 +10,10 @@ everything launched before it on the current stream. With ``async_op=False`` the
 on the device when the call returns. With ``async_op=True`` the call returns once the tensors are
 staged, without waiting for the other ranks (NCCL enqueues): the ranks' agreement
 (``agreement.py``, on a gloo transport of its own), gloo's collective (made in the group's call
-order, ``call_order.py``) and the copy back run in the background; ``work.wait()`` (or
-``work.get_future().wait()``) returns once the results are bound to the tensors, so every op
-launched after it reads them.
+order, ``call_order.py``) and the copy back run in the background. The work's future completes at
+the call, as NCCL's does at the enqueue, so its callbacks run at once, in program order; device work
+on the bytes the results land in waits for them (``runtime/storage_writes.py``), and so does
+``work.wait()``, which raises the collective's error.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -42,15 +43,14 @@ __all__ = ["NeuronProcessGroup"]
 Finish = Callable[[], None]
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True)
 class _InFlight:
-    """An async collective of a group, from its call until the callbacks chained on its work's
-    future have run: ``finished`` (that future) completes once the results are copied back into
-    ``storages`` (the device addresses of the storages it reads or writes), then ``settled`` is set
-    once the callbacks that completion ran (``get_future().then(...)``) have returned."""
+    """An async collective of a group, from its call until its results land: ``landed`` completes
+    once they are copied back into ``storages`` (the device addresses of the storages it reads or
+    writes), with its error if it failed, and ``settled`` is set then (a waitable with a timeout)."""
 
     storages: frozenset[int]
-    finished: torch.futures.Future
+    landed: torch.futures.Future
     settled: threading.Event
 
 
@@ -65,19 +65,32 @@ class _Agreed:
 
 
 class CollectiveWork(dist.Work):
-    """The work of a collective of the neuron group: done when ``future`` is (gloo finished and the
-    results are copied back), which ``wait()`` waits for (raising gloo's error) and ``get_future()``
-    returns. ``result()`` returns the collective's output tensors at any time, as NCCL's work does
-    (``WorkNCCL::result``): they hold the results after ``wait()``."""
+    """The work of a collective of the neuron group.
 
-    def __init__(self, future: torch.futures.Future, result: list[torch.Tensor]) -> None:
+    ``get_future()`` returns ``future``: for an async collective, completed with the output tensors
+    at the call, as NCCL's (see ``NeuronProcessGroup._run``). ``wait()`` waits for ``landed``, which
+    completes once gloo finished and the results are copied back, and raises the collective's
+    error; ``is_completed()`` and ``is_success()`` read it. ``result()`` returns the collective's
+    output tensors at any time, as NCCL's work does (``WorkNCCL::result``). ``write``: the copy
+    back's announcement, whose failure ``wait()`` acknowledges once it raised it.
+    """
+
+    def __init__(
+        self,
+        future: torch.futures.Future,
+        result: list[torch.Tensor],
+        landed: torch.futures.Future | None = None,
+        write: storage_writes.AsyncWrite | None = None,
+    ) -> None:
         super().__init__()
         self._future = future
         self._result = result
+        self._landed = future if landed is None else landed
+        self._write = write
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        """Waits for the collective, at most ``timeout`` when one is given (c10d's default of 0 means
-        no limit), and raises its error.
+        """Waits for the collective's results, at most ``timeout`` when one is given (c10d's default
+        of 0 means no limit), and raises its error.
 
         Raises:
             torch.distributed.DistBackendError: ``timeout`` passed first, as NCCL's work raises it
@@ -85,7 +98,7 @@ class CollectiveWork(dist.Work):
         """
         if timeout is not None and timeout > datetime.timedelta(0):
             deadline = time.monotonic() + timeout.total_seconds()
-            while not self._future.done():
+            while not self._landed.done():
                 if time.monotonic() >= deadline:
                     milliseconds = int(timeout.total_seconds() * 1000)
                     raise dist.DistBackendError(
@@ -93,26 +106,86 @@ class CollectiveWork(dist.Work):
                         "a rank of the group may not have called it yet"
                     )
                 time.sleep(0.001)
-        self._future.wait()
+        try:
+            self._landed.wait()
+        except Exception:
+            if self._write is not None:
+                self._write.acknowledge()
+            raise
         return True
 
     def get_future(self) -> torch.futures.Future:
         return self._future
 
     def is_completed(self) -> bool:
-        return self._future.done()
+        return self._landed.done()
 
     def is_success(self) -> bool:
-        if not self._future.done():
+        if not self._landed.done():
             return False
         try:
-            self._future.value()
+            self._landed.value()
         except Exception:  # noqa: BLE001 (a failed collective is not a success)
             return False
         return True
 
     def result(self) -> list[torch.Tensor]:
         return self._result
+
+
+class _GatheredWork(dist.Work):
+    """One work for several (``works``): its future completes with ``result`` once theirs have,
+    ``wait()`` waits for each (raising the first error), and it is completed once they all are."""
+
+    def __init__(self, works: list[dist.Work], result: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._works = works
+        self._result = result
+
+        def completed(future: torch.futures.Future) -> list[torch.Tensor]:
+            for each in future.value():
+                each.value()
+            return result
+
+        self._future = torch.futures.collect_all([work.get_future() for work in works]).then(completed)
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        for work in self._works:
+            if timeout is None:
+                work.wait()
+            else:
+                work.wait(timeout)
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._future
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self._works)
+
+    def is_success(self) -> bool:
+        return all(work.is_success() for work in self._works)
+
+    def result(self) -> list[torch.Tensor]:
+        return self._result
+
+
+def _resolved(value: object) -> torch.futures.Future:
+    """A future completed with ``value``."""
+    future = torch.futures.Future()
+    future.set_result(value)
+    return future
+
+
+def _undefined_result(collective: str, error: Exception) -> RuntimeError:
+    """What device work on the results of a failed async collective raises (storage_writes)."""
+    failure = RuntimeError(
+        f"neuron {collective}: this tensor was to receive the result of an async {collective} that "
+        f"failed, so it holds no defined value; the collective's work.wait() raises the failure "
+        f"and lets the tensor be used again: {error}"
+    )
+    failure.__cause__ = error
+    return failure
 
 
 def _done(result: list[torch.Tensor]) -> dist.Work:
@@ -162,21 +235,6 @@ def _storages(tensors: Sequence[torch.Tensor]) -> frozenset[int]:
 #: The neuron groups of this process, drained at exit (``NeuronProcessGroup._drain``): a script
 #: may end with async collectives in flight and without ``destroy_process_group``.
 _LIVE_GROUPS: weakref.WeakSet[NeuronProcessGroup] = weakref.WeakSet()
-
-
-#: ``entries``: the async collectives whose completion (the callbacks chained on their futures) runs
-#: on this thread now; a callback that destroys the group does not wait for its own return.
-_completing_here = threading.local()
-
-
-@contextlib.contextmanager
-def _completing(in_flight: _InFlight) -> Iterator[None]:
-    entries = _completing_here.__dict__.setdefault("entries", [])
-    entries.append(in_flight)
-    try:
-        yield
-    finally:
-        entries.pop()
 
 
 #: Whether this process made a neuron group, whose gloo threads run Python callbacks.
@@ -286,8 +344,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """Hands the destroyed group to ``retired_groups``, which frees it, and the groups destroyed
         before it, on a thread of the caller's: never on a thread of its gloo transports."""
         retired_groups.retire(self, [t for t in (self._gloo, self._agreement_transport, self._cpu) if t is not None])
-        if not getattr(_completing_here, "entries", None):  # not on a gloo thread, in a callback
-            retired_groups.free_unreferenced()
+        retired_groups.free_unreferenced()
 
     def abort(self) -> None:
         """Aborts the group's gloo transports, as ``shutdown`` shuts them down."""
@@ -299,14 +356,12 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def _drain(self) -> None:
         """Waits for this rank's unfinished work on the group: async collectives, their results
-        copied back and the callbacks chained on their futures run (each raising, if it fails, at
-        its own work's ``wait()``, not here), and sends and receives not yet waited on (a receive's
-        message is copied in). Their gloo calls, copies back and callbacks run on gloo's threads
-        and ours: left running while the group is shut down or the interpreter exits, they abort
-        the process (a thread that takes the GIL once the interpreter is finalizing exits through
-        gloo's noexcept frames). A callback that has not returned within the group's timeout is
-        left running; one that destroys the group is not waited for (nor the callbacks chained after
-        it on that collective's future: they run once it returns)."""
+        copied back (each raising, if it fails, at its own work's ``wait()``, not here), and sends
+        and receives not yet waited on (a receive's message is copied in, and the callbacks chained
+        on its future run). Their gloo calls and copies back run on gloo's threads and ours: left
+        running while the group is shut down or the interpreter exits, they abort the process (a
+        thread that takes the GIL once the interpreter is finalizing exits through gloo's noexcept
+        frames). What has not finished within the group's timeout is left running."""
         deadline = time.monotonic() + self._timeout.total_seconds()
 
         def left() -> datetime.timedelta:
@@ -315,13 +370,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         while time.monotonic() < deadline:
             # Until nothing is left: a callback may start another collective, or a send.
             self._wait_for_collectives()
-            completing_here = getattr(_completing_here, "entries", ())
             with self._pending_lock:
-                in_flight = [
-                    collective
-                    for collective in self._pending
-                    if not collective.settled.is_set() and all(collective is not own for own in completing_here)
-                ]
+                in_flight = [collective for collective in self._pending if not collective.settled.is_set()]
                 receives, self._unwaited_receives = self._unwaited_receives, []
             sends_done = self._send_completions.settle(left())
             if not in_flight and not receives and sends_done:
@@ -335,7 +385,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         """Waits for this rank's unfinished async collectives on the group, their results copied
         back (each raising, if it fails, at its own work's ``wait()``, not here)."""
         with self._pending_lock:
-            pending = [collective.finished for collective in self._pending]
+            pending = [collective.landed for collective in self._pending]
         for future in pending:
             with contextlib.suppress(Exception):
                 future.wait()
@@ -482,8 +532,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """Stages a collective's tensors to the host now (``stage``, returning its gloo call), makes
         the gloo call in the group's call order once the ranks agree, then ``finish`` (copy the
-        results back) once gloo is done: before returning, or, with ``async_op``, when gloo
-        completes (the returned work's future completes after it).
+        results back into ``result``) once gloo is done: before returning, or, with ``async_op``,
+        when gloo completes.
+
+        An async collective's work future completes at the call, as NCCL's does when it enqueues
+        the collective: callbacks chained on it run at once, in program order, so the collectives
+        they start (PowerSGD's hooks chain them) reach the group in the same order on every rank.
+        Its results land later: the copy back is announced (runtime/storage_writes.py), and device
+        work on those bytes waits for it, as work on a CUDA stream synchronised with the collective
+        runs after it; work on other bytes does not. ``work.wait()`` waits for the copy back and
+        raises the collective's error; until then, device work on the bytes raises it too.
 
         ``touched`` (the tensors the collective reads or writes) orders it after this group's
         unfinished async collectives on the same storages, as NCCL orders a group's collectives on
@@ -499,28 +557,27 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 finish()
                 return self._coalesced(_done(result))
 
-        finished = torch.futures.Future()
-        in_flight = _InFlight(_storages(touched), finished, threading.Event())
-        # A compiled function mutating these storages waits for the copy back (runtime/storage_writes.py).
-        end_write = storage_writes.begin_async_write(in_flight.storages)
+        landed = torch.futures.Future()
+        in_flight = _InFlight(_storages(touched), landed, threading.Event())
+        written = list(result)
+        write = storage_writes.begin_async_write([storage_writes.span_of(tensor) for tensor in written])
 
         def complete(error: Exception | None) -> None:
-            end_write()
             try:
-                # Runs the callbacks chained on the work's future, on the thread that posts the
-                # group's later collectives: a compiled call there must not wait for their copies back.
-                with storage_writes.landing_async_writes.raised(), _completing(in_flight):
-                    if error is None:
-                        finished.set_result(result)
-                    else:
-                        finished.set_exception(error)
+                if error is None:
+                    write.landed()
+                    landed.set_result(result)
+                else:
+                    write.failed(_undefined_result(collective, error), written)
+                    landed.set_exception(error)
             finally:
                 in_flight.settled.set()
 
         def completed(gloo_future: torch.futures.Future) -> None:
             try:
                 gloo_future.value()
-                finish()
+                with storage_writes.landing_async_writes.raised():  # its own announced write
+                    finish()
             except Exception as error:  # noqa: BLE001 (the work raises it)
                 complete(error)
             else:
@@ -536,7 +593,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         posted.add_done_callback(started)
         with self._pending_lock:
             self._pending.append(in_flight)
-        return self._coalesced(CollectiveWork(finished, result))
+        return self._coalesced(CollectiveWork(_resolved(result), result, landed, write))
 
     def _after_pending(self, tensors: Sequence[torch.Tensor]) -> None:
         """Waits for the unfinished async collectives of this group that touch ``tensors``' storages
@@ -546,7 +603,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             if not self._pending:
                 return
             storages = _storages(tensors)
-            earlier = [collective.finished for collective in self._pending if collective.storages & storages]
+            earlier = [collective.landed for collective in self._pending if collective.storages & storages]
         for future in earlier:
             future.wait()
 
@@ -1208,11 +1265,5 @@ def _split_elements(
 
 
 def _gathered(works: list[dist.Work], result: list[torch.Tensor]) -> dist.Work:
-    """One work for several: completes when all of ``works`` have, with ``result`` as its value."""
-
-    def completed(future: torch.futures.Future) -> list[torch.Tensor]:
-        for each in future.value():
-            each.value()
-        return result
-
-    return CollectiveWork(torch.futures.collect_all([work.get_future() for work in works]).then(completed), result)
+    """One work for several (:class:`_GatheredWork`)."""
+    return _GatheredWork(works, result)

@@ -19,10 +19,10 @@ is read as it was before the call. Three cases give values that differ from eage
 input, every call first checks whether the memory of a mutated input overlaps the memory of another
 tensor input; such a call (and every call of a graph AOTAutograd gave synthetic bases) runs the
 Dynamo graph eagerly, op by op on the device's eager kernels, which read and write the tensors
-themselves and so give eager mode's values, views and gradients. A compiled call waits first for
-the writes other threads have announced into its mutated inputs' storages (an async collective's
-copy back, runtime/storage_writes.py), which AOTAutograd's write-back of the whole input would
-undo. A graph that mutates no input is returned unwrapped.
+themselves and so give eager mode's values, views and gradients. (A write another thread
+announced into an input, an async collective's copy back, lands before the graph reads the input,
+dynamo/graph.py: AOTAutograd's write-back of the whole input after the graph cannot undo it.) A
+graph that mutates no input is returned unwrapped.
 
 Inside a graph, an in-place tensor-list op whose items alias each other
 (``torch._foreach_mul_([a, a], 0.5)``, ``_foreach_add_([a[0], a[1]], [a[1], a[0]])``) is
@@ -48,7 +48,6 @@ from torch_neuronx._compat.torch_internals import (
     schema_of,
     storage_identity,
 )
-from torch_neuronx.runtime import storage_writes
 from torch_neuronx.runtime.spans import byte_span
 
 __all__ = ["AliasGuard", "guard_aliasing", "input_names", "overlapping_pair", "split_aliased_list_updates"]
@@ -120,7 +119,6 @@ class AliasGuard:
         self.names = names
         self.compiled = compiled
         self.mutated = mutated
-        self.mutated_positions = [p for p in tensor_positions if mutated is not None and mutated[p]]
         self.tensor_positions = tensor_positions
         self._warned = False
 
@@ -129,10 +127,6 @@ class AliasGuard:
             return self._eagerly(args, None)
         pair = overlapping_pair(args, self.tensor_positions, self.mutated)
         if pair is None:
-            # AOTAutograd writes a mutated input back whole after the graph read it: a write another
-            # thread makes into its storage in between (an async collective's copy back) would be
-            # undone, so the call waits for those first (runtime/storage_writes.py).
-            storage_writes.wait_for_async_writes([args[p] for p in self.mutated_positions])
             return self.compiled(*args)
         return self._eagerly(args, pair)
 

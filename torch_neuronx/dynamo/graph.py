@@ -40,7 +40,7 @@ from torch_neuronx.dynamo.runtime_ints import find as find_runtime_ints
 from torch_neuronx.dynamo.runtime_ints import set_values as set_runtime_int_values
 from torch_neuronx.eager.math_bits import resolve_math_bits
 from torch_neuronx.lowering import engine
-from torch_neuronx.runtime import arguments, executable, host_memory, launch_records
+from torch_neuronx.runtime import arguments, executable, host_memory, launch_records, storage_writes
 from torch_neuronx.runtime.cores import device_entry_point
 from torch_neuronx.runtime.dtypes import CODE_OF
 from torch_neuronx.runtime.executable_cache import EXECUTABLES, with_thread_count
@@ -229,6 +229,8 @@ class CompiledGraph:
         if self.runtime_ints.inputs:
             self.runtime_ints.check(args)
         call_args, args = args, self.runtime_ints.executable_args(args)
+        if storage_writes.active:  # an async collective's result still to land (runtime/storage_writes.py)
+            storage_writes.wait_for_writes_into(args)
         key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, {})
         key = with_thread_count(key)
         if convert_first:  # a lazy conjugate/negative view (x.conj(), or an eagerly run _conj node)

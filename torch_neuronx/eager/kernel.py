@@ -86,6 +86,8 @@ class EagerKernel:
         self.cache: dict[bytes, executable.Runner] = {}  # bounded by runtime.executable_cache
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if storage_writes.active:  # an async collective's result still to land (runtime/storage_writes.py)
+            storage_writes.wait_for_writes_into_arguments(args, kwargs)
         try:
             key, inputs, device, slot_tensors, generator, values, convert_first = self.signature.prepare(args, kwargs)
             key = with_thread_count(key)
@@ -262,7 +264,9 @@ class WritingKernel(EagerKernel):
     same storage is kept. Functional overloads, which bind only new storages, skip the lock."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with storage_writes.lock:
+        if storage_writes.active:  # before the lock, which the writes' landing takes
+            storage_writes.wait_for_writes_into_arguments(args, kwargs)
+        with storage_writes.locked():
             return super().__call__(*args, **kwargs)
 
 

@@ -67,7 +67,10 @@ def _write_program(buffer_dtype: np.dtype | None, nbytes: int, view: layout.View
 
 def _storage_buffer(tensor: torch.Tensor) -> tuple[jax.Array | None, int, int, int]:
     """(buffer or None, its dtype code, the tensor's element offset in it, the buffer's bytes),
-    with a pending buffer's recorded trace run first (runtime/recording.py)."""
+    with a pending buffer's recorded trace run first (runtime/recording.py), and the writes another
+    thread announced into the tensor's bytes landed (runtime/storage_writes.py)."""
+    if storage_writes.active:
+        storage_writes.wait_for_writes_into([tensor])
     array, code, offset, nbytes = _C._storage_buffer(tensor)
     if type(array) is recording.PendingBuffer:
         recording.flush(array.device, "buffer access")
@@ -125,7 +128,8 @@ def write(tensor: torch.Tensor, value: jax.Array) -> None:
     tensor's own shape has it) is its (real, imag) pairs, as :func:`read_stored` and
     :func:`host_to_device` give them, and is written bit for bit.
     """
-    with storage_writes.lock:  # from reading the buffer to binding its successor: runtime/storage_writes.py
+    storage_writes.wait_for_writes_into([tensor])  # before the lock, which their landing takes
+    with storage_writes.locked():  # from reading the buffer to binding its successor: runtime/storage_writes.py
         _write(tensor, value)
 
 
@@ -164,7 +168,8 @@ def share_whole(source: torch.Tensor, destination: torch.Tensor) -> bool:
     """
     if source.dtype != destination.dtype or source.shape != destination.shape or source.device != destination.device:
         return False
-    with storage_writes.lock:  # a bind racing another thread's partial write: runtime/storage_writes.py
+    storage_writes.wait_for_writes_into([source, destination])  # before the lock, which their landing takes
+    with storage_writes.locked():  # a bind racing another thread's partial write: runtime/storage_writes.py
         return _share_whole(source, destination)
 
 
