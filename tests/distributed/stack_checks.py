@@ -185,6 +185,20 @@ class BatchNormMLP(nn.Module):
         return self.w2(torch.relu(self.norm(self.w1(x))))
 
 
+def train_ddp(group: Group, model: nn.Module, data: list) -> list[torch.Tensor]:
+    """Plain SGD of a data-parallel ``model`` over the global batches, each rank on its share; the
+    losses' means over ranks."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = mse(model(local_share(group, x)), local_share(group, y))
+        loss.backward()
+        optimizer.step()
+        losses.append(global_mean(group, loss))
+    return losses
+
+
 def check_ddp_sync_batch_norm(group: Group) -> None:
     """DDP of a model whose BatchNorm is converted to SyncBatchNorm: each rank normalises its share
     with the statistics of the global batch, so losses, parameters and running statistics are those
@@ -194,15 +208,7 @@ def check_ddp_sync_batch_norm(group: Group) -> None:
     reference = make_model(BatchNormMLP)
     reference_losses = train_reference(reference, data)
     model = DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(make_model(BatchNormMLP)).to(group.device))
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for x, y in data:
-        optimizer.zero_grad()
-        loss = mse(model(local_share(group, x)), local_share(group, y))
-        loss.backward()
-        optimizer.step()
-        losses.append(global_mean(group, loss))
-    assert_same_training(losses, reference_losses, model, reference, FLOAT32)
+    assert_same_training(train_ddp(group, model, data), reference_losses, model, reference, FLOAT32)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         torch.testing.assert_close(getattr(model.module.norm, name).cpu(), getattr(reference.norm, name), **FLOAT32)
 
@@ -248,15 +254,7 @@ def check_ddp_powersgd_hook(group: Group) -> None:
         process_group=None, matrix_approximation_rank=2, start_powerSGD_iter=2, min_compression_rate=0
     )
     model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for x, y in data:
-        optimizer.zero_grad()
-        loss = mse(model(local_share(group, x)), local_share(group, y))
-        loss.backward()
-        optimizer.step()
-        losses.append(global_mean(group, loss))
-    assert_same_training(losses, reference_losses, model, reference, FLOAT32)
+    assert_same_training(train_ddp(group, model, data), reference_losses, model, reference, FLOAT32)
 
 
 def compile_backend(group: Group) -> str:
