@@ -246,13 +246,14 @@ def _callbacks_in_program_order(rank: int, world_size: int) -> None:
 
     total = float(sum(range(world_size)))
     for numel in (256, 2048):  # the inline all_reduce and the staged one
-        for _ in range(3):
-            first = torch.full((numel,), float(rank), device="neuron")
-            chained = dist.all_reduce(first, async_op=True).get_future().then(reduce_doubled)
-            second = torch.ones(3, device="neuron")
-            dist.all_reduce(second)
-            assert_close(chained.wait().cpu(), torch.full((numel,), 2 * total * world_size))
-            assert_close(second.cpu(), torch.full((3,), float(world_size)))
+        first = torch.full((numel,), float(rank), device="neuron")
+        chained = dist.all_reduce(first, async_op=True).get_future().then(reduce_doubled)
+        if rank == 1:
+            time.sleep(0.3)  # the first all_reduce has landed here before this rank's next call
+        second = torch.ones(3, device="neuron")
+        dist.all_reduce(second)
+        assert_close(chained.wait().cpu(), torch.full((numel,), 2 * total * world_size))
+        assert_close(second.cpu(), torch.full((3,), float(world_size)))
 
 
 @check("all_reduce_at_and_past_the_inline_size")
