@@ -256,6 +256,93 @@ def _callbacks_in_program_order(rank: int, world_size: int) -> None:
         assert_close(second.cpu(), torch.full((3,), float(world_size)))
 
 
+@check("callback_result_saved_for_backward")
+def _callback_result_for_backward(rank: int, world_size: int) -> None:
+    # A callback runs at the call and autograd saves the output for backward before the result
+    # lands; the copy back bumped the output's version counter, and backward() raised "modified by
+    # an inplace operation" (helper-80, 5 of 6 ranks). gloo and NCCL leave the counter as it was.
+    weight = torch.ones(4, device="neuron", requires_grad=True)
+    reduced = torch.full((4,), float(rank + 1), device="neuron")
+    if rank == 1:
+        time.sleep(0.5)  # the result lands after rank 0's callback saved it
+    work = dist.all_reduce(reduced, async_op=True)
+    loss = work.get_future().then(lambda future: (weight * future.value()[0]).sum()).wait()
+    work.wait()
+    loss.backward()
+    assert_close(weight.grad.cpu(), torch.full((4,), float(sum(range(1, world_size + 1)))))
+
+
+@check("failed_async_results_refused_before_the_next_agreement")
+def _failed_results_refused(rank: int, world_size: int) -> None:
+    # The tensor of a failed async all_reduce, passed to a collective on another group: raised while
+    # staging, after the ranks agreed, it left the others waiting until the timeout and the group
+    # broken (helper-80). Refused before the agreement, every rank raises at once.
+    timeout = datetime.timedelta(seconds=20)
+    first, second = (dist.new_group(list(range(world_size)), timeout=timeout) for _ in range(2))
+    failed = torch.ones(2048 + rank, device="neuron")  # the ranks disagree on its size
+    work = dist.all_reduce(failed, group=first, async_op=True)
+    given = failed[:2048] if rank == 0 else torch.ones(2048, device="neuron")
+    start = time.monotonic()
+    try:
+        dist.all_reduce(given, group=second)
+    except RuntimeError as error:
+        expected = "holds no defined value" if rank == 0 else "rank 0 refused its arguments"
+        assert expected in str(error), error
+    else:
+        raise AssertionError("an all_reduce of an undefined tensor did not raise")
+    assert time.monotonic() - start < 10, f"took {time.monotonic() - start:.1f} s"
+    try:
+        work.wait()
+    except RuntimeError as error:
+        assert "the ranks disagree" in str(error), error
+    after = torch.ones(3, device="neuron")
+    dist.all_reduce(after, group=second)  # the group goes on working
+    assert_close(after.cpu(), torch.full((3,), float(world_size)))
+    for group in (first, second):
+        dist.destroy_process_group(group)
+
+
+@check("coalesced_failures_all_released_by_wait")
+def _coalesced_failures(rank: int, world_size: int) -> None:
+    # The coalescing manager's wait() stopped at the first failed work: the later ones' tensors
+    # raised "holds no defined value" for good (helper-80).
+    outputs = [torch.empty(world_size * (3 + rank + k), device="neuron") for k in (0, 2)]
+    inputs = [torch.ones(3 + rank + k, device="neuron") for k in (0, 2)]  # sizes differ per rank
+    with dist._coalescing_manager(async_ops=True) as manager:
+        for output, input in zip(outputs, inputs, strict=True):
+            dist.all_gather_into_tensor(output, input)
+    try:
+        manager.wait()
+    except RuntimeError as error:
+        assert "the ranks disagree" in str(error), error
+    else:
+        raise AssertionError("coalesced all_gathers whose ranks disagree did not raise")
+    for output in outputs:
+        assert_close(output.fill_(1).cpu(), torch.ones_like(output, device="cpu"))
+
+
+@check("root_broadcast_and_non_root_reduce_tensors_are_not_written")
+def _unwritten_tensors(rank: int, world_size: int) -> None:
+    # An async broadcast's source on the root, and a reduce's tensor off it, are not written (as on
+    # NCCL): they were announced as results, so work on them waited for the other ranks, and raised
+    # when the collective failed (helper-80).
+    untouched = torch.arange(4.0, device="neuron")
+    if rank == 1:
+        time.sleep(0.5)
+    works = [
+        dist.broadcast(untouched, src=0, async_op=True),
+        dist.reduce(torch.ones(4, device="neuron"), dst=0, async_op=True),
+    ]
+    start = time.monotonic()
+    if rank == 0:
+        untouched.add_(1)  # the root's source: no wait for rank 1
+        assert time.monotonic() - start < 0.4, f"the root's source waited {time.monotonic() - start:.1f} s"
+    for work in works:
+        work.wait()
+    expected = torch.arange(4.0) + 1 if rank == 0 else torch.arange(4.0)
+    assert_close(untouched.cpu(), expected)
+
+
 @check("all_reduce_at_and_past_the_inline_size")
 def _inline_sizes(rank: int, world_size: int) -> None:
     # Up to 4 KiB an all_reduce's data travels with the ranks' agreement and each rank sums it

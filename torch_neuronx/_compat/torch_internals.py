@@ -39,6 +39,7 @@ SchemaArgument = torch._C.Argument
 
 __all__ = [
     "ELEMENTWISE_TYPE_PROMOTION_KIND",
+    "version_counter_kept",
     "OpOverload",
     "OpOverloadPacket",
     "SchemaArgument",
@@ -657,3 +658,10 @@ def as_nested_tensor_cpu_kernel(op: OpOverload) -> Callable[..., Any]:
     ``OpOverload.redispatch`` with a dispatch key set reaches another key's kernel."""
     on_the_host = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensorCPU)
     return functools.partial(op.redispatch, on_the_host)
+
+
+def version_counter_kept(tensor: torch.Tensor) -> contextlib.AbstractContextManager[None]:
+    """A block whose in-place writes into ``tensor`` leave its autograd version counter as it was
+    (``torch.autograd._unsafe_preserve_version_counter``): for writes that c10d's backends make
+    behind autograd's back, as gloo and NCCL write a collective's result."""
+    return torch.autograd._unsafe_preserve_version_counter(tensor)

@@ -150,11 +150,19 @@ class _GatheredWork(dist.Work):
         self._future = torch.futures.collect_all([work.get_future() for work in works]).then(completed)
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        """Waits for every work (each failed one's tensors then usable again), raising the first
+        error: stopping at it left the later failed works' tensors raising for good (helper-80)."""
+        first: Exception | None = None
         for work in self._works:
-            if timeout is None:
-                work.wait()
-            else:
-                work.wait(timeout)
+            try:
+                if timeout is None:
+                    work.wait()
+                else:
+                    work.wait(timeout)
+            except Exception as error:  # noqa: BLE001 (raised below, once every work was waited for)
+                first = first or error
+        if first is not None:
+            raise first
         return True
 
     def get_future(self) -> torch.futures.Future:
@@ -342,7 +350,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def _retire(self) -> None:
         """Hands the destroyed group to ``retired_groups``, which frees it, and the groups destroyed
-        before it, on a thread of the caller's: never on a thread of its gloo transports."""
+        before it, on the main thread: never on a thread of its gloo transports."""
         retired_groups.retire(self, [t for t in (self._gloo, self._agreement_transport, self._cpu) if t is not None])
         retired_groups.free_unreferenced()
 
@@ -529,6 +537,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         finish: Finish,
         result: list[torch.Tensor],
         touched: Sequence[torch.Tensor],
+        written: Sequence[torch.Tensor] | None = None,
     ) -> dist.Work:
         """Stages a collective's tensors to the host now (``stage``, returning its gloo call), makes
         the gloo call in the group's call order once the ranks agree, then ``finish`` (copy the
@@ -542,6 +551,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         work on those bytes waits for it, as work on a CUDA stream synchronised with the collective
         runs after it; work on other bytes does not. ``work.wait()`` waits for the copy back and
         raises the collective's error; until then, device work on the bytes raises it too.
+
+        ``written``: the tensors ``finish`` writes into on this rank, when not all of ``result`` (a
+        reduce's off the root, a broadcast's on it write none).
 
         ``touched`` (the tensors the collective reads or writes) orders it after this group's
         unfinished async collectives on the same storages, as NCCL orders a group's collectives on
@@ -559,7 +571,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         landed = torch.futures.Future()
         in_flight = _InFlight(_storages(touched), landed, threading.Event())
-        written = list(result)
+        written = list(result if written is None else written)
         write = storage_writes.begin_async_write([storage_writes.span_of(tensor) for tensor in written])
 
         def complete(error: Exception | None) -> None:
@@ -729,7 +741,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 state["post"](state["hosts"])
                 staging.copy_back(list(zip(tensors, state["hosts"], strict=True)))
 
-        return self._run("reduce", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors)
+        return self._run(
+            "reduce",
+            agreed,
+            staging.nbytes(tensors),
+            opts.asyncOp,
+            stage,
+            finish,
+            tensors,
+            tensors,
+            written=tensors if is_root else [],
+        )
 
     def broadcast(self, tensors: list[torch.Tensor], opts: dist.BroadcastOptions) -> dist.Work:
         if self._on_cpu("broadcast", tensors):
@@ -749,7 +771,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
             if not is_root:
                 staging.copy_back(list(zip(tensors, hosts, strict=True)))
 
-        return self._run("broadcast", agreed, staging.nbytes(tensors), opts.asyncOp, stage, finish, tensors, tensors)
+        return self._run(
+            "broadcast",
+            agreed,
+            staging.nbytes(tensors),
+            opts.asyncOp,
+            stage,
+            finish,
+            tensors,
+            tensors,
+            written=[] if is_root else tensors,
+        )
 
     # ---------------------------------------------------------------- gathers
 

@@ -10,8 +10,8 @@ in 7 with four groups destroyed as their collectives' callbacks return:
 ``tests/distributed/checks.py``'s ``destroyed_groups_are_freed_off_gloo_threads``).
 
 So a destroyed group is kept here (:func:`retire`) until nothing else references it or its
-transports, and then freed by :func:`free_unreferenced` on the thread that calls it: the next group
-made or destroyed does, and the exit frees the rest (:func:`free_all`). A reference can only be
+transports, and then freed by :func:`free_unreferenced` on the main thread: the next group made or
+destroyed there does, and the exit frees the rest (:func:`free_all`). A reference can only be
 dropped, never taken again, once this module holds the last one, so the scan cannot race a gloo
 thread. A group still referenced (a script keeps it) stays until a later scan or the exit.
 """
@@ -53,9 +53,12 @@ def _unreferenced(entry: tuple[object, tuple[object, ...]]) -> bool:
 
 
 def free_unreferenced() -> int:
-    """Frees, on this thread, the retired groups that nothing but this module references; returns
-    how many it freed. Call it from a thread that is not a gloo worker (a gloo thread would free
-    the transports whose threads it may be)."""
+    """Frees the retired groups that nothing but this module references, when called on the main
+    thread; returns how many it freed. Elsewhere it frees none: a gloo thread (running a callback
+    chained on a CPU collective's future, which may destroy groups) would free the transports whose
+    threads it may be (helper-80: an abort, 3 of 3 runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        return 0
     with _lock:
         freeing = [entry for entry in _retired if _unreferenced(entry)]
         _retired[:] = [entry for entry in _retired if all(entry is not other for other in freeing)]

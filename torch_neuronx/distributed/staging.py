@@ -23,7 +23,8 @@ import torch
 
 from torch_neuronx import runtime
 from torch_neuronx._compat.aten_checks import scalar_type_name
-from torch_neuronx.runtime import buffers
+from torch_neuronx._compat.torch_internals import version_counter_kept
+from torch_neuronx.runtime import buffers, storage_writes
 
 __all__ = ["check_tensors", "copy_back", "empty_host", "nbytes", "to_host", "wire_dtype"]
 
@@ -105,6 +106,10 @@ def check_tensors(
     # The copy back may be the process's first device write: tensors made with torch.empty alone
     # have not started the runtime (cores.core would find no core).
     runtime.start()
+    # Earlier async writes into these tensors land, or raise their failure, before the ranks agree
+    # on this call: raised when staging, after the agreement, the others waited for this rank until
+    # the timeout and the group stayed broken (helper-80).
+    storage_writes.wait_for_writes_into(tensors)
     return -1 if device is None else device
 
 
@@ -136,7 +141,11 @@ def empty_host(tensor: torch.Tensor) -> torch.Tensor:
 def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """``destination.copy_(host)`` for each (destination, host) pair, into the destination's own layout
     (non-contiguous views included). Outside autograd, as a c10d kernel's write is: a receive buffer
-    may be a leaf that requires grad (pipelining's stage inputs).
+    may be a leaf that requires grad (pipelining's stage inputs), and the tensor's version counter is
+    left as it was, as gloo's and NCCL's writes leave it: a then() callback runs at an async
+    collective's call and autograd may save the output for backward before the result lands
+    (``a * future.value()[0]``, then ``backward()``; the bump raised "modified by an inplace
+    operation", helper-80).
 
     The host tensors are handed over: each must be owned by the collective and never used again. A
     contiguous one of the destination's dtype and shape becomes the device buffer itself (no copy,
@@ -152,10 +161,10 @@ def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
                 or destination.is_conj()
                 or destination.is_neg()
             ):
-                destination.copy_(host)
+                with version_counter_kept(destination):
+                    destination.copy_(host)
                 continue
             buffers.write(destination, buffers.host_to_device_adopting(host, destination.device.index))
-            torch.autograd.graph.increment_version(destination)  # as copy_ does: autograd sees the write
 
 
 def nbytes(tensors: Sequence[torch.Tensor]) -> int:
