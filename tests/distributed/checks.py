@@ -468,6 +468,27 @@ def _destroyed_groups_freed(rank: int, world_size: int) -> None:
     assert all(group() is None for group in freed), "a destroyed group nothing references was kept"
 
 
+@check("groups_destroyed_in_a_cpu_collectives_callback_are_freed_on_the_main_thread")
+def _destroyed_in_cpu_callback(rank: int, world_size: int) -> None:
+    # A CPU collective's callback runs on its gloo thread; destroying a second group there freed
+    # the first, already destroyed and let go of, on that thread: gloo joined its own thread and
+    # the process aborted (helper-80, 3 of 3).
+    timeout = datetime.timedelta(seconds=20)
+    held = [dist.new_group(list(range(world_size)), timeout=timeout)]
+    other = dist.new_group(list(range(world_size)), timeout=timeout)
+    work = dist.all_reduce(torch.ones(4), group=held[0], async_op=True)
+
+    def destroy(_: torch.futures.Future) -> str:
+        group = held.pop()
+        dist.destroy_process_group(group)
+        del group
+        dist.destroy_process_group(other)
+        return "destroyed"
+
+    assert work.get_future().then(destroy).wait() == "destroyed"
+    dist.barrier()
+
+
 @check("destroying_a_group_inside_its_callback")
 def _destroy_inside_callback(rank: int, world_size: int) -> None:
     # The destroy waited for the running callback, its own caller, until the group's timeout, and
