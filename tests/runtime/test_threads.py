@@ -175,6 +175,21 @@ def test_eager_work_on_other_bytes_of_the_storage_does_not_wait():
         write.landed()
 
 
+def test_columns_are_bytes_apart():
+    """A column's announced write, and its failure, leave the other column alone: its bytes lie
+    between the written ones (the first byte-to-last range of the written column covered them,
+    helper-82)."""
+    base = torch.zeros(4, 2, device="neuron")
+    write = storage_writes.begin_async_write([storage_writes.span_of(base[:, 0])])
+    write.failed(RuntimeError("neuron all_reduce: the copy back failed"), [base])
+    try:
+        torch.testing.assert_close(base[:, 1].add_(1).cpu(), torch.ones(4))
+        with pytest.raises(RuntimeError, match="the copy back failed"):
+            base[:, 0].cpu()
+    finally:
+        write.acknowledge()
+
+
 def test_work_on_the_bytes_of_a_failed_write_raises_until_acknowledged():
     base = torch.zeros(4, device="neuron")
     write = storage_writes.begin_async_write([storage_writes.span_of(base)])

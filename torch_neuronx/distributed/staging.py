@@ -142,7 +142,8 @@ def copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """``destination.copy_(host)`` for each (destination, host) pair, into the destination's own layout
     (non-contiguous views included). Outside autograd, as a c10d kernel's write is: a receive buffer
     may be a leaf that requires grad (pipelining's stage inputs), and the tensor's version counter is
-    left as it was, as gloo's and NCCL's writes leave it: a then() callback runs at an async
+    left as it was, as NCCL's writes leave it (and gloo's but for its all_gather_into_tensor and
+    reduce_scatter_tensor, helper-82): a then() callback runs at an async
     collective's call and autograd may save the output for backward before the result lands
     (``a * future.value()[0]``, then ``backward()``; the bump raised "modified by an inplace
     operation", helper-80).
