@@ -587,6 +587,19 @@ def _irecv_future_and_compiled(rank: int, world_size: int) -> None:
             assert_close(base.cpu(), torch.stack([torch.full((1024,), 7.0), torch.full((1024,), 10.0)]))
 
 
+@check("self_receive_future_completes")
+def _self_receive_future(rank: int, world_size: int) -> None:
+    # A receive from the rank itself (batch_isend_irecv) copied its message in without marking it
+    # the landing of the write its get_future() announced: the copy waited for itself, for good.
+    sent = torch.full((8,), float(rank), device="neuron")
+    received = torch.zeros(8, device="neuron")
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, sent, rank), dist.P2POp(dist.irecv, received, rank)])
+    works[1].get_future().wait()
+    for work in works:
+        work.wait()
+    assert_close(received.cpu(), torch.full((8,), float(rank)))
+
+
 @check("isend_never_waited_is_delivered")
 def _isend_fire_and_forget(rank: int, world_size: int) -> None:
     # NCCL completes an isend whose work is dropped; gloo's send work completes only in wait(), and

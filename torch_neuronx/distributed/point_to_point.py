@@ -117,6 +117,12 @@ class _PointToPointWork(dist.Work):
     #: Whether ``wait()`` writes into the tensor (a receive's copy back).
     _writes = False
 
+    def _copy_in(self, host: torch.Tensor) -> None:
+        """Copies a received message into the tensor: the landing of the write ``get_future()``
+        announced, whichever thread makes it, so it waits for no announced write itself."""
+        with storage_writes.landing_async_writes.raised():
+            staging.copy_back([(self._tensor, host)])
+
     def get_future(self) -> torch.futures.Future:
         future: torch.futures.Future = torch.futures.Future()
         # A receive's copy back then lands from the future's thread: device work on the tensor
@@ -301,8 +307,7 @@ class StagedReceive(_PointToPointWork):
                     f"{_describe(self._expected.tolist())}; a send and its receive must have the same dtype "
                     "and number of elements (the receive tensor is unchanged)"
                 )
-            with storage_writes.landing_async_writes.raised():  # the write get_future() announced
-                staging.copy_back([(self._tensor, self._host)])
+            self._copy_in(self._host)
         return True
 
     def is_completed(self) -> bool:
@@ -423,7 +428,7 @@ class _SelfReceive(_PointToPointWork):
                 f"{_describe(expected)}; a send and its receive must have the same dtype and number of elements "
                 "(the receive tensor is unchanged)"
             )
-        staging.copy_back([(self._tensor, host.reshape(self._tensor.shape))])
+        self._copy_in(host.reshape(self._tensor.shape))
         return True
 
     def is_completed(self) -> bool:
