@@ -197,9 +197,7 @@ def _undefined_result(collective: str, error: Exception) -> RuntimeError:
 
 
 def _done(result: list[torch.Tensor]) -> dist.Work:
-    future = torch.futures.Future()
-    future.set_result(result)
-    return CollectiveWork(future, result)
+    return CollectiveWork(_resolved(result), result)
 
 
 def _check_lists(
@@ -376,8 +374,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return datetime.timedelta(seconds=max(0.0, deadline - time.monotonic()))
 
         while time.monotonic() < deadline:
-            # Until nothing is left: a callback may start another collective, or a send.
-            self._wait_for_collectives()
+            # Until nothing is left: a receive's callback may start another collective, or a send.
             with self._pending_lock:
                 in_flight = [collective for collective in self._pending if not collective.settled.is_set()]
                 receives, self._unwaited_receives = self._unwaited_receives, []
