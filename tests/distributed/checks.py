@@ -631,6 +631,27 @@ def _cpu_and_neuron_orders(rank: int, world_size: int) -> None:
     assert_close(on_neuron.cpu(), torch.full((3,), float(world_size)))
 
 
+@check("cpu_collectives_start_on_two_groups_in_either_order")
+def _cpu_collectives_on_two_groups(rank: int, world_size: int) -> None:
+    # Each group's CPU gloo is connected with the group: made at the first CPU collective, rank 0
+    # waited in g1's rendezvous while rank 1 waited in g2's, until the store's timeout (helper-80).
+    timeout = datetime.timedelta(seconds=20)
+    g1 = dist.new_group(list(range(world_size)), timeout=timeout)
+    g2 = dist.new_group(list(range(world_size)), timeout=timeout)
+    reduced, message = torch.full((3,), float(rank + 1)), torch.empty(5)
+    if rank == 0:
+        work = dist.all_reduce(reduced, group=g1, async_op=True)
+        dist.send(torch.arange(5.0), 1, group=g2)
+        work.wait()
+    elif rank == 1:
+        dist.recv(message, 0, group=g2)
+        dist.all_reduce(reduced, group=g1)
+        assert_close(message, torch.arange(5.0))
+    else:
+        dist.all_reduce(reduced, group=g1)
+    assert_close(reduced, torch.full((3,), float(world_size * (world_size + 1) // 2)))
+
+
 @check("all_reduce_async_then_sync_on_one_tensor")
 def _async_then_sync(rank: int, world_size: int) -> None:
     # NCCL runs a group's collectives in order: the second reduces the first's result.

@@ -296,9 +296,22 @@ class NeuronProcessGroup(dist.ProcessGroup):
         rank: this process's rank in the group.
         size: the number of processes in the group.
         timeout: how long a collective waits for the other ranks before it raises.
+        serves_cpu: whether the group serves CPU tensors too (``"cpu:gloo,neuron:neuron"``), on a
+            gloo group of their own: ``cpu_transport`` when given (the one c10d built for the
+            group's ``cpu`` device), else one made here. Made with the group, never at the first CPU
+            collective: ranks that start CPU collectives on two groups in different orders would
+            wait for each other's rendezvous until the timeout.
     """
 
-    def __init__(self, store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> None:
+    def __init__(
+        self,
+        store: dist.Store,
+        rank: int,
+        size: int,
+        timeout: datetime.timedelta,
+        serves_cpu: bool = False,
+        cpu_transport: dist.ProcessGroupGloo | None = None,
+    ) -> None:
         super().__init__(rank, size)
         retired_groups.free_unreferenced()
         self._store = store
@@ -308,8 +321,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._agreement_transport = dist.ProcessGroupGloo(dist.PrefixStore("agreement/", store), rank, size, timeout)
         self._order = call_order.CallOrder()
         self._timeout = timeout
-        self._cpu_allowed: bool | None = None
-        self._cpu: dist.ProcessGroup | None = None
+        if serves_cpu and cpu_transport is None:
+            cpu_transport = dist.ProcessGroupGloo(dist.PrefixStore("cpu/", store), rank, size, timeout)
+        # Apart from the neuron collectives' gloo, as the backends of "cpu:gloo,cuda:nccl" are two
+        # communicators: ranks may order their CPU and neuron collectives differently.
+        self._cpu: dist.ProcessGroupGloo | None = cpu_transport if serves_cpu else None
         self._coalesced_works: list[dist.Work] | None = None
         self._payload_tags = point_to_point.PayloadTags()
         self._self_messages = point_to_point.SelfMessages(rank, timeout)
@@ -447,6 +463,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
             members.index(self.rank()),
             len(members),
             timeout if timeout is not None else self._timeout,
+            # c10d gives the child the parent's backend string, or the devices of ``backend``.
+            serves_cpu=self._cpu is not None if device_types is None else any(d.type == "cpu" for d in device_types),
         )
         child._set_group_name(group_name)
         # NCCL's split names an undescribed child after its parent ("default_pg:split:1").
@@ -461,23 +479,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         for CPU tensors otherwise."""
         if not tensors or any(tensor.device.type != "cpu" for tensor in tensors):
             return False
-        if self._cpu_allowed is None:
-            try:
-                config = dist.get_backend_config(self)
-            except (RuntimeError, ValueError):
-                config = ""
-            self._cpu_allowed = "cpu:" in config
-        return self._cpu_allowed
+        return self._cpu is not None
 
-    def _cpu_transport(self) -> dist.ProcessGroup:
-        """The gloo group of this group's CPU collectives, made at the first (every rank makes one,
-        in the same order as its other CPU collectives). Apart from the neuron collectives' gloo, as
-        the backends of ``"cpu:gloo,cuda:nccl"`` are two communicators: ranks may order their CPU
-        and neuron collectives differently."""
-        if self._cpu is None:
-            self._cpu = dist.ProcessGroupGloo(
-                dist.PrefixStore("cpu/", self._store), self.rank(), self.size(), self._timeout
-            )
+    def _cpu_transport(self) -> dist.ProcessGroupGloo:
+        """The gloo group of this group's CPU collectives (only called when :meth:`_on_cpu` is true)."""
+        assert self._cpu is not None
         return self._cpu
 
     def _agree(
