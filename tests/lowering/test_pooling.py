@@ -467,3 +467,21 @@ def test_window_averages_divide_as_the_cpu(fn):
     # an AVX-512 host) and divide by the extents in turn.
     x = torch.randn(2, 3, 16, 16)
     torch.testing.assert_close(fn(x.to("neuron")).cpu(), fn(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding"), [(2560, None, 0), (8, None, 0), (4, 2, 2)])
+def test_avg_pool_window_past_a_one_element_plane_matches_the_cpu(kernel, stride, padding):
+    # EfficientNet's pooler (a 2560-wide ceil_mode window over a 1 x 1 plane of 2560 channels):
+    # XLA's CPU backend (YNNPACK's reduce fusion) summed such padded windows wrongly after another op
+    # in the graph (26228 for 0.69), and the backward built the 134 GB padded input.
+    x = torch.randn(2, 2560, 1, 1)
+
+    def pool(t):
+        return F.avg_pool2d(t * 2, kernel, stride, padding, ceil_mode=True)
+
+    compiled = torch.compile(pool, backend="neuron", fullgraph=True)
+    torch.testing.assert_close(compiled(x.to("neuron")).cpu(), pool(x))
+    on_device, on_cpu = x.to("neuron").requires_grad_(), x.clone().requires_grad_()
+    pool(on_device).square().sum().backward()
+    pool(on_cpu).square().sum().backward()
+    torch.testing.assert_close(on_device.grad.cpu(), on_cpu.grad)

@@ -316,12 +316,19 @@ def _avg_pool(self, nd, kernel_size, stride, padding, ceil_mode, count_include_p
     )
     x = self.astype(opmath_dtype(self.dtype))
     lead = x.ndim - nd
+    # Windows clipped to the padded input's end and one output's stride set to 1 sum the same
+    # elements (the rest is zero padding). Unclipped, XLA's CPU backend summed a (2, 2560, 1, 1)
+    # input's 2560-wide ceil_mode window wrongly when fused after another op (YNNPACK's reduce
+    # fusion, XLA in jax 0.10.2: EfficientNet's pooler, 26228 for 0.69) and its backward built the
+    # 134 GB padded input; the divisors below keep the unclipped windows.
+    windows = [min(k, p + i) for i, k, p in zip(sizes, kernel, padding, strict=True)]
+    strides = [1 if o == 1 else s for s, o in zip(stride, out_size, strict=True)]
     pads = [(0, 0)] * lead + [
         (p, max(0, (o - 1) * s + k - (i + p)))
-        for i, k, s, p, o in zip(sizes, kernel, stride, padding, out_size, strict=True)
+        for i, k, s, p, o in zip(sizes, windows, strides, padding, out_size, strict=True)
     ]
     total = jax.lax.reduce_window(
-        x, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + kernel, (1,) * lead + stride, pads
+        x, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + tuple(windows), (1,) * lead + tuple(strides), pads
     )
     total = total[(Ellipsis, *(slice(0, o) for o in out_size))]
     divisor = _avg_divisors(sizes, kernel, stride, padding, out_size, count_include_pad, divisor_override)
