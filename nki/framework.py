@@ -31,7 +31,7 @@ from nki import simulation
 from nki.tracing import Signature, Static, TensorSpec, TracedKernel, tensor_spec
 from torch_neuronx._compat.torch_internals import dynamo_disabled, is_fake
 from torch_neuronx.lowering.registry import lowering
-from torch_neuronx.runtime import arguments, executable, launch_records
+from torch_neuronx.runtime import arguments, executable, launch_records, spans
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, numpy_to_torch, torch_to_numpy
 from torch_neuronx.runtime.executable_cache import EXECUTABLES
 from torch_neuronx.runtime.layout import contiguous_strides
@@ -130,29 +130,34 @@ def call(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return simulation.rebuild(traced.returns, outputs, tensors)
 
 
-def _storage(tensor: torch.Tensor) -> int | None:
-    """The address of a real tensor's storage (None for fake and meta tensors, which have none)."""
+def _span(tensor: torch.Tensor) -> spans.Span | None:
+    """The bytes of a real tensor's storage that its elements reach (None for fake and meta tensors,
+    which have no storage, and for empty ones, which reach none)."""
     if tensor.device.type == "meta" or is_fake(tensor):
         return None
     try:
-        return tensor.untyped_storage().data_ptr()
+        return spans.span_of(tensor)
     except RuntimeError:
         return None
 
 
 def _check_aliasing(kernel: Any, names: list[str], tensors: list[torch.Tensor], written: list[int]) -> None:
-    """A kernel sees each tensor argument as its own HBM tensor: one it writes may not share memory
+    """A kernel sees each tensor argument as its own HBM tensor: one it writes may not share bytes
     with another argument (the emulation would read the old values where hardware reads the new).
+    Views of one storage whose bytes do not meet (the halves of a buffer) and empty tensors pass;
+    strided views of more than 1 MiB count as their whole range (``spans.Span``).
 
     Raises:
         RuntimeError: naming the kernel and both arguments.
     """
     if not written:
         return
-    storages = [_storage(t) for t in tensors]
+    reached = [_span(t) for t in tensors]
     for position in written:
-        for other, storage in enumerate(storages):
-            if other != position and storage is not None and storage == storages[position]:
+        for other, span in enumerate(reached):
+            if other == position or span is None or reached[position] is None:
+                continue
+            if span.overlaps(reached[position]):
                 raise RuntimeError(
                     f"NKI kernel '{kernel.name}' writes argument '{names[position]}', which shares memory with "
                     f"argument '{names[other]}'; pass a copy ({names[other]}.clone()) or a separate output tensor"

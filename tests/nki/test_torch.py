@@ -313,3 +313,21 @@ def test_a_written_argument_may_not_share_memory_with_another():
     a = torch.ones(128, 8, device="neuron")
     with pytest.raises(RuntimeError, match="writes argument 'b_out', which shares memory with argument 'a'"):
         scaled_add_inplace(a, a)
+
+
+@nki.jit
+def whole_exp_kernel(x, out):
+    nl.store(out, value=nl.exp(nl.load(x)))
+
+
+def test_empty_and_disjoint_arguments_pass_the_memory_check():
+    # Every empty storage has address 0, and the check compared storages: an empty batch and the
+    # halves of one buffer were refused as "shares memory" (helper-83).
+    empty = torch.empty(0, 4, device="neuron")
+    whole_exp_kernel(empty, torch.empty(0, 4, device="neuron"))
+    base = torch.randn(128, 8)
+    halves = base.to("neuron")
+    whole_exp_kernel(halves[:, :4], halves[:, 4:])
+    torch.testing.assert_close(halves.cpu(), torch.cat([base[:, :4], base[:, :4].exp()], 1))
+    with pytest.raises(RuntimeError, match="writes argument 'out', which shares memory with argument 'x'"):
+        whole_exp_kernel(halves[:, :4], halves[:, 3:7])

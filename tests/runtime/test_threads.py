@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from torch_neuronx.runtime import storage_writes, tracing
+from torch_neuronx.runtime import spans, storage_writes, tracing
 
 
 def test_trace_contexts_are_per_thread():
@@ -143,7 +143,7 @@ def test_a_compiled_mutation_waits_for_a_write_announced_into_its_input():
     _compiled_add_one_to_row_one(base)  # compiled before the test
     base.zero_()
     landed = threading.Event()
-    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    write = storage_writes.begin_async_write([spans.span_of(base[0])])
     thread = _land_later(write, lambda: (base[0].copy_(torch.full((256,), 7.0)), landed.set()))
     _compiled_add_one_to_row_one(base)
     assert landed.is_set()
@@ -155,7 +155,7 @@ def test_eager_work_on_announced_bytes_runs_after_the_write():
     """As work on a CUDA stream synchronised with a collective: a read of the announced bytes (an
     op, a host copy) sees the write, made 0.2 s after the announcement by another thread."""
     base = torch.zeros(2, 256, device="neuron")
-    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    write = storage_writes.begin_async_write([spans.span_of(base[0])])
     thread = _land_later(write, lambda: base[0].copy_(torch.full((256,), 7.0)))
     doubled = base[0] * 2
     torch.testing.assert_close(base[0].cpu(), torch.full((256,), 7.0))
@@ -167,7 +167,7 @@ def test_eager_work_on_other_bytes_of_the_storage_does_not_wait():
     """NCCL's stream touches only the collective's bytes: row 1 is written while row 0's announced
     write is still to come (it never lands here), and the write of row 1 is kept."""
     base = torch.zeros(2, 256, device="neuron")
-    write = storage_writes.begin_async_write([storage_writes.span_of(base[0])])
+    write = storage_writes.begin_async_write([spans.span_of(base[0])])
     try:
         base[1].add_(1)
         torch.testing.assert_close(base[1].cpu(), torch.ones(256))
@@ -180,7 +180,7 @@ def test_columns_are_bytes_apart():
     between the written ones (the first byte-to-last range of the written column covered them,
     helper-82)."""
     base = torch.zeros(4, 2, device="neuron")
-    write = storage_writes.begin_async_write([storage_writes.span_of(base[:, 0])])
+    write = storage_writes.begin_async_write([spans.span_of(base[:, 0])])
     write.failed(RuntimeError("neuron all_reduce: the copy back failed"), [base])
     try:
         torch.testing.assert_close(base[:, 1].add_(1).cpu(), torch.ones(4))
@@ -192,7 +192,7 @@ def test_columns_are_bytes_apart():
 
 def test_work_on_the_bytes_of_a_failed_write_raises_until_acknowledged():
     base = torch.zeros(4, device="neuron")
-    write = storage_writes.begin_async_write([storage_writes.span_of(base)])
+    write = storage_writes.begin_async_write([spans.span_of(base)])
     write.failed(RuntimeError("neuron all_reduce: the copy back failed"), [base])
     with pytest.raises(RuntimeError, match="the copy back failed"):
         base.add_(1)
@@ -206,7 +206,7 @@ def test_work_on_the_bytes_of_a_failed_write_raises_until_acknowledged():
 def test_a_compiled_mutation_waits_for_no_write_into_another_storage():
     base, other = torch.zeros(2, 256, device="neuron"), torch.zeros(2, 256, device="neuron")
     _compiled_add_one_to_row_one(other)
-    write = storage_writes.begin_async_write([storage_writes.span_of(base)])
+    write = storage_writes.begin_async_write([spans.span_of(base)])
     try:
         thread = threading.Thread(target=_compiled_add_one_to_row_one, args=(other,))
         thread.start()

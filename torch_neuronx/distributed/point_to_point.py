@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from torch_neuronx.distributed import agreement, staging
-from torch_neuronx.runtime import storage_writes
+from torch_neuronx.runtime import spans, storage_writes
 
 __all__ = [
     "HEADER_ELEMENTS",
@@ -127,7 +127,7 @@ class _PointToPointWork(dist.Work):
         future: torch.futures.Future = torch.futures.Future()
         # A receive's copy back then lands from the future's thread: device work on the tensor
         # meanwhile waits for it (runtime/storage_writes.py).
-        write = storage_writes.begin_async_write([storage_writes.span_of(self._tensor)]) if self._writes else None
+        write = storage_writes.begin_async_write([spans.span_of(self._tensor)]) if self._writes else None
 
         def complete() -> None:
             try:

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from torch_neuronx._compat.distributed_internals import register_device_backend
 from torch_neuronx.distributed import agreement, call_order, point_to_point, reduce_ops, retired_groups, staging
-from torch_neuronx.runtime import launch_records, storage_writes
+from torch_neuronx.runtime import launch_records, spans, storage_writes
 
 __all__ = ["NeuronProcessGroup"]
 
@@ -575,7 +575,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         landed = torch.futures.Future()
         in_flight = _InFlight(_storages(touched), landed, threading.Event())
         written = list(result if written is None else written)
-        write = storage_writes.begin_async_write([storage_writes.span_of(tensor) for tensor in written])
+        write = storage_writes.begin_async_write([spans.span_of(tensor) for tensor in written])
 
         def complete(error: Exception | None) -> None:
             try:

@@ -4,6 +4,10 @@ No JAX here: the CPU fallback imports it while ``import torch`` registers the de
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
+import numpy as np
 import torch
 
 
@@ -30,3 +34,57 @@ def refers_twice(sizes, strides) -> bool:
     if 0 in tuple(sizes):
         return False
     return any(size > 1 and stride == 0 for size, stride in zip(sizes, strides, strict=True))
+
+
+#: The most bytes a strided span's exact overlap check lists (per span); past it, a span counts
+#: as its whole range, first byte to last.
+_EXACT_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """Bytes of the storage at device address ``storage``: ``[start, stop)``, all of them, or with
+    ``strided`` (element offset, sizes, strides, element bytes) only those a strided view's elements
+    cover (a column ``x[:, 0]`` leaves ``x[:, 1]``'s bytes out)."""
+
+    storage: int
+    start: int
+    stop: int
+    strided: tuple[int, tuple[int, ...], tuple[int, ...], int] | None = None
+
+    def overlaps(self, other: Span) -> bool:
+        """Whether the two share a byte: exact for ranges, and for strided spans of at most
+        :data:`_EXACT_BYTES` bytes; a larger strided span counts as its whole range."""
+        if self.storage != other.storage or self.stop <= other.start or other.stop <= self.start:
+            return False
+        if self.strided is None and other.strided is None:
+            return True
+        mine, theirs = self._bytes(), other._bytes()
+        if mine is None or theirs is None:
+            return True
+        return bool(np.intersect1d(mine, theirs, assume_unique=True).size)
+
+    def _bytes(self) -> np.ndarray | None:
+        """The byte offsets the span covers, sorted, or None past :data:`_EXACT_BYTES`."""
+        if self.strided is None:
+            return np.arange(self.start, self.stop) if self.stop - self.start <= _EXACT_BYTES else None
+        offset, sizes, strides, itemsize = self.strided
+        if math.prod(sizes) * itemsize > _EXACT_BYTES:
+            return None
+        elements = np.full((), offset, np.int64)
+        for size, stride in zip(sizes, strides, strict=True):
+            elements = np.add.outer(elements, np.arange(size, dtype=np.int64) * stride)
+        starts = elements.reshape(-1) * itemsize
+        return np.unique(np.add.outer(starts, np.arange(itemsize)).reshape(-1))
+
+
+def span_of(tensor: torch.Tensor) -> Span | None:
+    """The bytes of its storage that ``tensor``'s elements reach (None for an empty tensor)."""
+    if tensor.numel() == 0:
+        return None
+    start, stop = byte_span(tensor)
+    itemsize = tensor.element_size()
+    strided = None
+    if tensor.numel() * itemsize != stop - start:  # gaps between its elements
+        strided = (tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()), itemsize)
+    return Span(tensor.untyped_storage().data_ptr(), start, stop, strided)

@@ -23,25 +23,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-from torch_neuronx.runtime.spans import byte_span
+from torch_neuronx.runtime.spans import Span, span_of
 from torch_neuronx.runtime.thread_flags import ThreadFlag
 
 __all__ = [
     "AsyncWrite",
-    "Span",
     "active",
     "begin_async_write",
     "landing_async_writes",
     "locked",
-    "span_of",
     "wait_for_writes_into",
     "wait_for_writes_into_arguments",
 ]
@@ -69,60 +65,6 @@ def locked() -> Iterator[None]:
     """Holds the storages' write lock (see the module docstring)."""
     with _lock, _holding_lock.raised():
         yield
-
-
-#: The most bytes a strided span's exact overlap check lists (per span); past it, a span counts
-#: as its whole range, first byte to last.
-_EXACT_BYTES = 1 << 20
-
-
-@dataclasses.dataclass(frozen=True)
-class Span:
-    """Bytes of the storage at device address ``storage``: ``[start, stop)``, all of them, or with
-    ``strided`` (element offset, sizes, strides, element bytes) only those a strided view's elements
-    cover (a column ``x[:, 0]`` leaves ``x[:, 1]``'s bytes out)."""
-
-    storage: int
-    start: int
-    stop: int
-    strided: tuple[int, tuple[int, ...], tuple[int, ...], int] | None = None
-
-    def overlaps(self, other: Span) -> bool:
-        """Whether the two share a byte: exact for ranges, and for strided spans of at most
-        :data:`_EXACT_BYTES` bytes; a larger strided span counts as its whole range."""
-        if self.storage != other.storage or self.stop <= other.start or other.stop <= self.start:
-            return False
-        if self.strided is None and other.strided is None:
-            return True
-        mine, theirs = self._bytes(), other._bytes()
-        if mine is None or theirs is None:
-            return True
-        return bool(np.intersect1d(mine, theirs, assume_unique=True).size)
-
-    def _bytes(self) -> np.ndarray | None:
-        """The byte offsets the span covers, sorted, or None past :data:`_EXACT_BYTES`."""
-        if self.strided is None:
-            return np.arange(self.start, self.stop) if self.stop - self.start <= _EXACT_BYTES else None
-        offset, sizes, strides, itemsize = self.strided
-        if math.prod(sizes) * itemsize > _EXACT_BYTES:
-            return None
-        elements = np.full((), offset, np.int64)
-        for size, stride in zip(sizes, strides, strict=True):
-            elements = np.add.outer(elements, np.arange(size, dtype=np.int64) * stride)
-        starts = elements.reshape(-1) * itemsize
-        return np.unique(np.add.outer(starts, np.arange(itemsize)).reshape(-1))
-
-
-def span_of(tensor: torch.Tensor) -> Span | None:
-    """The bytes of its storage that ``tensor``'s elements reach (None for an empty tensor)."""
-    if tensor.numel() == 0:
-        return None
-    start, stop = byte_span(tensor)
-    itemsize = tensor.element_size()
-    strided = None
-    if tensor.numel() * itemsize != stop - start:  # gaps between its elements
-        strided = (tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()), itemsize)
-    return Span(tensor.untyped_storage().data_ptr(), start, stop, strided)
 
 
 @dataclasses.dataclass
