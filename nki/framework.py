@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
 
 from nki import simulation
 from nki.tracing import Signature, Static, TensorSpec, TracedKernel, tensor_spec
-from torch_neuronx._compat.torch_internals import dynamo_disabled, is_fake
+from torch_neuronx._compat.torch_internals import dynamo_disabled, is_fake, pytree
 from torch_neuronx.lowering.registry import lowering
 from torch_neuronx.runtime import arguments, executable, launch_records, spans
 from torch_neuronx.runtime.dtypes import JAX_DTYPE, TORCH_DTYPE, numpy_to_torch, torch_to_numpy
@@ -114,10 +115,19 @@ def _check_tensors(kernel: Any, arguments: dict[str, Any]) -> list[str]:
     return names
 
 
+def _concrete(value: Any) -> Any:
+    """A kernel's number argument as a Python number: a kernel is traced for the values of its
+    non-tensor arguments, so a symbolic one (Dynamo's automatic dynamic ints, after a call with
+    another value) is specialised to this call's value, with a guard that recompiles for others."""
+    return pytree.tree_map(
+        lambda v: guard_scalar(v) if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) else v, value
+    )
+
+
 def call(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Runs ``kernel`` on torch tensors (see the module docstring); returns torch tensors where the
     kernel returns tensors (its written arguments are the argument tensors themselves)."""
-    arguments = kernel.bind(args, kwargs)
+    arguments = {name: _concrete(value) for name, value in kernel.bind(args, kwargs).items()}
     names = _check_tensors(kernel, arguments)
     spec = _call_spec(kernel, arguments, names)
     tensors = [arguments[n] for n in names]

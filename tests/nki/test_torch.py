@@ -331,3 +331,31 @@ def test_empty_and_disjoint_arguments_pass_the_memory_check():
     torch.testing.assert_close(halves.cpu(), torch.cat([base[:, :4], base[:, :4].exp()], 1))
     with pytest.raises(RuntimeError, match="writes argument 'out', which shares memory with argument 'x'"):
         whole_exp_kernel(halves[:, :4], halves[:, 3:7])
+
+
+def test_compiled_nki_op_takes_new_strides_of_one_shape():
+    # Dynamo's second compile makes the strides symbolic; the op's graph cache hashed them (TypeError).
+    compiled = torch.compile(lambda t: nki_exp(t) + 1, backend="neuron", fullgraph=True)
+    rows, columns = torch.randn(128, 16), torch.randn(16, 128)
+    torch.testing.assert_close(compiled(rows.to("neuron")).cpu(), rows.exp() + 1)
+    torch.testing.assert_close(compiled(columns.to("neuron").t()).cpu(), columns.t().exp() + 1)
+
+
+@nki.jit
+def scale_kernel(a, factor):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.load(a), factor))
+    return out
+
+
+@nki_op("nki_tests::scale", mutates_args={})
+def nki_scale(a: torch.Tensor, factor: int) -> torch.Tensor:
+    return scale_kernel(a, factor)
+
+
+def test_compiled_nki_op_takes_new_int_values():
+    # Dynamo's second compile makes the int symbolic, which reached the kernel's trace (TypeError).
+    compiled = torch.compile(nki_scale, backend="neuron")
+    x = torch.randn(128, 4)
+    for factor in (2, 3, 4):
+        torch.testing.assert_close(compiled(x.to("neuron"), factor).cpu(), x * factor)
