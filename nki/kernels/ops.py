@@ -23,6 +23,17 @@ from nki.op import nki_op
 __all__ = ["flash_attention", "rms_norm", "rotary_embedding", "swiglu_mlp"]
 
 
+def _require(condition: bool, op: str, problem: str) -> None:
+    """Raises ``ValueError`` naming the op and what its arguments break (the kernels' own checks
+    are bare asserts, which name neither)."""
+    if not condition:
+        raise ValueError(f"nki.kernels.ops.{op}: {problem}")
+
+
+def _shape(tensor: torch.Tensor) -> list[int]:
+    return list(tensor.shape)
+
+
 @nki_op("nki_kernels::flash_attention_forward", mutates_args=())
 def _flash_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
@@ -73,7 +84,29 @@ def flash_attention(
     Returns:
         ``[B, Hq, S, D]`` in ``q``'s dtype. Differentiable in q, k and v.
     """
+    _require(
+        q.dim() == k.dim() == v.dim() == 4,
+        "flash_attention",
+        f"q, k and v must be [B, H, S, D], got {_shape(q)}, {_shape(k)} and {_shape(v)}",
+    )
     b, hq, s, d = q.shape
+    _require(
+        k.shape == v.shape and (k.shape[0], k.shape[2], k.shape[3]) == (b, s, d),
+        "flash_attention",
+        f"k and v must be [B, Hkv, S, D] with q's B, S and D ({b}, {s}, {d}), got {_shape(k)} and {_shape(v)}",
+    )
+    _require(
+        hq % k.shape[1] == 0,
+        "flash_attention",
+        f"q's {hq} heads are not a multiple of k's and v's {k.shape[1]} (grouped-query attention shares each "
+        "key-value head among a whole number of query heads)",
+    )
+    _require(
+        s % 128 == 0 and d <= 128,
+        "flash_attention",
+        f"the kernel takes sequences of a multiple of 128 and heads of at most 128, got S={s} and D={d}; pad the "
+        "sequence, or call torch.nn.functional.scaled_dot_product_attention, which takes this kernel where it applies",
+    )
     scale = float(d**-0.5 if scale is None else scale)
     flat = [t.reshape(-1, s, d).contiguous() for t in (q, k, v)]
     out, _ = _flash_forward(*flat, scale, bool(causal))
@@ -82,17 +115,58 @@ def flash_attention(
 
 @nki_op("nki_kernels::rms_norm", mutates_args=())
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm of the rows of ``x`` ``[N, H]`` scaled by ``weight`` ``[H]`` (:mod:`nki.kernels.rmsnorm`)."""
+    """RMSNorm of the rows of ``x`` ``[N, H]`` scaled by ``weight`` ``[H]`` (:mod:`nki.kernels.rmsnorm`);
+    ``N`` may be 0.
+
+    Raises:
+        ValueError: ``x`` is not 2-D, or ``weight`` is not ``[H]``.
+    """
+    _require(x.dim() == 2, "rms_norm", f"x must be [N, H], got {_shape(x)}; flatten it with x.reshape(-1, x.shape[-1])")
+    _require(weight.shape == (x.shape[1],), "rms_norm", f"weight must be [{x.shape[1]}] (x's H), got {_shape(weight)}")
+    if x.shape[0] == 0:
+        return torch.empty_like(x)
     return rms_norm_kernel(x, weight, eps)
 
 
 @nki_op("nki_kernels::swiglu_mlp", mutates_args=())
 def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
-    """``(silu(x @ w_gate) * (x @ w_up)) @ w_down`` (:mod:`nki.kernels.swiglu`)."""
+    """``(silu(x @ w_gate) * (x @ w_up)) @ w_down`` (:mod:`nki.kernels.swiglu`): ``x`` ``[N, H]``,
+    ``w_gate`` and ``w_up`` ``[H, I]``, ``w_down`` ``[I, H]``, ``H`` and ``I`` multiples of 128.
+
+    Raises:
+        ValueError: shapes other than these.
+    """
+    _require(
+        x.dim() == 2, "swiglu_mlp", f"x must be [N, H], got {_shape(x)}; flatten it with x.reshape(-1, x.shape[-1])"
+    )
+    h, inter = x.shape[1], w_gate.shape[-1]
+    _require(
+        w_gate.shape == w_up.shape == (h, inter) and w_down.shape == (inter, h),
+        "swiglu_mlp",
+        f"w_gate and w_up must be [H, I] and w_down [I, H] with x's H={h}, got {_shape(w_gate)}, {_shape(w_up)} "
+        f"and {_shape(w_down)}",
+    )
+    _require(h % 128 == 0 and inter % 128 == 0, "swiglu_mlp", f"H and I must be multiples of 128, got {h} and {inter}")
     return swiglu_mlp_kernel(x, w_gate, w_up, w_down)
 
 
 @nki_op("nki_kernels::rotary_embedding", mutates_args=())
 def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The rotate-half rotary embedding of ``x`` ``[N, D]`` (:mod:`nki.kernels.rope`)."""
+    """The rotate-half rotary embedding of ``x`` ``[N, D]`` (:mod:`nki.kernels.rope`), ``cos`` and
+    ``sin`` ``[N, D / 2]``.
+
+    Raises:
+        ValueError: shapes other than these, or an odd ``D``.
+    """
+    _require(
+        x.dim() == 2 and x.shape[1] % 2 == 0,
+        "rotary_embedding",
+        f"x must be [N, D] with an even D, got {_shape(x)}; flatten it with x.reshape(-1, x.shape[-1])",
+    )
+    half = (x.shape[0], x.shape[1] // 2)
+    _require(
+        cos.shape == sin.shape == half,
+        "rotary_embedding",
+        f"cos and sin must be [N, D / 2] = {list(half)}, got {_shape(cos)} and {_shape(sin)}",
+    )
     return rope_kernel(x, cos, sin)

@@ -64,3 +64,40 @@ def test_flash_attention_op_on_the_device_with_autograd():
     torch.testing.assert_close(out.detach().cpu(), expected.detach())
     for got, wanted in ((qn, qc), (kn, kc), (vn, vc)):
         torch.testing.assert_close(got.grad.cpu(), wanted.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda ops, t: ops.flash_attention(t(1, 2, 100, 32), t(1, 1, 100, 32), t(1, 1, 100, 32)),
+            "flash_attention: the kernel takes sequences of a multiple of 128 .* got S=100",
+        ),
+        (
+            lambda ops, t: ops.flash_attention(t(1, 3, 128, 32), t(1, 2, 128, 32), t(1, 2, 128, 32)),
+            "flash_attention: q's 3 heads are not a multiple of k's and v's 2",
+        ),
+        (lambda ops, t: ops.rms_norm(t(2, 3, 8), t(8)), r"rms_norm: x must be \[N, H\], got \[2, 3, 8\]; flatten"),
+        (lambda ops, t: ops.rms_norm(t(3, 8), t(4)), r"rms_norm: weight must be \[8\]"),
+        (
+            lambda ops, t: ops.swiglu_mlp(t(4, 96), t(96, 128), t(96, 128), t(128, 96)),
+            "swiglu_mlp: H and I must be multiples of 128, got 96",
+        ),
+        (
+            lambda ops, t: ops.rotary_embedding(t(4, 8), t(4, 8), t(4, 8)),
+            r"rotary_embedding: cos and sin must be \[N, D / 2\]",
+        ),
+    ],
+)
+def test_library_ops_name_the_shape_they_need(call, message):
+    from nki.kernels import ops
+
+    with pytest.raises(ValueError, match=f"nki.kernels.ops.{message}"):
+        call(ops, lambda *shape: torch.randn(*shape, device="neuron"))
+
+
+def test_rms_norm_op_of_no_rows_is_empty():
+    from nki.kernels import ops
+
+    out = ops.rms_norm(torch.empty(0, 8, device="neuron"), torch.ones(8, device="neuron"))
+    assert out.shape == (0, 8) and out.device.type == "neuron"
