@@ -79,6 +79,18 @@ def test_architectures_take_their_first_task_and_reject_unknown_patterns():
         models.architectures(["no-such-model"])
 
 
+def test_reduced_config_keeps_routing_rope_sections_and_derived_widths_consistent():
+    deepseek = models.reduced_config("deepseek_v3")  # 8 expert groups of 256 experts: 2 of 4
+    assert (deepseek.n_routed_experts, deepseek.n_group, deepseek.topk_group) == (4, 2, 2)
+    assert models.reduced_config("longcat_flash").qk_head_dim == 16  # qk_nope_head_dim + qk_rope_head_dim
+    text = models.reduced_config("qwen2_vl").text_config  # head width 8: rotary half-width 4
+    assert text.rope_parameters["mrope_section"] == [2, 1, 1]
+    glm = models.reduced_config("glm4v_moe").text_config  # half the head width rotates: 2
+    assert sum(glm.rope_parameters["mrope_section"]) == 2
+    zamba = models.reduced_config("zamba2")  # widths derived from the reduced hidden size
+    assert (zamba.attention_hidden_size, zamba.mamba_headdim) == (2 * zamba.hidden_size, 2 * 32 // zamba.n_mamba_heads)
+
+
 def test_sample_of_architectures_passes_every_stage_in_process(tmp_path):
     """A decoder LM with a KV cache (a constant tensor in its compiled graph) and a vision encoder."""
     rows = run_model_sweep(["llama", "vit"], tmp_path, isolate=False, progress=False)

@@ -76,6 +76,9 @@ _BATCH, _SEQUENCE = 2, 8
 #: Audio samples of ``input_values`` (wav2vec2's feature encoder divides by 320: 5 frames).
 _AUDIO_SAMPLES = 1600
 
+#: The fields that count a mixture of experts' routed experts.
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
 #: Size fields shrunk wherever they appear in a config (sub-configs too), to at most this value.
 _SHRINK = {
     **dict.fromkeys(
@@ -122,23 +125,64 @@ _SHRINK = {
         ),
         4,
     ),
-    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k"), 2),
+    **dict.fromkeys(_EXPERTS, 4),
+    **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_k"), 2),
     # rotary and latent-attention (DeepSeek's MLA) widths, kept within the heads' width of 8
     **dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), 8),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 16),
-    **dict.fromkeys(("vocab_size",), 256),
+    **dict.fromkeys(("vocab_size", "decoder_vocab_size"), 256),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "max_target_positions"), 64),
     **dict.fromkeys(("image_size",), 32),
 }
 
+#: An :data:`OVERRIDES` value that leaves a field out, so that the config derives it from the shrunk
+#: sizes (a field its defaults derived from the full ones, which ``from_dict`` would set again).
+DERIVED = object()
+
 #: Per-family fixes where the generic shrinking breaks a model, each with its reason:
-#: ``model_type -> {field: value}``, applied after shrinking.
+#: ``model_type -> {field: value}``, applied after shrinking; ``"text_config.field"`` names a
+#: sub-config's field, and :data:`DERIVED` leaves the field out.
 OVERRIDES: dict[str, dict[str, Any]] = {
     # their defaults have no attention layer (attn_layer_indices None): transformers' cache of Mamba
     # layers alone cannot tell its length: one attention layer of the two, as in the checkpoints
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},  # likewise
+    # its last convolution's width is computed from 1280 and the width coefficient, not read
+    "efficientnet": {"hidden_dim": 2560},
+    # the text embeddings' width is 4 coordinate and 2 shape embeddings wide (4 x 128 + 2 x 128)
+    "layoutlmv3": {"coordinate_size": 6, "shape_size": 4},
+    # its layout embeddings are 6 of hidden_size // 6 each: a width that 6 divides
+    "lilt": {"hidden_size": 48},
+    # the classifier reads the last stage's width from hidden_sizes, the stages their own lists
+    "hgnet_v2": {"hidden_sizes": [128, 512, 1024, 2048]},
+    # the stem feeds the first stage, whose width the reduced hidden_sizes set
+    "textnet": {"stem_out_channels": 32, "image_size": [32, 32]},
+    # embeddings as wide as the layers, which its code requires
+    "squeezebert": {"embedding_size": 32},
+    # its rotary part is qk_rope_head_dim of head_dim (as 64 of 128): a head as wide as q's and k's
+    "mistral4": {"head_dim": 16},
+    # likewise: attention (and MoE) every 8th layer from the 5th; every 3rd block
+    "jamba": {"attn_layer_offset": 1, "attn_layer_period": 2, "expert_layer_offset": 1, "expert_layer_period": 2},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    # its defaults name no layer types (the checkpoints do): a short-convolution layer, then an
+    # attention layer, the second one MoE
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    # Mamba-2's heads split the expanded width (2 x 32): num_heads (4) x head_dim must equal it;
+    # its 8 groups of B and C would each serve half a head
+    "mamba2": {"head_dim": 16, "n_groups": 1},
+    # widths its config derives from the full hidden size (2560), which from_dict would set again,
+    # and the hybrid layers' indices among the full model's layers
+    "zamba2": dict.fromkeys(
+        (
+            "attention_hidden_size",
+            "attention_head_dim",
+            "mamba_headdim",
+            "kv_channels",
+            "num_query_groups",
+            "hybrid_layer_ids",
+        ),
+        DERIVED,
+    ),
     # its position embeddings are built for max_length frames of spectrogram (1024 by default)
     "audio-spectrogram-transformer": {"max_length": 32},
 }
@@ -302,6 +346,15 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
             # stage narrower than its window shrinks the window but not its position-bias table
             out["window_size"] = 2
             out["image_size"] = values["patch_size"] * ratio * 2
+    experts = next((out[k] for k in _EXPERTS if isinstance(out.get(k), int)), None)
+    if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
+        out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # derived, as MLA's configs do
+    for groups in ("n_group", "num_expert_group"):
+        if experts and isinstance(out.get(groups), int) and out[groups] > max(experts // 2, 1):
+            # group-limited routing (DeepSeek-V3) takes the top 2 experts of each group: groups of 2
+            out[groups] = max(experts // 2, 1)
+            if isinstance(out.get("topk_group"), int):
+                out["topk_group"] = min(out["topk_group"], out[groups])
     width, heads = _width(out), _heads(out)
     if width and "head_dim" in out and out["head_dim"] is None:
         out["head_dim"] = width // heads  # None means derived, which some models' code does not do
@@ -353,8 +406,17 @@ def reduced_config(model_type: str) -> Any:
 
     defaults = AutoConfig.for_model(model_type)
     values = _shrunk(defaults.to_dict())
-    values.update(OVERRIDES.get(model_type, {}))
+    for path, value in OVERRIDES.get(model_type, {}).items():
+        *parents, field = path.split(".")
+        target = values
+        for parent in parents:
+            target = target[parent]
+        if value is DERIVED:
+            target.pop(field, None)
+        else:
+            target[field] = value
     config = type(defaults).from_dict(values)
+    _fit_rope_sections(config)
     config.num_labels = 2
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = 0  # sequence classification of a batch needs a padding token
@@ -363,6 +425,35 @@ def reduced_config(model_type: str) -> Any:
         # the labels shifted right past it, as for T5 and BART checkpoints
         config.decoder_start_token_id = config.pad_token_id
     return config
+
+
+def _configs_in(config: Any) -> list[Any]:
+    """``config`` and its sub-configs (``text_config``, ``vision_config``, ...), depth first."""
+    from transformers import PretrainedConfig
+
+    found = [config]
+    for value in vars(config).values():
+        if isinstance(value, PretrainedConfig):
+            found += _configs_in(value)
+    return found
+
+
+def _fit_rope_sections(config: Any) -> None:
+    """Gives M-RoPE configs that name no ``mrope_section`` (Qwen2-VL, GLM-4V: their code then takes
+    ``[16, 24, 24]`` or ``[8, 12, 12]``, sections of the full rotary half-width) sections of the
+    reduced one: its temporal, height and width parts, as even as they go. An M-RoPE config declares
+    the key (``ignore_keys_at_rope_validation``), but PaddleOCR-VL's text config does not."""
+    for sub in _configs_in(config):
+        rope = getattr(sub, "rope_parameters", None)
+        declared = "mrope_section" in getattr(type(sub), "ignore_keys_at_rope_validation", ())
+        if not declared and sub.model_type != "paddleocr_vl_text":
+            continue
+        if not isinstance(rope, dict) or "mrope_section" in rope:
+            continue
+        head_dim = getattr(sub, "head_dim", None) or sub.hidden_size // sub.num_attention_heads
+        factor = rope.get("partial_rotary_factor", getattr(sub, "partial_rotary_factor", None) or 1.0)
+        half = int(head_dim * factor) // 2
+        rope["mrope_section"] = [half // 3 + (1 if part < half % 3 else 0) for part in range(3)]
 
 
 def _special_ids(values: Any) -> set[int]:
@@ -573,6 +664,10 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
         config = _config_for(model_class, config)
         model = model_class(config).eval()  # eval: no dropout, so both devices compute the same function
         _break_constant_parameters(model)
+        # copied before the CPU run: a model that keeps state between calls (RecurrentGemma's
+        # convolution state, made from the activations) starts from the same state on both
+        # devices, and copy.deepcopy refuses such state once it is part of an autograd graph
+        untouched = copy.deepcopy(model)
         accepts_mask = "attention_mask" in inspect.signature(model.forward).parameters
         made = inputs(config, architecture, model.main_input_name, accepts_mask)
         expected_output = model(**made)
@@ -585,7 +680,7 @@ def check_model(architecture: Architecture, compiled: bool = True) -> Iterator[M
     with _Stage(rows["to_device"]):
         if rows["cpu"].outcome != "pass":
             raise _Skipped("the model does not run on the CPU")
-        neuron_model = copy.deepcopy(model).to("neuron")
+        neuron_model = untouched.to("neuron")
         neuron_model.zero_grad(set_to_none=True)
         neuron_inputs = _to_device(made)
     yield _skipped_if_failed(rows["to_device"])
