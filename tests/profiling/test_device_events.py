@@ -292,3 +292,18 @@ def test_with_stack_and_acc_events_keep_the_device_time():
     # with_stack records the Python frames, as for a CPU or CUDA profile
     assert any(e.name.startswith("tests/profiling/test_device_events.py(") for e in prof.events())
     assert [k.name for k in mm.kernels] == ["aten::mm.default"] and mm.device_time_total > 0
+
+
+def test_legacy_autograd_profiler_times_device_ops_as_cudas_does(capfd):
+    # torch.autograd.profiler.profile(use_device="neuron") without Kineto records a timing event
+    # around every op, through the device's profiler stubs as CUDA's; without them every op printed
+    # "PrivateUse1 used in profiler but not enabled" and no device time came back (helper-83).
+    x = torch.randn(64, 64, device="neuron")
+    (x @ x).sum().item()  # built before the profile
+    with torch.autograd.profiler.profile(use_device="neuron") as prof:
+        product = x @ x
+        product.sum().item()
+    timed = {e.key: e.self_device_time_total for e in prof.key_averages()}
+    assert timed["aten::mm"] > 0
+    assert "PrivateUse1 used in profiler but not enabled" not in capfd.readouterr().err
+    torch.testing.assert_close(product.cpu(), x.cpu() @ x.cpu())
