@@ -110,6 +110,7 @@ class _FunctionGraphs:
 
     def graph(self, metas: list[Any]) -> tuple[torch.fx.GraphModule, list[int]]:
         leaves, spec = pytree.tree_flatten(metas)
+        leaves = [_with_concrete_strides(v) if isinstance(v, torch.Tensor) else v for v in leaves]
         key = tuple(
             (tuple(v.shape), tuple(v.stride()), v.dtype, str(v.device))
             if isinstance(v, torch.Tensor)
@@ -147,6 +148,16 @@ class _FunctionGraphs:
         _drop_input_copies(graph)
         engine.check_lowerable(graph)
         return graph, positions
+
+
+def _with_concrete_strides(meta: torch.Tensor) -> torch.Tensor:
+    """``meta``, or an empty tensor of its shape with contiguous strides where Dynamo made its
+    strides symbolic (a call with the same shape and other strides, whose graph keeps its runtime
+    ints: dynamo/graph.py specialises only symbolic sizes). A compiled graph's values are dense
+    arrays, so the traced function computes the same values with either strides."""
+    if not any(isinstance(stride, torch.SymInt) for stride in meta.stride()):
+        return meta
+    return torch.empty(tuple(meta.shape), dtype=meta.dtype, device="meta")
 
 
 def _device(meta: torch.Tensor) -> torch.device:

@@ -27,6 +27,18 @@ def test_a_step_counter_builds_one_executable_for_every_value():
     assert _new_metrics(before) == [("inference", 1, 1), ("inference", 1, 5)]
 
 
+def test_a_step_counter_after_a_stride_change_still_builds_one_executable():
+    # A call with the same shape and other strides makes only the strides symbolic; specialising
+    # such graphs per call (a first fix of nki_op's symbolic strides) built one executable per step.
+    before = len(torch_neuronx.get_dynamo_metrics())
+    fn = torch.compile(lambda x, step: x * step + 1, backend="neuron")
+    x = torch.randn(8, 8, device="neuron")
+    fn(x, 1)
+    for step in range(1, 6):
+        assert_close(fn(x.t(), step).cpu(), x.cpu().t() * step + 1)
+    assert [signatures for _, signatures, _ in _new_metrics(before)][-1] == 1
+
+
 def test_a_training_step_takes_the_int_in_forward_and_backward():
     before = len(torch_neuronx.get_dynamo_metrics())
     fn = torch.compile(lambda w, scale: (w.sin() * scale).sum(), backend="neuron")

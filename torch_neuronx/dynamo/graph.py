@@ -76,17 +76,9 @@ class CompileError(RuntimeError):
 
 
 def _is_symbolic(value: Any) -> bool:
-    """Whether Dynamo made ``value`` symbolic: a SymInt or SymFloat, or a tensor with a symbolic size,
-    stride or storage offset (a call with the same shape but other strides makes only the strides
-    symbolic, which lowerings that read strides, as nki_op's, cannot hash or trace)."""
     if isinstance(value, (torch.SymInt, torch.SymFloat)):
         return True
-    if not isinstance(value, torch.Tensor):
-        return False
-    if value.layout != torch.strided:
-        return any(isinstance(size, torch.SymInt) for size in value.shape)
-    layout = (*value.shape, *value.stride(), value.storage_offset())
-    return any(isinstance(number, torch.SymInt) for number in layout)
+    return isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
 
 
 def source_line(node: torch.fx.Node) -> str:
