@@ -59,23 +59,31 @@ class Span:
             return False
         if self.strided is None and other.strided is None:
             return True
-        mine, theirs = self._bytes(), other._bytes()
-        if mine is None or theirs is None:
-            return True
-        return bool(np.intersect1d(mine, theirs, assume_unique=True).size)
+        return _intervals_meet(self._intervals(), other._intervals())
 
-    def _bytes(self) -> np.ndarray | None:
-        """The byte offsets the span covers, sorted, or None past :data:`_EXACT_BYTES`."""
-        if self.strided is None:
-            return np.arange(self.start, self.stop) if self.stop - self.start <= _EXACT_BYTES else None
-        offset, sizes, strides, itemsize = self.strided
-        if math.prod(sizes) * itemsize > _EXACT_BYTES:
-            return None
-        elements = np.full((), offset, np.int64)
-        for size, stride in zip(sizes, strides, strict=True):
-            elements = np.add.outer(elements, np.arange(size, dtype=np.int64) * stride)
-        starts = elements.reshape(-1) * itemsize
-        return np.unique(np.add.outer(starts, np.arange(itemsize)).reshape(-1))
+    def _intervals(self) -> tuple[np.ndarray, int]:
+        """The sorted starts of the byte intervals the span covers and their one length: the range
+        itself, or each element's bytes (a strided span of at most :data:`_EXACT_BYTES` bytes)."""
+        if self.strided is not None:
+            offset, sizes, strides, itemsize = self.strided
+            if math.prod(sizes) * itemsize <= _EXACT_BYTES:
+                elements = np.full((), offset, np.int64)
+                for size, stride in zip(sizes, strides, strict=True):
+                    elements = np.add.outer(elements, np.arange(size, dtype=np.int64) * stride)
+                return np.sort(elements.reshape(-1)) * itemsize, itemsize
+        return np.array([self.start], np.int64), self.stop - self.start
+
+
+def _intervals_meet(mine: tuple[np.ndarray, int], theirs: tuple[np.ndarray, int]) -> bool:
+    """Whether an interval of ``mine`` meets one of ``theirs`` (sorted starts, one length each): of
+    my intervals, the last starting at or before each of theirs ends furthest (one length), and the
+    first starting after it starts soonest, so those two are the only ones to test."""
+    (starts, length), (their_starts, their_length) = mine, theirs
+    before = np.searchsorted(starts, their_starts, side="right") - 1
+    reaches_in = (before >= 0) & (starts[np.maximum(before, 0)] + length > their_starts)
+    after = np.minimum(before + 1, starts.size - 1)
+    starts_in = (before + 1 < starts.size) & (starts[after] < their_starts + their_length)
+    return bool(np.any(reaches_in | starts_in))
 
 
 def span_of(tensor: torch.Tensor) -> Span | None:
