@@ -7,6 +7,8 @@
   ``rotary_embedding(x, cos, sin)``: forward only (the last dimension normalised / the rows of ``x``
   ``[N, H]`` projected / rotated).
 
+Shapes outside a kernel's limits raise ``ValueError`` naming the op; empty inputs give empty results.
+
 Importing this module registers the ops (namespace ``nki_kernels``).
 """
 
@@ -95,6 +97,10 @@ def flash_attention(
         "flash_attention",
         f"k and v must be [B, Hkv, S, D] with q's B, S and D ({b}, {s}, {d}), got {_shape(k)} and {_shape(v)}",
     )
+    _require(k.shape[1] > 0, "flash_attention", f"k and v have no heads ({_shape(k)})")
+    if q.numel() == 0:
+        # no batch, no query heads or an empty sequence: an empty result, connected to the inputs
+        return q.new_zeros(q.shape) + 0 * (q.sum() + k.sum() + v.sum())
     _require(
         hq % k.shape[1] == 0,
         "flash_attention",
@@ -102,10 +108,15 @@ def flash_attention(
         "key-value head among a whole number of query heads)",
     )
     _require(
-        s % 128 == 0 and d <= 128,
+        s % 128 == 0,
         "flash_attention",
-        f"the kernel takes sequences of a multiple of 128 and heads of at most 128, got S={s} and D={d}; pad the "
-        "sequence, or call torch.nn.functional.scaled_dot_product_attention, which takes this kernel where it applies",
+        f"the kernel takes sequences of a multiple of 128, got S={s}; pad the sequence, or call "
+        "torch.nn.functional.scaled_dot_product_attention, which takes this kernel where it applies",
+    )
+    _require(
+        d <= 128,
+        "flash_attention",
+        f"the kernel takes heads of at most 128, got D={d}; call torch.nn.functional.scaled_dot_product_attention",
     )
     scale = float(d**-0.5 if scale is None else scale)
     flat = [t.reshape(-1, s, d).contiguous() for t in (q, k, v)]
@@ -123,7 +134,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     """
     _require(x.dim() == 2, "rms_norm", f"x must be [N, H], got {_shape(x)}; flatten it with x.reshape(-1, x.shape[-1])")
     _require(weight.shape == (x.shape[1],), "rms_norm", f"weight must be [{x.shape[1]}] (x's H), got {_shape(weight)}")
-    if x.shape[0] == 0:
+    if x.numel() == 0:
         return torch.empty_like(x)
     return rms_norm_kernel(x, weight, eps)
 
@@ -139,7 +150,12 @@ def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down
     _require(
         x.dim() == 2, "swiglu_mlp", f"x must be [N, H], got {_shape(x)}; flatten it with x.reshape(-1, x.shape[-1])"
     )
-    h, inter = x.shape[1], w_gate.shape[-1]
+    _require(
+        w_gate.dim() == w_up.dim() == w_down.dim() == 2,
+        "swiglu_mlp",
+        f"w_gate, w_up and w_down must be 2-D, got {_shape(w_gate)}, {_shape(w_up)} and {_shape(w_down)}",
+    )
+    h, inter = x.shape[1], w_gate.shape[1]
     _require(
         w_gate.shape == w_up.shape == (h, inter) and w_down.shape == (inter, h),
         "swiglu_mlp",
@@ -147,6 +163,8 @@ def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down
         f"and {_shape(w_down)}",
     )
     _require(h % 128 == 0 and inter % 128 == 0, "swiglu_mlp", f"H and I must be multiples of 128, got {h} and {inter}")
+    if x.shape[0] == 0:
+        return torch.empty_like(x)
     return swiglu_mlp_kernel(x, w_gate, w_up, w_down)
 
 
@@ -169,4 +187,6 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
         "rotary_embedding",
         f"cos and sin must be [N, D / 2] = {list(half)}, got {_shape(cos)} and {_shape(sin)}",
     )
+    if x.numel() == 0:
+        return torch.empty_like(x)
     return rope_kernel(x, cos, sin)
