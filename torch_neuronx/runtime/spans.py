@@ -1,5 +1,6 @@
 """Where a tensor's elements lie in its storage: what overlap checks on the host compare (in-place
-tensor-list calls, the CPU fallback's shared copies and written arguments, compiled list updates).
+tensor-list calls, the CPU fallback's shared copies and written arguments, compiled list updates,
+async collectives' announced writes, NKI kernels' written arguments).
 No JAX here: the CPU fallback imports it while ``import torch`` registers the device."""
 
 from __future__ import annotations

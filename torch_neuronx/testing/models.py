@@ -346,9 +346,9 @@ def _shrunk(values: dict[str, Any]) -> dict[str, Any]:
             # stage narrower than its window shrinks the window but not its position-bias table
             out["window_size"] = 2
             out["image_size"] = values["patch_size"] * ratio * 2
-    experts = next((out[k] for k in _EXPERTS if isinstance(out.get(k), int)), None)
     if all(isinstance(out.get(k), int) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")):
         out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # derived, as MLA's configs do
+    experts = next((out[k] for k in _EXPERTS if isinstance(out.get(k), int)), None)
     for groups in ("n_group", "num_expert_group"):
         if experts and isinstance(out.get(groups), int) and out[groups] > max(experts // 2, 1):
             # group-limited routing (DeepSeek-V3) takes the top 2 experts of each group: groups of 2
