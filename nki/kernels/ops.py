@@ -142,7 +142,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
 @nki_op("nki_kernels::swiglu_mlp", mutates_args=())
 def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """``(silu(x @ w_gate) * (x @ w_up)) @ w_down`` (:mod:`nki.kernels.swiglu`): ``x`` ``[N, H]``,
-    ``w_gate`` and ``w_up`` ``[H, I]``, ``w_down`` ``[I, H]``, ``H`` and ``I`` multiples of 128.
+    ``w_gate`` and ``w_up`` ``[H, I]``, ``w_down`` ``[I, H]``, ``H`` and ``I`` multiples of 128
+    (0 included: no tokens or ``H = 0`` give an empty result, ``I = 0`` zeros, as the matmuls do).
 
     Raises:
         ValueError: shapes other than these.
@@ -163,8 +164,12 @@ def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down
         f"and {_shape(w_down)}",
     )
     _require(h % 128 == 0 and inter % 128 == 0, "swiglu_mlp", f"H and I must be multiples of 128, got {h} and {inter}")
-    if x.shape[0] == 0:
+    if x.numel() == 0:
         return torch.empty_like(x)
+    if inter == 0:
+        # no intermediate features: the down projection sums nothing (the kernel would read a PSUM
+        # tile no matmul wrote)
+        return torch.zeros_like(x)
     return swiglu_mlp_kernel(x, w_gate, w_up, w_down)
 
 

@@ -126,3 +126,15 @@ def test_library_ops_of_empty_inputs_are_empty(call, shape):
 
     out = call(ops, lambda *size: torch.randn(*size, device="neuron"))
     assert out.shape == shape and out.device.type == "neuron"
+
+
+@pytest.mark.parametrize(("tokens", "hidden", "intermediate"), [(4, 0, 128), (4, 128, 0)])
+def test_swiglu_mlp_with_an_empty_feature_dimension_matches_the_matmuls(tokens, hidden, intermediate):
+    # I = 0 read a PSUM tile no matmul wrote (NaNs); H = 0 returned a view of an output (helper-85's
+    # follow-up). The matmuls give an empty result for H = 0 and zeros for I = 0.
+    from nki.kernels import ops
+
+    x = torch.randn(tokens, hidden)
+    weights = (torch.randn(hidden, intermediate), torch.randn(hidden, intermediate), torch.randn(intermediate, hidden))
+    out = ops.swiglu_mlp(x.to("neuron"), *(w.to("neuron") for w in weights))
+    torch.testing.assert_close(out.cpu(), swiglu_reference(x, *weights))
