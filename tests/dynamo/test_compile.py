@@ -61,6 +61,20 @@ def test_backward_matches_cpu():
     assert {"forward", "backward"} <= kinds
 
 
+def test_a_double_backward_through_a_compiled_graph_raises_aot_autograds_error():
+    # The forward saves x for the backward. It returned a copy of x, outside the autograd graph, so
+    # the second grad said x "appears to not have been used" (None with allow_unused=True, helper-88);
+    # AOTAutograd's eager backend and Inductor save x itself and refuse the double backward.
+    torch._dynamo.reset()
+    x = torch.randn(5, device="neuron", requires_grad=True)
+    compiled = torch.compile(lambda t: (t.sin() * t).sum(), backend="neuron")
+    (grad,) = torch.autograd.grad(compiled(x), x, create_graph=True)
+    torch.testing.assert_close(grad.cpu(), (x.cos() * x + x.sin()).detach().cpu())
+    for allow_unused in (False, True):
+        with pytest.raises(RuntimeError, match="does not currently support double backward"):
+            torch.autograd.grad(grad.sum(), x, allow_unused=allow_unused)
+
+
 def test_whole_training_step_compiled_together_matches_cpu():
     cpu_model = _mlp()
     neuron_model = copy.deepcopy(cpu_model).to("neuron")

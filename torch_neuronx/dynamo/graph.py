@@ -169,6 +169,19 @@ def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
             raise
 
 
+def _returned_inputs(graph: torch.fx.GraphModule, caller_inputs: list[Any]) -> list[tuple[int, int]]:
+    """(output position, input position) of each tensor input ``graph`` returns as it is."""
+    placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+    output = next(node for node in graph.graph.nodes if node.op == "output")
+    leaves = torch.utils._pytree.tree_leaves(output.args[0])
+    return [
+        (at, index)
+        for at, leaf in enumerate(leaves)
+        for index, value in enumerate(caller_inputs)
+        if isinstance(value, torch.Tensor) and leaf is placeholders[index]
+    ]
+
+
 class CompiledGraph:
     """The callable AOTAutograd runs for one graph, with one list of inputs (the boxed convention,
     so that inputs can be freed early). Graph inputs are tensors and integers, never lists, so a call
@@ -192,6 +205,7 @@ class CompiledGraph:
         else:
             concretise_runtime_ints(graph, example_inputs, runtime_ints)
         self.runtime_ints = runtime_ints
+        self.returned_inputs = _returned_inputs(graph, example_inputs[:caller_inputs])
         #: The core of a graph whose inputs hold no tensor (factories only: ``torch.rand(3,
         #: device="neuron:1")``), which the call signature cannot take from its inputs; else None.
         self.core = None if any(isinstance(v, torch.Tensor) for v in example_inputs) else _core_of_results(graph)
@@ -250,15 +264,21 @@ class CompiledGraph:
                 built_s = self.metrics.lowering_s + self.metrics.compile_s - compile_before
                 detail = f"{self.signature.op_name}: lowering and compilation {built_s * 1e3:.3f} ms"
                 launch_records.runtime_event("neuronCacheMiss", device, started, 0, detail)
-            return self._with_returned_ints(outputs, call_args)
+            return self._with_returned_inputs(outputs, call_args)
         EXECUTABLES.touch(self.cache, key)
         self.metrics.cache_hits += 1
-        return self._with_returned_ints(run(inputs, device, slot_tensors, generator, values), call_args)
+        return self._with_returned_inputs(run(inputs, device, slot_tensors, generator, values), call_args)
 
-    def _with_returned_ints(self, outputs: list[Any], args: tuple[Any, ...]) -> list[Any]:
-        """The outputs, with this call's value of each runtime int the graph returns (the executable
-        returns the value it was built with)."""
+    def _with_returned_inputs(self, outputs: list[Any], args: tuple[Any, ...]) -> list[Any]:
+        """The outputs, with the caller's own object for each input the graph returns as it is: this
+        call's value of a runtime int (the executable returns the value it was built with), and the
+        input tensor itself, as AOTAutograd's eager and Inductor's graphs return it. A forward saving
+        an input for the backward must save that tensor, which requires grad: a double backward then
+        reaches AOTAutograd's "does not currently support double backward" through it, where a copy
+        left the input out of the graph ("appears to not have been used", or None)."""
         for at, index in self.runtime_ints.returned:
+            outputs[at] = args[index]
+        for at, index in self.returned_inputs:
             outputs[at] = args[index]
         return outputs
 
