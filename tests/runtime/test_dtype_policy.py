@@ -72,3 +72,28 @@ def test_python_float_scalars_do_not_promote_to_float64():
     x = torch.ones(3, device="neuron")
     assert (x * 0.1).dtype == torch.float32
     assert (torch.arange(3, device="neuron") * 0.5).dtype == torch.float32
+
+
+_FLOAT64_SCALAR = torch.tensor(2.5, dtype=torch.float64)  # a 0-dim CPU double: promotes an integer tensor
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda t: t * _FLOAT64_SCALAR,
+        lambda t: _FLOAT64_SCALAR + t,
+        lambda t: t / _FLOAT64_SCALAR,
+        lambda t: _FLOAT64_SCALAR - t,  # Tensor.__rsub__, defined in torch/_tensor.py
+        lambda t: t**_FLOAT64_SCALAR,
+    ],
+    ids=["mul", "radd", "truediv", "rsub", "pow"],
+)
+def test_a_python_operator_promoting_to_float64_names_the_policy(operation):
+    # Python operators turn an op's TypeError into NotImplemented, then into "unsupported operand
+    # type(s) for *: 'Tensor' and 'Tensor'" (helper-88; MPS has this, pytorch/pytorch#100461): the
+    # policy's words come as a RuntimeError there.
+    integers = torch.arange(1, 3, device="neuron")
+    with pytest.raises(RuntimeError, match=r"on neuron: float64 \(double\) tensors are not supported"):
+        operation(integers)
+    with pytest.raises(TypeError, match=r"aten::mul.Tensor on neuron: float64 \(double\) tensors"):
+        torch.mul(integers, _FLOAT64_SCALAR)  # outside an operator: the policy's TypeError

@@ -19,7 +19,7 @@ import torch
 
 from torch_neuronx import _C
 from torch_neuronx._compat.torch_internals import infer_size, is_non_overlapping_and_dense_or_false, schema_of
-from torch_neuronx.eager import memory_formats
+from torch_neuronx.eager import memory_formats, operator_calls
 from torch_neuronx.eager.plan import Plan
 from torch_neuronx.runtime import arguments
 from torch_neuronx.runtime.dtypes import CODE_OF, DTYPE_OF, JAX_DTYPE, TYPE_META_NAMES, aten_name
@@ -690,4 +690,12 @@ def check_result_dtypes(name: str, fresh: list[Any], written: list[Any], targets
     for result in fresh:
         # JAX_DTYPE maps float64/complex128 too (host-side conversions), so they are named here.
         if isinstance(result, torch.Tensor) and (result.dtype in _UNHELD or result.dtype not in JAX_DTYPE):
-            _C._check_dtype_supported(CODE_OF[result.dtype], name)
+            try:
+                _C._check_dtype_supported(CODE_OF[result.dtype], name)
+            except TypeError as error:
+                if not operator_calls.type_errors_are_swallowed():
+                    raise
+                raise RuntimeError(
+                    f"{error} (A RuntimeError here: inside a Python operator such as a * b, a TypeError "
+                    "would become 'unsupported operand type(s)'.)"
+                ) from None
