@@ -1156,6 +1156,45 @@ def _send_tag_out_of_range(rank: int, world_size: int) -> None:
         raise AssertionError("a tag the payload tags would collide with did not raise")
 
 
+@check("point_to_point_with_a_rank_outside_the_group_raises")
+def _peer_outside_the_group(rank: int, world_size: int) -> None:
+    # gloo indexes its pairs with the peer: the process died of SIGSEGV (a negative one: SIGABRT).
+    neuron, cpu = torch.ones(2, device="neuron"), torch.ones(2)
+    calls = {
+        "send": (lambda: dist.send(neuron, dst=world_size + 3), "send: dst", world_size + 3),
+        "isend": (lambda: dist.isend(neuron, dst=-1), "send: dst", -1),
+        "recv": (lambda: dist.recv(neuron, src=world_size), "recv: src", world_size),
+        "irecv group_src": (lambda: dist.irecv(neuron, group_src=5), "recv: src", 5),
+        "batch_isend_irecv": (
+            lambda: dist.batch_isend_irecv([dist.P2POp(dist.irecv, neuron, world_size + 1)]),
+            "recv: src",
+            world_size + 1,
+        ),
+        "cpu send": (lambda: dist.send(cpu, dst=world_size), "send: dst", world_size),
+    }
+    started = time.monotonic()
+    for name, (call, words, peer) in calls.items():
+        try:
+            call()
+        except dist.DistBackendError as error:
+            wanted = f"neuron {words} {peer} is not a rank of this group of size {world_size}; pass a rank from 0"
+            assert wanted in str(error), (name, error)
+        else:
+            raise AssertionError(f"{name}: no error for peer {peer}")
+    assert time.monotonic() - started < 5
+    # The group works on.
+    received = torch.zeros(2, device="neuron")
+    works = dist.batch_isend_irecv(
+        [
+            dist.P2POp(dist.isend, torch.full((2,), float(rank), device="neuron"), (rank + 1) % world_size),
+            dist.P2POp(dist.irecv, received, (rank - 1) % world_size),
+        ]
+    )
+    for work in works:
+        work.wait()
+    assert_close(received.cpu(), torch.full((2,), float((rank - 1) % world_size)))
+
+
 @check("device_id_binds_the_group")
 def _device_id_binds_the_group(rank: int, world_size: int) -> None:
     # As NCCL's: the group keeps the device it was given, and its barrier needs no guess (no warning).

@@ -47,6 +47,7 @@ __all__ = [
     "SendCompletions",
     "StagedReceive",
     "StagedSend",
+    "check_peer",
     "check_tag",
 ]
 
@@ -66,6 +67,16 @@ def check_tag(operation: str, tag: int) -> None:
         raise ValueError(
             f"neuron {operation}: tag {tag} is out of range; the neuron process group takes tags from 0 to "
             f"{MAX_USER_TAG} (it carries each payload on a tag of its own above them)"
+        )
+
+
+def check_peer(operation: str, argument: str, peer: int, size: int) -> None:
+    """Raises ``DistBackendError`` (NCCL's type for an invalid peer) for a peer rank outside the
+    group: gloo would use it as an index into its pairs and crash the process (SIGSEGV)."""
+    if not 0 <= peer < size:
+        raise dist.DistBackendError(
+            f"neuron {operation}: {argument} {peer} is not a rank of this group of size {size}; pass a rank from 0 "
+            f"to {size - 1}"
         )
 
 

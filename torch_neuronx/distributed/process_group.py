@@ -1171,6 +1171,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     # ---------------------------------------------------------------- point to point, barrier
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
+        point_to_point.check_peer("send", "dst", dst, self.size())
         if self._on_cpu("send", tensors):
             return self._cpu_transport().send(tensors, dst, tag)
         device = staging.check_tensors("send", tensors)
@@ -1185,6 +1186,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             return sent
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
+        point_to_point.check_peer("recv", "src", src, self.size())
         if self._on_cpu("recv", tensors):
             return self._cpu_transport().recv(tensors, src, tag)
         return self._staged_receive(tensors, src, tag)
