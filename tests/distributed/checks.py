@@ -1346,6 +1346,29 @@ def _shapes_of_one_element_count(rank: int, world_size: int) -> None:
         raise AssertionError("a gather whose root has an output of another element count did not raise")
 
 
+@check("mismatched_roots_raise")
+def _mismatched_roots(rank: int, world_size: int) -> None:
+    # Each rank its own root: gloo's ranks waited for each other until the group's timeout.
+    started = time.monotonic()
+    tensor = torch.ones(4, device="neuron")
+    _expect_disagreement(
+        lambda: dist.broadcast(tensor, src=rank),
+        "rank 0: broadcast (root 0) of float32, tensor of shape (4,), 4 elements; rank 1: broadcast (root 1)",
+    )
+    _expect_disagreement(lambda: dist.reduce(tensor, dst=rank), "rank 0: reduce (SUM, root 0) of float32")
+    gathered = [torch.zeros(4, device="neuron") for _ in range(world_size)]
+    _expect_disagreement(lambda: dist.gather(tensor, gathered, dst=rank), "rank 1: gather (root 1) of float32")
+    parts = [torch.ones(4, device="neuron") for _ in range(world_size)]
+    _expect_disagreement(lambda: dist.scatter(tensor, parts, src=rank), "rank 0: scatter (root 0) of float32")
+    work = dist.broadcast(tensor, src=rank, async_op=True)
+    _expect_disagreement(work.wait, "rank 1: broadcast (root 1)")
+    assert time.monotonic() - started < 20
+    # One root: the group works on, and the values are the root's.
+    tensor = torch.full((4,), float(rank), device="neuron")
+    dist.broadcast(tensor, src=1)
+    assert_close(tensor.cpu(), torch.full((4,), 1.0))
+
+
 @check("mismatched_dtypes_raise")
 def _mismatched_dtypes(rank: int, world_size: int) -> None:
     # Equal byte sizes: gloo itself would add float32 bits to int32 bits (a wrong value).
@@ -1445,7 +1468,7 @@ def _mismatched_collectives(rank: int, world_size: int) -> None:
     tensor = torch.ones(4, device="neuron")
     _expect_disagreement(
         lambda: dist.all_reduce(tensor) if rank == 0 else dist.broadcast(tensor, src=0),
-        "rank 0: all_reduce (SUM) of float32, tensor of shape (4,), 4 elements; rank 1: broadcast of float32",
+        "rank 0: all_reduce (SUM) of float32, tensor of shape (4,), 4 elements; rank 1: broadcast (root 0) of float32",
     )
     # A barrier facing another collective: both raise at once (a gloo barrier waited out the timeout
     # and left the group unusable); the group works afterwards.

@@ -1,5 +1,5 @@
-"""Checks that every rank calls the same collective, with the same reduction, on tensors of the same
-dtypes and element counts (not shapes: NCCL's collectives take counts), and that what an all-to-all
+"""Checks that every rank calls the same collective, with the same reduction and root, on tensors of
+the same dtypes and element counts (not shapes: NCCL's collectives take counts), and that what an all-to-all
 sends each rank is what that rank expects.
 
 gloo trusts its callers: ranks whose tensors differ in size make it abort the process ("Received
@@ -70,9 +70,10 @@ _DTYPES = [
 ]
 _DIMS = 6  # dimensions of the first tensor named in a disagreement
 #: Fingerprint layout: collective, reduction, dtype, elements, tensors, dims, _DIMS sizes, checksum,
-#: whether this rank refused its arguments; then the elements sent to each rank and received from
-#: each (an all-to-all's; -1 otherwise).
-FINGERPRINT = 6 + _DIMS + 2
+#: root (a broadcast's, reduce's, gather's or scatter's; -1 otherwise), whether this rank refused its
+#: arguments; then the elements sent to each rank and received from each (an all-to-all's; -1 otherwise).
+FINGERPRINT = 6 + _DIMS + 3
+_ROOT = FINGERPRINT - 2
 _REFUSED = FINGERPRINT - 1
 #: The columns ranks must agree on: not the first tensor's shape (dims and sizes), only described.
 #: NCCL's collectives take counts, so tensors of one element count but different shapes (a (6,)
@@ -104,6 +105,7 @@ def _fingerprint(
     exchange: tuple[Sequence[int], Sequence[int]] | None,
     world_size: int,
     refused: bool,
+    root: int | None,
 ) -> torch.Tensor:
     first = tensors[0] if tensors else None
     shape = list(first.shape) if first is not None and sizes else []
@@ -119,6 +121,7 @@ def _fingerprint(
             len(shape) if sizes else -1,
             *(shape + [-1] * _DIMS)[:_DIMS],
             zlib.crc32(described.encode()),
+            -1 if root is None else root,
             int(refused),
             *sent,
             *received,
@@ -150,18 +153,21 @@ def start_agreement(
     exchange: tuple[Sequence[int], Sequence[int]] | None = None,
     refused: Exception | None = None,
     inline: Inline | None = None,
+    root: int | None = None,
 ) -> torch.futures.Future:
     """Posts this rank's fingerprint of the call to ``gloo`` and returns a future of the verdict:
-    ``None`` when all ranks call ``collective`` with the same reduction ``op`` on tensors of the
-    same dtypes and, with ``sizes``, the same element counts, as NCCL requires (shapes may differ;
-    ``sizes=False`` for collectives whose sizes may differ per rank, such as an uneven
-    ``all_to_all_single``); otherwise the exception to raise, as the future's value (gloo's own
-    error too, the group's timeout for one: the future itself does not fail). ``exchange`` is an
-    all-to-all's (elements sent to each rank, elements received from each): what rank ``s`` sends
-    rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is this rank's own error about its
-    arguments, posted so that the other ranks learn of it and none of them waits for a collective
-    that will not come (NCCL's ranks would, until the group's timeout); it is the verdict here.
-    ``inline``: this rank's data to send along, and where every rank's goes (:class:`Inline`).
+    ``None`` when all ranks call ``collective`` with the same reduction ``op`` and ``root`` (a
+    broadcast's, reduce's, gather's or scatter's group rank; gloo's ranks given different roots wait
+    for each other until the timeout) on tensors of the same dtypes and, with ``sizes``, the same
+    element counts, as NCCL requires (shapes may differ; ``sizes=False`` for collectives whose sizes
+    may differ per rank, such as an uneven ``all_to_all_single``); otherwise the exception to raise,
+    as the future's value (gloo's own error too, the group's timeout for one: the future itself does
+    not fail). ``exchange`` is an all-to-all's (elements sent to each rank, elements received from
+    each): what rank ``s`` sends rank ``r`` must be what ``r`` expects from ``s``. ``refused`` is
+    this rank's own error about its arguments, posted so that the other ranks learn of it and none
+    of them waits for a collective that will not come (NCCL's ranks would, until the group's
+    timeout); it is the verdict here. ``inline``: this rank's data to send along, and where every
+    rank's goes (:class:`Inline`).
 
     The verdict's exceptions: ``refused``; or RuntimeError when the ranks disagree (the message
     says what each rank passed) or another rank refused its arguments.
@@ -176,7 +182,7 @@ def start_agreement(
         verdict = torch.futures.Future()
         verdict.set_result(refused)
         return verdict
-    fingerprint = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None)
+    fingerprint = _fingerprint(collective, op, tensors, sizes, exchange, size, refused is not None, root)
     mine = torch.zeros(fingerprint.numel() + _INLINE_WORDS, dtype=torch.int64)
     mine[: fingerprint.numel()] = fingerprint
     slot = fingerprint.numel()
@@ -213,9 +219,9 @@ def _disagreement(collective: str, mine: torch.Tensor, rows: torch.Tensor, excha
     if not bool((calls[:, _COMPARED] == mine[_COMPARED]).all()):
         described = "; ".join(f"rank {rank}: {_describe(row)}" for rank, row in enumerate(calls.tolist()))
         return RuntimeError(
-            f"neuron {collective}: the ranks disagree on the collective, its reduction or its tensors' dtypes "
-            f"and sizes ({described}); every rank must call the same collective with tensors of the same "
-            "dtype and number of elements"
+            f"neuron {collective}: the ranks disagree on the collective, its reduction, its root or its "
+            f"tensors' dtypes and sizes ({described}); every rank must call the same collective, with the same "
+            "root, on tensors of the same dtype and number of elements"
         )
     if exchanged and not bool((sent == received.t()).all()):
         wrong = [
@@ -234,13 +240,18 @@ def _disagreement(collective: str, mine: torch.Tensor, rows: torch.Tensor, excha
 
 def _describe(row: list[int]) -> str:
     collective, reduction, dtype, numel, count, ndim, *rest = row[:_REFUSED]
-    dims = rest[:_DIMS]
+    dims, root = rest[:_DIMS], row[_ROOT]
     name = COLLECTIVES[collective] if 0 <= collective < len(COLLECTIVES) else "another collective"
+    arguments = []
     if reduction >= 0:
         try:
-            name += f" ({dist.ReduceOp.RedOpType(reduction).name})"
+            arguments.append(dist.ReduceOp.RedOpType(reduction).name)
         except (TypeError, ValueError):  # not a fingerprint: the ranks' exchanges are out of step
             return "a message that is not a collective's fingerprint (the ranks are out of step)"
+    if root >= 0:
+        arguments.append(f"root {root}")
+    if arguments:
+        name += f" ({', '.join(arguments)})"
     if count == 0:
         return name
     if numel < 0:

@@ -723,7 +723,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("reduce", tensors):
             return self._cpu_transport().reduce(tensors, opts)
         check = functools.partial(staging.check_tensors, "reduce", tensors, reduces=True)
-        agreed = self._agree("reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp)
+        agreed = self._agree("reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp, root=opts.rootRank)
         is_root = self.rank() == opts.rootRank
         state = {}
 
@@ -760,7 +760,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("broadcast", tensors):
             return self._cpu_transport().broadcast(tensors, opts)
         agreed = self._agree(
-            "broadcast", functools.partial(staging.check_tensors, "broadcast", tensors), tensors, async_op=opts.asyncOp
+            "broadcast",
+            functools.partial(staging.check_tensors, "broadcast", tensors),
+            tensors,
+            async_op=opts.asyncOp,
+            root=opts.rootRank,
         )
         is_root = self.rank() == opts.rootRank
         hosts: list[torch.Tensor] = []
@@ -933,7 +937,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [(outputs, input.numel()) for input in inputs]
         check = functools.partial(_check_lists, "gather", inputs, outputs, counts, "output")
-        agreed = self._agree("gather", check, inputs, async_op=opts.asyncOp)
+        agreed = self._agree("gather", check, inputs, async_op=opts.asyncOp, root=opts.rootRank)
         host_lists = [[staging.empty_host(tensor) for tensor in outputs] for outputs in output_lists]
 
         def stage() -> call_order.Post:
@@ -958,7 +962,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         counts = [(inputs, output.numel()) for output in outputs]
         check = functools.partial(_check_lists, "scatter", inputs, outputs, counts, "input")
-        agreed = self._agree("scatter", check, outputs, async_op=opts.asyncOp)
+        agreed = self._agree("scatter", check, outputs, async_op=opts.asyncOp, root=opts.rootRank)
         host_outputs = [staging.empty_host(tensor) for tensor in outputs]
 
         def stage() -> call_order.Post:
