@@ -199,6 +199,57 @@ def _max_complex32(rank: int, world_size: int) -> None:
         raise AssertionError("MAX of complex32 tensors did not raise")
 
 
+@check("complex_tensors_where_nccl_takes_them")
+def _complex_where_nccl_takes_them(rank: int, world_size: int) -> None:
+    # c10d hands neither reduce, gather nor reduce_scatter complex tensors as view_as_real pairs:
+    # gloo raised a bare "Invalid scalar type". NCCL's reduce views them itself and computes (SUM,
+    # AVG, PREMUL_SUM); the others reach getNcclDataType, which raises, on every rank at once here.
+    for dtype in (torch.complex64, torch.complex32):
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+            cpu = _complex_input(dtype, rank)
+            neuron = cpu.to("neuron").t().contiguous().t()
+            before = torch.view_as_real(neuron.cpu())
+            dist.reduce(neuron, dst=1, op=op)
+            expected = torch.view_as_real(sum(_complex_input(torch.complex64, r) for r in range(world_size)))
+            if op == dist.ReduceOp.AVG:
+                expected = expected / world_size
+            wanted = expected.to(before.dtype) if rank == 1 else before
+            assert neuron.dtype == dtype
+            assert_close(torch.view_as_real(neuron.cpu()), wanted, rtol=0, atol=0)
+    started = time.monotonic()
+    tensor = torch.ones(4, dtype=torch.complex64, device="neuron")
+    try:
+        dist.reduce(tensor, dst=0, op=dist.ReduceOp.MAX)
+    except RuntimeError as error:
+        assert "neuron reduce: reduce does not support MAX on complex tensors" in str(error), error
+    else:
+        raise AssertionError("reduce MAX of complex tensors did not raise")
+    gathered = [torch.zeros_like(tensor) for _ in range(world_size)] if rank == 0 else None
+    calls = {
+        "gather": lambda: dist.gather(tensor, gathered, dst=0),
+        "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(
+            torch.zeros(2, dtype=torch.complex64, device="neuron"), tensor
+        ),
+        "reduce_scatter": lambda: dist.reduce_scatter(
+            torch.zeros(2, dtype=torch.complex64, device="neuron"), list(tensor.reshape(world_size, -1))
+        ),
+        "gather complex32": lambda: dist.gather(
+            tensor.to(torch.complex32), [t.to(torch.complex32) for t in gathered] if rank == 0 else None, dst=0
+        ),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except TypeError as error:
+            kind = "ComplexHalf" if "complex32" in name else "ComplexFloat"
+            assert str(error) == f"Input tensor data type is not supported for NCCL process group: {kind}", error
+        else:
+            raise AssertionError(f"{name} of complex tensors did not raise")
+    assert time.monotonic() - started < 20
+    dist.all_reduce(tensor)
+    assert_close(tensor.cpu(), torch.full((4,), float(world_size), dtype=torch.complex64))
+
+
 @check("all_reduce_AVG_bool_raises")
 def _avg_bool(rank: int, world_size: int) -> None:
     try:

@@ -720,9 +720,22 @@ class NeuronProcessGroup(dist.ProcessGroup):
         )
 
     def reduce(self, tensors: list[torch.Tensor], opts: dist.ReduceOptions) -> dist.Work:
+        """``reduce``: complex tensors, which c10d hands over as they are, reduce as their
+        ``view_as_real`` pairs, as ProcessGroupNCCL::reduce views them (SUM, AVG and PREMUL_SUM;
+        other reductions raise its RuntimeError)."""
         if self._on_cpu("reduce", tensors):
             return self._cpu_transport().reduce(tensors, opts)
-        check = functools.partial(staging.check_tensors, "reduce", tensors, reduces=True)
+        result, tensors = tensors, [torch.view_as_real(t) if t.is_complex() else t for t in tensors]
+
+        def check() -> int:
+            kind = reduce_ops.op_type(opts.reduceOp)
+            if any(t.is_complex() for t in result) and kind not in _COMPLEX_REDUCTIONS:
+                raise RuntimeError(
+                    f"neuron reduce: reduce does not support {kind.name} on complex tensors (as NCCL); use SUM, AVG "
+                    "or PREMUL_SUM, or reduce torch.view_as_real(tensor)"
+                )
+            return staging.check_tensors("reduce", tensors, reduces=True)
+
         agreed = self._agree("reduce", check, tensors, op=opts.reduceOp, async_op=opts.asyncOp, root=opts.rootRank)
         is_root = self.rank() == opts.rootRank
         state = {}
@@ -751,7 +764,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             opts.asyncOp,
             stage,
             finish,
-            tensors,
+            result,
             tensors,
             written=tensors if is_root else [],
         )
@@ -1239,6 +1252,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._wait_for_collectives()
         return _done([])
 
+
+#: The reductions ProcessGroupNCCL computes on complex tensors' real pairs (``isComplexViewAsRealAllowed``).
+_COMPLEX_REDUCTIONS = frozenset({dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.PREMUL_SUM})
 
 #: The reductions and dtypes an inline all_reduce computes (``NeuronProcessGroup._all_reduce_inline``):
 #: sums, whose result is the same whichever rank adds first; AVG and PREMUL_SUM become sums

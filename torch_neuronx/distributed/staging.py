@@ -11,7 +11,7 @@ view of its buffer, which binds a new buffer that every later launch reads.
 The dtypes are NCCL's (``getNcclDataType`` in ProcessGroupNCCL.cpp), which CUDA code is written
 for: others raise its ``TypeError``, float8 travels as its bytes (gloo has no float8; NCCL sends it
 as uint8) and is refused in reductions with NCCL's words. Complex tensors reach the group as their
-``view_as_real`` pairs, as they reach NCCL.
+``view_as_real`` pairs, as they reach NCCL, except in the collectives of :data:`NO_COMPLEX`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from torch_neuronx._compat.aten_checks import scalar_type_name
 from torch_neuronx._compat.torch_internals import version_counter_kept
 from torch_neuronx.runtime import buffers, storage_writes
 
-__all__ = ["check_tensors", "copy_back", "empty_host", "nbytes", "to_host", "wire_dtype"]
+__all__ = ["NO_COMPLEX", "check_tensors", "copy_back", "empty_host", "nbytes", "to_host", "wire_dtype"]
 
 _FLOAT8 = frozenset({torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz})
 #: NCCL's dtypes (ProcessGroupNCCL.cpp, ``ncclDataType``), and the complex ones it takes as real pairs.
@@ -46,6 +46,11 @@ _NCCL_DTYPES = frozenset(
     }
 )
 
+#: The collectives whose complex tensors neither c10d (distributed_c10d.py) nor ProcessGroupNCCL
+#: views as real pairs (its reduce does, see ``NeuronProcessGroup.reduce``): they reach
+#: ``getNcclDataType``, which raises its TypeError, and gloo a bare "Invalid scalar type".
+NO_COMPLEX = frozenset({"gather", "reduce_scatter", "reduce_scatter_tensor"})
+
 
 def check_tensors(
     collective: str,
@@ -63,7 +68,7 @@ def check_tensors(
         ValueError: a tensor is on another device or is sparse (NCCL raises ValueError too), or the
             tensors are on different cores.
         TypeError: a dtype NCCL has not: "Input tensor data type is not supported for NCCL process
-            group: Short".
+            group: Short" (a complex one too, in the collectives of :data:`NO_COMPLEX`).
         RuntimeError: a float8 tensor in a reduction (NCCL's "Float8 dtypes are not currenlty
             supported for NCCL reductions", its spelling).
     """
@@ -97,7 +102,7 @@ def check_tensors(
                 f"are on neuron:{device}; a process's tensors of one collective must be on one NeuronCore"
             )
     for tensor in tensors:
-        if tensor.dtype not in _NCCL_DTYPES:
+        if tensor.dtype not in _NCCL_DTYPES or (tensor.is_complex() and collective in NO_COMPLEX):
             raise TypeError(
                 f"Input tensor data type is not supported for NCCL process group: {scalar_type_name(tensor.dtype)}"
             )
