@@ -6,9 +6,13 @@ prefix of it and leaves the rest as it was (a wrong value). NCCL requires the co
 a send to match its receive too, but the neuron group must not crash the interpreter or return
 garbage when they do not. So every send of a neuron tensor is two gloo messages:
 
-- a header (:data:`HEADER_ELEMENTS` int64s on the user's tag): the payload's tag, dtype, element
+- a header (:data:`HEADER_ELEMENTS` int64s on :data:`HEADER_TAG`): the payload's tag, dtype, element
   count and shape (the receive checks the dtype and count, as NCCL; the shape names it in errors);
 - the payload (the host copy of the tensor) on a tag of its own, unique per sender and receiver.
+
+The user's tag is ignored, as NCCL ignores it (``ProcessGroupNCCL::send``/``recv`` take no tag
+into the communicator): every header between two ranks of a group travels on the one header tag,
+so a pair's sends and receives match in the order they were called, whatever their tags.
 
 A receive posts its header receive at once and, in a background thread, posts the payload receive
 as soon as the header arrives: into the receive tensor's host buffer when the header matches it,
@@ -18,7 +22,7 @@ stays clean), and ``wait()`` then raises naming both sides. Posting from a threa
 the receiver has waited yet (``isend``; ``recv``; ``wait`` rings rely on it).
 
 A rank's sends to itself, which NCCL allows and gloo's transport cannot carry (it has no pair to
-itself), go through :class:`SelfMessages`: the host copy waits there, per tag, for the receive.
+itself), go through :class:`SelfMessages`: the host copy waits there, in call order, for the receive.
 """
 
 from __future__ import annotations
@@ -41,14 +45,13 @@ from torch_neuronx.runtime import spans, storage_writes
 
 __all__ = [
     "HEADER_ELEMENTS",
-    "MAX_USER_TAG",
+    "HEADER_TAG",
     "PayloadTags",
     "SelfMessages",
     "SendCompletions",
     "StagedReceive",
     "StagedSend",
     "check_peer",
-    "check_tag",
 ]
 
 #: Header layout: payload tag, dtype code, element count, byte count, number of dims, the first
@@ -56,18 +59,10 @@ __all__ = [
 _SHAPE_DIMS = 6
 HEADER_ELEMENTS = 5 + _SHAPE_DIMS + 1
 
-#: Tags at and above this carry payloads; a user's tag must be below it.
-MAX_USER_TAG = 2**30 - 1
-_PAYLOAD_TAGS = 2**29
-
-
-def check_tag(operation: str, tag: int) -> None:
-    """Raises ``ValueError`` for a tag the neuron group's payload tags would collide with."""
-    if not 0 <= tag <= MAX_USER_TAG:
-        raise ValueError(
-            f"neuron {operation}: tag {tag} is out of range; the neuron process group takes tags from 0 to "
-            f"{MAX_USER_TAG} (it carries each payload on a tag of its own above them)"
-        )
+#: The gloo tag of every header (the user's tag is ignored, as NCCL ignores it); payloads' tags
+#: are above it, :data:`_PAYLOAD_TAGS` of them per pair, reused in turn.
+HEADER_TAG = 0
+_PAYLOAD_TAGS = 2**30
 
 
 def check_peer(operation: str, argument: str, peer: int, size: int) -> None:
@@ -108,7 +103,7 @@ class PayloadTags:
 
     def next(self, peer: int) -> int:
         with self._lock:
-            return MAX_USER_TAG + 1 + next(self._counters[peer]) % _PAYLOAD_TAGS
+            return HEADER_TAG + 1 + next(self._counters[peer]) % _PAYLOAD_TAGS
 
 
 class _PointToPointWork(dist.Work):
@@ -182,17 +177,16 @@ class StagedSend(_PointToPointWork):
         gloo: the group's gloo process group.
         tensor: the neuron tensor to send.
         dst: the receiver's rank in the group.
-        tag: the user's tag (matched against the receiver's).
         tags: the group's payload tags (each process group keeps its own).
     """
 
-    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, dst: int, tag: int, tags: PayloadTags) -> None:
+    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, dst: int, tags: PayloadTags) -> None:
         super().__init__(tensor)
         payload_tag = tags.next(dst)
         # gloo reads these until the sends complete: the work keeps them.
         self._buffers = [_header(payload_tag, tensor), staging.to_host(tensor)]
         self._works = [
-            gloo.send([self._buffers[0]], dst, tag),
+            gloo.send([self._buffers[0]], dst, HEADER_TAG),
             gloo.send([self._buffers[1]], dst, payload_tag),
         ]
         self._done = False
@@ -259,7 +253,6 @@ class StagedReceive(_PointToPointWork):
         gloo: the group's gloo process group.
         tensor: the neuron tensor to receive into.
         src: the sender's rank in the group, or ``None`` for whichever rank sends first.
-        tag: the user's tag.
 
     ``wait()`` raises ``RuntimeError`` when the sender's tensor differs from ``tensor`` in dtype or
     shape (``tensor`` keeps its values), and gloo's error when the sender never comes.
@@ -267,16 +260,16 @@ class StagedReceive(_PointToPointWork):
 
     _writes = True
 
-    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, src: int | None, tag: int) -> None:
+    def __init__(self, gloo: dist.ProcessGroup, tensor: torch.Tensor, src: int | None) -> None:
         super().__init__(tensor)
         self._gloo = gloo
         self._host = staging.empty_host(tensor)
         self._expected = _header(0, tensor)
         self._header = torch.empty(HEADER_ELEMENTS, dtype=torch.int64)
         if src is None:
-            header_work = gloo.recv_anysource([self._header], tag)
+            header_work = gloo.recv_anysource([self._header], HEADER_TAG)
         else:
-            header_work = gloo.recv([self._header], src, tag)
+            header_work = gloo.recv([self._header], src, HEADER_TAG)
         self._source = src
         self._payload: dist.Work | None = None
         self._mismatch: str | None = None
@@ -336,9 +329,10 @@ class StagedReceive(_PointToPointWork):
 
 
 class SelfMessages:
-    """A rank's sends to itself, matched with its receives from itself in order per tag, as NCCL
-    matches a send and receive of the same peer (inside ``batch_isend_irecv`` either may come
-    first). A send completes at once: its host copy waits here for its receive.
+    """A rank's sends to itself, matched with its receives from itself in call order (tags are
+    ignored, as NCCL ignores them), as NCCL matches a send and receive of the same peer (inside
+    ``batch_isend_irecv`` either may come first). A send completes at once: its host copy waits
+    here for its receive.
 
     Args:
         rank: this rank in the group (the peer of these messages, in errors).
@@ -349,37 +343,37 @@ class SelfMessages:
         self._rank = rank
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._sent: dict[int, collections.deque[tuple[list[int], torch.Tensor]]] = defaultdict(collections.deque)
-        self._waiting: dict[int, collections.deque[_SelfReceive]] = defaultdict(collections.deque)
+        self._sent: collections.deque[tuple[list[int], torch.Tensor]] = collections.deque()
+        self._waiting: collections.deque[_SelfReceive] = collections.deque()
 
-    def send(self, tensor: torch.Tensor, tag: int) -> dist.Work:
-        """Hands the host copy of ``tensor`` to the first receive on ``tag``, now or when it comes."""
+    def send(self, tensor: torch.Tensor) -> dist.Work:
+        """Hands the host copy of ``tensor`` to the first receive waiting, now or when it comes."""
         message = (_header(0, tensor).tolist(), staging.to_host(tensor))
         with self._lock:
-            receive = self._waiting[tag].popleft() if self._waiting[tag] else None
+            receive = self._waiting.popleft() if self._waiting else None
             if receive is None:
-                self._sent[tag].append(message)
+                self._sent.append(message)
         if receive is not None:
             receive.deliver(*message)
         return _SelfSend(tensor)
 
-    def recv(self, tensor: torch.Tensor, tag: int) -> dist.Work:
-        """A receive of the first send on ``tag`` not yet received."""
-        receive = _SelfReceive(tensor, self._rank, self._timeout, lambda: self._withdraw(tag, receive))
+    def recv(self, tensor: torch.Tensor) -> dist.Work:
+        """A receive of the first send not yet received."""
+        receive = _SelfReceive(tensor, self._rank, self._timeout, lambda: self._withdraw(receive))
         with self._lock:
-            message = self._sent[tag].popleft() if self._sent[tag] else None
+            message = self._sent.popleft() if self._sent else None
             if message is None:
-                self._waiting[tag].append(receive)
+                self._waiting.append(receive)
         if message is not None:
             receive.deliver(*message)
         return receive
 
-    def _withdraw(self, tag: int, receive: _SelfReceive) -> bool:
-        """Takes a receive whose wait timed out off ``tag``'s queue, so that the next send goes to the
+    def _withdraw(self, receive: _SelfReceive) -> bool:
+        """Takes a receive whose wait timed out off the queue, so that the next send goes to the
         next receive; False when a send reached it meanwhile."""
         with self._lock:
-            if receive in self._waiting[tag]:
-                self._waiting[tag].remove(receive)
+            if receive in self._waiting:
+                self._waiting.remove(receive)
                 return True
             return False
 

@@ -1192,13 +1192,12 @@ class NeuronProcessGroup(dist.ProcessGroup):
         if self._on_cpu("send", tensors):
             return self._cpu_transport().send(tensors, dst, tag)
         device = staging.check_tensors("send", tensors)
-        point_to_point.check_tag("send", tag)
-        (tensor,) = tensors  # c10d passes one tensor
+        (tensor,) = tensors  # c10d passes one tensor; the tag is ignored, as NCCL ignores it
         self._after_pending(tensors)
         with launch_records.collective("send", device, staging.nbytes(tensors)):
             if dst == self.rank():
-                return self._self_messages.send(tensor, tag)
-            sent = point_to_point.StagedSend(self._gloo, tensor, dst, tag, self._payload_tags)
+                return self._self_messages.send(tensor)
+            sent = point_to_point.StagedSend(self._gloo, tensor, dst, self._payload_tags)
             self._send_completions.track(sent)
             return sent
 
@@ -1206,23 +1205,23 @@ class NeuronProcessGroup(dist.ProcessGroup):
         point_to_point.check_peer("recv", "src", src, self.size())
         if self._on_cpu("recv", tensors):
             return self._cpu_transport().recv(tensors, src, tag)
-        return self._staged_receive(tensors, src, tag)
+        return self._staged_receive(tensors, src)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
         """``recv`` from whichever rank sends first; the work's ``_source_rank()`` names it."""
         if self._on_cpu("recv", tensors):
             return self._cpu_transport().recv_anysource(tensors, tag)
-        return self._staged_receive(tensors, None, tag)
+        return self._staged_receive(tensors, None)
 
-    def _staged_receive(self, tensors: list[torch.Tensor], src: int | None, tag: int) -> dist.Work:
+    def _staged_receive(self, tensors: list[torch.Tensor], src: int | None) -> dist.Work:
+        """A receive into a neuron tensor; the tag is ignored, as NCCL ignores it (point_to_point.py)."""
         device = staging.check_tensors("recv", tensors)
-        point_to_point.check_tag("recv", tag)
         (tensor,) = tensors  # c10d passes one tensor
         self._after_pending(tensors)
         with launch_records.collective("recv", device, staging.nbytes(tensors)):
             if src == self.rank():
-                return self._self_messages.recv(tensor, tag)
-            received = point_to_point.StagedReceive(self._gloo, tensor, src, tag)
+                return self._self_messages.recv(tensor)
+            received = point_to_point.StagedReceive(self._gloo, tensor, src)
             # Kept for _drain until waited on: a script may end, or destroy the group, with an irecv
             # it never waited for, whose header is awaited on a thread of the receive's own.
             with self._pending_lock:
