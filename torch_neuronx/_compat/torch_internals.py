@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +35,11 @@ from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 # Nested containers of tensors (flatten, map): PyTorch 2.13 has no public pytree module.
 from torch.utils import _pytree as pytree
 
+#: torch/_tensor.py: it defines Tensor's reflected operators (``__rsub__``, ``__rpow__``, ...) inside
+#: a wrapper that turns a TypeError into NotImplemented, as the C operators do.
+TENSOR_OPERATORS_FILE = os.path.abspath(torch._tensor.__file__)
+TYPE_ERROR_TO_NOT_IMPLEMENTED = "_handle_torch_function_and_wrap_type_error_to_not_implemented.<locals>.wrapped"
+
 #: The type of an argument of an operator schema (``schema_of(op).arguments[i]``).
 SchemaArgument = torch._C.Argument
 
@@ -59,6 +65,8 @@ __all__ = [
     "op_name",
     "overload_name",
     "pytree",
+    "TENSOR_OPERATORS_FILE",
+    "TYPE_ERROR_TO_NOT_IMPLEMENTED",
     "requested_dynamic_dims",
     "schema_of",
     "storage_identity",

@@ -173,7 +173,7 @@ def _returned_inputs(graph: torch.fx.GraphModule, caller_inputs: list[Any]) -> l
     """(output position, input position) of each tensor input ``graph`` returns as it is."""
     placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
     output = next(node for node in graph.graph.nodes if node.op == "output")
-    leaves = torch.utils._pytree.tree_leaves(output.args[0])
+    leaves = pytree.tree_leaves(output.args[0])
     return [
         (at, index)
         for at, leaf in enumerate(leaves)

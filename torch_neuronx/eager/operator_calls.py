@@ -16,12 +16,10 @@ import os
 import sys
 from types import FrameType
 
-import torch
+from torch_neuronx._compat.torch_internals import TENSOR_OPERATORS_FILE, TYPE_ERROR_TO_NOT_IMPLEMENTED
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_TENSOR_PY = os.path.abspath(torch._tensor.__file__)
 _BINARY_OP = dis.opmap["BINARY_OP"]
-_WRAPPER = "_handle_torch_function_and_wrap_type_error_to_not_implemented.<locals>.wrapped"
 
 
 def _caller(frame: FrameType | None) -> FrameType | None:
@@ -36,8 +34,8 @@ def type_errors_are_swallowed() -> bool:
     the reflected operators torch/_tensor.py defines), which would replace a ``TypeError`` it raises
     with Python's ``unsupported operand type(s)``."""
     frame = _caller(sys._getframe(1))
-    while frame is not None and os.path.abspath(frame.f_code.co_filename) == _TENSOR_PY:
-        if frame.f_code.co_qualname == _WRAPPER:
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) == TENSOR_OPERATORS_FILE:
+        if frame.f_code.co_qualname == TYPE_ERROR_TO_NOT_IMPLEMENTED:
             return True
         frame = frame.f_back
     if frame is None or frame.f_lasti < 0:
