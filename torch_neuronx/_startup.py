@@ -59,7 +59,7 @@ def ensure_started() -> None:
         if _config.adaptive_eager():
             from torch_neuronx.adaptive import trace
 
-            trace.set_active(True)
+            trace.record_by_default()
 
 
 def register_starters() -> None:

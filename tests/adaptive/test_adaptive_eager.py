@@ -357,6 +357,24 @@ def test_the_environment_variable_turns_it_on_for_the_process():
     assert result.stdout.strip() == "{6: 1}"  # randn's normal_ and the chain's five ops: one trace
 
 
+def test_a_block_that_disables_it_holds_when_the_device_starts_inside_it():
+    # The device starts at the first op; under TORCH_NEURONX_ADAPTIVE_EAGER=1 the start turned
+    # recording on even inside adaptive_eager(enabled=False), where the profiler's tests ran fused.
+    code = (
+        "import torch, torch_neuronx\n"
+        "with torch_neuronx.adaptive_eager(enabled=False):\n"
+        "    x = torch.randn(64, 64, device='neuron')\n"
+        "    y = ((x * 2 + 1).sin() - 3).cpu()\n"
+        "inside = torch_neuronx.adaptive_eager_metrics()['ops_recorded']\n"
+        "z = ((x * 2 + 1).sin() - 3).cpu()\n"
+        "print(inside, torch_neuronx.adaptive_eager_metrics()['ops_recorded'], torch.equal(y, z))\n"
+    )
+    env = dict(os.environ, TORCH_NEURONX_ADAPTIVE_EAGER="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "4", "True"]  # the chain's four ops, recorded only outside
+
+
 def test_overlapping_blocks_of_two_threads_leave_recording_off():
     # Each block restored the mode its entry saw, so the last to leave turned recording back on
     # for the rest of the process (helper-61).

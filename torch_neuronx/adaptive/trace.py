@@ -143,6 +143,15 @@ def leave_block(enabled: bool) -> None:
         _apply_blocks()
 
 
+def record_by_default() -> None:
+    """``TORCH_NEURONX_ADAPTIVE_EAGER=1``, read when the device starts: recording becomes the mode
+    outside any block. A block already open then still decides inside it (the device starts at the
+    first op, which may run inside ``adaptive_eager(enabled=False)``)."""
+    with _lock:
+        _outside[0] = True
+        _apply_blocks()
+
+
 def _apply_blocks() -> None:
     if _blocks["disabling"]:
         set_active(False)
