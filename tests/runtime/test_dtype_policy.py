@@ -97,3 +97,16 @@ def test_a_python_operator_promoting_to_float64_names_the_policy(operation):
         operation(integers)
     with pytest.raises(TypeError, match=r"aten::mul.Tensor on neuron: float64 \(double\) tensors"):
         torch.mul(integers, _FLOAT64_SCALAR)  # outside an operator: the policy's TypeError
+
+
+def test_the_operators_refusal_holds_under_a_default_device_and_only_inside_an_operator():
+    # torch.set_default_device / `with torch.device(...)` put a TorchFunctionMode between the
+    # operator and the op (helper-91); a reflected operator called as a method is not swallowed, so
+    # it keeps upstream's NotImplemented.
+    integers = torch.arange(1, 3, device="neuron")
+    with torch.device("neuron"):
+        with pytest.raises(RuntimeError, match=r"aten::mul.Tensor on neuron: float64"):
+            integers * _FLOAT64_SCALAR
+        with pytest.raises(TypeError, match=r"aten::mul.Tensor on neuron: float64"):
+            torch.mul(integers, _FLOAT64_SCALAR)
+    assert integers.__rsub__(_FLOAT64_SCALAR) is NotImplemented

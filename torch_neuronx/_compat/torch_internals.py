@@ -33,12 +33,17 @@ from torch._prims_common import (
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 # Nested containers of tensors (flatten, map): PyTorch 2.13 has no public pytree module.
+from torch.utils import _device as _device_mode
 from torch.utils import _pytree as pytree
 
-#: torch/_tensor.py: it defines Tensor's reflected operators (``__rsub__``, ``__rpow__``, ...) inside
-#: a wrapper that turns a TypeError into NotImplemented, as the C operators do.
-TENSOR_OPERATORS_FILE = os.path.abspath(torch._tensor.__file__)
-TYPE_ERROR_TO_NOT_IMPLEMENTED = "_handle_torch_function_and_wrap_type_error_to_not_implemented.<locals>.wrapped"
+#: The Python files between a Tensor operator and the op it calls: torch/_tensor.py (the reflected
+#: operators, ``__rsub__``, ``__rpow__``, ..., in a wrapper that turns a TypeError into
+#: NotImplemented as the C operators do, and ``Tensor.__torch_function__``), torch/overrides.py
+#: (``handle_torch_function``) and torch/utils/_device.py (the mode of ``torch.set_default_device``
+#: and ``with torch.device(...)``).
+TENSOR_DISPATCH_FILES = frozenset(
+    os.path.abspath(module.__file__) for module in (torch._tensor, torch.overrides, _device_mode)
+)
 
 #: The type of an argument of an operator schema (``schema_of(op).arguments[i]``).
 SchemaArgument = torch._C.Argument
@@ -65,8 +70,7 @@ __all__ = [
     "op_name",
     "overload_name",
     "pytree",
-    "TENSOR_OPERATORS_FILE",
-    "TYPE_ERROR_TO_NOT_IMPLEMENTED",
+    "TENSOR_DISPATCH_FILES",
     "requested_dynamic_dims",
     "schema_of",
     "storage_identity",

@@ -16,28 +16,29 @@ import os
 import sys
 from types import FrameType
 
-from torch_neuronx._compat.torch_internals import TENSOR_OPERATORS_FILE, TYPE_ERROR_TO_NOT_IMPLEMENTED
+from torch_neuronx._compat.torch_internals import TENSOR_DISPATCH_FILES
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _BINARY_OP = dis.opmap["BINARY_OP"]
 
 
+def _passes_the_call_on(filename: str) -> bool:
+    return filename.startswith(_PACKAGE) or os.path.abspath(filename) in TENSOR_DISPATCH_FILES
+
+
 def _caller(frame: FrameType | None) -> FrameType | None:
-    """The first frame outside this package: the code that called the op."""
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    """The first frame that is neither this package's nor torch's dispatch to it (a mode's or a
+    subclass's ``__torch_function__``, the reflected operators' wrapper): the code that called the op."""
+    while frame is not None and _passes_the_call_on(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 
 
 def type_errors_are_swallowed() -> bool:
-    """Whether the running op was called by a Python binary operator (``a * b``, ``a -= b``, and
-    the reflected operators torch/_tensor.py defines), which would replace a ``TypeError`` it raises
-    with Python's ``unsupported operand type(s)``."""
+    """Whether the running op was called by a Python binary operator (``a * b``, ``a -= b``, the
+    reflected operators, under ``torch.set_default_device`` too), which would replace a ``TypeError``
+    it raises with Python's ``unsupported operand type(s)``. An operator called as a function
+    (``operator.mul``) is a call, not told apart from ``torch.mul``; a user's ``__torch_function__``
+    in between hides the operator too."""
     frame = _caller(sys._getframe(1))
-    while frame is not None and os.path.abspath(frame.f_code.co_filename) == TENSOR_OPERATORS_FILE:
-        if frame.f_code.co_qualname == TYPE_ERROR_TO_NOT_IMPLEMENTED:
-            return True
-        frame = frame.f_back
-    if frame is None or frame.f_lasti < 0:
-        return False
-    return frame.f_code.co_code[frame.f_lasti] == _BINARY_OP
+    return frame is not None and frame.f_lasti >= 0 and frame.f_code.co_code[frame.f_lasti] == _BINARY_OP
