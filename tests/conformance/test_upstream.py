@@ -256,6 +256,24 @@ def test_a_python_reference_working_in_more_dtypes_than_it_claims_is_not_a_failu
     assert not upstream_plugin._only_fp64_claims(message.replace("torch.complex128, ", "torch.float16, "))
 
 
+def test_a_dtype_whose_samples_make_float64_tensors_counts_as_the_policy():
+    # l1_loss's and block_diag's complex64 samples mix in float64 tensors (the --sample 450 run).
+    policy = (
+        "aten::empty.memory_format on neuron: float64 (double) tensors are not supported because Trainium has no "
+        "FP64 arithmetic. Use torch.float32 instead."
+    )
+    message = (
+        "The supported dtypes for nn.functional.l1_loss on device type neuron are incorrect! The following dtypes "
+        "did not work in forward but are listed by the OpInfo: {torch.complex64, torch.float64}. Unexpected "
+        f"failures raised the following errors: torch.complex64 - {policy} torch.float64 - {policy} Caused by "
+        "sample input at index 5: SampleInput(...)"
+    )
+    assert upstream_plugin._only_fp64_claims(message)
+    assert not upstream_plugin._only_fp64_claims(
+        message.replace(f"torch.complex64 - {policy}", "torch.complex64 - RuntimeError: wrong")
+    )
+
+
 def test_each_finished_file_is_reported_while_the_run_goes_on(tmp_path, monkeypatch):
     # The driver wrote its report only at the end: a run cut short (a 60-minute timeout) left none.
     class FinishedFile:
