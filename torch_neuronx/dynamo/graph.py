@@ -169,16 +169,13 @@ def _check_dispatched_dtypes(graph: torch.fx.GraphModule) -> None:
             raise
 
 
-def _returned_inputs(graph: torch.fx.GraphModule, caller_inputs: list[Any]) -> list[tuple[int, int]]:
-    """(output position, input position) of each tensor input ``graph`` returns as it is."""
-    placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+def _returned_inputs(graph: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """(output position, input position) of each input ``graph`` returns as it is."""
+    positions = {node: index for index, node in enumerate(n for n in graph.graph.nodes if n.op == "placeholder")}
     output = next(node for node in graph.graph.nodes if node.op == "output")
     leaves = pytree.tree_leaves(output.args[0])
     return [
-        (at, index)
-        for at, leaf in enumerate(leaves)
-        for index, value in enumerate(caller_inputs)
-        if isinstance(value, torch.Tensor) and leaf is placeholders[index]
+        (at, positions[leaf]) for at, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node) and leaf in positions
     ]
 
 
@@ -195,17 +192,17 @@ class CompiledGraph:
         METRICS.append(self.metrics)
         caller_inputs = len(example_inputs)
         self.host_arithmetic, example_inputs = HostArithmetic.hoist(graph, example_inputs)
+        self.returned_inputs = _returned_inputs(graph)
         runtime_ints = find_runtime_ints(graph, example_inputs)
         runtime_ints.caller_inputs = caller_inputs
         self.symbolic = any(
             _is_symbolic(value) for index, value in enumerate(example_inputs) if index not in runtime_ints.inputs
         )
         if self.symbolic:  # specialised on every value with the shapes
-            runtime_ints = RuntimeInts([], [])
+            runtime_ints = RuntimeInts([])
         else:
             concretise_runtime_ints(graph, example_inputs, runtime_ints)
         self.runtime_ints = runtime_ints
-        self.returned_inputs = _returned_inputs(graph, example_inputs[:caller_inputs])
         #: The core of a graph whose inputs hold no tensor (factories only: ``torch.rand(3,
         #: device="neuron:1")``), which the call signature cannot take from its inputs; else None.
         self.core = None if any(isinstance(v, torch.Tensor) for v in example_inputs) else _core_of_results(graph)
@@ -276,8 +273,6 @@ class CompiledGraph:
         an input for the backward must save that tensor, which requires grad: a double backward then
         reaches AOTAutograd's "does not currently support double backward" through it, where a copy
         left the input out of the graph ("appears to not have been used", or None)."""
-        for at, index in self.runtime_ints.returned:
-            outputs[at] = args[index]
         for at, index in self.returned_inputs:
             outputs[at] = args[index]
         return outputs

@@ -175,9 +175,6 @@ class RuntimeInts:
 
     #: Input positions taken as runtime scalars.
     inputs: list[int]
-    #: (output position, input position) of the runtime ints the graph returns as they are: the
-    #: executable returns the value it was built with; the caller puts the call's in its place.
-    returned: list[tuple[int, int]]
     #: The host checks of the ops that take them, made at every call.
     checks: list[_ValueCheck] = dataclasses.field(default_factory=list)
     #: The runtime ints no op of the graph reads (returned as they are, or read only by the host's
@@ -255,11 +252,8 @@ def find(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> RuntimeInts:
         )
         if symbolic and _is_runtime(node):
             positions.append(index)
-    output = next(node for node in graph.graph.nodes if node.op == "output")
-    leaves = pytree.tree_leaves(output.args[0])
-    returned = [(at, index) for index in positions for at, leaf in enumerate(leaves) if leaf is placeholders[index]]
     unread = [index for index in positions if all(user.op == "output" for user in placeholders[index].users)]
-    return RuntimeInts(positions, returned, unread=unread)
+    return RuntimeInts(positions, unread=unread)
 
 
 def set_values(graph: torch.fx.GraphModule, found: RuntimeInts, args: tuple[Any, ...]) -> None:
