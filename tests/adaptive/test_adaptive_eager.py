@@ -344,6 +344,14 @@ def test_compiled_graphs_compose_with_recorded_ops():
     torch.testing.assert_close(result.cpu(), expected)
 
 
+def _output_under_the_environment_variable(code: str) -> str:
+    """What ``code`` prints in a fresh process with TORCH_NEURONX_ADAPTIVE_EAGER=1."""
+    env = dict(os.environ, TORCH_NEURONX_ADAPTIVE_EAGER="1")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_the_environment_variable_turns_it_on_for_the_process():
     code = (
         "import torch, torch_neuronx\n"
@@ -351,10 +359,8 @@ def test_the_environment_variable_turns_it_on_for_the_process():
         "y = ((x * 2 + 1).sin().exp() - 3).cpu()\n"
         "print(torch_neuronx.adaptive_eager_metrics()['fused_ops'])\n"
     )
-    env = dict(os.environ, TORCH_NEURONX_ADAPTIVE_EAGER="1")
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "{6: 1}"  # randn's normal_ and the chain's five ops: one trace
+    # randn's normal_ and the chain's five ops: one trace
+    assert _output_under_the_environment_variable(code).strip() == "{6: 1}"
 
 
 def test_a_block_that_disables_it_holds_when_the_device_starts_inside_it():
@@ -369,10 +375,8 @@ def test_a_block_that_disables_it_holds_when_the_device_starts_inside_it():
         "z = ((x * 2 + 1).sin() - 3).cpu()\n"
         "print(inside, torch_neuronx.adaptive_eager_metrics()['ops_recorded'], torch.equal(y, z))\n"
     )
-    env = dict(os.environ, TORCH_NEURONX_ADAPTIVE_EAGER="1")
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["0", "4", "True"]  # the chain's four ops, recorded only outside
+    # the chain's four ops, recorded only outside
+    assert _output_under_the_environment_variable(code).split() == ["0", "4", "True"]
 
 
 def test_overlapping_blocks_of_two_threads_leave_recording_off():
